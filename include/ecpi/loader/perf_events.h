@@ -1,0 +1,104 @@
+// perf_event_open wrappers: the sampling events BPF attaches to, and the
+// side-band "dummy" events whose ring buffers carry the kernel's mmap2, comm,
+// fork and exit records (with build ids) for every process.
+#pragma once
+
+#include <linux/perf_event.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ecpi/result.h"
+
+namespace ecpi::loader {
+
+// An event a user may ask for with -e.
+struct EventSpec {
+    std::string name;            // as the user wrote it: "cpu-clock", "cycles", ...
+    std::uint32_t type = 0;      // PERF_TYPE_*
+    std::uint64_t config = 0;
+    bool is_clock = false;       // period in nanoseconds
+};
+
+// Known event names; an unknown name is an error listing the known ones.
+[[nodiscard]] Result<EventSpec> parse_event(const std::string& name);
+std::vector<std::string> known_event_names();
+
+// Mean sampling period for `hz` samples per second per CPU: nanoseconds for
+// the clocks, events for hardware counters (cycles from the CPU clock rate).
+std::uint64_t mean_period(const EventSpec& event, std::uint64_t hz, double cpu_mhz);
+
+// Online CPU numbers.
+[[nodiscard]] Result<std::vector<int>> online_cpus();
+
+// The nominal CPU clock rate in MHz (from /proc/cpuinfo), 0 when unknown.
+double cpu_mhz();
+
+class FileDescriptor {
+public:
+    FileDescriptor() = default;
+    explicit FileDescriptor(int fd) : fd_(fd) {}
+    FileDescriptor(FileDescriptor&& o) noexcept : fd_(o.release()) {}
+    FileDescriptor& operator=(FileDescriptor&& o) noexcept;
+    ~FileDescriptor();
+    int get() const { return fd_; }
+    int release() { int fd = fd_; fd_ = -1; return fd; }
+    explicit operator bool() const { return fd_ >= 0; }
+
+private:
+    int fd_ = -1;
+};
+
+// One sampling event per CPU. `cgroup_fd` >= 0 restricts counting to that
+// cgroup (and its descendants), as perf's -G does.
+struct SamplingEventOptions {
+    std::uint64_t period = 0;
+    int cgroup_fd = -1;
+};
+[[nodiscard]] Result<std::vector<FileDescriptor>> open_sampling_events(const EventSpec& event,
+                                                                       const std::vector<int>& cpus,
+                                                                       const SamplingEventOptions& options);
+// Changes a running event's period (PERF_EVENT_IOC_PERIOD).
+[[nodiscard]] Result<void> set_period(int fd, std::uint64_t period);
+
+// Records read from the side-band ring buffers.
+struct SidebandHandler {
+    std::function<void(std::uint32_t pid, std::uint64_t start, std::uint64_t len, std::uint64_t pgoff,
+                       const std::string& path, const std::string& build_id)> mmap;
+    std::function<void(std::uint32_t pid, const std::string& comm, bool exec)> comm;
+    std::function<void(std::uint32_t pid, std::uint32_t ppid)> fork;
+    std::function<void(std::uint32_t pid)> exit;
+};
+
+// A per-CPU dummy event recording mmap2 (executable mappings, with build id),
+// comm (exec), fork and exit records of every process.
+class SidebandReader {
+public:
+    static Result<SidebandReader> open(const std::vector<int>& cpus, std::size_t pages_per_cpu = 256);
+    SidebandReader(SidebandReader&&) noexcept;
+    SidebandReader& operator=(SidebandReader&&) noexcept;
+    ~SidebandReader();
+
+    // Reads every record written so far, in per-CPU order. Records from
+    // different CPUs are merged by timestamp so a fork is seen before its
+    // child's exec.
+    void drain(const SidebandHandler& handler);
+    std::uint64_t lost_records() const { return lost_; }
+
+private:
+    SidebandReader() = default;
+    struct Ring {
+        FileDescriptor fd;
+        void* base = nullptr;
+        std::size_t size = 0;  // data area bytes
+    };
+    std::vector<Ring> rings_;
+    std::size_t page_size_ = 0;
+    std::uint64_t lost_ = 0;
+    std::vector<std::uint8_t> scratch_;
+};
+
+}  // namespace ecpi::loader

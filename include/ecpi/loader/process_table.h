@@ -1,0 +1,111 @@
+// Where each process's executable images are mapped, over time (DCPI 4.3.2).
+// Fed by the kernel's perf mmap2/comm/fork/exit records and a /proc scan at
+// start; answers (pid, pc) -> (image, ELF virtual address) for the drain.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ecpi/result.h"
+#include "ecpi/store/profile.h"
+
+namespace ecpi::loader {
+
+// One executable image as the loader knows it.
+struct ImageInfo {
+    store::ImageId id;             // path inside the process's mount namespace + build id
+    std::string readable_path;     // where this process can open it (/proc/PID/root/... or map_files)
+    bool foreign_namespace = false;  // mapped by a process in another mount namespace
+    // PT_LOAD segments (file offset -> vaddr); empty for pseudo images.
+    struct Segment { std::uint64_t offset, filesz, vaddr; };
+    std::vector<Segment> segments;
+    bool elf_read = false;         // segments/build id read from the file (or tried)
+    std::string elf_error;         // why the file could not be read, once
+};
+
+struct Mapping {
+    std::uint64_t start = 0, end = 0, pgoff = 0;
+    std::uint32_t image = 0;       // index into ProcessTable::images()
+};
+
+struct ResolvedPc {
+    std::uint32_t image = 0;       // index into images()
+    std::uint64_t offset = 0;      // ELF virtual address, or pc - start for pseudo images
+};
+
+class ProcessTable {
+public:
+    // Records from the kernel (or a /proc scan), in the order they happened.
+    // `path` is as the kernel reports it; `build_id` may be empty (read later).
+    void on_mmap(std::uint32_t pid, std::uint64_t start, std::uint64_t len, std::uint64_t pgoff,
+                 const std::string& path, const std::string& build_id);
+    void on_comm(std::uint32_t pid, const std::string& comm, bool exec);
+    void on_fork(std::uint32_t pid, std::uint32_t parent_pid);
+    void on_exit(std::uint32_t pid);
+
+    // Reads /proc/PID/maps (executable mappings) and comm of one process or
+    // of every process. Processes that vanish meanwhile are skipped.
+    void scan_proc(std::uint32_t pid);
+    void scan_all_proc();
+
+    // (pid, pc) of a user-mode sample. Looks in the current address space
+    // first, then in the ones the process had before exec (a sample taken
+    // before exec may be drained after it).
+    std::optional<ResolvedPc> resolve(std::uint32_t pid, std::uint64_t pc);
+
+    // Processes that exited before the previous call are forgotten: their
+    // samples were all drained by then (exit is seen after a drain flip, and
+    // every earlier sample sits in the drained table).
+    void reap_exited();
+
+    const std::vector<ImageInfo>& images() const { return images_; }
+    std::string comm(std::uint32_t pid) const;
+    std::size_t process_count() const { return processes_.size(); }
+
+    // Called once for each new file-backed image, after its ELF was read
+    // (the recorder caches binaries of other mount namespaces).
+    std::function<void(const ImageInfo&)> new_image_hook;
+
+    // Where /proc is (tests point it elsewhere).
+    void set_proc_root(std::filesystem::path root) { proc_root_ = std::move(root); }
+
+private:
+    struct AddressSpace { std::vector<Mapping> mappings; };  // sorted by start
+    struct Process {
+        std::string comm;
+        std::vector<AddressSpace> spaces;  // oldest first; back() is current
+        int exit_age = -1;                 // -1 alive; else reap passes since exit
+    };
+
+    Process& process(std::uint32_t pid);
+    std::uint32_t intern_image(std::uint32_t pid, const std::string& path, const std::string& build_id,
+                               std::uint64_t start, std::uint64_t end);
+    std::optional<ResolvedPc> resolve_in(const AddressSpace& space, std::uint64_t pc);
+    void read_elf(ImageInfo& image);
+    bool in_foreign_namespace(std::uint32_t pid);
+
+    std::unordered_map<std::uint32_t, Process> processes_;
+    std::vector<ImageInfo> images_;
+    std::map<std::pair<std::string, std::string>, std::uint32_t> image_index_;  // (path, build id)
+    std::filesystem::path proc_root_ = "/proc";
+    std::optional<std::uint64_t> own_mnt_ns_;
+};
+
+// Reads the GNU build id and PT_LOAD segments of an ELF file.
+struct ElfLayout {
+    std::string build_id;
+    std::vector<ImageInfo::Segment> segments;
+};
+[[nodiscard]] Result<ElfLayout> read_elf_layout(const std::filesystem::path& file);
+
+// Address of _text in /proc/kallsyms (kernel offsets are relative to it).
+[[nodiscard]] Result<std::uint64_t> kernel_text_address(const std::filesystem::path& kallsyms = "/proc/kallsyms");
+
+}  // namespace ecpi::loader

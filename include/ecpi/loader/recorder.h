@@ -1,0 +1,69 @@
+// One recording session (`ecpi record`): sampling events + BPF sampler +
+// side-band mmap records + process table, drained periodically and merged
+// into the profile store.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ecpi/result.h"
+
+namespace ecpi::loader {
+
+struct RecordOptions {
+    std::filesystem::path database = "ecpi.db";
+    std::uint64_t frequency = 4999;                 // samples per second per CPU
+    std::vector<std::string> events = {"cpu-clock"};
+    bool call_graph = false;                        // -g
+    bool randomize = true;                          // DCPI 4.1.1 period randomization
+    // Target: exactly one of these (none = the whole system).
+    std::vector<std::uint32_t> pids;                // -p: these and their children
+    std::string cgroup;                             // --cgroup PATH
+    std::vector<std::string> command;               // -- COMMAND ARGS...
+    std::optional<double> duration_s;               // stop after this long
+    double drain_interval_s = 1.0;                  // flip and drain the kernel tables
+    double flush_interval_s = 10.0;                 // merge into the store
+    std::uint32_t table_entries = 16384;            // per table (two tables)
+    std::uint32_t ringbuf_bytes = 8u << 20;
+    std::function<void(const std::string&)> log;    // progress and warnings, one line each
+};
+
+struct EventSummary {
+    std::string name;
+    std::uint64_t period = 0;
+    std::uint64_t samples = 0;        // stored, including unknown
+    std::uint64_t unknown = 0;
+    std::uint64_t lost = 0;           // ring buffer full
+    std::uint64_t spilled = 0;        // table full, went through the ring buffer (not lost)
+};
+
+struct RecordSummary {
+    std::vector<EventSummary> events;
+    std::string epoch;
+    std::optional<int> command_status;   // exit status to return (128+signal when killed)
+    bool interrupted = false;
+    std::uint64_t drains = 0;
+    std::uint64_t sideband_lost = 0;     // mmap/comm records the kernel dropped
+    std::uint64_t stack_samples = 0;     // -g
+    std::uint64_t distinct_stacks_per_drain = 0;  // summed over drains
+    double loader_cpu_s = 0;             // user + system CPU of this process
+    double wall_s = 0;
+    std::uint64_t bpf_run_time_ns = 0, bpf_run_count = 0;  // when kernel.bpf_stats_enabled
+    std::uint64_t unknown_record_kinds = 0;
+    std::vector<std::string> warnings;
+};
+
+// Runs until the command exits, the duration passes or `stop` becomes true.
+// Samples drained before an error are flushed when possible.
+[[nodiscard]] Result<RecordSummary> record(const RecordOptions& options, const std::atomic<bool>& stop);
+
+// Which of CAP_BPF, CAP_PERFMON this process lacks (empty when root or both held).
+std::vector<std::string> missing_capabilities();
+
+}  // namespace ecpi::loader

@@ -1,0 +1,86 @@
+// The BPF side of a recording: loads sampler.bpf.c, attaches it to the
+// sampling events, and drains its two tables and ring buffer without losing
+// or double counting a sample.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "ecpi/loader/perf_events.h"
+#include "ecpi/result.h"
+
+struct ecpi_sample_key;
+struct ecpi_stack_record;
+
+namespace ecpi::loader {
+
+// One aggregated or raw sample as drained from the kernel.
+struct RawSample {
+    std::uint32_t tgid = 0;
+    std::uint16_t event = 0;
+    bool kernel = false;
+    std::uint64_t pc = 0;
+    std::uint64_t count = 0;
+};
+
+// One -g sample: stacks leaf first, kernel frames then user frames.
+struct RawStackSample {
+    std::uint32_t tgid = 0;
+    std::uint16_t event = 0;
+    bool kernel = false;
+    std::uint64_t pc = 0;
+    std::vector<std::uint64_t> kernel_ips;
+    std::vector<std::uint64_t> user_ips;
+};
+
+struct SamplerCounters {
+    std::uint64_t samples = 0;
+    std::uint64_t table_full = 0;     // sent to the ring buffer instead
+    std::uint64_t ringbuf_lost = 0;   // lost: the ring buffer was full
+    std::uint64_t stack_errors = 0;
+};
+
+struct SamplerOptions {
+    bool filter_tgids = false;
+    bool capture_stacks = false;
+    std::uint32_t table_entries = 16384;
+    std::uint32_t ringbuf_bytes = 8u << 20;
+};
+
+class Sampler {
+public:
+    static Result<Sampler> load(const SamplerOptions& options);
+    Sampler(Sampler&&) noexcept;
+    Sampler& operator=(Sampler&&) noexcept;
+    ~Sampler();  // detaches everything: no program, link or event is left behind
+
+    // Track a process (and, through the fork tracepoint, its children).
+    Result<void> track_tgid(std::uint32_t tgid);
+    // Attach to every per-CPU fd of one event; `event_index` is the cookie.
+    Result<void> attach(std::uint16_t event_index, std::vector<FileDescriptor> fds);
+    // All attached perf fds of one event (for period changes).
+    std::vector<int> event_fds(std::uint16_t event_index) const;
+
+    // Flip the active table, wait until no handler still writes the old one,
+    // and append its contents to `out`. Then empty it.
+    Result<void> drain_table(std::vector<RawSample>& out);
+    // Consume the ring buffer: spilled samples into `flat`, -g samples into `stacks`.
+    Result<void> drain_ringbuf(std::vector<RawSample>& flat, std::vector<RawStackSample>& stacks);
+
+    // Per-event counters summed over CPUs.
+    Result<std::vector<SamplerCounters>> counters() const;
+    // Kernel BPF statistics (run time and count) of the sampling program,
+    // available when kernel.bpf_stats_enabled=1.
+    struct ProgStats { std::uint64_t run_time_ns = 0, run_cnt = 0; };
+    Result<ProgStats> prog_stats() const;
+    std::uint64_t unknown_record_kinds() const;
+
+private:
+    Sampler() = default;
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ecpi::loader

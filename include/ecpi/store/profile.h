@@ -1,0 +1,173 @@
+// The profile database (DCPI 4.3.3): a directory of epochs, each holding one
+// compact file per (image, event) of sorted (offset, count) pairs, per process.
+// store/FORMAT.md is the authority on the bytes; this header is the API.
+// store/ depends on nothing of ours but include/ (no BPF, no ELF parsing).
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ecpi/result.h"
+
+namespace ecpi::store {
+
+// Pseudo-pid of a process section that merges all processes (used when
+// per-process breakdown is off, e.g. by the daemon for rarely seen pids).
+inline constexpr std::uint32_t kAllProcesses = 0xffffffffu;
+
+// Special image paths. Their offsets are: kernel -> pc - address of _text in
+// /proc/kallsyms; unknown -> the raw pc; vdso -> pc - start of the mapping.
+inline constexpr const char* kKernelImage = "[kernel]";
+inline constexpr const char* kUnknownImage = "[unknown]";
+inline constexpr const char* kVdsoImage = "[vdso]";
+
+// An executable image, identified by build id where it has one (lowercase hex,
+// empty when the image has none), and by path (as seen by the process that
+// mapped it, i.e. inside its own mount namespace).
+struct ImageId {
+    std::string path;
+    std::string build_id;
+    auto operator<=>(const ImageId&) const = default;
+    bool operator==(const ImageId&) const = default;
+};
+
+struct OffsetCount {
+    std::uint64_t offset = 0;  // ELF virtual address in the image (link-time address)
+    std::uint64_t count = 0;
+    auto operator<=>(const OffsetCount&) const = default;
+    bool operator==(const OffsetCount&) const = default;
+};
+
+struct ProcessCounts {
+    std::uint32_t pid = 0;               // kAllProcesses for a merged section
+    std::vector<OffsetCount> counts;     // sorted by offset, offsets unique, counts > 0
+    bool operator==(const ProcessCounts&) const = default;
+};
+
+// All samples of one event in one image, within one epoch.
+struct ImageProfile {
+    ImageId image;
+    std::string event;                   // e.g. "cpu-clock", "cycles"
+    std::uint64_t period = 0;            // mean sampling period, in the event's unit (ns for clocks)
+    std::vector<ProcessCounts> processes;  // sorted by pid, pids unique
+
+    std::uint64_t total() const;
+    // Counts over all processes, sorted by offset.
+    std::vector<OffsetCount> merged() const;
+    bool operator==(const ImageProfile&) const = default;
+};
+
+// Call stacks recorded with -g, one file per event per epoch.
+struct StackFrame {
+    std::uint32_t image = 0;             // index into StackProfile::images
+    std::uint64_t offset = 0;            // same meaning as OffsetCount::offset
+    auto operator<=>(const StackFrame&) const = default;
+    bool operator==(const StackFrame&) const = default;
+};
+struct StackSample {
+    std::uint32_t pid = 0;
+    std::vector<StackFrame> frames;      // leaf first; kernel frames before user frames
+    std::uint64_t count = 0;
+    bool operator==(const StackSample&) const = default;
+};
+struct StackProfile {
+    std::string event;
+    std::uint64_t period = 0;
+    std::vector<ImageId> images;
+    std::vector<StackSample> stacks;     // (pid, frames) unique
+    bool operator==(const StackProfile&) const = default;
+};
+
+// Per-event totals kept beside the profiles.
+struct EventMeta {
+    std::uint64_t period = 0;
+    std::uint64_t samples = 0;           // samples stored (including [unknown])
+    std::uint64_t unknown = 0;           // samples that mapped to no image
+    std::uint64_t lost = 0;              // samples the ring buffer could not take
+    bool operator==(const EventMeta&) const = default;
+};
+struct ProcessMeta {
+    std::string comm;
+    std::string cmdline;
+    bool operator==(const ProcessMeta&) const = default;
+};
+// epoch.json: JSON, written atomically. Merging adds counts, overwrites names.
+struct EpochMeta {
+    std::map<std::string, EventMeta> events;        // keyed by event name
+    std::map<std::uint32_t, ProcessMeta> processes; // keyed by pid
+    std::string hostname;
+    std::string kernel_release;
+    double cpu_mhz = 0;                  // nominal clock, to turn clock periods into cycles
+    std::int64_t first_sample_unix = 0;
+    std::int64_t last_update_unix = 0;
+    bool operator==(const EpochMeta&) const = default;
+};
+
+// Encoding of one file in memory. decode_* reject bad magic, an unknown
+// (newer) format version, truncation and checksum mismatch with a message.
+[[nodiscard]] std::vector<std::uint8_t> encode_profile(const ImageProfile& profile);
+[[nodiscard]] Result<ImageProfile> decode_profile(std::span<const std::uint8_t> bytes);
+[[nodiscard]] std::vector<std::uint8_t> encode_stacks(const StackProfile& stacks);
+[[nodiscard]] Result<StackProfile> decode_stacks(std::span<const std::uint8_t> bytes);
+
+// Add `from` into `into` (same image and event). Periods must agree.
+[[nodiscard]] Result<void> merge_into(ImageProfile& into, const ImageProfile& from);
+[[nodiscard]] Result<void> merge_into(StackProfile& into, const StackProfile& from);
+void merge_into(EpochMeta& into, const EpochMeta& from);
+
+struct EpochContents {
+    std::string epoch;
+    std::vector<ImageProfile> profiles;
+    std::vector<StackProfile> stacks;
+    EpochMeta meta;
+    // Files that could not be read, one line each: "<path>: <reason>".
+    std::vector<std::string> skipped;
+};
+
+// A profile database directory. Writers serialize on an flock of DB/lock;
+// every file is replaced atomically (write temp, fsync, rename, fsync dir), so
+// readers need no lock and never see a half-written file.
+class Database {
+public:
+    enum class Mode { kReadOnly, kCreate };
+
+    // kCreate makes the directory (and the first epoch) if missing;
+    // kReadOnly fails with a clear message when DB is not a database.
+    static Result<Database> open(const std::filesystem::path& dir, Mode mode);
+
+    const std::filesystem::path& path() const { return dir_; }
+
+    // Epoch names sort in creation order ("00001", "00002", ...).
+    Result<std::vector<std::string>> epochs() const;
+    // The newest epoch (created if the database has none and is writable).
+    Result<std::string> current_epoch();
+    // Close the current epoch and start a new one; returns its name.
+    Result<std::string> new_epoch();
+
+    // Read-modify-write merges; each is atomic on its own.
+    Result<void> merge(const std::string& epoch, const ImageProfile& profile);
+    Result<void> merge(const std::string& epoch, const StackProfile& stacks);
+    Result<void> merge(const std::string& epoch, const EpochMeta& meta);
+
+    // Everything in one epoch. Corrupt or unknown-version files are listed in
+    // `skipped` and the rest is still returned.
+    Result<EpochContents> read_epoch(const std::string& epoch) const;
+
+    // Build-id cache for binaries that will not be reachable by path later
+    // (processes in other mount namespaces): DB/images/<bid[0:2]>/<bid[2:]>.
+    std::filesystem::path cached_image_path(const std::string& build_id) const;
+    Result<void> cache_image(const std::string& build_id, const std::filesystem::path& source);
+
+private:
+    explicit Database(std::filesystem::path dir, Mode mode) : dir_(std::move(dir)), mode_(mode) {}
+    std::filesystem::path dir_;
+    Mode mode_;
+};
+
+}  // namespace ecpi::store

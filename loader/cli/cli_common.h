@@ -1,0 +1,52 @@
+// Shared pieces of the ecpi command line: the verb table, exit codes, and
+// the --format option. Verbs live in one file each and only parse options,
+// call a library and print.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ecpi/result.h"
+
+namespace ecpi::cli {
+
+// Documented exit codes (README.md): 0 success, 1 runtime error, 2 usage error.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRuntimeError = 1;
+inline constexpr int kExitUsageError = 2;
+
+// A runtime failure: printed as one line "ecpi <verb>: <message>".
+struct RuntimeError {
+    std::string message;
+};
+// A usage failure found after parsing (conflicting options, ...).
+struct UsageError {
+    std::string message;
+};
+
+struct Verb {
+    CLI::App* app = nullptr;
+    std::function<int()> run;  // returns the exit code; may throw RuntimeError/UsageError
+};
+
+enum class Format { kText, kJson };
+// Adds --format text|json to a verb.
+void add_format_option(CLI::App& app, Format& format);
+
+// Throws RuntimeError with the error's message.
+template <typename T>
+T unwrap(Result<T> r) {
+    if (!r.ok()) throw RuntimeError{r.error().message()};
+    return std::move(r).value();
+}
+inline void unwrap(Result<void> r) {
+    if (!r.ok()) throw RuntimeError{r.error().message()};
+}
+
+void add_record_verb(CLI::App& root, std::vector<Verb>& verbs);
+void add_prof_verb(CLI::App& root, std::vector<Verb>& verbs);
+
+}  // namespace ecpi::cli

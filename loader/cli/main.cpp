@@ -1,0 +1,48 @@
+// ecpi: one binary, git-style verbs (record, prof, ...).
+#include <cstdio>
+#include <iostream>
+
+#include "cli_common.h"
+
+int main(int argc, char** argv) {
+    using namespace ecpi::cli;
+    CLI::App app{"ecpi: eBPF continuous profiling infrastructure (where have all the cycles gone, and why)", "ecpi"};
+    app.set_version_flag("--version", std::string("ecpi ") + ECPI_VERSION);
+    app.require_subcommand(1);
+    std::vector<Verb> verbs;
+    add_record_verb(app, verbs);
+    add_prof_verb(app, verbs);
+
+    std::string verb_name = "ecpi";
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        for (const auto& v : verbs)
+            if (v.app->parsed()) verb_name = "ecpi " + v.app->get_name();
+        std::fprintf(stderr, "%s: %s (see '%s --help')\n", verb_name.c_str(), e.what(), verb_name.c_str());
+        return kExitUsageError;
+    }
+    for (const auto& v : verbs) {
+        if (!v.app->parsed()) continue;
+        verb_name = "ecpi " + v.app->get_name();
+        try {
+            return v.run();
+        } catch (const UsageError& e) {
+            std::fprintf(stderr, "%s: %s (see '%s --help')\n", verb_name.c_str(), e.message.c_str(), verb_name.c_str());
+            return kExitUsageError;
+        } catch (const RuntimeError& e) {
+            std::fprintf(stderr, "%s: %s\n", verb_name.c_str(), e.message.c_str());
+            return kExitRuntimeError;
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "%s: internal error: %s\n", verb_name.c_str(), e.what());
+            return kExitRuntimeError;
+        }
+    }
+    return kExitUsageError;
+}

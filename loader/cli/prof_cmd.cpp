@@ -1,0 +1,65 @@
+// ecpi prof: samples per procedure or image (DCPI's dcpiprof, Figure 1).
+#include <cstdio>
+#include <iostream>
+
+#include "cli_common.h"
+#include "ecpi/analyze/prof_report.h"
+#include "ecpi/store/profile.h"
+
+namespace ecpi::cli {
+namespace {
+
+struct ProfArgs {
+    std::string database = "ecpi.db";
+    std::string by = "procedure";
+    std::vector<std::string> events;
+    std::optional<std::uint32_t> pid;
+    std::size_t limit = 0;
+    std::string epoch;
+    Format format = Format::kText;
+};
+
+int run_prof(const ProfArgs& args) {
+    auto db = unwrap(store::Database::open(args.database, store::Database::Mode::kReadOnly));
+    std::string epoch = args.epoch;
+    if (epoch.empty()) {
+        auto epochs = unwrap(db.epochs());
+        if (epochs.empty()) throw RuntimeError{args.database + " holds no epochs yet: record into it first"};
+        epoch = epochs.back();
+    }
+    auto contents = unwrap(db.read_epoch(epoch));
+    analyze::ProfOptions options;
+    options.by = args.by == "image" ? analyze::ProfOptions::By::kImage : analyze::ProfOptions::By::kProcedure;
+    options.events = args.events;
+    options.pid = args.pid;
+    options.limit = args.limit;
+    analyze::Symbolizer symbolizer({.database = db.path()});
+    auto report = unwrap(analyze::build_prof_report(contents, options, symbolizer));
+    report.database = args.database;
+    if (args.format == Format::kJson) {
+        std::cout << analyze::render_prof_json(report).dump(2) << "\n";
+    } else {
+        std::cout << analyze::render_prof_text(report);
+        for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi prof: warning: %s\n", w.c_str());
+    }
+    return kExitOk;
+}
+
+}  // namespace
+
+void add_prof_verb(CLI::App& root, std::vector<Verb>& verbs) {
+    auto args = std::make_shared<ProfArgs>();
+    auto* app = root.add_subcommand("prof", "Samples per procedure or image, hottest first");
+    app->add_option("database", args->database, "Profile database directory")->default_str("ecpi.db");
+    app->add_option("--by", args->by, "Group by procedure or image")
+        ->check(CLI::IsMember({"procedure", "image"}))
+        ->default_str("procedure");
+    app->add_option("-e,--event", args->events, "Events to show (repeatable); the first one sorts")->delimiter(',');
+    app->add_option("--pid", args->pid, "Only samples of this process");
+    app->add_option("--limit", args->limit, "Show at most N rows (0: all)");
+    app->add_option("--epoch", args->epoch, "Epoch to read (default: the newest)");
+    add_format_option(*app, args->format);
+    verbs.push_back({app, [args] { return run_prof(*args); }});
+}
+
+}  // namespace ecpi::cli

@@ -1,0 +1,145 @@
+// ecpi record: one-shot profiling of a command, processes, a cgroup or the
+// whole system into a profile database.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "ecpi/loader/perf_events.h"
+#include "ecpi/loader/recorder.h"
+
+namespace ecpi::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_stop_signal(int) { g_stop.store(true); }
+
+struct RecordArgs {
+    loader::RecordOptions options;
+    bool system_wide = false;
+    bool no_randomize = false;
+    bool quiet = false;
+    double duration = 0;
+    std::vector<std::string> events;
+    Format format = Format::kText;
+};
+
+std::string percent(std::uint64_t part, std::uint64_t whole) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f%%", whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
+    return buf;
+}
+
+int run_record(RecordArgs& args, CLI::App& app) {
+    auto& o = args.options;
+    int targets = (args.system_wide ? 1 : 0) + (o.pids.empty() ? 0 : 1) + (o.cgroup.empty() ? 0 : 1) +
+                  (o.command.empty() ? 0 : 1);
+    if (targets > 1) throw UsageError{"choose one target: -a, -p PID, --cgroup PATH or -- COMMAND"};
+    if (o.frequency == 0 || o.frequency > 100000) throw UsageError{"-F must be between 1 and 100000 Hz"};
+    if (app.count("--duration") && args.duration <= 0) throw UsageError{"--duration must be positive"};
+    if (app.count("--duration")) o.duration_s = args.duration;
+    for (const auto& e : args.events) {
+        auto parsed = loader::parse_event(e);
+        if (!parsed.ok()) throw UsageError{parsed.error().message()};
+    }
+    if (!args.events.empty()) o.events = args.events;
+    o.randomize = !args.no_randomize;
+    if (!args.quiet) o.log = [](const std::string& line) { std::fprintf(stderr, "ecpi record: %s\n", line.c_str()); };
+
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    // With a command, Ctrl-C reaches the command too (same process group);
+    // without one, ecpi records until the duration passes or Ctrl-C.
+    if (o.command.empty() && !o.duration_s && !args.quiet)
+        std::fprintf(stderr, "ecpi record: recording; press Ctrl-C to stop\n");
+
+    auto summary = unwrap(loader::record(o, g_stop));
+
+    if (args.format == Format::kJson) {
+        nlohmann::json j{{"schema", "ecpi.record"}, {"version", 1}, {"database", o.database.string()},
+                         {"epoch", summary.epoch}, {"interrupted", summary.interrupted},
+                         {"wall_seconds", summary.wall_s}, {"loader_cpu_seconds", summary.loader_cpu_s},
+                         {"drains", summary.drains}, {"sideband_lost", summary.sideband_lost},
+                         {"warnings", summary.warnings}};
+        nlohmann::json events = nlohmann::json::array();
+        for (const auto& e : summary.events)
+            events.push_back({{"event", e.name}, {"period", e.period}, {"samples", e.samples},
+                              {"unknown", e.unknown}, {"lost", e.lost}, {"spilled", e.spilled}});
+        j["events"] = events;
+        if (summary.command_status) j["command_status"] = *summary.command_status;
+        if (summary.stack_samples) {
+            j["stack_samples"] = summary.stack_samples;
+            j["distinct_stacks_per_drain"] = summary.distinct_stacks_per_drain;
+        }
+        if (summary.bpf_run_count) {
+            j["bpf_run_count"] = summary.bpf_run_count;
+            j["bpf_run_time_ns"] = summary.bpf_run_time_ns;
+        }
+        std::cout << j.dump(2) << "\n";
+    } else if (!args.quiet) {
+        for (const auto& e : summary.events) {
+            std::fprintf(stderr,
+                         "ecpi record: %s: %llu samples (period %llu%s), unknown %llu (%s), lost %llu\n",
+                         e.name.c_str(), static_cast<unsigned long long>(e.samples),
+                         static_cast<unsigned long long>(e.period), e.name.find("clock") != std::string::npos ? " ns" : "",
+                         static_cast<unsigned long long>(e.unknown), percent(e.unknown, e.samples).c_str(),
+                         static_cast<unsigned long long>(e.lost));
+        }
+        if (summary.stack_samples)
+            std::fprintf(stderr, "ecpi record: %llu stack samples, %.1f%% distinct within a drain interval\n",
+                         static_cast<unsigned long long>(summary.stack_samples),
+                         100.0 * static_cast<double>(summary.distinct_stacks_per_drain) /
+                             static_cast<double>(summary.stack_samples));
+        std::fprintf(stderr, "ecpi record: wrote %s (epoch %s)%s\n", o.database.c_str(), summary.epoch.c_str(),
+                     summary.interrupted ? " after interruption" : "");
+    }
+    if (summary.command_status) return *summary.command_status;
+    return kExitOk;
+}
+
+}  // namespace
+
+void add_record_verb(CLI::App& root, std::vector<Verb>& verbs) {
+    auto args = std::make_shared<RecordArgs>();
+    auto* app = root.add_subcommand("record", "Profile a command, processes, a cgroup or the whole system");
+    app->footer(
+        "Examples:\n"
+        "  ecpi record -- ./my-program arg        profile a command and every process it starts\n"
+        "  ecpi record -p 1234 --duration 10      profile a running process and its children\n"
+        "  ecpi record -a --duration 30 -g        the whole system, with call stacks\n"
+        "Then: ecpi prof [DB]");
+    auto& o = args->options;
+    app->add_option("-o,--output", o.database, "Profile database directory (created if missing; merged into)")
+        ->default_str("ecpi.db");
+    app->add_option("-F,--frequency", o.frequency, "Mean samples per second per CPU")->default_str("4999");
+    app->add_option("-e,--event", args->events,
+                    "Event to sample (repeatable): cpu-clock, task-clock, cycles, instructions, cache-misses, "
+                    "branch-misses")
+        ->delimiter(',');
+    app->add_flag("-g,--call-graph", o.call_graph, "Record call stacks (frame pointers)");
+    app->add_flag("-a,--all-cpus", args->system_wide, "Profile the whole system (the default without a target)");
+    app->add_option("-p,--pid", o.pids, "Profile these processes and their children")->delimiter(',');
+    app->add_option("--cgroup", o.cgroup, "Profile a cgroup v2 (path absolute or under /sys/fs/cgroup)");
+    app->add_option("--duration", args->duration, "Stop after this many seconds");
+    app->add_flag("--no-randomize", args->no_randomize, "Keep the sampling period fixed (DCPI 4.1.1 randomizes it)");
+    app->add_option("--drain-interval", o.drain_interval_s, "Seconds between drains of the kernel tables")
+        ->default_str("1")
+        ->check(CLI::Range(0.05, 3600.0));
+    app->add_option("--table-entries", o.table_entries, "Entries per in-kernel aggregation table")
+        ->default_str("16384")
+        ->check(CLI::Range(64u, 1u << 22));
+    app->add_flag("-q,--quiet", args->quiet, "Print nothing but errors");
+    add_format_option(*app, args->format);
+    app->add_option("command", o.command, "Command to run and profile (after --)");
+    verbs.push_back({app, [args, app] { return run_record(*args, *app); }});
+}
+
+}  // namespace ecpi::cli

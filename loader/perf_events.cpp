@@ -1,0 +1,304 @@
+#include "ecpi/loader/perf_events.h"
+
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace ecpi::loader {
+namespace {
+
+long perf_event_open(perf_event_attr* attr, pid_t pid, int cpu, int group_fd, unsigned long flags) {
+    return syscall(SYS_perf_event_open, attr, pid, cpu, group_fd, flags);
+}
+
+struct KnownEvent {
+    const char* name;
+    std::uint32_t type;
+    std::uint64_t config;
+    bool is_clock;
+};
+constexpr KnownEvent kKnownEvents[] = {
+    {"cpu-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, true},
+    {"task-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, true},
+    {"cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, false},
+    {"instructions", PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS, false},
+    {"cache-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES, false},
+    {"branch-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES, false},
+};
+
+// Why perf_event_open refused an event, in words, with what to do instead.
+Error open_error(const EventSpec& event, int err) {
+    if (event.type == PERF_TYPE_HARDWARE && (err == ENOENT || err == EOPNOTSUPP || err == ENODEV || err == EINVAL))
+        return Error("event '" + event.name + "' is not supported on this machine (no hardware PMU: " +
+                         std::strerror(err) + "); use -e cpu-clock or -e task-clock instead",
+                     err);
+    if (err == EACCES || err == EPERM)
+        return Error("opening event '" + event.name + "': " + std::strerror(err) +
+                         "; ecpi needs CAP_PERFMON (or root), and kernel.perf_event_paranoid may forbid it",
+                     err);
+    if (err == EMFILE)
+        return Error("opening event '" + event.name +
+                         "': too many open files; raise the limit with `ulimit -n`",
+                     err);
+    return Error::from_errno(err, "opening event '" + event.name + "'");
+}
+
+}  // namespace
+
+FileDescriptor& FileDescriptor::operator=(FileDescriptor&& o) noexcept {
+    if (this != &o) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = o.release();
+    }
+    return *this;
+}
+
+FileDescriptor::~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+std::vector<std::string> known_event_names() {
+    std::vector<std::string> names;
+    for (const auto& e : kKnownEvents) names.emplace_back(e.name);
+    return names;
+}
+
+Result<EventSpec> parse_event(const std::string& name) {
+    for (const auto& e : kKnownEvents) {
+        if (name == e.name) return EventSpec{e.name, e.type, e.config, e.is_clock};
+    }
+    std::string list;
+    for (const auto& n : known_event_names()) list += (list.empty() ? "" : ", ") + n;
+    return Error("unknown event '" + name + "' (known events: " + list + ")");
+}
+
+std::uint64_t mean_period(const EventSpec& event, std::uint64_t hz, double mhz) {
+    if (hz == 0) hz = 1;
+    if (event.is_clock) return std::max<std::uint64_t>(1'000'000'000ull / hz, 10'000);
+    // Hardware counters: one sample per 1/hz seconds of a busy CPU.
+    double rate = mhz > 0 ? mhz * 1e6 : 2e9;
+    if (event.config == PERF_COUNT_HW_CACHE_MISSES || event.config == PERF_COUNT_HW_BRANCH_MISSES)
+        rate /= 100;  // roughly one miss per hundred cycles
+    return std::max<std::uint64_t>(static_cast<std::uint64_t>(rate / static_cast<double>(hz)), 1000);
+}
+
+Result<std::vector<int>> online_cpus() {
+    std::ifstream in("/sys/devices/system/cpu/online");
+    if (!in) return Error::from_errno(errno, "reading /sys/devices/system/cpu/online");
+    std::string text;
+    std::getline(in, text);
+    std::vector<int> cpus;
+    std::stringstream ss(text);
+    std::string range;
+    while (std::getline(ss, range, ',')) {
+        auto dash = range.find('-');
+        int lo = std::stoi(range.substr(0, dash));
+        int hi = dash == std::string::npos ? lo : std::stoi(range.substr(dash + 1));
+        for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+    }
+    if (cpus.empty()) return Error("no online CPUs in /sys/devices/system/cpu/online");
+    return cpus;
+}
+
+double cpu_mhz() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("cpu MHz", 0) == 0) {
+            auto colon = line.find(':');
+            if (colon != std::string::npos) return std::stod(line.substr(colon + 1));
+        }
+    }
+    return 0;
+}
+
+Result<std::vector<FileDescriptor>> open_sampling_events(const EventSpec& event, const std::vector<int>& cpus,
+                                                         const SamplingEventOptions& options) {
+    std::vector<FileDescriptor> fds;
+    for (int cpu : cpus) {
+        perf_event_attr attr{};
+        attr.size = sizeof(attr);
+        attr.type = event.type;
+        attr.config = event.config;
+        attr.sample_period = options.period;
+        attr.disabled = 1;  // enabled when the BPF program is attached
+        unsigned long flags = PERF_FLAG_FD_CLOEXEC;
+        pid_t pid = -1;
+        if (options.cgroup_fd >= 0) {
+            pid = options.cgroup_fd;
+            flags |= PERF_FLAG_PID_CGROUP;
+        }
+        long fd = perf_event_open(&attr, pid, cpu, -1, flags);
+        if (fd < 0) return open_error(event, errno);
+        fds.emplace_back(static_cast<int>(fd));
+    }
+    return fds;
+}
+
+Result<void> set_period(int fd, std::uint64_t period) {
+    if (ioctl(fd, PERF_EVENT_IOC_PERIOD, &period) != 0) return Error::from_errno(errno, "setting sampling period");
+    return ok();
+}
+
+SidebandReader::SidebandReader(SidebandReader&& o) noexcept { *this = std::move(o); }
+
+SidebandReader& SidebandReader::operator=(SidebandReader&& o) noexcept {
+    if (this != &o) {
+        for (auto& r : rings_)
+            if (r.base) munmap(r.base, r.size + page_size_);
+        rings_ = std::move(o.rings_);
+        o.rings_.clear();
+        page_size_ = o.page_size_;
+        lost_ = o.lost_;
+    }
+    return *this;
+}
+
+SidebandReader::~SidebandReader() {
+    for (auto& r : rings_)
+        if (r.base) munmap(r.base, r.size + page_size_);
+}
+
+Result<SidebandReader> SidebandReader::open(const std::vector<int>& cpus, std::size_t pages_per_cpu) {
+    SidebandReader reader;
+    reader.page_size_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    for (int cpu : cpus) {
+        perf_event_attr attr{};
+        attr.size = sizeof(attr);
+        attr.type = PERF_TYPE_SOFTWARE;
+        attr.config = PERF_COUNT_SW_DUMMY;
+        attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
+        attr.sample_id_all = 1;  // every record ends with {pid, tid, time}
+        attr.mmap = 1;
+        attr.mmap2 = 1;
+        attr.comm = 1;
+        attr.comm_exec = 1;
+        attr.task = 1;
+        attr.build_id = 1;  // mmap2 records carry the build id (Linux 5.12+)
+        attr.watermark = 1;
+        attr.wakeup_watermark = 1;
+        long fd = perf_event_open(&attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0) {
+            int err = errno;
+            if (err == EACCES || err == EPERM)
+                return Error("opening the mmap side-band event: " + std::string(std::strerror(err)) +
+                                 "; ecpi needs CAP_PERFMON (or root)",
+                             err);
+            return Error::from_errno(err, "opening the mmap side-band event on CPU " + std::to_string(cpu));
+        }
+        Ring ring;
+        ring.fd = FileDescriptor(static_cast<int>(fd));
+        ring.size = pages_per_cpu * reader.page_size_;
+        void* base = mmap(nullptr, ring.size + reader.page_size_, PROT_READ | PROT_WRITE, MAP_SHARED, ring.fd.get(), 0);
+        if (base == MAP_FAILED)
+            return Error::from_errno(errno, "mapping the side-band ring buffer of CPU " + std::to_string(cpu));
+        ring.base = base;
+        reader.rings_.push_back(std::move(ring));
+    }
+    return reader;
+}
+
+void SidebandReader::drain(const SidebandHandler& handler) {
+    struct Pending {
+        std::uint64_t time;
+        std::size_t offset;  // into scratch_
+        std::size_t size;
+    };
+    std::vector<Pending> pending;
+    scratch_.clear();
+    for (auto& ring : rings_) {
+        auto* meta = static_cast<perf_event_mmap_page*>(ring.base);
+        auto* data = static_cast<std::uint8_t*>(ring.base) + page_size_;
+        std::uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+        std::uint64_t tail = meta->data_tail;
+        while (tail < head) {
+            perf_event_header hdr;
+            std::size_t pos = tail % ring.size;
+            for (std::size_t i = 0; i < sizeof hdr; ++i)
+                reinterpret_cast<std::uint8_t*>(&hdr)[i] = data[(pos + i) % ring.size];
+            if (hdr.size < sizeof hdr) break;  // corrupt: stop reading this ring
+            std::size_t at = scratch_.size();
+            scratch_.resize(at + hdr.size);
+            for (std::size_t i = 0; i < hdr.size; ++i) scratch_[at + i] = data[(pos + i) % ring.size];
+            // sample_id trailer ends with the time for every record type we ask for.
+            std::uint64_t time = 0;
+            if (hdr.size >= sizeof hdr + 8) std::memcpy(&time, &scratch_[at + hdr.size - 8], 8);
+            pending.push_back({time, at, hdr.size});
+            tail += hdr.size;
+        }
+        __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+    }
+    std::stable_sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) { return a.time < b.time; });
+
+    for (const auto& p : pending) {
+        const std::uint8_t* rec = &scratch_[p.offset];
+        perf_event_header hdr;
+        std::memcpy(&hdr, rec, sizeof hdr);
+        const std::uint8_t* body = rec + sizeof hdr;
+        std::size_t body_size = hdr.size - sizeof hdr;
+        auto u32_at = [&](std::size_t off) { std::uint32_t v; std::memcpy(&v, body + off, 4); return v; };
+        auto u64_at = [&](std::size_t off) { std::uint64_t v; std::memcpy(&v, body + off, 8); return v; };
+        constexpr std::size_t kTrailer = 16;  // {pid, tid, time}
+        switch (hdr.type) {
+        case PERF_RECORD_MMAP2: {
+            // pid tid addr len pgoff {maj min ino ino_gen | bid_size res res bid[20]} prot flags filename
+            constexpr std::size_t kFixed = 4 + 4 + 8 + 8 + 8 + 24 + 4 + 4;
+            if (body_size < kFixed + kTrailer) break;
+            std::string build_id;
+            if (hdr.misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
+                std::uint8_t n = body[32];
+                static const char* digits = "0123456789abcdef";
+                for (std::uint8_t i = 0; i < n && i < 20; ++i) {
+                    build_id.push_back(digits[body[36 + i] >> 4]);
+                    build_id.push_back(digits[body[36 + i] & 0xf]);
+                }
+            }
+            std::uint32_t prot = u32_at(56);
+            if (!(prot & PROT_EXEC)) break;
+            const char* name = reinterpret_cast<const char*>(body + kFixed);
+            std::string path(name, strnlen(name, body_size - kFixed - kTrailer));
+            if (handler.mmap) handler.mmap(u32_at(0), u64_at(8), u64_at(16), u64_at(24), path, build_id);
+            break;
+        }
+        case PERF_RECORD_MMAP: {
+            // Old-style record (no inode/build id); only for executable maps.
+            constexpr std::size_t kFixed = 4 + 4 + 8 + 8 + 8;
+            if (body_size < kFixed + kTrailer) break;
+            const char* name = reinterpret_cast<const char*>(body + kFixed);
+            std::string path(name, strnlen(name, body_size - kFixed - kTrailer));
+            if (handler.mmap) handler.mmap(u32_at(0), u64_at(8), u64_at(16), u64_at(24), path, "");
+            break;
+        }
+        case PERF_RECORD_COMM: {
+            if (body_size < 8 + kTrailer) break;
+            const char* name = reinterpret_cast<const char*>(body + 8);
+            std::string comm(name, strnlen(name, body_size - 8 - kTrailer));
+            bool exec = (hdr.misc & PERF_RECORD_MISC_COMM_EXEC) != 0;
+            // A thread renaming itself is not the process's name.
+            if (handler.comm && (exec || u32_at(0) == u32_at(4))) handler.comm(u32_at(0), comm, exec);
+            break;
+        }
+        case PERF_RECORD_FORK:
+            if (body_size >= 16 && handler.fork) handler.fork(u32_at(0), u32_at(4));
+            break;
+        case PERF_RECORD_EXIT:
+            // Only the thread-group leader's exit ends the process.
+            if (body_size >= 16 && u32_at(0) == u32_at(8) && handler.exit) handler.exit(u32_at(0));
+            break;
+        case PERF_RECORD_LOST:
+            if (body_size >= 16) lost_ += u64_at(8);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+}  // namespace ecpi::loader

@@ -1,0 +1,667 @@
+#include "ecpi/loader/recorder.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ecpi/loader/perf_events.h"
+#include "ecpi/loader/process_table.h"
+#include "ecpi/loader/sampler.h"
+#include "ecpi/store/profile.h"
+
+namespace ecpi::loader {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint32_t kKernelImageIndex = 0xfffffff0u;
+constexpr std::uint32_t kUnknownImageIndex = 0xfffffff1u;
+constexpr std::uint64_t kKernelSpaceStart = 0xffff800000000000ull;
+constexpr auto kTick = std::chrono::milliseconds(50);
+
+// A flat sample after resolution: (event, image, pid, offset).
+struct FlatKey {
+    std::uint16_t event;
+    std::uint32_t image;
+    std::uint32_t pid;
+    std::uint64_t offset;
+    bool operator==(const FlatKey&) const = default;
+};
+struct FlatKeyHash {
+    std::size_t operator()(const FlatKey& k) const {
+        std::uint64_t h = k.offset * 0x9e3779b97f4a7c15ull;
+        h ^= (static_cast<std::uint64_t>(k.image) << 32 | k.pid) + 0x7f4a7c15 + (h << 6) + (h >> 2);
+        h ^= k.event;
+        return static_cast<std::size_t>(h);
+    }
+};
+
+struct StackKey {
+    std::uint16_t event;
+    std::uint32_t pid;
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> frames;  // (image, offset)
+    bool operator==(const StackKey&) const = default;
+};
+struct StackKeyHash {
+    std::size_t operator()(const StackKey& k) const {
+        std::uint64_t h = k.event * 31ull + k.pid;
+        for (const auto& [img, off] : k.frames) h = (h ^ (off + img)) * 0x100000001b3ull;
+        return static_cast<std::size_t>(h);
+    }
+};
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// Reads the kernel's text start once; kernel samples are stored relative to it.
+struct KernelBase {
+    std::uint64_t text = 0;
+    std::string error;
+};
+
+// The child of `record -- COMMAND`: forked stopped on a pipe so it can be
+// tracked before its first instruction, then released to exec.
+class ChildProcess {
+public:
+    ~ChildProcess() {
+        if (release_fd_ >= 0) ::close(release_fd_);
+        if (pid_ > 0 && !reaped_) {
+            ::kill(pid_, SIGKILL);
+            int status;
+            ::waitpid(pid_, &status, 0);
+        }
+    }
+
+    Result<void> spawn(const std::vector<std::string>& argv) {
+        int release[2], report[2];
+        if (pipe2(release, O_CLOEXEC) != 0) return Error::from_errno(errno, "creating a pipe");
+        if (pipe2(report, O_CLOEXEC) != 0) {
+            ::close(release[0]);
+            ::close(release[1]);
+            return Error::from_errno(errno, "creating a pipe");
+        }
+        pid_t pid = fork();
+        if (pid < 0) return Error::from_errno(errno, "forking to run '" + argv[0] + "'");
+        if (pid == 0) {
+            ::close(release[1]);
+            ::close(report[0]);
+            char go;
+            while (::read(release[0], &go, 1) < 0 && errno == EINTR) {
+            }
+            std::vector<char*> args;
+            for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+            args.push_back(nullptr);
+            signal(SIGINT, SIG_DFL);
+            signal(SIGTERM, SIG_DFL);
+            execvp(args[0], args.data());
+            int err = errno;
+            [[maybe_unused]] auto n = ::write(report[1], &err, sizeof err);
+            _exit(127);
+        }
+        ::close(release[0]);
+        ::close(report[1]);
+        pid_ = pid;
+        release_fd_ = release[1];
+        report_fd_ = report[0];
+        command_ = argv[0];
+        return ok();
+    }
+
+    // Lets the child exec; fails when exec failed.
+    Result<void> release() {
+        [[maybe_unused]] auto n = ::write(release_fd_, "x", 1);
+        ::close(release_fd_);
+        release_fd_ = -1;
+        int err = 0;
+        ssize_t got = ::read(report_fd_, &err, sizeof err);
+        ::close(report_fd_);
+        report_fd_ = -1;
+        if (got == static_cast<ssize_t>(sizeof err))
+            return Error("cannot run '" + command_ + "': " + errno_text(err) +
+                         (err == ENOENT ? " (check the command name and PATH)" : ""));
+        return ok();
+    }
+
+    // The exit status when the child has exited (128+signal when killed).
+    std::optional<int> poll() {
+        if (pid_ <= 0 || reaped_) return status_;
+        int status;
+        pid_t r = ::waitpid(pid_, &status, WNOHANG);
+        if (r == pid_) {
+            reaped_ = true;
+            status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        return status_;
+    }
+
+    void terminate() {
+        if (pid_ > 0 && !reaped_) ::kill(pid_, SIGTERM);
+    }
+
+    std::optional<int> wait() {
+        if (pid_ > 0 && !reaped_) {
+            int status;
+            if (::waitpid(pid_, &status, 0) == pid_) {
+                reaped_ = true;
+                status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            }
+        }
+        return status_;
+    }
+
+    pid_t pid() const { return pid_; }
+
+private:
+    pid_t pid_ = -1;
+    int release_fd_ = -1;
+    int report_fd_ = -1;
+    bool reaped_ = false;
+    std::optional<int> status_;
+    std::string command_;
+};
+
+// Descendants of `roots` per /proc (children started before tracking began).
+std::vector<std::uint32_t> existing_descendants(const std::vector<std::uint32_t>& roots) {
+    std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> children;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+        const auto name = entry.path().filename().string();
+        if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+        std::ifstream stat(entry.path() / "stat");
+        std::string text;
+        std::getline(stat, text);
+        auto close = text.rfind(')');
+        if (close == std::string::npos) continue;
+        std::uint32_t ppid = 0;
+        char state;
+        if (std::sscanf(text.c_str() + close + 1, " %c %u", &state, &ppid) != 2) continue;
+        children[ppid].push_back(static_cast<std::uint32_t>(std::stoul(name)));
+    }
+    std::vector<std::uint32_t> out, work(roots);
+    std::unordered_set<std::uint32_t> seen(roots.begin(), roots.end());
+    while (!work.empty()) {
+        auto p = work.back();
+        work.pop_back();
+        for (auto c : children[p]) {
+            if (seen.insert(c).second) {
+                out.push_back(c);
+                work.push_back(c);
+            }
+        }
+    }
+    return out;
+}
+
+std::string read_cmdline(std::uint32_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::replace(s.begin(), s.end(), '\0', ' ');
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s;
+}
+
+class Session {
+public:
+    Session(const RecordOptions& options, const std::atomic<bool>& stop) : options_(options), stop_(stop) {}
+
+    Result<RecordSummary> run();
+
+private:
+    void log(const std::string& line) {
+        if (options_.log) options_.log(line);
+    }
+    void warn_once(const std::string& line) {
+        if (warned_.insert(line).second) {
+            summary_.warnings.push_back(line);
+            log("warning: " + line);
+        }
+    }
+    Result<void> setup();
+    Result<void> drain_cycle();
+    void consume_ringbuf();
+    void resolve_pending();
+    Result<void> flush();
+    void jitter_periods();
+    std::pair<std::uint32_t, std::uint64_t> resolve_pc(std::uint32_t pid, std::uint64_t pc, bool kernel);
+
+    const RecordOptions& options_;
+    const std::atomic<bool>& stop_;
+    RecordSummary summary_;
+    std::set<std::string> warned_;
+
+    std::optional<store::Database> db_;
+    std::string epoch_;
+    std::vector<EventSpec> events_;
+    std::vector<std::uint64_t> mean_periods_;
+    std::vector<int> cpus_;
+    std::optional<SidebandReader> sideband_;
+    std::optional<Sampler> sampler_;
+    ProcessTable processes_;
+    ChildProcess child_;
+    FileDescriptor cgroup_fd_;
+    KernelBase kernel_;
+    double mhz_ = 0;
+    std::mt19937_64 rng_{std::random_device{}()};
+
+    std::vector<RawSample> pending_flat_;
+    std::vector<RawStackSample> pending_stacks_;
+    std::unordered_map<FlatKey, std::uint64_t, FlatKeyHash> flat_;
+    std::unordered_map<StackKey, std::uint64_t, StackKeyHash> stacks_;
+    std::vector<store::EventMeta> unflushed_meta_;   // per event, since the last flush
+    std::vector<std::uint64_t> flushed_lost_;        // lost counter already written
+    std::set<std::uint32_t> pids_seen_;
+    std::map<std::uint32_t, store::ProcessMeta> process_meta_;
+    std::set<std::string> cached_build_ids_;
+};
+
+std::pair<std::uint32_t, std::uint64_t> Session::resolve_pc(std::uint32_t pid, std::uint64_t pc, bool kernel) {
+    if (kernel || pc >= kKernelSpaceStart) return {kKernelImageIndex, pc - kernel_.text};
+    if (auto r = processes_.resolve(pid, pc)) return {r->image, r->offset};
+    return {kUnknownImageIndex, pc};
+}
+
+Result<void> Session::setup() {
+    ECPI_ASSIGN_OR_RETURN(auto db, store::Database::open(options_.database, store::Database::Mode::kCreate));
+    db_.emplace(std::move(db));
+    ECPI_ASSIGN_OR_RETURN(epoch_, db_->current_epoch());
+    summary_.epoch = epoch_;
+
+    for (const auto& name : options_.events) {
+        ECPI_ASSIGN_OR_RETURN(auto spec, parse_event(name));
+        if (std::any_of(events_.begin(), events_.end(), [&](const EventSpec& e) { return e.name == spec.name; }))
+            return Error("event '" + name + "' is given twice");
+        events_.push_back(spec);
+    }
+    mhz_ = cpu_mhz();
+    for (const auto& e : events_) mean_periods_.push_back(mean_period(e, options_.frequency, mhz_));
+    unflushed_meta_.assign(events_.size(), {});
+    flushed_lost_.assign(events_.size(), 0);
+
+    auto text = kernel_text_address();
+    if (text.ok()) kernel_.text = *text;
+    else kernel_.error = text.error().message();
+    if (!kernel_.error.empty()) warn_once("kernel samples are stored unrebased: " + kernel_.error);
+
+    ECPI_ASSIGN_OR_RETURN(cpus_, online_cpus());
+
+    if (!options_.cgroup.empty()) {
+        std::filesystem::path cg = options_.cgroup;
+        if (cg.is_relative()) cg = std::filesystem::path("/sys/fs/cgroup") / cg;
+        int fd = ::open(cg.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            return Error::from_errno(errno, "opening cgroup " + cg.string())
+                .with_context("--cgroup needs a cgroup v2 directory (e.g. /sys/fs/cgroup/system.slice/x.service)");
+        cgroup_fd_ = FileDescriptor(fd);
+    }
+    for (auto pid : options_.pids) {
+        if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+            return Error("no process with pid " + std::to_string(pid) + " (check the pid with `ps`)");
+    }
+
+    // Side-band records first, so no mmap between the /proc scan and the
+    // first sample goes unseen.
+    ECPI_ASSIGN_OR_RETURN(auto sideband, SidebandReader::open(cpus_));
+    sideband_.emplace(std::move(sideband));
+
+    processes_.new_image_hook = [this](const ImageInfo& image) {
+        if (!image.foreign_namespace || image.id.build_id.empty() || !image.elf_error.empty()) return;
+        if (!cached_build_ids_.insert(image.id.build_id).second) return;
+        auto r = db_->cache_image(image.id.build_id, image.readable_path);
+        if (!r.ok()) warn_once("cannot cache " + image.id.path + " for later symbolization: " + r.error().message());
+    };
+
+    SamplerOptions sopts;
+    sopts.filter_tgids = !options_.pids.empty() || !options_.command.empty();
+    sopts.capture_stacks = options_.call_graph;
+    sopts.table_entries = options_.table_entries;
+    sopts.ringbuf_bytes = options_.ringbuf_bytes;
+    ECPI_ASSIGN_OR_RETURN(auto sampler, Sampler::load(sopts));
+    sampler_.emplace(std::move(sampler));
+
+    if (!options_.command.empty()) {
+        ECPI_RETURN_IF_ERROR(child_.spawn(options_.command));
+        ECPI_RETURN_IF_ERROR(sampler_->track_tgid(static_cast<std::uint32_t>(child_.pid())));
+        processes_.scan_proc(static_cast<std::uint32_t>(child_.pid()));
+    } else if (!options_.pids.empty()) {
+        for (auto pid : options_.pids) ECPI_RETURN_IF_ERROR(sampler_->track_tgid(pid));
+        // The fork hook is attached: children started from now on are tracked
+        // in the kernel; those started earlier are found in /proc.
+        for (auto pid : existing_descendants(options_.pids)) ECPI_RETURN_IF_ERROR(sampler_->track_tgid(pid));
+        for (auto pid : options_.pids) processes_.scan_proc(pid);
+        for (auto pid : existing_descendants(options_.pids)) processes_.scan_proc(pid);
+    } else {
+        processes_.scan_all_proc();
+    }
+
+    for (std::size_t i = 0; i < events_.size(); ++i) {
+        SamplingEventOptions eopts;
+        eopts.period = mean_periods_[i];
+        eopts.cgroup_fd = cgroup_fd_ ? cgroup_fd_.get() : -1;
+        ECPI_ASSIGN_OR_RETURN(auto fds, open_sampling_events(events_[i], cpus_, eopts));
+        ECPI_RETURN_IF_ERROR(sampler_->attach(static_cast<std::uint16_t>(i), std::move(fds)));
+    }
+    if (!options_.command.empty()) ECPI_RETURN_IF_ERROR(child_.release());
+    return ok();
+}
+
+// DCPI 4.1.1: a randomized sampling period keeps samples from falling in
+// lock step with periodic work. The period of each event on each CPU is
+// redrawn every tick, uniformly within +-10% of the mean.
+void Session::jitter_periods() {
+    std::uniform_real_distribution<double> factor(0.9, 1.1);
+    for (std::size_t i = 0; i < events_.size(); ++i) {
+        for (int fd : sampler_->event_fds(static_cast<std::uint16_t>(i))) {
+            auto period = static_cast<std::uint64_t>(static_cast<double>(mean_periods_[i]) * factor(rng_));
+            auto r = set_period(fd, std::max<std::uint64_t>(period, 1));
+            if (!r.ok()) warn_once("period randomization disabled: " + r.error().message());
+        }
+    }
+}
+
+void Session::consume_ringbuf() {
+    auto r = sampler_->drain_ringbuf(pending_flat_, pending_stacks_);
+    if (!r.ok()) warn_once(r.error().message());
+}
+
+// DCPI 5.4: sort raw samples by (pid, pc) before the image look-ups, so each
+// process's mappings are searched in address order.
+void Session::resolve_pending() {
+    std::sort(pending_flat_.begin(), pending_flat_.end(), [](const RawSample& a, const RawSample& b) {
+        return std::tie(a.tgid, a.pc) < std::tie(b.tgid, b.pc);
+    });
+    auto add_flat = [&](std::uint16_t event, std::uint32_t pid, std::uint64_t pc, bool kernel, std::uint64_t n) {
+        auto [image, offset] = resolve_pc(pid, pc, kernel);
+        flat_[{event, image, pid, offset}] += n;
+        auto& meta = unflushed_meta_[event];
+        meta.samples += n;
+        if (image == kUnknownImageIndex) meta.unknown += n;
+        pids_seen_.insert(pid);
+    };
+    for (const auto& s : pending_flat_) {
+        if (s.event >= events_.size()) continue;
+        add_flat(s.event, s.tgid, s.pc, s.kernel, s.count);
+    }
+    pending_flat_.clear();
+
+    std::unordered_set<StackKey, StackKeyHash> distinct;
+    for (const auto& s : pending_stacks_) {
+        if (s.event >= events_.size()) continue;
+        add_flat(s.event, s.tgid, s.pc, s.kernel, 1);
+        StackKey key{s.event, s.tgid, {}};
+        key.frames.reserve(s.kernel_ips.size() + s.user_ips.size());
+        for (auto ip : s.kernel_ips) key.frames.push_back(resolve_pc(s.tgid, ip, true));
+        for (auto ip : s.user_ips) key.frames.push_back(resolve_pc(s.tgid, ip, false));
+        if (key.frames.empty()) key.frames.push_back(resolve_pc(s.tgid, s.pc, s.kernel));
+        distinct.insert(key);
+        stacks_[std::move(key)] += 1;
+        ++summary_.stack_samples;
+    }
+    summary_.distinct_stacks_per_drain += distinct.size();
+    pending_stacks_.clear();
+}
+
+Result<void> Session::drain_cycle() {
+    // Order matters: flip the table first, then read the side-band records,
+    // so every drained sample's mmap has been seen (it happened before).
+    auto r = sampler_->drain_table(pending_flat_);
+    consume_ringbuf();
+    sideband_->drain({
+        [this](std::uint32_t pid, std::uint64_t start, std::uint64_t len, std::uint64_t pgoff, const std::string& path,
+               const std::string& build_id) { processes_.on_mmap(pid, start, len, pgoff, path, build_id); },
+        [this](std::uint32_t pid, const std::string& comm, bool exec) { processes_.on_comm(pid, comm, exec); },
+        [this](std::uint32_t pid, std::uint32_t ppid) { processes_.on_fork(pid, ppid); },
+        [this](std::uint32_t pid) { processes_.on_exit(pid); },
+    });
+    // Remember names while the processes still exist.
+    for (auto pid : pids_seen_) {
+        if (process_meta_.count(pid)) continue;
+        store::ProcessMeta meta;
+        meta.comm = processes_.comm(pid);
+        meta.cmdline = read_cmdline(pid);
+        if (pid == 0) meta.comm = "swapper";
+        process_meta_[pid] = meta;
+    }
+    resolve_pending();
+    for (auto pid : pids_seen_) {
+        auto& meta = process_meta_[pid];
+        if (meta.comm.empty()) meta.comm = processes_.comm(pid);
+        if (meta.cmdline.empty()) meta.cmdline = read_cmdline(pid);
+    }
+    processes_.reap_exited();
+    ++summary_.drains;
+    return r;
+}
+
+Result<void> Session::flush() {
+    // Lost counts are cumulative in the kernel: store the increase.
+    auto counters = sampler_->counters();
+    if (counters.ok()) {
+        for (std::size_t i = 0; i < events_.size(); ++i) {
+            auto lost = (*counters)[i].ringbuf_lost;
+            unflushed_meta_[i].lost += lost - flushed_lost_[i];
+            flushed_lost_[i] = lost;
+        }
+    }
+    // Group the flat samples into one ImageProfile per (image, event).
+    std::map<std::pair<std::uint32_t, std::uint16_t>, std::map<std::uint32_t, std::map<std::uint64_t, std::uint64_t>>>
+        grouped;
+    for (const auto& [k, n] : flat_) grouped[{k.image, k.event}][k.pid][k.offset] += n;
+
+    auto image_id = [&](std::uint32_t index) -> store::ImageId {
+        if (index == kKernelImageIndex) return {store::kKernelImage, ""};
+        if (index == kUnknownImageIndex) return {store::kUnknownImage, ""};
+        return processes_.images()[index].id;
+    };
+    std::string first_error;
+    std::unordered_map<FlatKey, std::uint64_t, FlatKeyHash> unwritten;
+    for (const auto& [key, by_pid] : grouped) {
+        store::ImageProfile profile;
+        profile.image = image_id(key.first);
+        profile.event = events_[key.second].name;
+        profile.period = mean_periods_[key.second];
+        for (const auto& [pid, offsets] : by_pid) {
+            store::ProcessCounts pc;
+            pc.pid = pid;
+            for (const auto& [off, n] : offsets) pc.counts.push_back({off, n});
+            profile.processes.push_back(std::move(pc));
+        }
+        auto r = db_->merge(epoch_, profile);
+        if (!r.ok()) {
+            if (first_error.empty()) first_error = r.error().message();
+            // Keep the samples for the next flush rather than losing them.
+            for (const auto& [pid, offsets] : by_pid)
+                for (const auto& [off, n] : offsets) unwritten[{key.second, key.first, pid, off}] += n;
+        }
+    }
+    flat_ = std::move(unwritten);
+
+    if (!stacks_.empty()) {
+        std::vector<store::StackProfile> per_event(events_.size());
+        std::vector<std::map<std::uint32_t, std::uint32_t>> image_slots(events_.size());
+        for (std::size_t i = 0; i < events_.size(); ++i) {
+            per_event[i].event = events_[i].name;
+            per_event[i].period = mean_periods_[i];
+        }
+        for (const auto& [key, n] : stacks_) {
+            auto& sp = per_event[key.event];
+            auto& slots = image_slots[key.event];
+            store::StackSample sample;
+            sample.pid = key.pid;
+            sample.count = n;
+            for (const auto& [img, off] : key.frames) {
+                auto [it, inserted] = slots.emplace(img, static_cast<std::uint32_t>(sp.images.size()));
+                if (inserted) sp.images.push_back(image_id(img));
+                sample.frames.push_back({it->second, off});
+            }
+            sp.stacks.push_back(std::move(sample));
+        }
+        bool stacks_ok = true;
+        for (const auto& sp : per_event) {
+            if (sp.stacks.empty()) continue;
+            auto r = db_->merge(epoch_, sp);
+            if (!r.ok()) {
+                stacks_ok = false;
+                if (first_error.empty()) first_error = r.error().message();
+            }
+        }
+        if (stacks_ok) stacks_.clear();
+    }
+
+    store::EpochMeta meta;
+    for (std::size_t i = 0; i < events_.size(); ++i) {
+        auto m = unflushed_meta_[i];
+        m.period = mean_periods_[i];
+        meta.events[events_[i].name] = m;
+    }
+    for (auto pid : pids_seen_) meta.processes[pid] = process_meta_[pid];
+    utsname uts{};
+    if (uname(&uts) == 0) {
+        meta.hostname = uts.nodename;
+        meta.kernel_release = uts.release;
+    }
+    meta.cpu_mhz = mhz_;
+    auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    meta.first_sample_unix = now;  // merge keeps the earliest
+    meta.last_update_unix = now;
+    if (first_error.empty()) {
+        auto r = db_->merge(epoch_, meta);
+        if (!r.ok()) first_error = r.error().message();
+        else {
+            for (std::size_t i = 0; i < events_.size(); ++i) {
+                auto& e = summary_.events[i];
+                e.samples += unflushed_meta_[i].samples;
+                e.unknown += unflushed_meta_[i].unknown;
+                e.lost += unflushed_meta_[i].lost;
+            }
+            unflushed_meta_.assign(events_.size(), {});
+            pids_seen_.clear();
+        }
+    }
+    if (!first_error.empty()) return Error("writing to " + options_.database.string() + ": " + first_error);
+    return ok();
+}
+
+Result<RecordSummary> Session::run() {
+    auto started = Clock::now();
+    auto setup_result = setup();
+    if (!setup_result.ok()) return setup_result.error();
+    for (std::size_t i = 0; i < events_.size(); ++i) summary_.events.push_back({events_[i].name, mean_periods_[i]});
+
+    auto next_drain = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.drain_interval_s));
+    auto next_flush = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.flush_interval_s));
+    std::optional<Clock::time_point> deadline;
+    if (options_.duration_s)
+        deadline = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*options_.duration_s));
+    Error loop_error;
+    bool failed = false;
+
+    while (true) {
+        std::this_thread::sleep_for(kTick);
+        if (stop_.load()) {
+            summary_.interrupted = true;
+            break;
+        }
+        if (!options_.command.empty() && child_.poll()) break;
+        auto now = Clock::now();
+        if (deadline && now >= *deadline) break;
+        if (options_.randomize) jitter_periods();
+        consume_ringbuf();
+        if (now >= next_drain) {
+            auto r = drain_cycle();
+            if (!r.ok()) {
+                loop_error = r.error();
+                failed = true;
+                break;
+            }
+            next_drain = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.drain_interval_s));
+        }
+        if (now >= next_flush) {
+            auto r = flush();
+            if (!r.ok()) warn_once(r.error().message() + " (will retry)");
+            next_flush = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.flush_interval_s));
+        }
+    }
+
+    // Final drain and flush: everything sampled so far reaches the disk.
+    auto drained = drain_cycle();
+    if (!drained.ok() && !failed) {
+        loop_error = drained.error();
+        failed = true;
+    }
+    auto counters = sampler_->counters();
+    if (counters.ok())
+        for (std::size_t i = 0; i < events_.size(); ++i) summary_.events[i].spilled = (*counters)[i].table_full;
+    if (auto stats = sampler_->prog_stats(); stats.ok()) {
+        summary_.bpf_run_time_ns = stats->run_time_ns;
+        summary_.bpf_run_count = stats->run_cnt;
+    }
+    auto flushed = flush();
+    summary_.sideband_lost = sideband_->lost_records();
+    summary_.unknown_record_kinds = sampler_->unknown_record_kinds();
+    if (summary_.unknown_record_kinds)
+        warn_once(std::to_string(summary_.unknown_record_kinds) +
+                  " ring-buffer records of an unknown kind were ignored (loader and BPF object disagree)");
+    if (summary_.sideband_lost)
+        warn_once(std::to_string(summary_.sideband_lost) +
+                  " mmap/comm records were lost by the kernel; some samples may be [unknown]");
+    sampler_.reset();  // detach before waiting for the command
+    sideband_.reset();
+
+    if (!options_.command.empty()) {
+        if (summary_.interrupted || failed) child_.terminate();
+        summary_.command_status = child_.wait();
+    }
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    summary_.loader_cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                            static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    summary_.wall_s = std::chrono::duration<double>(Clock::now() - started).count();
+    if (failed) return loop_error;
+    if (!flushed.ok()) return flushed.error();
+    return summary_;
+}
+
+}  // namespace
+
+std::vector<std::string> missing_capabilities() {
+    if (geteuid() == 0) return {};
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    if (syscall(SYS_capget, &header, data) != 0) return {"CAP_BPF", "CAP_PERFMON"};
+    auto has = [&](int cap) { return (data[cap / 32].effective & (1u << (cap % 32))) != 0; };
+    constexpr int kCapSysAdmin = 21, kCapPerfmon = 38, kCapBpf = 39;
+    if (has(kCapSysAdmin)) return {};
+    std::vector<std::string> missing;
+    if (!has(kCapBpf)) missing.push_back("CAP_BPF");
+    if (!has(kCapPerfmon)) missing.push_back("CAP_PERFMON");
+    return missing;
+}
+
+Result<RecordSummary> record(const RecordOptions& options, const std::atomic<bool>& stop) {
+    auto missing = missing_capabilities();
+    if (!missing.empty()) {
+        std::string list;
+        for (const auto& m : missing) list += (list.empty() ? "" : " and ") + m;
+        return Error("recording needs " + list +
+                     " (or root): run it with sudo, or grant them with `setcap cap_bpf,cap_perfmon+ep $(command -v ecpi)`",
+                     EPERM);
+    }
+    Session session(options, stop);
+    return session.run();
+}
+
+}  // namespace ecpi::loader

@@ -1,0 +1,247 @@
+#include "ecpi/loader/sampler.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "ecpi_abi.h"
+#include "sampler.skel.h"
+
+namespace ecpi::loader {
+
+static_assert(sizeof(ecpi_sample_key) == 16, "ABI: ecpi_sample_key");
+static_assert(offsetof(ecpi_sample_key, pc) == 8, "ABI: ecpi_sample_key.pc");
+static_assert(sizeof(ecpi_sample_record) == 24, "ABI: ecpi_sample_record");
+static_assert(offsetof(ecpi_stack_record, key) == 8, "ABI: ecpi_stack_record.key");
+static_assert(offsetof(ecpi_stack_record, ips) == 24, "ABI: ecpi_stack_record.ips");
+static_assert(sizeof(ecpi_stack_record) == 24 + 2 * ECPI_MAX_STACK_DEPTH * 8, "ABI: ecpi_stack_record");
+static_assert(ECPI_ABI_VERSION == 1, "update the loader for the new ABI");
+
+namespace {
+
+Error libbpf_error(int err, const std::string& what) {
+    if (err < 0) err = -err;
+    if (err == EPERM || err == EACCES)
+        return Error(what + ": " + std::strerror(err) +
+                         "; ecpi needs CAP_BPF and CAP_PERFMON (or root) to load its BPF programs",
+                     err);
+    return Error::from_errno(err, what);
+}
+
+// Waits until every BPF handler that may have read the old active_slot has
+// returned: perf-event BPF programs run under rcu_read_lock, and
+// MEMBARRIER_CMD_GLOBAL waits for an RCU grace period.
+void wait_for_handlers() {
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0) return;
+    // nohz_full kernels refuse MEMBARRIER_CMD_GLOBAL: handlers take
+    // microseconds, so a sleep many orders longer is a safe substitute.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+}  // namespace
+
+struct Sampler::Impl {
+    sampler_bpf* skel = nullptr;
+    ring_buffer* rb = nullptr;
+    struct Attached {
+        std::uint16_t event;
+        FileDescriptor fd;
+        bpf_link* link;
+    };
+    std::vector<Attached> links;
+    int ncpus = 0;
+    std::uint64_t unknown_kinds = 0;
+    std::vector<RawSample>* flat_out = nullptr;
+    std::vector<RawStackSample>* stack_out = nullptr;
+
+    ~Impl() {
+        if (rb) ring_buffer__free(rb);
+        for (auto& l : links) bpf_link__destroy(l.link);
+        links.clear();
+        if (skel) sampler_bpf__destroy(skel);
+    }
+
+    static int on_record(void* ctx, void* data, size_t size) {
+        auto* self = static_cast<Impl*>(ctx);
+        if (size < sizeof(std::uint32_t)) {
+            ++self->unknown_kinds;
+            return 0;
+        }
+        std::uint32_t kind;
+        std::memcpy(&kind, data, sizeof kind);
+        if (kind == ECPI_RECORD_SAMPLE && size >= sizeof(ecpi_sample_record)) {
+            ecpi_sample_record rec;
+            std::memcpy(&rec, data, sizeof rec);
+            self->flat_out->push_back({rec.key.tgid, rec.key.event, rec.key.kernel != 0, rec.key.pc, 1});
+        } else if (kind == ECPI_RECORD_STACK_SAMPLE && size >= sizeof(ecpi_stack_record)) {
+            const auto* rec = static_cast<const ecpi_stack_record*>(data);
+            RawStackSample s;
+            s.tgid = rec->key.tgid;
+            s.event = rec->key.event;
+            s.kernel = rec->key.kernel != 0;
+            s.pc = rec->key.pc;
+            unsigned kd = rec->kernel_depth > ECPI_MAX_STACK_DEPTH ? ECPI_MAX_STACK_DEPTH : rec->kernel_depth;
+            unsigned ud = rec->user_depth > ECPI_MAX_STACK_DEPTH ? ECPI_MAX_STACK_DEPTH : rec->user_depth;
+            s.kernel_ips.assign(rec->ips, rec->ips + kd);
+            s.user_ips.assign(rec->ips + ECPI_MAX_STACK_DEPTH, rec->ips + ECPI_MAX_STACK_DEPTH + ud);
+            self->stack_out->push_back(std::move(s));
+        } else {
+            // A record this loader does not understand: count it, loudly, at the end.
+            ++self->unknown_kinds;
+        }
+        return 0;
+    }
+};
+
+Sampler::Sampler(Sampler&&) noexcept = default;
+Sampler& Sampler::operator=(Sampler&&) noexcept = default;
+Sampler::~Sampler() = default;
+
+Result<Sampler> Sampler::load(const SamplerOptions& options) {
+    Sampler s;
+    s.impl_ = std::make_unique<Impl>();
+    auto& impl = *s.impl_;
+    libbpf_set_print([](enum libbpf_print_level level, const char* fmt, va_list args) -> int {
+        if (level == LIBBPF_WARN && std::getenv("ECPI_DEBUG_LIBBPF")) return vfprintf(stderr, fmt, args);
+        return 0;
+    });
+    impl.ncpus = libbpf_num_possible_cpus();
+    if (impl.ncpus <= 0) return libbpf_error(impl.ncpus, "counting possible CPUs");
+    impl.skel = sampler_bpf__open();
+    if (!impl.skel) return libbpf_error(errno, "opening the sampler BPF object");
+    impl.skel->rodata->filter_tgids = options.filter_tgids;
+    impl.skel->rodata->capture_stacks = options.capture_stacks;
+    for (bpf_map* m : {impl.skel->maps.counts_0, impl.skel->maps.counts_1}) {
+        if (int err = bpf_map__set_max_entries(m, options.table_entries))
+            return libbpf_error(err, "sizing the sample table");
+    }
+    if (int err = bpf_map__set_max_entries(impl.skel->maps.samples_rb, options.ringbuf_bytes))
+        return libbpf_error(err, "sizing the ring buffer");
+    if (int err = sampler_bpf__load(impl.skel)) {
+        if (geteuid() == 0 && (err == -EACCES || err == -EINVAL))
+            return Error("the kernel's verifier rejected the sampler BPF program (" + std::string(std::strerror(-err)) +
+                             "); rerun with ECPI_DEBUG_LIBBPF=1 to see its log and report it",
+                         -err);
+        return libbpf_error(err, "loading the sampler BPF program");
+    }
+    // The fork tracepoint is attached now; perf events are attached per event later.
+    impl.skel->links.ecpi_fork = bpf_program__attach(impl.skel->progs.ecpi_fork);
+    if (!impl.skel->links.ecpi_fork) return libbpf_error(errno, "attaching the sched_process_fork tracepoint");
+    impl.rb = ring_buffer__new(bpf_map__fd(impl.skel->maps.samples_rb), &Impl::on_record, &impl, nullptr);
+    if (!impl.rb) return libbpf_error(errno, "creating the ring buffer reader");
+    return s;
+}
+
+Result<void> Sampler::track_tgid(std::uint32_t tgid) {
+    std::uint8_t yes = 1;
+    if (bpf_map_update_elem(bpf_map__fd(impl_->skel->maps.tracked_tgids), &tgid, &yes, BPF_ANY) != 0)
+        return libbpf_error(errno, "tracking process " + std::to_string(tgid));
+    return ok();
+}
+
+Result<void> Sampler::attach(std::uint16_t event_index, std::vector<FileDescriptor> fds) {
+    if (event_index >= ECPI_MAX_EVENTS)
+        return Error("too many events: at most " + std::to_string(ECPI_MAX_EVENTS) + " may be sampled at once");
+    for (auto& fd : fds) {
+        LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = event_index);
+        bpf_link* link = bpf_program__attach_perf_event_opts(impl_->skel->progs.ecpi_sample, fd.get(), &opts);
+        if (!link) return libbpf_error(errno, "attaching the sampler to a perf event");
+        impl_->links.push_back({event_index, std::move(fd), link});
+    }
+    return ok();
+}
+
+std::vector<int> Sampler::event_fds(std::uint16_t event_index) const {
+    std::vector<int> out;
+    for (const auto& l : impl_->links)
+        if (l.event == event_index) out.push_back(l.fd.get());
+    return out;
+}
+
+Result<void> Sampler::drain_table(std::vector<RawSample>& out) {
+    auto* bss = impl_->skel->bss;
+    std::uint32_t old_slot = bss->active_slot;
+    __atomic_store_n(&bss->active_slot, old_slot ^ 1u, __ATOMIC_SEQ_CST);
+    wait_for_handlers();
+    bpf_map* table = old_slot ? impl_->skel->maps.counts_1 : impl_->skel->maps.counts_0;
+    int fd = bpf_map__fd(table);
+    const std::uint32_t capacity = bpf_map__max_entries(table);
+    const int ncpus = impl_->ncpus;
+
+    std::vector<ecpi_sample_key> keys(capacity);
+    std::vector<std::uint64_t> values(static_cast<std::size_t>(capacity) * ncpus);
+    // No handler writes this table now, so lookup-and-delete is exact.
+    std::uint64_t in_batch = 0, out_batch = 0;
+    bool first = true;
+    for (;;) {
+        __u32 n = capacity;
+        LIBBPF_OPTS(bpf_map_batch_opts, opts);
+        int err = bpf_map_lookup_and_delete_batch(fd, first ? nullptr : &in_batch, &out_batch, keys.data(),
+                                                  values.data(), &n, &opts);
+        int saved = errno;
+        for (__u32 i = 0; i < n; ++i) {
+            std::uint64_t total = 0;
+            for (int c = 0; c < ncpus; ++c) total += values[static_cast<std::size_t>(i) * ncpus + c];
+            if (total == 0) continue;
+            const auto& k = keys[i];
+            out.push_back({k.tgid, k.event, k.kernel != 0, k.pc, total});
+        }
+        if (err) {
+            if (saved == ENOENT) break;  // table empty
+            return libbpf_error(saved, "draining the sample table");
+        }
+        in_batch = out_batch;
+        first = false;
+    }
+    return ok();
+}
+
+Result<void> Sampler::drain_ringbuf(std::vector<RawSample>& flat, std::vector<RawStackSample>& stacks) {
+    impl_->flat_out = &flat;
+    impl_->stack_out = &stacks;
+    int n = ring_buffer__consume(impl_->rb);
+    impl_->flat_out = nullptr;
+    impl_->stack_out = nullptr;
+    if (n < 0) return libbpf_error(n, "reading the ring buffer");
+    return ok();
+}
+
+Result<std::vector<SamplerCounters>> Sampler::counters() const {
+    std::vector<SamplerCounters> out(ECPI_MAX_EVENTS);
+    int fd = bpf_map__fd(impl_->skel->maps.counters);
+    std::vector<std::uint64_t> per_cpu(impl_->ncpus);
+    for (std::uint32_t slot = 0; slot < ECPI_COUNTER_SLOTS; ++slot) {
+        if (bpf_map_lookup_elem(fd, &slot, per_cpu.data()) != 0)
+            return libbpf_error(errno, "reading the sampler counters");
+        std::uint64_t sum = 0;
+        for (auto v : per_cpu) sum += v;
+        auto& c = out[slot / ECPI_COUNTER_MAX];
+        switch (slot % ECPI_COUNTER_MAX) {
+        case ECPI_COUNTER_SAMPLES: c.samples = sum; break;
+        case ECPI_COUNTER_TABLE_FULL: c.table_full = sum; break;
+        case ECPI_COUNTER_RINGBUF_LOST: c.ringbuf_lost = sum; break;
+        case ECPI_COUNTER_STACK_ERRORS: c.stack_errors = sum; break;
+        default: break;
+        }
+    }
+    return out;
+}
+
+Result<Sampler::ProgStats> Sampler::prog_stats() const {
+    bpf_prog_info info{};
+    __u32 len = sizeof info;
+    if (bpf_obj_get_info_by_fd(bpf_program__fd(impl_->skel->progs.ecpi_sample), &info, &len) != 0)
+        return libbpf_error(errno, "reading BPF program statistics");
+    return ProgStats{info.run_time_ns, info.run_cnt};
+}
+
+std::uint64_t Sampler::unknown_record_kinds() const { return impl_->unknown_kinds; }
+
+}  // namespace ecpi::loader

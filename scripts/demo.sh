@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# `make demo`: profile the bundled workload (three functions with 60/30/10
+# shares of the CPU) and print the per-procedure report.
+set -euo pipefail
+build=${1:-build}
+ecpi="$build/loader/ecpi"
+db=$(mktemp -d /tmp/ecpi-demo.XXXXXX)/ecpi.db
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+echo "\$ ecpi record -o $db -- $build/testprogs/shares 3"
+$SUDO "$ecpi" record -o "$db" -- "$build/testprogs/shares" 3
+echo
+echo "\$ ecpi prof $db --limit 15"
+"$ecpi" prof "$db" --limit 15

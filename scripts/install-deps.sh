@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ecpi needs to build and test. Idempotent and
+# quiet when everything is present. Needs root (or sudo) only to install.
+set -euo pipefail
+
+packages=(
+	build-essential cmake pkg-config
+	clang llvm                  # clang compiles the BPF programs at build time only
+	libbpf-dev bpftool          # BPF loading and skeleton generation
+	libelf-dev libdw-dev        # elfutils: ELF, build ids, DWARF
+	libcapstone-dev             # disassembly
+	libcli11-dev nlohmann-json3-dev doctest-dev
+	zlib1g-dev
+	python3                     # test assertions on JSON output
+	linux-perf                  # `perf record` as the benchmark's peer
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+	command -v sudo >/dev/null || { echo "install-deps: need root to install ${missing[*]}: rerun as root" >&2; exit 1; }
+	SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+if ! $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1; then
+	$SUDO apt-get update -qq
+	$SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,34 @@
+// Internal to store/: the canonical form of profiles, shared by the encoder
+// (which only ever writes canonical files, so everything it writes decodes)
+// and by merge_into (which always leaves a canonical result).
+//
+// Canonical ImageProfile: processes sorted by pid, pids unique, no empty
+// process section; in each section offsets strictly increasing, counts > 0.
+// Canonical StackProfile: images unique, every frame's image index valid,
+// stacks sorted by (pid, frames) with no duplicate key, counts > 0.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "ecpi/store/profile.h"
+
+namespace ecpi::store::detail {
+
+// Counts saturate instead of wrapping: a count stuck at 2^64-1 is visibly
+// wrong, a wrapped one silently is.
+inline std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+    return a > std::numeric_limits<std::uint64_t>::max() - b ? std::numeric_limits<std::uint64_t>::max()
+                                                             : a + b;
+}
+
+bool is_canonical(const ImageProfile& profile);
+bool is_canonical(const StackProfile& stacks);
+
+// Sorts, sums duplicates, drops zero counts and empty sections. Frames that
+// point past the image table are attributed to kUnknownImage rather than
+// dropped, so no sample is lost to a caller's indexing bug.
+ImageProfile canonical(ImageProfile profile);
+StackProfile canonical(StackProfile stacks);
+
+}  // namespace ecpi::store::detail

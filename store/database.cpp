@@ -1,0 +1,540 @@
+// The profile database directory (DCPI 4.3.3): epochs of per-(image, event)
+// profile files. Layout, naming, atomicity and locking rules are in
+// store/FORMAT.md; keep them in step with the constants here.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ecpi/store/profile.h"
+#include "file_io.h"
+
+namespace ecpi::store {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using detail::kTempPrefix;
+
+constexpr const char* kMarkerFile = "ECPI_DATABASE";
+constexpr const char* kMarkerSchema = "ecpi.database";
+constexpr std::int64_t kDatabaseVersion = 1;
+constexpr const char* kLockFile = "lock";
+constexpr const char* kEpochsDir = "epochs";
+constexpr const char* kImagesDir = "images";
+constexpr const char* kEpochMetaFile = "epoch.json";
+constexpr const char* kEpochMetaSchema = "ecpi.epoch";
+constexpr std::int64_t kEpochMetaVersion = 1;
+constexpr std::string_view kProfileSuffix = ".prof";
+constexpr std::string_view kStacksSuffix = ".stk";
+constexpr int kEpochNameWidth = 5;
+// Sanitized names can collide (two images with one basename and one 32-bit
+// hash; two events that sanitize alike); the next free "~N" name is used.
+constexpr int kMaxNameProbes = 16;
+constexpr std::size_t kMaxNamePartLength = 64;
+
+// ---- names -----------------------------------------------------------------
+
+std::optional<std::uint64_t> parse_epoch_name(std::string_view name) {
+    if (name.size() < static_cast<std::size_t>(kEpochNameWidth)) return std::nullopt;
+    std::uint64_t value = 0;
+    const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), value);
+    if (ec != std::errc() || end != name.data() + name.size() || value == 0) return std::nullopt;
+    // Exactly one spelling per epoch: "00001", never "000001".
+    if (name.size() > static_cast<std::size_t>(kEpochNameWidth) && name[0] == '0') return std::nullopt;
+    return value;
+}
+
+std::string epoch_name(std::uint64_t number) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%0*" PRIu64, kEpochNameWidth, number);
+    return buf;
+}
+
+// A file-name part: [A-Za-z0-9._+-] kept, anything else '_'; no leading or
+// trailing '.'/'_' (so nothing is hidden or looks like a temp file).
+std::string sanitize(std::string_view s) {
+    std::string out;
+    for (const char c : s) {
+        const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                          c == '_' || c == '-' || c == '+';
+        out += keep ? c : '_';
+    }
+    const auto first = out.find_first_not_of("._");
+    if (first == std::string::npos) return "x";
+    out = out.substr(first, out.find_last_not_of("._") - first + 1);
+    if (out.size() > kMaxNamePartLength) out.resize(kMaxNamePartLength);
+    return out;
+}
+
+// FNV-1a 64 of path, NUL, build id, folded to 32 bits. Part of the format:
+// writers of every version must name a given image alike, or merges into an
+// existing epoch would start a second file.
+std::string image_hash(const ImageId& image) {
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    auto mix = [&h](std::string_view bytes) {
+        for (const char c : bytes) {
+            h ^= static_cast<unsigned char>(c);
+            h *= 0x100000001b3ull;
+        }
+    };
+    mix(image.path);
+    mix(std::string_view("\0", 1));
+    mix(image.build_id);
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%08" PRIx32, static_cast<std::uint32_t>(h ^ (h >> 32)));
+    return buf;
+}
+
+std::string probe_suffix(int probe) { return probe == 0 ? "" : "~" + std::to_string(probe); }
+
+std::string profile_file_name(const ImageProfile& p, int probe) {
+    const std::string_view path = p.image.path;
+    const auto slash = path.rfind('/');
+    const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+    return sanitize(base) + "-" + image_hash(p.image) + "." + sanitize(p.event) + probe_suffix(probe) +
+           std::string(kProfileSuffix);
+}
+
+std::string stacks_file_name(const StackProfile& s, int probe) {
+    return "stacks." + sanitize(s.event) + probe_suffix(probe) + std::string(kStacksSuffix);
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+bool is_temp_name(std::string_view name) { return name.starts_with(kTempPrefix); }
+
+// "<path>: <reason>" lines for EpochContents::skipped; the reason of an
+// errno failure is just strerror, the path is already in front.
+std::string skip_line(const fs::path& path, const Error& error) {
+    return path.string() + ": " + (error.errno_value() != 0 ? std::strerror(error.errno_value()) : error.message());
+}
+
+// ---- JSON --------------------------------------------------------------------
+
+std::string dump(const json& j) {
+    // Command lines and comms are arbitrary bytes; replace invalid UTF-8
+    // rather than throw.
+    return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+std::span<const std::uint8_t> as_bytes(const std::string& s) {
+    return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+// Field readers: absent fields keep their defaults (a reader of version 1
+// accepts documents from writers that predate a field); present ones must
+// have the right type.
+Result<void> read_field(const json& obj, const char* key, std::string& out) {
+    const auto it = obj.find(key);
+    if (it == obj.end()) return ok();
+    if (!it->is_string()) return Error(std::string("\"") + key + "\" is not a string");
+    out = it->get<std::string>();
+    return ok();
+}
+
+Result<void> read_field(const json& obj, const char* key, std::uint64_t& out) {
+    const auto it = obj.find(key);
+    if (it == obj.end()) return ok();
+    if (it->is_number_unsigned()) {
+        out = it->get<std::uint64_t>();
+    } else if (it->is_number_integer() && it->get<std::int64_t>() >= 0) {
+        out = static_cast<std::uint64_t>(it->get<std::int64_t>());
+    } else {
+        return Error(std::string("\"") + key + "\" is not a non-negative integer");
+    }
+    return ok();
+}
+
+Result<void> read_field(const json& obj, const char* key, std::int64_t& out) {
+    const auto it = obj.find(key);
+    if (it == obj.end()) return ok();
+    if (it->is_number_unsigned()) {
+        if (it->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+            return Error(std::string("\"") + key + "\" is out of range");
+        }
+        out = static_cast<std::int64_t>(it->get<std::uint64_t>());
+    } else if (it->is_number_integer()) {
+        out = it->get<std::int64_t>();
+    } else {
+        return Error(std::string("\"") + key + "\" is not an integer");
+    }
+    return ok();
+}
+
+Result<void> read_field(const json& obj, const char* key, double& out) {
+    const auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return ok();  // non-finite values dump as null
+    if (!it->is_number()) return Error(std::string("\"") + key + "\" is not a number");
+    out = it->get<double>();
+    return ok();
+}
+
+// schema must match; a newer version is rejected by name.
+Result<void> check_schema(const json& j, const char* schema, std::int64_t version, std::string_view what) {
+    if (!j.is_object()) return Error("not a JSON object");
+    const auto s = j.find("schema");
+    if (s == j.end() || !s->is_string() || s->get<std::string>() != schema) {
+        return Error(std::string("\"schema\" is not \"") + schema + "\"");
+    }
+    const auto v = j.find("version");
+    if (v == j.end() || !v->is_number_integer() || v->get<std::int64_t>() < 1) {
+        return Error("\"version\" is missing or not a positive integer");
+    }
+    if (v->get<std::int64_t>() > version) {
+        return Error(std::string(what) + " version " + std::to_string(v->get<std::int64_t>()) +
+                     " is newer than this ecpi supports (" + std::to_string(version) + "); upgrade ecpi");
+    }
+    return ok();
+}
+
+std::string meta_to_json(const EpochMeta& m) {
+    json events = json::object();
+    for (const auto& [name, e] : m.events) {
+        events[name] = {{"period", e.period}, {"samples", e.samples}, {"unknown", e.unknown}, {"lost", e.lost}};
+    }
+    json processes = json::object();
+    for (const auto& [pid, p] : m.processes) {
+        processes[std::to_string(pid)] = {{"comm", p.comm}, {"cmdline", p.cmdline}};
+    }
+    return dump({{"schema", kEpochMetaSchema},
+                 {"version", kEpochMetaVersion},
+                 {"hostname", m.hostname},
+                 {"kernel_release", m.kernel_release},
+                 {"cpu_mhz", m.cpu_mhz},
+                 {"first_sample_unix", m.first_sample_unix},
+                 {"last_update_unix", m.last_update_unix},
+                 {"events", std::move(events)},
+                 {"processes", std::move(processes)}});
+}
+
+Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& bytes) {
+    const json j = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return Error("not valid JSON");
+    ECPI_RETURN_IF_ERROR(check_schema(j, kEpochMetaSchema, kEpochMetaVersion, "epoch.json"));
+    EpochMeta m;
+    ECPI_RETURN_IF_ERROR(read_field(j, "hostname", m.hostname));
+    ECPI_RETURN_IF_ERROR(read_field(j, "kernel_release", m.kernel_release));
+    ECPI_RETURN_IF_ERROR(read_field(j, "cpu_mhz", m.cpu_mhz));
+    ECPI_RETURN_IF_ERROR(read_field(j, "first_sample_unix", m.first_sample_unix));
+    ECPI_RETURN_IF_ERROR(read_field(j, "last_update_unix", m.last_update_unix));
+    if (const auto events = j.find("events"); events != j.end()) {
+        if (!events->is_object()) return Error("\"events\" is not an object");
+        for (const auto& [name, e] : events->items()) {
+            if (!e.is_object()) return Error("event \"" + name + "\" is not an object");
+            EventMeta& em = m.events[name];
+            ECPI_RETURN_IF_ERROR(read_field(e, "period", em.period));
+            ECPI_RETURN_IF_ERROR(read_field(e, "samples", em.samples));
+            ECPI_RETURN_IF_ERROR(read_field(e, "unknown", em.unknown));
+            ECPI_RETURN_IF_ERROR(read_field(e, "lost", em.lost));
+        }
+    }
+    if (const auto processes = j.find("processes"); processes != j.end()) {
+        if (!processes->is_object()) return Error("\"processes\" is not an object");
+        for (const auto& [key, p] : processes->items()) {
+            std::uint32_t pid = 0;
+            const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), pid);
+            if (ec != std::errc() || end != key.data() + key.size()) {
+                return Error("process key \"" + key + "\" is not a pid");
+            }
+            if (!p.is_object()) return Error("process " + key + " is not an object");
+            ProcessMeta& pm = m.processes[pid];
+            ECPI_RETURN_IF_ERROR(read_field(p, "comm", pm.comm));
+            ECPI_RETURN_IF_ERROR(read_field(p, "cmdline", pm.cmdline));
+        }
+    }
+    return m;
+}
+
+Result<EpochMeta> meta_from_json(const std::vector<std::uint8_t>& bytes) {
+    // The checks above keep nlohmann from throwing; this keeps the "libraries
+    // never throw" promise should one be missed.
+    try {
+        return meta_from_json_unchecked(bytes);
+    } catch (const std::exception& e) {
+        return Error(std::string("malformed: ") + e.what());
+    }
+}
+
+// ---- the marker --------------------------------------------------------------
+
+Error not_a_database(const fs::path& dir) {
+    return Error(dir.string() + " is not an ecpi database (no " + kMarkerFile +
+                 " file); record one with `ecpi record -o " + dir.string() + "`");
+}
+
+// false when there is no marker; an Error when there is one we cannot accept.
+Result<bool> has_marker(const fs::path& dir) {
+    const fs::path marker = dir / kMarkerFile;
+    auto bytes = detail::read_file(marker);
+    if (!bytes.ok()) {
+        const int err = bytes.error().errno_value();
+        if (err == ENOENT || err == ENOTDIR) return false;
+        return bytes.error();
+    }
+    const json j = json::parse(bytes->begin(), bytes->end(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return Error(marker.string() + ": not valid JSON");
+    auto status = check_schema(j, kMarkerSchema, kDatabaseVersion, "database");
+    if (!status.ok()) return status.error().with_context(marker.string());
+    return true;
+}
+
+Result<void> write_marker(const fs::path& dir) {
+    const std::string text = dump({{"schema", kMarkerSchema}, {"version", kDatabaseVersion}});
+    return detail::write_file_atomically(dir / kMarkerFile, as_bytes(text));
+}
+
+}  // namespace
+
+// ---- Database ------------------------------------------------------------------
+
+Result<Database> Database::open(const fs::path& dir, Mode mode) {
+    if (dir.empty()) return Error("empty database path");
+    Database db(dir, mode);
+    if (mode == Mode::kReadOnly) {
+        ECPI_ASSIGN_OR_RETURN(const bool is_database, has_marker(dir));
+        if (!is_database) return not_a_database(dir);
+        return db;
+    }
+
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return Error::from_errno(ec.value(), "creating database directory " + dir.string());
+    if (!fs::is_directory(dir, ec)) return Error(dir.string() + " exists and is not a directory", ENOTDIR);
+
+    ECPI_ASSIGN_OR_RETURN(bool is_database, has_marker(dir));
+    if (!is_database) {
+        // Never clobber a directory that holds something else. A `lock` and
+        // temp files are what an interrupted creation leaves behind.
+        ECPI_ASSIGN_OR_RETURN(auto names, detail::list_directory(dir));
+        for (const std::string& name : names) {
+            if (name != kLockFile && !is_temp_name(name)) {
+                return Error(dir.string() + " is not empty and is not an ecpi database (no " + kMarkerFile +
+                             " file); refusing to write into it: choose a new or empty directory");
+            }
+        }
+    }
+    ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(dir / kLockFile));
+    // Re-check under the lock: a concurrent creator may have finished.
+    ECPI_ASSIGN_OR_RETURN(is_database, has_marker(dir));
+    // Marker first: a crash right after leaves a database without epochs,
+    // which the next open completes, rather than a directory we refuse.
+    if (!is_database) ECPI_RETURN_IF_ERROR(write_marker(dir));
+    ECPI_RETURN_IF_ERROR(detail::make_directory(dir / kEpochsDir));
+    ECPI_ASSIGN_OR_RETURN(auto existing, db.epochs());
+    if (existing.empty()) ECPI_RETURN_IF_ERROR(detail::make_directory(dir / kEpochsDir / epoch_name(1)));
+    return db;
+}
+
+Result<std::vector<std::string>> Database::epochs() const {
+    const fs::path root = dir_ / kEpochsDir;
+    auto names = detail::list_directory(root);
+    if (!names.ok()) {
+        if (names.error().errno_value() == ENOENT) return std::vector<std::string>{};
+        return names.error();
+    }
+    std::vector<std::pair<std::uint64_t, std::string>> found;
+    for (std::string& name : *names) {
+        const auto number = parse_epoch_name(name);
+        struct stat st {};
+        if (!number || ::stat((root / name).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        found.emplace_back(*number, std::move(name));
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<std::string> out;
+    out.reserve(found.size());
+    for (auto& [number, name] : found) out.push_back(std::move(name));
+    return out;
+}
+
+Result<std::string> Database::current_epoch() {
+    ECPI_ASSIGN_OR_RETURN(auto names, epochs());
+    if (!names.empty()) return names.back();
+    if (mode_ == Mode::kReadOnly) {
+        return Error(dir_.string() + " has no epochs yet; record into it with `ecpi record -o " + dir_.string() + "`");
+    }
+    ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(dir_ / kLockFile));
+    ECPI_ASSIGN_OR_RETURN(names, epochs());  // another writer may have made one meanwhile
+    if (!names.empty()) return names.back();
+    ECPI_RETURN_IF_ERROR(detail::make_directory(dir_ / kEpochsDir));
+    ECPI_RETURN_IF_ERROR(detail::make_directory(dir_ / kEpochsDir / epoch_name(1)));
+    return epoch_name(1);
+}
+
+Result<std::string> Database::new_epoch() {
+    if (mode_ == Mode::kReadOnly) return Error("cannot start a new epoch: " + dir_.string() + " is open read-only");
+    ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(dir_ / kLockFile));
+    ECPI_ASSIGN_OR_RETURN(auto names, epochs());
+    const std::uint64_t next = names.empty() ? 1 : *parse_epoch_name(names.back()) + 1;
+    ECPI_RETURN_IF_ERROR(detail::make_directory(dir_ / kEpochsDir));
+    const std::string name = epoch_name(next);
+    ECPI_RETURN_IF_ERROR(detail::make_directory(dir_ / kEpochsDir / name));
+    return name;
+}
+
+namespace {
+
+// The directory of an existing epoch; the name is validated so that it can
+// never point outside DB/epochs.
+Result<fs::path> existing_epoch_dir(const fs::path& db, const std::string& epoch) {
+    if (!parse_epoch_name(epoch)) {
+        return Error("invalid epoch name '" + epoch + "' (epochs are numbered 00001, 00002, ...)");
+    }
+    const fs::path dir = db / kEpochsDir / epoch;
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) {
+        if (errno == ENOENT) return Error("no epoch " + epoch + " in " + db.string(), ENOENT);
+        return Error::from_errno(errno, "reading epoch directory " + dir.string());
+    }
+    if (!S_ISDIR(st.st_mode)) return Error(dir.string() + " is not a directory", ENOTDIR);
+    return dir;
+}
+
+Error read_only(const fs::path& db) { return Error("cannot write: " + db.string() + " is open read-only"); }
+
+// Read-modify-write of one binary file kind under the writer lock. Decode,
+// Encode and Name are the kind's functions; Same says whether an existing
+// file belongs to the same key (otherwise its name collided: try the next).
+template <typename T, typename Decode, typename Encode, typename Name, typename Same>
+Result<void> merge_file(const fs::path& db, const std::string& epoch, const T& from, Decode decode, Encode encode,
+                        Name name, Same same) {
+    ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(db, epoch));
+    ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(db / kLockFile));
+    for (int probe = 0; probe < kMaxNameProbes; ++probe) {
+        const fs::path path = dir / name(from, probe);
+        auto bytes = detail::read_file(path);
+        if (!bytes.ok()) {
+            if (bytes.error().errno_value() != ENOENT) return bytes.error();
+            const std::vector<std::uint8_t> out = encode(from);
+            return detail::write_file_atomically(path, out);
+        }
+        auto existing = decode(std::span<const std::uint8_t>(*bytes));
+        if (!existing.ok()) {
+            // Never overwrite a file we cannot read: it may be a newer
+            // version's data. The caller decides (move it aside, new epoch).
+            return Error("cannot merge into " + path.string() + ": " + existing.error().message());
+        }
+        if (!same(*existing, from)) continue;
+        auto merged = merge_into(*existing, from);
+        if (!merged.ok()) return merged.error().with_context(path.string());
+        const std::vector<std::uint8_t> out = encode(*existing);
+        return detail::write_file_atomically(path, out);
+    }
+    return Error("cannot merge into epoch " + epoch + " of " + db.string() + ": " + std::to_string(kMaxNameProbes) +
+                 " files named like " + name(from, 0) + " all belong to other images or events");
+}
+
+}  // namespace
+
+Result<void> Database::merge(const std::string& epoch, const ImageProfile& profile) {
+    if (mode_ == Mode::kReadOnly) return read_only(dir_);
+    return merge_file(
+        dir_, epoch, profile, &decode_profile, &encode_profile, &profile_file_name,
+        [](const ImageProfile& a, const ImageProfile& b) { return a.image == b.image && a.event == b.event; });
+}
+
+Result<void> Database::merge(const std::string& epoch, const StackProfile& stacks) {
+    if (mode_ == Mode::kReadOnly) return read_only(dir_);
+    return merge_file(dir_, epoch, stacks, &decode_stacks, &encode_stacks, &stacks_file_name,
+                      [](const StackProfile& a, const StackProfile& b) { return a.event == b.event; });
+}
+
+Result<void> Database::merge(const std::string& epoch, const EpochMeta& meta) {
+    if (mode_ == Mode::kReadOnly) return read_only(dir_);
+    ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
+    ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(dir_ / kLockFile));
+    const fs::path path = dir / kEpochMetaFile;
+    EpochMeta merged;
+    auto bytes = detail::read_file(path);
+    if (bytes.ok()) {
+        auto existing = meta_from_json(*bytes);
+        if (!existing.ok()) return Error("cannot merge into " + path.string() + ": " + existing.error().message());
+        merged = std::move(*existing);
+    } else if (bytes.error().errno_value() != ENOENT) {
+        return bytes.error();
+    }
+    merge_into(merged, meta);
+    return detail::write_file_atomically(path, as_bytes(meta_to_json(merged)));
+}
+
+Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
+    ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
+    ECPI_ASSIGN_OR_RETURN(auto names, detail::list_directory(dir));
+    EpochContents out;
+    out.epoch = epoch;
+    // Readers take no lock: every file is replaced by rename, so each read
+    // sees a whole old or a whole new file. Unknown names are ignored (a
+    // newer minor version may add file kinds).
+    for (const std::string& name : names) {
+        if (is_temp_name(name)) continue;
+        const bool is_profile = ends_with(name, kProfileSuffix);
+        const bool is_stacks = ends_with(name, kStacksSuffix);
+        const bool is_meta = name == kEpochMetaFile;
+        if (!is_profile && !is_stacks && !is_meta) continue;
+        const fs::path path = dir / name;
+        auto bytes = detail::read_file(path);
+        if (!bytes.ok()) {
+            out.skipped.push_back(skip_line(path, bytes.error()));
+            continue;
+        }
+        if (is_profile) {
+            auto p = decode_profile(*bytes);
+            if (p.ok()) {
+                out.profiles.push_back(std::move(*p));
+            } else {
+                out.skipped.push_back(skip_line(path, p.error()));
+            }
+        } else if (is_stacks) {
+            auto s = decode_stacks(*bytes);
+            if (s.ok()) {
+                out.stacks.push_back(std::move(*s));
+            } else {
+                out.skipped.push_back(skip_line(path, s.error()));
+            }
+        } else {
+            auto m = meta_from_json(*bytes);
+            if (m.ok()) {
+                out.meta = std::move(*m);
+            } else {
+                out.skipped.push_back(skip_line(path, m.error()));
+            }
+        }
+    }
+    return out;
+}
+
+fs::path Database::cached_image_path(const std::string& build_id) const {
+    if (build_id.size() < 3) return dir_ / kImagesDir / build_id;
+    return dir_ / kImagesDir / build_id.substr(0, 2) / build_id.substr(2);
+}
+
+Result<void> Database::cache_image(const std::string& build_id, const fs::path& source) {
+    if (mode_ == Mode::kReadOnly) return read_only(dir_);
+    const bool hex = std::all_of(build_id.begin(), build_id.end(),
+                                 [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+    if (build_id.size() < 3 || !hex) {
+        return Error("invalid build id '" + build_id + "' for " + source.string() +
+                     ": expected at least 3 lowercase hex digits");
+    }
+    const fs::path target = cached_image_path(build_id);
+    struct stat st {};
+    // Same build id, same bytes: a cached copy never needs replacing.
+    if (::stat(target.c_str(), &st) == 0) return ok();
+    if (errno != ENOENT) return Error::from_errno(errno, "checking " + target.string());
+    ECPI_RETURN_IF_ERROR(detail::make_directory(dir_ / kImagesDir));
+    ECPI_RETURN_IF_ERROR(detail::make_directory(target.parent_path()));
+    return detail::copy_file_atomically(source, target);
+}
+
+}  // namespace ecpi::store

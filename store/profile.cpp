@@ -1,0 +1,262 @@
+// In-memory operations on profiles: totals, canonical form, merging.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "canonical.h"
+#include "ecpi/store/profile.h"
+
+namespace ecpi::store {
+namespace {
+
+using detail::saturating_add;
+
+std::string describe(const ImageId& image) {
+    std::string s = image.path.empty() ? std::string("(no path)") : image.path;
+    if (!image.build_id.empty()) s += " (build id " + image.build_id + ")";
+    return s;
+}
+
+// Sorted by offset, equal offsets summed, zero counts dropped.
+void sort_and_combine(std::vector<OffsetCount>& counts) {
+    std::sort(counts.begin(), counts.end(),
+              [](const OffsetCount& a, const OffsetCount& b) { return a.offset < b.offset; });
+    std::size_t out = 0;
+    for (const OffsetCount& oc : counts) {
+        if (oc.count == 0) continue;
+        if (out > 0 && counts[out - 1].offset == oc.offset) {
+            counts[out - 1].count = saturating_add(counts[out - 1].count, oc.count);
+        } else {
+            counts[out++] = oc;
+        }
+    }
+    counts.resize(out);
+}
+
+// Linear merge of two canonical count vectors.
+std::vector<OffsetCount> merge_counts(const std::vector<OffsetCount>& a, const std::vector<OffsetCount>& b) {
+    std::vector<OffsetCount> out;
+    out.reserve(a.size() + b.size());
+    std::size_t i = 0;
+    std::size_t j = 0;
+    while (i < a.size() && j < b.size()) {
+        if (a[i].offset < b[j].offset) {
+            out.push_back(a[i++]);
+        } else if (b[j].offset < a[i].offset) {
+            out.push_back(b[j++]);
+        } else {
+            out.push_back({a[i].offset, saturating_add(a[i].count, b[j].count)});
+            ++i;
+            ++j;
+        }
+    }
+    out.insert(out.end(), a.begin() + static_cast<std::ptrdiff_t>(i), a.end());
+    out.insert(out.end(), b.begin() + static_cast<std::ptrdiff_t>(j), b.end());
+    return out;
+}
+
+bool stack_less(const StackSample& a, const StackSample& b) {
+    if (a.pid != b.pid) return a.pid < b.pid;
+    return a.frames < b.frames;
+}
+
+}  // namespace
+
+namespace detail {
+
+bool is_canonical(const ImageProfile& profile) {
+    for (std::size_t i = 0; i < profile.processes.size(); ++i) {
+        const ProcessCounts& p = profile.processes[i];
+        if (i > 0 && p.pid <= profile.processes[i - 1].pid) return false;
+        if (p.counts.empty()) return false;
+        for (std::size_t j = 0; j < p.counts.size(); ++j) {
+            if (p.counts[j].count == 0) return false;
+            if (j > 0 && p.counts[j].offset <= p.counts[j - 1].offset) return false;
+        }
+    }
+    return true;
+}
+
+ImageProfile canonical(ImageProfile profile) {
+    if (is_canonical(profile)) return profile;
+    std::map<std::uint32_t, std::vector<OffsetCount>> by_pid;
+    for (ProcessCounts& p : profile.processes) {
+        auto& dst = by_pid[p.pid];
+        dst.insert(dst.end(), p.counts.begin(), p.counts.end());
+    }
+    profile.processes.clear();
+    for (auto& [pid, counts] : by_pid) {
+        sort_and_combine(counts);
+        if (!counts.empty()) profile.processes.push_back({pid, std::move(counts)});
+    }
+    return profile;
+}
+
+bool is_canonical(const StackProfile& stacks) {
+    std::set<ImageId> seen(stacks.images.begin(), stacks.images.end());
+    if (seen.size() != stacks.images.size()) return false;
+    for (std::size_t i = 0; i < stacks.stacks.size(); ++i) {
+        const StackSample& s = stacks.stacks[i];
+        if (s.count == 0) return false;
+        if (i > 0 && !stack_less(stacks.stacks[i - 1], s)) return false;
+        for (const StackFrame& f : s.frames) {
+            if (f.image >= stacks.images.size()) return false;
+        }
+    }
+    return true;
+}
+
+StackProfile canonical(StackProfile stacks) {
+    if (is_canonical(stacks)) return stacks;
+    std::vector<ImageId> images;
+    std::map<ImageId, std::uint32_t> index;
+    auto intern = [&](const ImageId& id) {
+        auto [it, inserted] = index.emplace(id, static_cast<std::uint32_t>(images.size()));
+        if (inserted) images.push_back(id);
+        return it->second;
+    };
+    std::vector<std::uint32_t> remap;
+    remap.reserve(stacks.images.size());
+    for (const ImageId& id : stacks.images) remap.push_back(intern(id));
+
+    std::map<std::pair<std::uint32_t, std::vector<StackFrame>>, std::uint64_t> sums;
+    for (StackSample& s : stacks.stacks) {
+        if (s.count == 0) continue;
+        for (StackFrame& f : s.frames) {
+            f.image = f.image < remap.size() ? remap[f.image] : intern(ImageId{kUnknownImage, ""});
+        }
+        auto& sum = sums[{s.pid, std::move(s.frames)}];
+        sum = saturating_add(sum, s.count);
+    }
+    stacks.images = std::move(images);
+    stacks.stacks.clear();
+    stacks.stacks.reserve(sums.size());
+    for (auto& [key, count] : sums) stacks.stacks.push_back({key.first, key.second, count});
+    return stacks;
+}
+
+}  // namespace detail
+
+std::uint64_t ImageProfile::total() const {
+    std::uint64_t sum = 0;
+    for (const ProcessCounts& p : processes) {
+        for (const OffsetCount& oc : p.counts) sum = saturating_add(sum, oc.count);
+    }
+    return sum;
+}
+
+std::vector<OffsetCount> ImageProfile::merged() const {
+    std::vector<OffsetCount> all;
+    std::size_t n = 0;
+    for (const ProcessCounts& p : processes) n += p.counts.size();
+    all.reserve(n);
+    for (const ProcessCounts& p : processes) all.insert(all.end(), p.counts.begin(), p.counts.end());
+    sort_and_combine(all);
+    return all;
+}
+
+// A default-constructed `into` adopts `from`'s identity, so callers can
+// accumulate into a fresh ImageProfile{} without copying the first one.
+Result<void> merge_into(ImageProfile& into, const ImageProfile& from) {
+    if (into == ImageProfile{}) {
+        into = detail::canonical(from);
+        return ok();
+    }
+    if (into.image != from.image) {
+        return Error("cannot merge the profile of " + describe(from.image) + " into the profile of " +
+                     describe(into.image) + ": different images (each image has its own profile)");
+    }
+    if (into.event != from.event) {
+        return Error("cannot merge '" + from.event + "' samples of " + describe(from.image) + " into its '" +
+                     into.event + "' profile: different events (each event has its own profile)");
+    }
+    if (into.period != from.period) {
+        return Error("cannot merge '" + from.event + "' samples of " + describe(from.image) + " taken with period " +
+                     std::to_string(from.period) + " into a profile sampled with period " +
+                     std::to_string(into.period) +
+                     ": counts with different periods do not add up; record with the same period, "
+                     "or record into a new epoch");
+    }
+    ImageProfile a = detail::canonical(std::move(into));
+    const ImageProfile b = detail::canonical(from);
+    std::vector<ProcessCounts> out;
+    out.reserve(a.processes.size() + b.processes.size());
+    std::size_t i = 0;
+    std::size_t j = 0;
+    while (i < a.processes.size() || j < b.processes.size()) {
+        if (j == b.processes.size() || (i < a.processes.size() && a.processes[i].pid < b.processes[j].pid)) {
+            out.push_back(std::move(a.processes[i++]));
+        } else if (i == a.processes.size() || b.processes[j].pid < a.processes[i].pid) {
+            out.push_back(b.processes[j++]);
+        } else {
+            out.push_back({a.processes[i].pid, merge_counts(a.processes[i].counts, b.processes[j].counts)});
+            ++i;
+            ++j;
+        }
+    }
+    a.processes = std::move(out);
+    into = std::move(a);
+    return ok();
+}
+
+Result<void> merge_into(StackProfile& into, const StackProfile& from) {
+    if (into == StackProfile{}) {
+        into = detail::canonical(from);
+        return ok();
+    }
+    if (into.event != from.event) {
+        return Error("cannot merge '" + from.event + "' call stacks into the '" + into.event +
+                     "' stack profile: different events (each event has its own stack file)");
+    }
+    if (into.period != from.period) {
+        return Error("cannot merge '" + from.event + "' call stacks taken with period " + std::to_string(from.period) +
+                     " into a stack profile sampled with period " + std::to_string(into.period) +
+                     ": counts with different periods do not add up; record with the same period, "
+                     "or record into a new epoch");
+    }
+    // Appending `from` (images and stacks re-indexed) and canonicalizing
+    // deduplicates images and sums stacks with the same (pid, frames).
+    StackProfile all = detail::canonical(std::move(into));  // all its indices valid before the shift
+    const auto base = static_cast<std::uint32_t>(all.images.size());
+    all.images.insert(all.images.end(), from.images.begin(), from.images.end());
+    all.stacks.reserve(all.stacks.size() + from.stacks.size());
+    for (const StackSample& s : from.stacks) {
+        StackSample copy = s;
+        for (StackFrame& f : copy.frames) {
+            // Out-of-range indices must stay out of range after the shift, so
+            // canonical() still attributes them to [unknown].
+            f.image = f.image < from.images.size() ? base + f.image : static_cast<std::uint32_t>(all.images.size());
+        }
+        all.stacks.push_back(std::move(copy));
+    }
+    into = detail::canonical(std::move(all));
+    return ok();
+}
+
+void merge_into(EpochMeta& into, const EpochMeta& from) {
+    for (const auto& [name, event] : from.events) {
+        EventMeta& dst = into.events[name];
+        if (event.period != 0) dst.period = event.period;
+        dst.samples = saturating_add(dst.samples, event.samples);
+        dst.unknown = saturating_add(dst.unknown, event.unknown);
+        dst.lost = saturating_add(dst.lost, event.lost);
+    }
+    for (const auto& [pid, process] : from.processes) {
+        ProcessMeta& dst = into.processes[pid];
+        if (!process.comm.empty()) dst.comm = process.comm;
+        if (!process.cmdline.empty()) dst.cmdline = process.cmdline;
+    }
+    if (!from.hostname.empty()) into.hostname = from.hostname;
+    if (!from.kernel_release.empty()) into.kernel_release = from.kernel_release;
+    if (from.cpu_mhz != 0) into.cpu_mhz = from.cpu_mhz;
+    // The first sample of the union is the earlier one (0 means unknown).
+    if (from.first_sample_unix != 0 &&
+        (into.first_sample_unix == 0 || from.first_sample_unix < into.first_sample_unix)) {
+        into.first_sample_unix = from.first_sample_unix;
+    }
+    into.last_update_unix = std::max(into.last_update_unix, from.last_update_unix);
+}
+
+}  // namespace ecpi::store

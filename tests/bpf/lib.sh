@@ -1,0 +1,56 @@
+# Shared helpers for the shell tests. Source it; it sets TMP (removed on exit)
+# and checks that no BPF program or process of ours is left behind.
+set -euo pipefail
+
+: "${ECPI:?ECPI must point to the ecpi binary}"
+TMP=$(mktemp -d /tmp/ecpi-test.XXXXXX)
+ECPI_TEST_PIDS=()
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIP: $*" >&2; exit 77; }
+
+ecpi_cleanup() {
+	local rc=$?
+	for p in "${ECPI_TEST_PIDS[@]:-}"; do
+		[ -n "$p" ] && kill -9 "$p" 2>/dev/null || true
+	done
+	wait 2>/dev/null || true
+	rm -rf "$TMP"
+	if [ "$rc" -eq 0 ] && command -v bpftool >/dev/null && [ "$(id -u)" -eq 0 ]; then
+		if bpftool prog show 2>/dev/null | grep -qE 'name (ecpi_sample|ecpi_fork)'; then
+			echo "FAIL: a BPF program of ecpi is still loaded after the test" >&2
+			exit 1
+		fi
+	fi
+	exit "$rc"
+}
+trap ecpi_cleanup EXIT
+
+require_bpf() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root (CAP_BPF and CAP_PERFMON) to load BPF programs"
+	[ -r /sys/kernel/btf/vmlinux ] || skip "kernel has no BTF (/sys/kernel/btf/vmlinux)"
+}
+
+# json_check FILE PYTHON-EXPR: evaluates EXPR with `d` bound to the JSON
+# document; fails with the expression when it is false.
+json_check() {
+	python3 - "$1" "$2" <<'PY' || fail "json check failed: $2 (on $1)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = eval(sys.argv[2])
+if not ok:
+    print(json.dumps(d, indent=1)[:3000], file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
+# expect_exit CODE PATTERN CMD...: runs CMD, requires exit CODE and PATTERN in stderr.
+expect_exit() {
+	local want=$1 pattern=$2
+	shift 2
+	local rc=0
+	"$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+	[ "$rc" -eq "$want" ] || { cat "$TMP/err" >&2; fail "'$*' exited $rc, expected $want"; }
+	grep -qE -- "$pattern" "$TMP/err" || { cat "$TMP/err" >&2; fail "'$*' stderr lacks /$pattern/"; }
+	[ "$(wc -l <"$TMP/err")" -ge 1 ] || fail "no error message"
+}

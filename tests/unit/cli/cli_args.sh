@@ -1,0 +1,15 @@
+# Argument errors: exit 2 and a message; help exits 0. No privileges needed.
+source "$TESTLIB"
+expect_exit 2 "subcommand" "$ECPI"
+expect_exit 2 "choose one target" "$ECPI" record -a -p 1
+expect_exit 2 "between 1 and 100000" "$ECPI" record -F 0 -- true
+expect_exit 2 "unknown event 'bogus'" "$ECPI" record -e bogus -- true
+expect_exit 2 "by" "$ECPI" prof --by function
+expect_exit 2 "format" "$ECPI" prof --format xml
+expect_exit 2 "nosuch" "$ECPI" nosuch
+expect_exit 1 "not an ecpi database" "$ECPI" prof "$TMP/missing"
+"$ECPI" --help >/dev/null || fail "--help failed"
+"$ECPI" record --help | grep -q -- "--no-randomize" || fail "record --help lacks options"
+"$ECPI" prof --help | grep -q -- "--by" || fail "prof --help lacks options"
+"$ECPI" --version | grep -q "ecpi" || fail "--version"
+echo PASS

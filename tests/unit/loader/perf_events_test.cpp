@@ -1,0 +1,39 @@
+#include <doctest/doctest.h>
+
+#include "ecpi/loader/perf_events.h"
+
+TEST_CASE("known events parse; unknown ones list the known names") {
+    auto clock = ecpi::loader::parse_event("cpu-clock");
+    REQUIRE(clock.ok());
+    CHECK(clock->is_clock);
+    CHECK(clock->type == PERF_TYPE_SOFTWARE);
+    auto cycles = ecpi::loader::parse_event("cycles");
+    REQUIRE(cycles.ok());
+    CHECK(cycles->type == PERF_TYPE_HARDWARE);
+    auto bad = ecpi::loader::parse_event("cpu-clocks");
+    REQUIRE(!bad.ok());
+    CHECK(bad.error().message().find("unknown event 'cpu-clocks'") != std::string::npos);
+    CHECK(bad.error().message().find("task-clock") != std::string::npos);
+}
+
+TEST_CASE("mean period: nanoseconds for clocks, events for counters") {
+    auto clock = ecpi::loader::parse_event("cpu-clock").value();
+    CHECK(ecpi::loader::mean_period(clock, 4999, 0) == 200040);
+    CHECK(ecpi::loader::mean_period(clock, 1000, 0) == 1000000);
+    auto cycles = ecpi::loader::parse_event("cycles").value();
+    CHECK(ecpi::loader::mean_period(cycles, 1000, 3000.0) == 3000000);
+}
+
+TEST_CASE("hardware events fail with a message naming the event and the alternative") {
+    // This VM has no PMU; on a machine with one the open succeeds.
+    auto cycles = ecpi::loader::parse_event("cycles").value();
+    auto cpus = ecpi::loader::online_cpus();
+    REQUIRE(cpus.ok());
+    auto fds = ecpi::loader::open_sampling_events(cycles, {cpus->front()}, {.period = 1000000});
+    if (!fds.ok()) {
+        const auto& msg = fds.error().message();
+        bool explains = msg.find("'cycles'") != std::string::npos &&
+                        (msg.find("cpu-clock") != std::string::npos || msg.find("CAP_PERFMON") != std::string::npos);
+        CHECK(explains);
+    }
+}
