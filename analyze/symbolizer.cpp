@@ -566,9 +566,12 @@ struct Symbolizer::Impl {
         const std::string& path = image.path;
         if (path == store::kKernelImage) return SymbolTable::from_kallsyms(options.kallsyms);
         if (path == store::kUnknownImage) return Error("samples that mapped to no executable image");
-        if (path == store::kVdsoImage) return Error("the vDSO is not saved with the profile");
+        // The recorder saves the vDSO in the build-id cache (it is the same
+        // image in every process of one kernel).
+        if (path == store::kVdsoImage && (image.build_id.size() <= 2 || !options.database))
+            return Error("the vDSO was not saved with the profile");
         if (path.starts_with("[anon")) return Error("anonymous memory (JIT-compiled code?) has no symbols");
-        if (path.starts_with("[")) return Error("special mapping without symbols");
+        if (path.starts_with("[") && path != store::kVdsoImage) return Error("special mapping without symbols");
 
         std::vector<std::string> reasons;
         const std::string& bid = image.build_id;

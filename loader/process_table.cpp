@@ -87,6 +87,25 @@ Result<ElfLayout> read_elf_layout(const std::filesystem::path& file) {
     return layout;
 }
 
+Result<std::string> save_vdso(const std::filesystem::path& file) {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+        if (!line.ends_with("[vdso]")) continue;
+        unsigned long long start = 0, end = 0;
+        if (std::sscanf(line.c_str(), "%llx-%llx", &start, &end) != 2 || end <= start) break;
+        std::ofstream out(file, std::ios::binary | std::ios::trunc);
+        out.write(reinterpret_cast<const char*>(static_cast<std::uintptr_t>(start)),
+                  static_cast<std::streamsize>(end - start));
+        out.close();
+        if (!out) return Error::from_errno(errno, "writing the vDSO to " + file.string());
+        ECPI_ASSIGN_OR_RETURN(auto layout, read_elf_layout(file));
+        if (layout.build_id.empty()) return Error("the vDSO has no build id");
+        return layout.build_id;
+    }
+    return Error("this process has no [vdso] mapping");
+}
+
 Result<std::uint64_t> kernel_text_address(const std::filesystem::path& kallsyms) {
     std::ifstream in(kallsyms);
     if (!in) return Error::from_errno(errno, "opening " + kallsyms.string());
@@ -141,6 +160,7 @@ std::uint32_t ProcessTable::intern_image(std::uint32_t pid, const std::string& p
         if (it != image_index_.end()) return it->second;
         ImageInfo info;
         info.id.path = *pseudo;
+        if (*pseudo == store::kVdsoImage) info.id.build_id = vdso_build_id_;
         info.elf_read = true;
         images_.push_back(std::move(info));
         return image_index_[key] = static_cast<std::uint32_t>(images_.size() - 1);

@@ -298,6 +298,21 @@ Result<void> Session::setup() {
 
     ECPI_ASSIGN_OR_RETURN(cpus_, online_cpus());
 
+    // Save the vDSO so samples in it (clock_gettime, ...) get symbols later.
+    {
+        auto tmp = options_.database / (".vdso-" + std::to_string(getpid()));
+        auto bid = save_vdso(tmp);
+        if (bid.ok()) {
+            auto cached = db_->cache_image(*bid, tmp);
+            if (cached.ok()) processes_.set_vdso_build_id(*bid);
+            else warn_once("cannot save the vDSO: " + cached.error().message());
+        } else {
+            warn_once("cannot save the vDSO: " + bid.error().message());
+        }
+        std::error_code ec;
+        std::filesystem::remove(tmp, ec);
+    }
+
     if (!options_.cgroup.empty()) {
         std::filesystem::path cg = options_.cgroup;
         if (cg.is_relative()) cg = std::filesystem::path("/sys/fs/cgroup") / cg;

@@ -284,7 +284,9 @@ bool parse_stacks_body(Reader& r, StackProfile& s) {
         }
         const std::size_t count_at = r.pos();
         if (!r.varint(sample.count, "stack count")) return false;
-        if (sample.count == 0) return r.invalid(count_at, "zero count for a stack of pid " + std::to_string(sample.pid));
+        if (sample.count == 0) {
+            return r.invalid(count_at, "zero count for a stack of pid " + std::to_string(sample.pid));
+        }
         if (i > 0) {
             const StackSample& prev = s.stacks.back();
             const bool increasing = prev.pid != sample.pid ? prev.pid < sample.pid : prev.frames < sample.frames;
@@ -344,7 +346,9 @@ Result<T> decode_file(std::span<const std::uint8_t> bytes, const FileKind& file,
     if (n >= kPreambleSize + kChecksumSize) {
         const std::size_t body_end = n - kChecksumSize;
         std::uint32_t stored = 0;
-        for (std::size_t i = 0; i < kChecksumSize; ++i) stored |= static_cast<std::uint32_t>(bytes[body_end + i]) << (8 * i);
+        for (std::size_t i = 0; i < kChecksumSize; ++i) {
+            stored |= static_cast<std::uint32_t>(bytes[body_end + i]) << (8 * i);
+        }
         const std::uint32_t computed = checksum(bytes.first(body_end));
         if (stored == computed) {
             Reader r(bytes.first(body_end), kPreambleSize);

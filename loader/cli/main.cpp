@@ -14,6 +14,18 @@ int main(int argc, char** argv) {
     add_prof_verb(app, verbs);
 
     std::string verb_name = "ecpi";
+    if (argc > 1 && argv[1][0] != '-') {
+        std::string known;
+        bool found = false;
+        for (const auto& v : verbs) {
+            known += (known.empty() ? "" : ", ") + v.app->get_name();
+            found = found || v.app->get_name() == argv[1];
+        }
+        if (!found) {
+            std::fprintf(stderr, "ecpi: unknown command '%s' (commands: %s; see 'ecpi --help')\n", argv[1], known.c_str());
+            return kExitUsageError;
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

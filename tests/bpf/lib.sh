@@ -4,6 +4,9 @@ set -euo pipefail
 
 : "${ECPI:?ECPI must point to the ecpi binary}"
 TMP=$(mktemp -d /tmp/ecpi-test.XXXXXX)
+# Every process this test starts inherits the mark, so the leftover check
+# below finds ours and not those of another ecpi running on the machine.
+export ECPI_TEST_MARK="$TMP"
 ECPI_TEST_PIDS=()
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -16,9 +19,16 @@ ecpi_cleanup() {
 	done
 	wait 2>/dev/null || true
 	rm -rf "$TMP"
-	if [ "$rc" -eq 0 ] && command -v bpftool >/dev/null && [ "$(id -u)" -eq 0 ]; then
-		if bpftool prog show 2>/dev/null | grep -qE 'name (ecpi_sample|ecpi_fork)'; then
-			echo "FAIL: a BPF program of ecpi is still loaded after the test" >&2
+	if [ "$rc" -eq 0 ] && [ "$(id -u)" -eq 0 ]; then
+		local p
+		for p in $(pgrep -x ecpi || true); do
+			if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF "ECPI_TEST_MARK=$TMP"; then
+				echo "FAIL: ecpi process $p (holding its BPF programs and perf events) outlived the test" >&2
+				exit 1
+			fi
+		done
+		if ls /sys/fs/bpf 2>/dev/null | grep -q ecpi; then
+			echo "FAIL: ecpi objects are pinned under /sys/fs/bpf after the test" >&2
 			exit 1
 		fi
 	fi

@@ -73,6 +73,9 @@ public:
     // (the recorder caches binaries of other mount namespaces).
     std::function<void(const ImageInfo&)> new_image_hook;
 
+    // The build id of the vDSO (the same in every process), once saved.
+    void set_vdso_build_id(std::string build_id) { vdso_build_id_ = std::move(build_id); }
+
     // Where /proc is (tests point it elsewhere).
     void set_proc_root(std::filesystem::path root) { proc_root_ = std::move(root); }
 
@@ -96,6 +99,7 @@ private:
     std::map<std::pair<std::string, std::string>, std::uint32_t> image_index_;  // (path, build id)
     std::filesystem::path proc_root_ = "/proc";
     std::optional<std::uint64_t> own_mnt_ns_;
+    std::string vdso_build_id_;
 };
 
 // Reads the GNU build id and PT_LOAD segments of an ELF file.
@@ -104,6 +108,10 @@ struct ElfLayout {
     std::vector<ImageInfo::Segment> segments;
 };
 [[nodiscard]] Result<ElfLayout> read_elf_layout(const std::filesystem::path& file);
+
+// Copies this process's vDSO (an ELF image in memory) to `file`; returns its
+// build id. Every process of one kernel maps the same vDSO.
+[[nodiscard]] Result<std::string> save_vdso(const std::filesystem::path& file);
 
 // Address of _text in /proc/kallsyms (kernel offsets are relative to it).
 [[nodiscard]] Result<std::uint64_t> kernel_text_address(const std::filesystem::path& kallsyms = "/proc/kallsyms");

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "test_util.h"
@@ -163,6 +164,28 @@ TEST_CASE("from_elf: stripped binary, debug file through .gnu_debuglink") {
         auto table = SymbolTable::from_elf(bin_dir / "symtest", {root});
         REQUIRE(table.ok());
         check_known_functions(*table, ECPI_SYMTEST_NM);
+    }
+    SUBCASE("a debug file without build id, accepted by its CRC") {
+        const fs::path crc_stripped = ECPI_SYMTEST_CRC_STRIPPED;
+        auto debug_bid = read_build_id(crc_stripped.parent_path() / "symtest.debug");
+        REQUIRE(debug_bid.ok());
+        CHECK(debug_bid->empty());
+        auto table = SymbolTable::from_elf(crc_stripped);
+        REQUIRE(table.ok());
+        check_known_functions(*table, ECPI_SYMTEST_NM);
+
+        // The same file with one byte changed no longer matches the CRC.
+        TempDir tmp;
+        copy_into(crc_stripped, tmp.path() / "symtest");
+        copy_into(crc_stripped.parent_path() / "symtest.debug", tmp.path() / "symtest.debug");
+        {
+            std::fstream f(tmp.path() / "symtest.debug", std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(-1, std::ios::end);
+            f.put('\x5a');
+        }
+        auto tampered = SymbolTable::from_elf(tmp.path() / "symtest");
+        REQUIRE(tampered.ok());
+        CHECK(tampered->lookup(nm_functions(ECPI_SYMTEST_NM).at("main")) == nullptr);
     }
     SUBCASE("a debuglink candidate with the wrong CRC and build id is rejected") {
         TempDir tmp;
