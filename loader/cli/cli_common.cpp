@@ -1,6 +1,24 @@
 #include "cli_common.h"
 
+#include <algorithm>
+
 namespace ecpi::cli {
+namespace {
+std::vector<std::pair<int, VerbFactory>>& registry() {
+    static std::vector<std::pair<int, VerbFactory>> verbs;  // constructed on first use
+    return verbs;
+}
+}  // namespace
+
+VerbRegistration::VerbRegistration(int order, VerbFactory factory) { registry().emplace_back(order, factory); }
+
+std::vector<VerbFactory> registered_verbs() {
+    auto sorted = registry();
+    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<VerbFactory> out;
+    for (const auto& [order, f] : sorted) out.push_back(f);
+    return out;
+}
 
 void add_format_option(CLI::App& app, Format& format) {
     std::map<std::string, Format> names{{"text", Format::kText}, {"json", Format::kJson}};

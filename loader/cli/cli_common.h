@@ -46,7 +46,13 @@ inline void unwrap(Result<void> r) {
     if (!r.ok()) throw RuntimeError{r.error().message()};
 }
 
-void add_record_verb(CLI::App& root, std::vector<Verb>& verbs);
-void add_prof_verb(CLI::App& root, std::vector<Verb>& verbs);
+// Each verb file registers itself with a static VerbRegistration, so adding a
+// verb touches no other file. `order` sets the order in --help.
+using VerbFactory = void (*)(CLI::App& root, std::vector<Verb>& verbs);
+struct VerbRegistration {
+    VerbRegistration(int order, VerbFactory factory);
+};
+// The registered factories, sorted by order.
+std::vector<VerbFactory> registered_verbs();
 
 }  // namespace ecpi::cli

@@ -10,8 +10,7 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", std::string("ecpi ") + ECPI_VERSION);
     app.require_subcommand(1);
     std::vector<Verb> verbs;
-    add_record_verb(app, verbs);
-    add_prof_verb(app, verbs);
+    for (auto factory : registered_verbs()) factory(app, verbs);
 
     std::string verb_name = "ecpi";
     if (argc > 1 && argv[1][0] != '-') {

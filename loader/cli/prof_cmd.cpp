@@ -47,6 +47,7 @@ int run_prof(const ProfArgs& args) {
 
 }  // namespace
 
+namespace {
 void add_prof_verb(CLI::App& root, std::vector<Verb>& verbs) {
     auto args = std::make_shared<ProfArgs>();
     auto* app = root.add_subcommand("prof", "Samples per procedure or image, hottest first");
@@ -61,5 +62,8 @@ void add_prof_verb(CLI::App& root, std::vector<Verb>& verbs) {
     add_format_option(*app, args->format);
     verbs.push_back({app, [args] { return run_prof(*args); }});
 }
+
+const VerbRegistration kRegistration(30, add_prof_verb);
+}  // namespace
 
 }  // namespace ecpi::cli

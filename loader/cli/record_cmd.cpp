@@ -107,6 +107,7 @@ int run_record(RecordArgs& args, CLI::App& app) {
 
 }  // namespace
 
+namespace {
 void add_record_verb(CLI::App& root, std::vector<Verb>& verbs) {
     auto args = std::make_shared<RecordArgs>();
     auto* app = root.add_subcommand("record", "Profile a command, processes, a cgroup or the whole system");
@@ -141,5 +142,8 @@ void add_record_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("command", o.command, "Command to run and profile (after --)");
     verbs.push_back({app, [args, app] { return run_record(*args, *app); }});
 }
+
+const VerbRegistration kRegistration(10, add_record_verb);
+}  // namespace
 
 }  // namespace ecpi::cli
