@@ -14,6 +14,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by the loader before load. */
 const volatile bool filter_tgids = false;   /* only count tgids in tracked_tgids */
 const volatile bool capture_stacks = false; /* -g: every sample goes to the ring buffer with stacks */
+const volatile __u32 exclude_tgid = 0;      /* the daemon's own tgid with --exclude-self (0: none) */
 
 /* Which of the two tables the handler writes. The loader flips it, waits for
  * an RCU grace period (every handler runs under rcu_read_lock), then drains
@@ -139,6 +140,8 @@ int ecpi_sample(struct bpf_perf_event_data *ctx)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
 	if (filter_tgids && !bpf_map_lookup_elem(&tracked_tgids, &tgid))
+		return 0;
+	if (exclude_tgid && tgid == exclude_tgid)
 		return 0;
 
 	key.tgid = tgid;

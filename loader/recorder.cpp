@@ -1,6 +1,7 @@
 #include "ecpi/loader/recorder.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -19,6 +20,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <nlohmann/json.hpp>
+
+#include "ecpi/loader/control.h"
 #include "ecpi/loader/perf_events.h"
 #include "ecpi/loader/process_table.h"
 #include "ecpi/loader/sampler.h"
@@ -236,6 +240,12 @@ private:
     void resolve_pending();
     Result<void> flush();
     void jitter_periods();
+    std::string handle_control(const std::string& request);
+    nlohmann::json status_json();
+    void enforce_limits();
+    void check_cgroups();
+    std::vector<std::uint64_t> total_samples_;      // per event, resolved so far
+    std::vector<std::uint64_t> interval_base_;      // total_samples_ at the previous drain
     std::pair<std::uint32_t, std::uint64_t> resolve_pc(std::uint32_t pid, std::uint64_t pc, bool kernel);
 
     const RecordOptions& options_;
@@ -252,7 +262,14 @@ private:
     std::optional<Sampler> sampler_;
     ProcessTable processes_;
     ChildProcess child_;
-    FileDescriptor cgroup_fd_;
+    std::vector<std::pair<std::filesystem::path, FileDescriptor>> cgroups_;
+    std::optional<ControlServer> control_;
+    Clock::time_point started_ = Clock::now();
+    std::vector<std::uint64_t> last_interval_samples_;  // per event, in the last drain
+    double last_interval_s_ = 0;
+    Clock::time_point last_drain_ = Clock::now();
+    std::uint64_t last_disk_bytes_ = 0;
+    bool memory_warned_ = false;
     KernelBase kernel_;
     double mhz_ = 0;
     std::mt19937_64 rng_{std::random_device{}()};
@@ -279,6 +296,10 @@ Result<void> Session::setup() {
     db_.emplace(std::move(db));
     ECPI_ASSIGN_OR_RETURN(epoch_, db_->current_epoch());
     summary_.epoch = epoch_;
+    if (!options_.control_socket.empty()) {
+        ECPI_ASSIGN_OR_RETURN(auto server, ControlServer::listen(options_.control_socket));
+        control_.emplace(std::move(server));
+    }
 
     for (const auto& name : options_.events) {
         ECPI_ASSIGN_OR_RETURN(auto spec, parse_event(name));
@@ -290,6 +311,8 @@ Result<void> Session::setup() {
     for (const auto& e : events_) mean_periods_.push_back(mean_period(e, options_.frequency, mhz_));
     unflushed_meta_.assign(events_.size(), {});
     flushed_lost_.assign(events_.size(), 0);
+    total_samples_.assign(events_.size(), 0);
+    interval_base_.assign(events_.size(), 0);
 
     auto text = kernel_text_address();
     if (text.ok()) kernel_.text = *text;
@@ -313,14 +336,14 @@ Result<void> Session::setup() {
         std::filesystem::remove(tmp, ec);
     }
 
-    if (!options_.cgroup.empty()) {
-        std::filesystem::path cg = options_.cgroup;
+    for (const auto& name : options_.cgroups) {
+        std::filesystem::path cg = name;
         if (cg.is_relative()) cg = std::filesystem::path("/sys/fs/cgroup") / cg;
         int fd = ::open(cg.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
-            return Error::from_errno(errno, "opening cgroup " + cg.string())
-                .with_context("--cgroup needs a cgroup v2 directory (e.g. /sys/fs/cgroup/system.slice/x.service)");
-        cgroup_fd_ = FileDescriptor(fd);
+            return Error("opening cgroup " + cg.string() + ": " + std::strerror(errno) +
+                         "; --cgroup needs a cgroup v2 directory such as /sys/fs/cgroup/system.slice/x.service");
+        cgroups_.emplace_back(cg, FileDescriptor(fd));
     }
     for (auto pid : options_.pids) {
         if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
@@ -333,6 +356,9 @@ Result<void> Session::setup() {
     sideband_.emplace(std::move(sideband));
 
     processes_.new_image_hook = [this](const ImageInfo& image) {
+        if (!image.elf_error.empty())
+            warn_once("cannot read " + image.id.path + " (" + image.elf_error +
+                      "); its samples are kept by file offset, unsymbolized");
         if (!image.foreign_namespace || image.id.build_id.empty() || !image.elf_error.empty()) return;
         if (!cached_build_ids_.insert(image.id.build_id).second) return;
         auto r = db_->cache_image(image.id.build_id, image.readable_path);
@@ -342,6 +368,7 @@ Result<void> Session::setup() {
     SamplerOptions sopts;
     sopts.filter_tgids = !options_.pids.empty() || !options_.command.empty();
     sopts.capture_stacks = options_.call_graph;
+    if (options_.exclude_self) sopts.exclude_tgid = static_cast<std::uint32_t>(getpid());
     sopts.table_entries = options_.table_entries;
     sopts.ringbuf_bytes = options_.ringbuf_bytes;
     ECPI_ASSIGN_OR_RETURN(auto sampler, Sampler::load(sopts));
@@ -365,9 +392,14 @@ Result<void> Session::setup() {
     for (std::size_t i = 0; i < events_.size(); ++i) {
         SamplingEventOptions eopts;
         eopts.period = mean_periods_[i];
-        eopts.cgroup_fd = cgroup_fd_ ? cgroup_fd_.get() : -1;
-        ECPI_ASSIGN_OR_RETURN(auto fds, open_sampling_events(events_[i], cpus_, eopts));
-        ECPI_RETURN_IF_ERROR(sampler_->attach(static_cast<std::uint16_t>(i), std::move(fds)));
+        std::vector<int> cgroup_fds;
+        for (const auto& [path, fd] : cgroups_) cgroup_fds.push_back(fd.get());
+        if (cgroup_fds.empty()) cgroup_fds.push_back(-1);
+        for (int cgroup_fd : cgroup_fds) {
+            eopts.cgroup_fd = cgroup_fd;
+            ECPI_ASSIGN_OR_RETURN(auto fds, open_sampling_events(events_[i], cpus_, eopts));
+            ECPI_RETURN_IF_ERROR(sampler_->attach(static_cast<std::uint16_t>(i), std::move(fds)));
+        }
     }
     if (!options_.command.empty()) ECPI_RETURN_IF_ERROR(child_.release());
     return ok();
@@ -403,6 +435,7 @@ void Session::resolve_pending() {
         flat_[{event, image, pid, offset}] += n;
         auto& meta = unflushed_meta_[event];
         meta.samples += n;
+        total_samples_[event] += n;
         if (image == kUnknownImageIndex) meta.unknown += n;
         pids_seen_.insert(pid);
     };
@@ -458,6 +491,14 @@ Result<void> Session::drain_cycle() {
     }
     processes_.reap_exited();
     ++summary_.drains;
+    auto now = Clock::now();
+    last_interval_s_ = std::chrono::duration<double>(now - last_drain_).count();
+    last_drain_ = now;
+    last_interval_samples_.assign(events_.size(), 0);
+    for (std::size_t i = 0; i < events_.size(); ++i) {
+        last_interval_samples_[i] = total_samples_[i] - interval_base_[i];
+        interval_base_[i] = total_samples_[i];
+    }
     return r;
 }
 
@@ -564,10 +605,131 @@ Result<void> Session::flush() {
             }
             unflushed_meta_.assign(events_.size(), {});
             pids_seen_.clear();
+            process_meta_.clear();  // names are kept on disk; memory stays bounded
         }
     }
     if (!first_error.empty()) return Error("writing to " + options_.database.string() + ": " + first_error);
     return ok();
+}
+
+std::uint64_t rss_bytes() {
+    std::ifstream in("/proc/self/statm");
+    std::uint64_t size = 0, resident = 0;
+    in >> size >> resident;
+    return resident * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+double cpu_seconds() {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+nlohmann::json Session::status_json() {
+    double uptime = std::chrono::duration<double>(Clock::now() - started_).count();
+    nlohmann::json events = nlohmann::json::array();
+    auto counters = sampler_->counters();
+    for (std::size_t i = 0; i < events_.size(); ++i) {
+        const auto& e = summary_.events[i];
+        std::uint64_t samples = total_samples_[i];
+        std::uint64_t unknown = e.unknown + unflushed_meta_[i].unknown;
+        nlohmann::json ev{{"event", events_[i].name},
+                          {"period", mean_periods_[i]},
+                          {"samples", samples},
+                          {"samples_per_second", last_interval_s_ > 0 && i < last_interval_samples_.size()
+                                                     ? static_cast<double>(last_interval_samples_[i]) / last_interval_s_
+                                                     : 0.0},
+                          {"unknown", unknown},
+                          {"unknown_percent", samples ? 100.0 * static_cast<double>(unknown) / static_cast<double>(samples) : 0.0}};
+        if (counters.ok()) {
+            ev["table_evictions"] = (*counters)[i].table_full;
+            ev["ringbuf_lost"] = (*counters)[i].ringbuf_lost;
+        }
+        events.push_back(ev);
+    }
+    return {{"schema", "ecpi.daemon.status"},
+            {"version", 1},
+            {"database", options_.database.string()},
+            {"epoch", epoch_},
+            {"uptime_seconds", uptime},
+            {"cpu_percent", uptime > 0 ? 100.0 * cpu_seconds() / uptime : 0.0},
+            {"rss_bytes", rss_bytes()},
+            {"disk_bytes", db_->disk_bytes()},
+            {"processes_tracked", processes_.process_count()},
+            {"drains", summary_.drains},
+            {"sideband_lost", sideband_->lost_records()},
+            {"warnings", summary_.warnings.size()},
+            {"events", events}};
+}
+
+// One request line from `ecpi ctl`; the reply is one JSON line.
+std::string Session::handle_control(const std::string& request) {
+    auto error = [](const std::string& msg) { return nlohmann::json{{"error", msg}}.dump(); };
+    if (request == "status") return status_json().dump();
+    if (request == "flush" || request == "epoch") {
+        auto drained = drain_cycle();
+        auto flushed = flush();
+        if (!drained.ok()) return error(drained.error().message());
+        if (!flushed.ok()) return error(flushed.error().message());
+        nlohmann::json reply{{"schema", "ecpi.daemon." + request}, {"version", 1}, {"ok", true}, {"epoch", epoch_}};
+        if (request == "epoch") {
+            auto next = db_->new_epoch();
+            if (!next.ok()) return error(next.error().message());
+            reply["closed_epoch"] = epoch_;
+            epoch_ = *next;
+            summary_.epoch = epoch_;
+            reply["epoch"] = epoch_;
+            log("closed epoch " + reply["closed_epoch"].get<std::string>() + ", started epoch " + epoch_);
+        }
+        return reply.dump();
+    }
+    return error("unknown request '" + request + "' (requests: status, flush, epoch)");
+}
+
+// Memory: what a drain accumulates is written at every merge, exited
+// processes are reaped; what is left is returned to the system. Disk: the
+// oldest epochs go first.
+void Session::enforce_limits() {
+    malloc_trim(0);
+    if (options_.max_memory_bytes) {
+        auto rss = rss_bytes();
+        if (rss > options_.max_memory_bytes && !memory_warned_) {
+            memory_warned_ = true;
+            warn_once("resident memory " + std::to_string(rss >> 20) + " MB exceeds --max-memory " +
+                      std::to_string(options_.max_memory_bytes >> 20) + " MB (" +
+                      std::to_string(processes_.process_count()) + " processes tracked)");
+        } else if (rss <= options_.max_memory_bytes) {
+            memory_warned_ = false;
+        }
+    }
+    if (options_.max_disk_bytes) {
+        auto bytes = db_->disk_bytes();
+        while (bytes > options_.max_disk_bytes) {
+            auto epochs = db_->epochs();
+            if (!epochs.ok() || epochs->size() < 2) {
+                warn_once("the current epoch alone holds " + std::to_string(bytes) + " bytes, over --max-disk; "
+                          "start a new epoch with `ecpi ctl epoch` or raise --max-disk");
+                break;
+            }
+            auto removed = db_->remove_epoch(epochs->front());
+            if (!removed.ok()) {
+                warn_once("cannot remove the oldest epoch: " + removed.error().message());
+                break;
+            }
+            log("removed epoch " + epochs->front() + " (" + std::to_string(*removed) +
+                " bytes) to stay under --max-disk");
+            bytes = db_->disk_bytes();
+        }
+    }
+}
+
+void Session::check_cgroups() {
+    for (const auto& [path, fd] : cgroups_) {
+        std::error_code ec;
+        if (!std::filesystem::exists(path, ec))
+            warn_once("cgroup " + path.string() + " was removed; its processes are no longer sampled");
+    }
 }
 
 Result<RecordSummary> Session::run() {
@@ -595,6 +757,7 @@ Result<RecordSummary> Session::run() {
         if (deadline && now >= *deadline) break;
         if (options_.randomize) jitter_periods();
         consume_ringbuf();
+        if (control_) control_->serve([this](const std::string& request) { return handle_control(request); });
         if (now >= next_drain) {
             auto r = drain_cycle();
             if (!r.ok()) {
@@ -607,6 +770,10 @@ Result<RecordSummary> Session::run() {
         if (now >= next_flush) {
             auto r = flush();
             if (!r.ok()) warn_once(r.error().message() + " (will retry)");
+            if (options_.daemon) {
+                enforce_limits();
+                check_cgroups();
+            }
             next_flush = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.flush_interval_s));
         }
     }
@@ -640,10 +807,7 @@ Result<RecordSummary> Session::run() {
         if (summary_.interrupted || failed) child_.terminate();
         summary_.command_status = child_.wait();
     }
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    summary_.loader_cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-                            static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    summary_.loader_cpu_s = cpu_seconds();
     summary_.wall_s = std::chrono::duration<double>(Clock::now() - started).count();
     if (failed) return loop_error;
     if (!flushed.ok()) return flushed.error();

@@ -118,6 +118,7 @@ Result<Sampler> Sampler::load(const SamplerOptions& options) {
     if (!impl.skel) return libbpf_error(errno, "opening the sampler BPF object");
     impl.skel->rodata->filter_tgids = options.filter_tgids;
     impl.skel->rodata->capture_stacks = options.capture_stacks;
+    impl.skel->rodata->exclude_tgid = options.exclude_tgid;
     for (bpf_map* m : {impl.skel->maps.counts_0, impl.skel->maps.counts_1}) {
         if (int err = bpf_map__set_max_entries(m, options.table_entries))
             return libbpf_error(err, "sizing the sample table");

@@ -401,6 +401,20 @@ Result<fs::path> existing_epoch_dir(const fs::path& db, const std::string& epoch
     return dir;
 }
 
+std::uint64_t tree_bytes(const fs::path& dir) {
+    std::uint64_t total = 0;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+         !ec && it != end; it.increment(ec)) {
+        std::error_code size_ec;
+        if (it->is_regular_file(size_ec)) {
+            auto n = it->file_size(size_ec);
+            if (!size_ec) total += n;
+        }
+    }
+    return total;
+}
+
 Error read_only(const fs::path& db) { return Error("cannot write: " + db.string() + " is open read-only"); }
 
 // Read-modify-write of one binary file kind under the writer lock. Decode,
@@ -436,6 +450,25 @@ Result<void> merge_file(const fs::path& db, const std::string& epoch, const T& f
 }
 
 }  // namespace
+
+Result<std::uint64_t> Database::remove_epoch(const std::string& epoch) {
+    if (mode_ == Mode::kReadOnly) return read_only(dir_);
+    ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
+    ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(dir_ / kLockFile));
+    ECPI_ASSIGN_OR_RETURN(auto names, epochs());
+    if (!names.empty() && names.back() == epoch)
+        return Error("epoch " + epoch + " is the current epoch and cannot be removed");
+    const std::uint64_t bytes = tree_bytes(dir);
+    const fs::path doomed = dir_ / kEpochsDir / (".removed-" + epoch);
+    if (::rename(dir.c_str(), doomed.c_str()) != 0)
+        return Error::from_errno(errno, "removing epoch " + epoch + " (renaming " + dir.string() + ")");
+    std::error_code ec;
+    fs::remove_all(doomed, ec);
+    if (ec) return Error("removing " + doomed.string() + ": " + ec.message());
+    return bytes;
+}
+
+std::uint64_t Database::disk_bytes() const { return tree_bytes(dir_); }
 
 Result<void> Database::merge(const std::string& epoch, const ImageProfile& profile) {
     if (mode_ == Mode::kReadOnly) return read_only(dir_);

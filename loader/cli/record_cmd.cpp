@@ -37,7 +37,7 @@ std::string percent(std::uint64_t part, std::uint64_t whole) {
 
 int run_record(RecordArgs& args, CLI::App& app) {
     auto& o = args.options;
-    int targets = (args.system_wide ? 1 : 0) + (o.pids.empty() ? 0 : 1) + (o.cgroup.empty() ? 0 : 1) +
+    int targets = (args.system_wide ? 1 : 0) + (o.pids.empty() ? 0 : 1) + (o.cgroups.empty() ? 0 : 1) +
                   (o.command.empty() ? 0 : 1);
     if (targets > 1) throw UsageError{"choose one target: -a, -p PID, --cgroup PATH or -- COMMAND"};
     if (o.frequency == 0 || o.frequency > 100000) throw UsageError{"-F must be between 1 and 100000 Hz"};
@@ -128,7 +128,8 @@ void add_record_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_flag("-g,--call-graph", o.call_graph, "Record call stacks (frame pointers)");
     app->add_flag("-a,--all-cpus", args->system_wide, "Profile the whole system (the default without a target)");
     app->add_option("-p,--pid", o.pids, "Profile these processes and their children")->delimiter(',');
-    app->add_option("--cgroup", o.cgroup, "Profile a cgroup v2 (path absolute or under /sys/fs/cgroup)");
+    app->add_option("--cgroup", o.cgroups, "Profile a cgroup v2 (path absolute or under /sys/fs/cgroup)")
+        ->expected(1);
     app->add_option("--duration", args->duration, "Stop after this many seconds");
     app->add_flag("--no-randomize", args->no_randomize, "Keep the sampling period fixed (DCPI 4.1.1 randomizes it)");
     app->add_option("--drain-interval", o.drain_interval_s, "Seconds between drains of the kernel tables")

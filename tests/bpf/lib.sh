@@ -64,3 +64,26 @@ expect_exit() {
 	grep -qE -- "$pattern" "$TMP/err" || { cat "$TMP/err" >&2; fail "'$*' stderr lacks /$pattern/"; }
 	[ "$(wc -l <"$TMP/err")" -ge 1 ] || fail "no error message"
 }
+
+# start_daemon DB ARGS...: starts `ecpi daemon` in the background, waits for
+# its control socket; sets DAEMON_PID.
+start_daemon() {
+	local db=$1
+	shift
+	"$ECPI" daemon --db "$db" "$@" 2>>"$TMP/daemon.log" &
+	DAEMON_PID=$!
+	ECPI_TEST_PIDS+=("$DAEMON_PID")
+	for _ in $(seq 100); do
+		"$ECPI" ctl --db "$db" status --format json >/dev/null 2>&1 && return 0
+		kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$TMP/daemon.log" >&2; fail "daemon exited at start"; }
+		sleep 0.1
+	done
+	fail "daemon did not answer on its control socket"
+}
+
+stop_daemon() {
+	kill -TERM "$DAEMON_PID"
+	local rc=0
+	wait "$DAEMON_PID" || rc=$?
+	[ "$rc" -eq 0 ] || { cat "$TMP/daemon.log" >&2; fail "daemon exited $rc on SIGTERM"; }
+}

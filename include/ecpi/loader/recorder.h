@@ -24,7 +24,7 @@ struct RecordOptions {
     bool randomize = true;                          // DCPI 4.1.1 period randomization
     // Target: exactly one of these (none = the whole system).
     std::vector<std::uint32_t> pids;                // -p: these and their children
-    std::string cgroup;                             // --cgroup PATH
+    std::vector<std::string> cgroups;               // --cgroup PATH (several for the daemon)
     std::vector<std::string> command;               // -- COMMAND ARGS...
     std::optional<double> duration_s;               // stop after this long
     double drain_interval_s = 1.0;                  // flip and drain the kernel tables
@@ -32,6 +32,14 @@ struct RecordOptions {
     std::uint32_t table_entries = 16384;            // per table (two tables)
     std::uint32_t ringbuf_bytes = 8u << 20;
     std::function<void(const std::string&)> log;    // progress and warnings, one line each
+
+    // Daemon mode (`ecpi daemon`): runs until `stop`, merges after every drain,
+    // serves the control socket, keeps memory and disk under their limits.
+    bool daemon = false;
+    bool exclude_self = false;                      // do not sample this process
+    std::uint64_t max_memory_bytes = 0;             // 0: no limit
+    std::uint64_t max_disk_bytes = 0;               // 0: no limit
+    std::filesystem::path control_socket;           // empty: none
 };
 
 struct EventSummary {

@@ -45,6 +45,7 @@ struct SamplerCounters {
 struct SamplerOptions {
     bool filter_tgids = false;
     bool capture_stacks = false;
+    std::uint32_t exclude_tgid = 0;
     std::uint32_t table_entries = 16384;
     std::uint32_t ringbuf_bytes = 8u << 20;
 };

@@ -150,6 +150,12 @@ public:
     // Close the current epoch and start a new one; returns its name.
     Result<std::string> new_epoch();
 
+    // Removes a closed epoch (never the newest): renamed away first so readers
+    // see it whole or not at all. Returns the bytes it held.
+    Result<std::uint64_t> remove_epoch(const std::string& epoch);
+    // Bytes of all regular files under the database directory.
+    std::uint64_t disk_bytes() const;
+
     // Read-modify-write merges; each is atomic on its own.
     Result<void> merge(const std::string& epoch, const ImageProfile& profile);
     Result<void> merge(const std::string& epoch, const StackProfile& stacks);

@@ -1,0 +1,79 @@
+// ecpi ctl: talk to a running daemon (status, flush, epoch).
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "ecpi/loader/control.h"
+
+namespace ecpi::cli {
+namespace {
+
+struct CtlArgs {
+    std::string database;
+    std::string socket;
+    std::string request;
+    double timeout_s = 120;
+    Format format = Format::kText;
+};
+
+void print_status_text(const nlohmann::json& s) {
+    std::printf("database:    %s\n", s.value("database", "").c_str());
+    std::printf("epoch:       %s\n", s.value("epoch", "").c_str());
+    std::printf("uptime:      %.0f s\n", s.value("uptime_seconds", 0.0));
+    std::printf("daemon CPU:  %.2f%%\n", s.value("cpu_percent", 0.0));
+    std::printf("daemon RSS:  %.1f MB\n", static_cast<double>(s.value("rss_bytes", 0ull)) / (1 << 20));
+    std::printf("on disk:     %.1f MB\n", static_cast<double>(s.value("disk_bytes", 0ull)) / (1 << 20));
+    std::printf("processes:   %llu tracked\n", static_cast<unsigned long long>(s.value("processes_tracked", 0ull)));
+    for (const auto& e : s.value("events", nlohmann::json::array())) {
+        std::printf("%s: %.0f samples/s, %llu samples, unknown %.3f%%, table evictions %llu, ring-buffer losses %llu\n",
+                    e.value("event", "").c_str(), e.value("samples_per_second", 0.0),
+                    static_cast<unsigned long long>(e.value("samples", 0ull)), e.value("unknown_percent", 0.0),
+                    static_cast<unsigned long long>(e.value("table_evictions", 0ull)),
+                    static_cast<unsigned long long>(e.value("ringbuf_lost", 0ull)));
+    }
+}
+
+int run_ctl(const CtlArgs& args) {
+    std::filesystem::path socket =
+        args.socket.empty() ? std::filesystem::path(args.database) / "control.sock" : std::filesystem::path(args.socket);
+    auto reply_text = unwrap(loader::control_request(
+        socket, args.request, std::chrono::milliseconds(static_cast<long>(args.timeout_s * 1000))));
+    auto reply = nlohmann::json::parse(reply_text, nullptr, false);
+    if (reply.is_discarded()) throw RuntimeError{"the daemon sent a reply that is not JSON: " + reply_text};
+    if (reply.contains("error")) throw RuntimeError{"the daemon refused: " + reply["error"].get<std::string>()};
+    if (args.format == Format::kJson) {
+        std::cout << reply.dump(2) << "\n";
+    } else if (args.request == "status") {
+        print_status_text(reply);
+    } else if (args.request == "flush") {
+        std::printf("flushed: data is on disk in epoch %s\n", reply.value("epoch", "").c_str());
+    } else {
+        std::printf("closed epoch %s; now recording into epoch %s\n", reply.value("closed_epoch", "").c_str(),
+                    reply.value("epoch", "").c_str());
+    }
+    return kExitOk;
+}
+
+void add_ctl_verb(CLI::App& root, std::vector<Verb>& verbs) {
+    auto args = std::make_shared<CtlArgs>();
+    auto* app = root.add_subcommand("ctl", "Control a running daemon: status, flush (merge now), epoch (start a new one)");
+    app->add_option("--db", args->database, "The daemon's database directory");
+    app->add_option("--socket", args->socket, "Control socket path (default DB/control.sock)");
+    app->add_option("request", args->request, "status | flush | epoch")
+        ->required()
+        ->check(CLI::IsMember({"status", "flush", "epoch"}));
+    app->add_option("--timeout", args->timeout_s, "Seconds to wait for the reply")->default_str("120");
+    add_format_option(*app, args->format);
+    verbs.push_back({app, [args, app] {
+                         if (args->database.empty() && args->socket.empty())
+                             throw UsageError{"give the daemon's database with --db DIR (or --socket PATH)"};
+                         return run_ctl(*args);
+                     }});
+}
+
+const VerbRegistration kRegistration(25, add_ctl_verb);
+
+}  // namespace
+}  // namespace ecpi::cli

@@ -1,0 +1,98 @@
+// ecpi daemon: always-on, system-wide profiling into a database, controlled
+// through a socket (`ecpi ctl`). DCPI 4.3: the daemon and its profile database.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+
+#include "cli_common.h"
+#include "ecpi/loader/perf_events.h"
+#include "ecpi/loader/recorder.h"
+
+namespace ecpi::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_stop_signal(int) { g_stop.store(true); }
+
+struct DaemonArgs {
+    loader::RecordOptions options;
+    std::vector<std::string> events;
+    std::uint64_t max_memory_mb = 0;
+    std::uint64_t max_disk_mb = 0;
+    std::string socket;
+    bool no_randomize = false;
+};
+
+void log_line(const std::string& line) {
+    char stamp[32];
+    std::time_t now = std::time(nullptr);
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", std::localtime(&now));
+    std::fprintf(stderr, "%s ecpi daemon: %s\n", stamp, line.c_str());
+    std::fflush(stderr);
+}
+
+int run_daemon(DaemonArgs& args) {
+    auto& o = args.options;
+    for (const auto& e : args.events) {
+        auto parsed = loader::parse_event(e);
+        if (!parsed.ok()) throw UsageError{parsed.error().message()};
+    }
+    if (!args.events.empty()) o.events = args.events;
+    if (o.frequency == 0 || o.frequency > 100000) throw UsageError{"-F must be between 1 and 100000 Hz"};
+    o.daemon = true;
+    o.flush_interval_s = o.drain_interval_s;  // merge after every drain: kill -9 loses one interval at most
+    o.max_memory_bytes = args.max_memory_mb << 20;
+    o.max_disk_bytes = args.max_disk_mb << 20;
+    o.randomize = !args.no_randomize;
+    o.control_socket = args.socket.empty() ? o.database / "control.sock" : std::filesystem::path(args.socket);
+    o.log = log_line;
+
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    log_line("profiling the whole system into " + o.database.string() + " (control socket " +
+             o.control_socket.string() + "); SIGTERM stops");
+    auto summary = unwrap(loader::record(o, g_stop));
+    for (const auto& e : summary.events)
+        log_line("stopped: " + e.name + ": " + std::to_string(e.samples) + " samples, " + std::to_string(e.unknown) +
+                 " unknown, " + std::to_string(e.lost) + " lost; epoch " + summary.epoch);
+    return kExitOk;
+}
+
+void add_daemon_verb(CLI::App& root, std::vector<Verb>& verbs) {
+    auto args = std::make_shared<DaemonArgs>();
+    auto* app = root.add_subcommand("daemon", "Profile the whole system continuously into a database (until SIGTERM)");
+    app->footer("Control it from another shell: ecpi ctl --db DIR status|flush|epoch");
+    auto& o = args->options;
+    o.drain_interval_s = 5.0;
+    app->add_option("--db", o.database, "Profile database directory (created if missing)")->required();
+    app->add_option("-F,--frequency", o.frequency, "Mean samples per second per CPU")->default_str("4999");
+    app->add_option("-e,--event", args->events, "Event to sample (repeatable)")->delimiter(',');
+    app->add_flag("-g,--call-graph", o.call_graph, "Record call stacks");
+    app->add_option("--cgroup", o.cgroups, "Profile only these cgroups v2 (repeatable)");
+    app->add_option("--drain-interval", o.drain_interval_s, "Seconds between drains (each followed by a merge)")
+        ->default_str("5")
+        ->check(CLI::Range(0.1, 3600.0));
+    app->add_option("--max-memory", args->max_memory_mb, "Warn when resident memory exceeds this many MB");
+    app->add_option("--max-disk", args->max_disk_mb, "Remove the oldest epochs to stay under this many MB");
+    app->add_flag("--exclude-self", o.exclude_self, "Do not sample the daemon itself");
+    app->add_option("--socket", args->socket, "Control socket path (default DB/control.sock)");
+    app->add_flag("--no-randomize", args->no_randomize, "Keep the sampling period fixed");
+    app->add_option("--table-entries", o.table_entries, "Entries per in-kernel aggregation table")
+        ->default_str("16384")
+        ->check(CLI::Range(64u, 1u << 22));
+    verbs.push_back({app, [args] { return run_daemon(*args); }});
+}
+
+const VerbRegistration kRegistration(20, add_daemon_verb);
+
+}  // namespace
+}  // namespace ecpi::cli

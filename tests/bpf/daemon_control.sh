@@ -1,0 +1,40 @@
+# The daemon profiles the system; `ctl flush` makes a workload visible to
+# reports, `ctl epoch` starts a new epoch that reports can select, `ctl
+# status` reports the daemon's figures, and a non-root user is refused.
+source "$TESTLIB"
+require_bpf
+db="$TMP/db"
+start_daemon "$db" --drain-interval 1 --exclude-self
+"$TESTPROGS/shares" 2 >/dev/null
+"$ECPI" ctl --db "$db" flush >/dev/null
+"$ECPI" prof "$db" --format json >"$TMP/p1.json"
+json_check "$TMP/p1.json" 'any(r["procedure"] == "share_sixty" for r in d["rows"])'
+json_check "$TMP/p1.json" 'd["epoch"] == "00001"'
+
+"$ECPI" ctl --db "$db" status --format json >"$TMP/status.json"
+json_check "$TMP/status.json" 'd["schema"] == "ecpi.daemon.status" and d["epoch"] == "00001"'
+json_check "$TMP/status.json" 'd["events"][0]["samples"] > 1000 and d["rss_bytes"] > 0 and d["disk_bytes"] > 0'
+json_check "$TMP/status.json" 'd["events"][0]["samples_per_second"] > 100 and "ringbuf_lost" in d["events"][0]'
+
+"$ECPI" ctl --db "$db" epoch --format json >"$TMP/epoch.json"
+json_check "$TMP/epoch.json" 'd["closed_epoch"] == "00001" and d["epoch"] == "00002"'
+[ -d "$db/epochs/00002" ] || fail "no epoch directory 00002"
+"$TESTPROGS/burn" 1500
+"$ECPI" ctl --db "$db" flush >/dev/null
+"$ECPI" prof "$db" --format json >"$TMP/p2.json"
+json_check "$TMP/p2.json" 'd["epoch"] == "00002" and any(r["procedure"] == "burn_cpu" for r in d["rows"])'
+json_check "$TMP/p2.json" 'not any(r["procedure"] == "share_sixty" for r in d["rows"])'
+"$ECPI" prof "$db" --epoch 00001 --format json >"$TMP/p3.json"
+json_check "$TMP/p3.json" 'any(r["procedure"] == "share_sixty" for r in d["rows"])'
+# --exclude-self: the daemon's own process is never sampled.
+"$ECPI" prof "$db" --epoch 00001 --pid "$DAEMON_PID" --format json >"$TMP/self.json"
+json_check "$TMP/self.json" 'sum(r["samples"]["cpu-clock"] for r in d["rows"]) == 0'
+
+# The control socket refuses anyone but root and the daemon's user.
+if command -v setpriv >/dev/null; then
+	expect_exit 1 "permission denied" setpriv --reuid=65534 --regid=65534 --clear-groups "$ECPI" ctl --db "$db" status
+fi
+expect_exit 1 "no ecpi daemon is running" "$ECPI" ctl --db "$TMP/nodb" status
+stop_daemon
+[ -e "$db/control.sock" ] && fail "the control socket outlived the daemon"
+echo PASS
