@@ -786,7 +786,10 @@ Result<RecordSummary> Session::run() {
     }
     auto counters = sampler_->counters();
     if (counters.ok())
-        for (std::size_t i = 0; i < events_.size(); ++i) summary_.events[i].spilled = (*counters)[i].table_full;
+        for (std::size_t i = 0; i < events_.size(); ++i) {
+            summary_.events[i].spilled = (*counters)[i].table_full;
+            summary_.events[i].taken = (*counters)[i].samples;
+        }
     if (auto stats = sampler_->prog_stats(); stats.ok()) {
         summary_.bpf_run_time_ns = stats->run_time_ns;
         summary_.bpf_run_count = stats->run_cnt;

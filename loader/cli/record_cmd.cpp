@@ -72,7 +72,7 @@ int run_record(RecordArgs& args, CLI::App& app) {
         nlohmann::json events = nlohmann::json::array();
         for (const auto& e : summary.events)
             events.push_back({{"event", e.name}, {"period", e.period}, {"samples", e.samples},
-                              {"unknown", e.unknown}, {"lost", e.lost}, {"spilled", e.spilled}});
+                              {"unknown", e.unknown}, {"lost", e.lost}, {"spilled", e.spilled}, {"taken", e.taken}});
         j["events"] = events;
         if (summary.command_status) j["command_status"] = *summary.command_status;
         if (summary.stack_samples) {

@@ -49,6 +49,7 @@ struct EventSummary {
     std::uint64_t unknown = 0;
     std::uint64_t lost = 0;           // ring buffer full
     std::uint64_t spilled = 0;        // table full, went through the ring buffer (not lost)
+    std::uint64_t taken = 0;          // samples the BPF handler counted: taken == samples + lost
 };
 
 struct RecordSummary {
