@@ -1,5 +1,7 @@
 #include "cli_common.h"
 
+#include <signal.h>
+
 #include <algorithm>
 
 namespace ecpi::cli {
@@ -9,6 +11,16 @@ std::vector<std::pair<int, VerbFactory>>& registry() {
     return verbs;
 }
 }  // namespace
+
+const std::atomic<bool>& stop_requested_by_signal() {
+    static std::atomic<bool> stop{false};
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { stop.store(true); };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    return stop;
+}
 
 VerbRegistration::VerbRegistration(int order, VerbFactory factory) { registry().emplace_back(order, factory); }
 

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,6 +32,10 @@ struct Verb {
     CLI::App* app = nullptr;
     std::function<int()> run;  // returns the exit code; may throw RuntimeError/UsageError
 };
+
+// Installs SIGINT/SIGTERM handlers that set the returned flag (recording
+// verbs stop cleanly, flush, and leave a valid database).
+const std::atomic<bool>& stop_requested_by_signal();
 
 enum class Format { kText, kJson };
 // Adds --format text|json to a verb.

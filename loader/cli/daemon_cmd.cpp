@@ -15,8 +15,6 @@
 namespace ecpi::cli {
 namespace {
 
-std::atomic<bool> g_stop{false};
-void on_stop_signal(int) { g_stop.store(true); }
 
 struct DaemonArgs {
     loader::RecordOptions options;
@@ -51,16 +49,12 @@ int run_daemon(DaemonArgs& args) {
     o.control_socket = args.socket.empty() ? o.database / "control.sock" : std::filesystem::path(args.socket);
     o.log = log_line;
 
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
+    const auto& stop = stop_requested_by_signal();
     signal(SIGPIPE, SIG_IGN);
 
     log_line("profiling the whole system into " + o.database.string() + " (control socket " +
              o.control_socket.string() + "); SIGTERM stops");
-    auto summary = unwrap(loader::record(o, g_stop));
+    auto summary = unwrap(loader::record(o, stop));
     for (const auto& e : summary.events)
         log_line("stopped: " + e.name + ": " + std::to_string(e.samples) + " samples, " + std::to_string(e.unknown) +
                  " unknown, " + std::to_string(e.lost) + " lost; epoch " + summary.epoch);

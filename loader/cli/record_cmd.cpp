@@ -15,9 +15,6 @@
 namespace ecpi::cli {
 namespace {
 
-std::atomic<bool> g_stop{false};
-
-void on_stop_signal(int) { g_stop.store(true); }
 
 struct RecordArgs {
     loader::RecordOptions options;
@@ -51,17 +48,13 @@ int run_record(RecordArgs& args, CLI::App& app) {
     o.randomize = !args.no_randomize;
     if (!args.quiet) o.log = [](const std::string& line) { std::fprintf(stderr, "ecpi record: %s\n", line.c_str()); };
 
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
+    const auto& stop = stop_requested_by_signal();
     // With a command, Ctrl-C reaches the command too (same process group);
     // without one, ecpi records until the duration passes or Ctrl-C.
     if (o.command.empty() && !o.duration_s && !args.quiet)
         std::fprintf(stderr, "ecpi record: recording; press Ctrl-C to stop\n");
 
-    auto summary = unwrap(loader::record(o, g_stop));
+    auto summary = unwrap(loader::record(o, stop));
 
     if (args.format == Format::kJson) {
         nlohmann::json j{{"schema", "ecpi.record"}, {"version", 1}, {"database", o.database.string()},
