@@ -648,6 +648,9 @@ nlohmann::json Session::status_json() {
         }
         events.push_back(ev);
     }
+    // Zero unless kernel.bpf_stats_enabled=1.
+    Sampler::ProgStats bpf_stats;
+    if (auto st = sampler_->prog_stats(); st.ok()) bpf_stats = *st;
     return {{"schema", "ecpi.daemon.status"},
             {"version", 1},
             {"database", options_.database.string()},
@@ -660,6 +663,8 @@ nlohmann::json Session::status_json() {
             {"drains", summary_.drains},
             {"sideband_lost", sideband_->lost_records()},
             {"warnings", summary_.warnings.size()},
+            {"bpf_run_count", bpf_stats.run_cnt},
+            {"bpf_run_time_ns", bpf_stats.run_time_ns},
             {"events", events}};
 }
 
