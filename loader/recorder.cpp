@@ -236,6 +236,7 @@ private:
     }
     Result<void> setup();
     Result<void> drain_cycle();
+    void drain_sideband();
     void consume_ringbuf();
     void resolve_pending();
     Result<void> flush();
@@ -462,11 +463,10 @@ void Session::resolve_pending() {
     pending_stacks_.clear();
 }
 
-Result<void> Session::drain_cycle() {
-    // Order matters: flip the table first, then read the side-band records,
-    // so every drained sample's mmap has been seen (it happened before).
-    auto r = sampler_->drain_table(pending_flat_);
-    consume_ringbuf();
+// Side-band records only add mappings and mark exits (forgetting waits for
+// reap_exited at a drain), so reading them at every tick is safe and keeps a
+// burst of process creation from overflowing the kernel's ring.
+void Session::drain_sideband() {
     sideband_->drain({
         [this](std::uint32_t pid, std::uint64_t start, std::uint64_t len, std::uint64_t pgoff, const std::string& path,
                const std::string& build_id) { processes_.on_mmap(pid, start, len, pgoff, path, build_id); },
@@ -474,6 +474,14 @@ Result<void> Session::drain_cycle() {
         [this](std::uint32_t pid, std::uint32_t ppid) { processes_.on_fork(pid, ppid); },
         [this](std::uint32_t pid) { processes_.on_exit(pid); },
     });
+}
+
+Result<void> Session::drain_cycle() {
+    // Order matters: flip the table first, then read the side-band records,
+    // so every drained sample's mmap has been seen (it happened before).
+    auto r = sampler_->drain_table(pending_flat_);
+    consume_ringbuf();
+    drain_sideband();
     // Remember names while the processes still exist.
     for (auto pid : pids_seen_) {
         if (process_meta_.count(pid)) continue;
@@ -762,6 +770,7 @@ Result<RecordSummary> Session::run() {
         if (deadline && now >= *deadline) break;
         if (options_.randomize) jitter_periods();
         consume_ringbuf();
+        drain_sideband();
         if (control_) control_->serve([this](const std::string& request) { return handle_control(request); });
         if (now >= next_drain) {
             auto r = drain_cycle();
