@@ -22,7 +22,8 @@ ecpi_cleanup() {
 	if [ "$rc" -eq 0 ] && [ "$(id -u)" -eq 0 ]; then
 		local p
 		for p in $(pgrep -x ecpi || true); do
-			if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF "ECPI_TEST_MARK=$TMP"; then
+			# (a process may exit between pgrep and this read: not ours to report)
+			if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qxF "ECPI_TEST_MARK=$TMP"; then
 				echo "FAIL: ecpi process $p (holding its BPF programs and perf events) outlived the test" >&2
 				exit 1
 			fi
