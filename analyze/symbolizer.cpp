@@ -542,6 +542,11 @@ Result<SymbolTable> SymbolTable::from_kallsyms(const fs::path& path) {
     return Builder::build(std::move(rebased), {});
 }
 
+std::uint64_t SymbolTable::end_of(const Symbol& sym) const {
+    auto index = static_cast<std::size_t>(&sym - symbols_.data());
+    return index < ends_.size() ? ends_[index] : sym.start + sym.size;
+}
+
 const Symbol* SymbolTable::lookup(std::uint64_t addr) const {
     auto it = std::upper_bound(symbols_.begin(), symbols_.end(), addr,
                                [](std::uint64_t a, const Symbol& s) { return a < s.start; });
@@ -561,8 +566,9 @@ Result<std::string> read_build_id(const fs::path& path) {
 struct Symbolizer::Impl {
     Options options;
     std::map<store::ImageId, Result<SymbolTable>> tables;
+    std::map<store::ImageId, fs::path> files;  // the ELF file each loaded table came from
 
-    Result<SymbolTable> load(const store::ImageId& image) const {
+    Result<SymbolTable> load(const store::ImageId& image) {
         const std::string& path = image.path;
         if (path == store::kKernelImage) return SymbolTable::from_kallsyms(options.kallsyms);
         if (path == store::kUnknownImage) return Error("samples that mapped to no executable image");
@@ -581,7 +587,10 @@ struct Symbolizer::Impl {
             fs::path cached = *options.database / "images" / bid.substr(0, 2) / bid.substr(2);
             if (regular_file_exists(cached)) {
                 auto table = SymbolTable::from_elf(cached, options.debug_roots);
-                if (table.ok()) return table;
+                if (table.ok()) {
+                    files[image] = cached;
+                    return table;
+                }
                 reasons.push_back(table.error().message());
             }
         }
@@ -598,7 +607,10 @@ struct Symbolizer::Impl {
             }
             if (bid.empty() || now == bid) {
                 auto table = SymbolTable::from_elf(path, options.debug_roots);
-                if (table.ok()) return table;
+                if (table.ok()) {
+                    files[image] = path;
+                    return table;
+                }
                 reasons.push_back(table.error().message());
             } else if (!now.empty() || reasons.empty()) {
                 reasons.push_back(path + " has changed since it was profiled (build id " +
@@ -638,6 +650,15 @@ const Result<SymbolTable>& Symbolizer::table(const store::ImageId& image) {
     if (it == impl_->tables.end()) it = impl_->tables.emplace(image, impl_->load(image)).first;
     return it->second;
 }
+
+std::optional<fs::path> Symbolizer::image_file(const store::ImageId& image) {
+    if (!table(image).ok()) return std::nullopt;
+    auto it = impl_->files.find(image);
+    if (it == impl_->files.end()) return std::nullopt;
+    return it->second;
+}
+
+const Symbolizer::Options& Symbolizer::options() const { return impl_->options; }
 
 const Symbol* Symbolizer::lookup(const store::ImageId& image, std::uint64_t offset) {
     const auto& t = table(image);

@@ -13,6 +13,8 @@ packages=(
 	zlib1g-dev
 	python3                     # test assertions on JSON output
 	linux-perf                  # `perf record` as the benchmark's peer
+	golang-go protobuf-compiler # tests: read `ecpi export --format pprof` back (go tool pprof, protoc --decode)
+	chromium                    # tests: the html export in a real headless browser
 )
 
 missing=()

@@ -36,6 +36,9 @@ public:
     // The symbol containing addr, or nullptr.
     const Symbol* lookup(std::uint64_t addr) const;
     const std::vector<Symbol>& symbols() const { return symbols_; }
+    // First address past `sym`, which must come from this table: start + size,
+    // or for a size-0 symbol the next symbol's start (bounded by its section).
+    std::uint64_t end_of(const Symbol& sym) const;
     const std::string& build_id() const { return build_id_; }  // hex, may be empty
 
 private:
@@ -71,6 +74,11 @@ public:
     const Symbol* lookup(const store::ImageId& image, std::uint64_t offset);
     // The SymbolTable of an image, or the reason it is unavailable.
     const Result<SymbolTable>& table(const store::ImageId& image);
+    // The ELF file the image's table was read from (the cached copy or the
+    // recorded path; never a separate debug file), for code bytes and DWARF.
+    // nullopt when the table came from elsewhere or could not be read.
+    std::optional<std::filesystem::path> image_file(const store::ImageId& image);
+    const Options& options() const;
 
 private:
     struct Impl;

@@ -12,4 +12,12 @@ expect_exit 1 "not an ecpi database" "$ECPI" prof "$TMP/missing"
 "$ECPI" record --help | grep -q -- "--no-randomize" || fail "record --help lacks options"
 "$ECPI" prof --help | grep -q -- "--by" || fail "prof --help lacks options"
 "$ECPI" --version | grep -q "ecpi" || fail "--version"
+for verb in stats diff annotate export; do
+	"$ECPI" "$verb" --help | grep -q -- "--event" || fail "$verb --help lacks options"
+done
+expect_exit 2 "by" "$ECPI" stats db --by function
+expect_exit 2 "format" "$ECPI" export db --format xml
+expect_exit 2 "required" "$ECPI" diff onlyone
+expect_exit 2 "required" "$ECPI" annotate
+expect_exit 1 "not an ecpi database" "$ECPI" stats "$TMP/missing"
 echo PASS

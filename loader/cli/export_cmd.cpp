@@ -1,0 +1,109 @@
+// ecpi export: one epoch as pprof, JSON, folded stacks, speedscope or html.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "cli_common.h"
+#include "ecpi/analyze/export.h"
+
+namespace ecpi::cli {
+namespace {
+
+struct ExportArgs {
+    std::string database = "ecpi.db";
+    std::string format;
+    std::string output;
+    std::string epoch;
+    std::vector<std::string> events;
+    std::optional<std::uint32_t> pid;
+    bool no_source_lines = false;
+};
+
+// --format from the output file's name when not given.
+std::string format_from_name(const std::string& path) {
+    auto ends = [&](const char* s) { return path.size() >= std::strlen(s) && path.ends_with(s); };
+    if (ends(".pb.gz") || ends(".pprof") || ends(".pb")) return "pprof";
+    if (ends(".speedscope.json")) return "speedscope";
+    if (ends(".json")) return "json";
+    if (ends(".folded") || ends(".collapsed")) return "folded";
+    if (ends(".html") || ends(".htm")) return "html";
+    return {};
+}
+
+void write_output(const std::string& path, const std::string& bytes) {
+    if (path.empty() || path == "-") {
+        std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+        if (std::fflush(stdout) != 0) throw RuntimeError{std::string("writing to stdout: ") + std::strerror(errno)};
+        return;
+    }
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) throw RuntimeError{"cannot write " + path + ": " + std::strerror(errno)};
+    bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+    int err = errno;
+    if (std::fclose(f) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (!ok) throw RuntimeError{"cannot write " + path + ": " + std::strerror(err)};
+}
+
+int run_export(const ExportArgs& args) {
+    std::string format = args.format.empty() ? format_from_name(args.output) : args.format;
+    if (format.empty())
+        throw UsageError{"choose an output format with --format pprof|json|folded|speedscope|html"};
+    const bool one_event = format == "folded" || format == "html";
+    if (one_event && args.events.size() > 1) throw UsageError{"--format " + format + " shows one event: give one --event"};
+    if (format == "pprof" && args.output.empty() && ::isatty(STDOUT_FILENO))
+        throw UsageError{"pprof output is binary (gzip): give -o FILE or redirect stdout"};
+
+    auto profile = unwrap(analyze::load_profile(unwrap(analyze::resolve_source(args.database, args.epoch))));
+    analyze::ExportOptions options;
+    options.events = args.events;
+    options.pid = args.pid;
+    options.source_lines = !args.no_source_lines;
+    analyze::Symbolizer symbolizer({.database = profile.source.database});
+    auto model = unwrap(analyze::build_export_model(profile, options, symbolizer));
+
+    std::string out;
+    if (format == "pprof") {
+        auto bytes = unwrap(analyze::render_pprof(model));
+        out.assign(bytes.begin(), bytes.end());
+    } else if (format == "json") {
+        out = analyze::render_export_json(model).dump(2) + "\n";
+    } else if (format == "speedscope") {
+        out = analyze::render_speedscope(model).dump() + "\n";
+    } else {
+        // One event: the one asked for, else the first (cpu-clock first).
+        std::size_t index = 0;
+        if (!args.events.empty()) index = unwrap(analyze::export_event_index(model, args.events.front()));
+        out = format == "folded" ? analyze::render_folded(model, index) : analyze::render_flamegraph_html(model, index);
+    }
+    write_output(args.output, out);
+    for (const auto& w : model.warnings) std::fprintf(stderr, "ecpi export: warning: %s\n", w.c_str());
+    return kExitOk;
+}
+
+void add_export_verb(CLI::App& root, std::vector<Verb>& verbs) {
+    auto args = std::make_shared<ExportArgs>();
+    auto* app = root.add_subcommand("export", "Write a profile for other tools: pprof, json, folded, speedscope, html");
+    app->add_option("database", args->database, "Profile: DB (newest epoch), DB/epochs/NNNNN or DB@EPOCH")
+        ->default_str("ecpi.db");
+    app->add_option("--format", args->format,
+                    "pprof (gzipped profile.proto), json (ecpi.export), folded (FlameGraph), speedscope, or html "
+                    "(flame graph page); default: from the -o file name")
+        ->check(CLI::IsMember({"pprof", "json", "folded", "speedscope", "html"}));
+    app->add_option("-o,--output", args->output, "Output file (default: stdout)");
+    app->add_option("--epoch", args->epoch, "Epoch to read (default: the newest)");
+    app->add_option("-e,--event", args->events, "Events to export (repeatable; default: all; folded and html: the first)")
+        ->delimiter(',');
+    app->add_option("--pid", args->pid, "Only samples of this process");
+    app->add_flag("--no-source-lines", args->no_source_lines, "Do not read DWARF for source lines and inlined functions");
+    verbs.push_back({app, [args] { return run_export(*args); }});
+}
+
+const VerbRegistration kRegistration(70, add_export_verb);
+}  // namespace
+}  // namespace ecpi::cli
