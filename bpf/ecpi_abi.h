@@ -21,6 +21,8 @@
 enum ecpi_record_kind {
 	ECPI_RECORD_SAMPLE = 1,       /* one sample the aggregation table could not take */
 	ECPI_RECORD_STACK_SAMPLE = 2, /* one sample with its call stacks (-g) */
+	ECPI_RECORD_PROBE_ENTRY = 3,  /* ecpi probe: one call of a probed function, with its call path */
+	ECPI_RECORD_PROBE_EXIT = 4,   /* ecpi probe: the return of a timed call, with its timers */
 };
 
 /* DCPI 4.2.1: samples aggregate by (process, pc, event); we add the privilege
@@ -57,5 +59,93 @@ enum ecpi_counter {
 	ECPI_COUNTER_MAX = 4,
 };
 #define ECPI_COUNTER_SLOTS (ECPI_MAX_EVENTS * ECPI_COUNTER_MAX)
+
+/* ---- ecpi probe: targeted call-path probes (iPath) -------------------
+ * probe.bpf.c runs one uprobe program (entry) and one uretprobe program
+ * (exit) for every probed function; the bpf cookie of each link says which
+ * function and whether it is timed. Entry records carry the call path, exit
+ * records the timers; user space joins them by (tid, start_ns) and
+ * aggregates per (function, call path). */
+
+/* Return addresses kept per call path (frame-pointer walk). */
+#define ECPI_PROBE_MAX_DEPTH 64
+/* Calls of probed functions one thread may have open at once (iPath 4.2's
+ * active stack); deeper calls are counted but not timed. Power of two. */
+#define ECPI_PROBE_MAX_ACTIVE 32
+/* Bytes of the user stack copied for DWARF unwinding (--unwind dwarf). */
+#define ECPI_PROBE_STACK_BYTES 8192
+
+/* bpf cookie of a probe link: the probe id in the low 32 bits, flags above. */
+#define ECPI_PROBE_COOKIE_TIMED (1ULL << 32) /* entry pushes onto the active stack */
+
+/* ecpi_probe_entry_record.flags: how the frame-pointer walk ended. */
+enum ecpi_probe_path_flags {
+	ECPI_PROBE_PATH_FP_END = 1 << 0,   /* reached a zero frame pointer (outermost frame) */
+	ECPI_PROBE_PATH_DEPTH = 1 << 1,    /* stopped at ECPI_PROBE_MAX_DEPTH frames */
+	ECPI_PROBE_PATH_BROKEN = 1 << 2,   /* unreadable frame or frame pointer not moving up the stack */
+	ECPI_PROBE_PATH_UNTIMED = 1 << 3,  /* a timed probe whose call could not be timed (active stack full, not sampled) */
+	ECPI_PROBE_PATH_STACK = 1 << 4,    /* an ecpi_probe_stack follows the ips (DWARF unwinding) */
+};
+
+struct ecpi_probe_entry_record {
+	__u32 kind;      /* ECPI_RECORD_PROBE_ENTRY */
+	__u32 probe_id;
+	__u32 tgid;
+	__u32 tid;
+	__u64 start_ns;  /* join key of the exit record; 0 when the call is not timed */
+	__u16 depth;     /* return addresses in ips, innermost (the probed function's call site) first */
+	__u16 flags;     /* enum ecpi_probe_path_flags */
+	__u32 pad;
+	__u64 ips[ECPI_PROBE_MAX_DEPTH]; /* only the first `depth` are sent */
+};
+
+/* Follows the whole ips array (at sizeof(struct ecpi_probe_entry_record))
+ * when ECPI_PROBE_PATH_STACK is set; only `size` bytes of data are sent. */
+struct ecpi_probe_stack {
+	__u64 ip, sp, bp;   /* registers at function entry */
+	__u32 size;         /* bytes copied from sp upwards */
+	__u32 pad;
+	__u8 data[ECPI_PROBE_STACK_BYTES];
+};
+
+struct ecpi_probe_exit_record {
+	__u32 kind;      /* ECPI_RECORD_PROBE_EXIT */
+	__u32 probe_id;
+	__u32 tgid;
+	__u32 tid;
+	__u64 start_ns;  /* the entry record's start_ns */
+	__u64 wall_ns;   /* entry to return */
+	__u64 cpu_ns;    /* on-CPU part of wall_ns, from the task's scheduler accounting */
+};
+
+/* One open call on a thread's active stack. */
+struct ecpi_probe_open_call {
+	__u32 probe_id;
+	__u32 pad;
+	__u64 sp;          /* stack pointer at entry (points at the return address) */
+	__u64 start_ns;
+	__u64 runtime_ns;  /* task->se.sum_exec_runtime at entry */
+	__u64 exec_start;  /* task->se.exec_start at entry */
+};
+
+struct ecpi_probe_active {
+	__u32 depth;
+	__u32 skip_left;   /* --sample: calls still to skip before the next burst */
+	__u32 burst_left;  /* --sample: calls still to time in this burst */
+	__u32 pad;
+	struct ecpi_probe_open_call calls[ECPI_PROBE_MAX_ACTIVE];
+};
+
+/* Per-CPU counters of probe.bpf.c; every drop has one. */
+enum ecpi_probe_counter {
+	ECPI_PROBE_COUNTER_CALLS = 0,          /* entries seen */
+	ECPI_PROBE_COUNTER_RINGBUF_LOST = 1,   /* records the ring buffer could not take (counts inexact) */
+	ECPI_PROBE_COUNTER_ACTIVE_FULL = 2,    /* calls not timed: the thread's active stack was full */
+	ECPI_PROBE_COUNTER_EXIT_UNMATCHED = 3, /* returns with no matching entry on the active stack */
+	ECPI_PROBE_COUNTER_ABANDONED = 4,      /* open calls dropped from the active stack (longjmp, exceptions) */
+	ECPI_PROBE_COUNTER_THREADS_FULL = 5,   /* calls not timed: no room for another thread's active stack */
+	ECPI_PROBE_COUNTER_STACK_COPY_ERRORS = 6, /* user stack copies that failed (DWARF mode) */
+	ECPI_PROBE_COUNTER_MAX = 8,
+};
 
 #endif /* ECPI_ABI_H */

@@ -1,0 +1,265 @@
+#include "ecpi/store/probe_results.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <limits>
+
+#include "file_io.h"
+
+namespace ecpi::store {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kSchema = "ecpi.probe";
+constexpr const char* kFilePrefix = "probe-";
+constexpr const char* kFileSuffix = ".json";
+
+int bucket_of(std::uint64_t ns) {
+    if (ns < 2) return 0;
+    return 63 - __builtin_clzll(ns);
+}
+
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+    std::uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<std::uint64_t>::max() : r;
+}
+
+nlohmann::json timer_to_json(const ProbeTimer& t, std::uint64_t calls, std::uint32_t sample_n) {
+    nlohmann::json j;
+    const bool estimated = sample_n != 0 && t.timed_calls < calls;
+    j["total_ns"] = static_cast<std::uint64_t>(std::llround(t.total_ns(calls)));
+    j["mean_ns"] = static_cast<std::uint64_t>(std::llround(t.mean_ns()));
+    j["min_ns"] = t.min_ns;
+    j["max_ns"] = t.max_ns;
+    j["timed_calls"] = t.timed_calls;
+    j["measured_ns"] = t.measured_ns;
+    j["net_variation_ns"] = t.net_variation_ns();
+    j["estimated"] = estimated;
+    j["error_ns"] = estimated ? static_cast<std::uint64_t>(std::llround(t.error_ns(calls))) : 0;
+    j["sum_squares"] = t.sum_squares;
+    nlohmann::json hist = nlohmann::json::array();
+    for (std::size_t i = 0; i < t.histogram.size(); ++i)
+        if (t.histogram[i]) hist.push_back({{"ge_ns", i == 0 ? 0 : (std::uint64_t{1} << i)}, {"calls", t.histogram[i]}});
+    j["histogram"] = hist;
+    return j;
+}
+
+ProbeTimer timer_from_json(const nlohmann::json& j) {
+    ProbeTimer t;
+    t.timed_calls = j.value("timed_calls", std::uint64_t{0});
+    t.measured_ns = j.value("measured_ns", j.value("total_ns", std::uint64_t{0}));
+    t.min_ns = j.value("min_ns", std::uint64_t{0});
+    t.max_ns = j.value("max_ns", std::uint64_t{0});
+    t.sum_squares = j.value("sum_squares", 0.0);
+    if (j.contains("histogram")) {
+        t.histogram.assign(kProbeHistogramBuckets, 0);
+        for (const auto& b : j["histogram"]) {
+            std::uint64_t ge = b.value("ge_ns", std::uint64_t{0});
+            t.histogram[static_cast<std::size_t>(bucket_of(ge))] += b.value("calls", std::uint64_t{0});
+        }
+    }
+    return t;
+}
+
+}  // namespace
+
+void ProbeTimer::add(std::uint64_t ns) {
+    if (timed_calls == 0 || ns < min_ns) min_ns = ns;
+    if (ns > max_ns) max_ns = ns;
+    ++timed_calls;
+    measured_ns = saturating_add(measured_ns, ns);
+    sum_squares += static_cast<double>(ns) * static_cast<double>(ns);
+    if (histogram.empty()) histogram.assign(kProbeHistogramBuckets, 0);
+    ++histogram[static_cast<std::size_t>(bucket_of(ns))];
+}
+
+void ProbeTimer::merge(const ProbeTimer& o) {
+    if (o.timed_calls == 0) return;
+    if (timed_calls == 0 || o.min_ns < min_ns) min_ns = o.min_ns;
+    max_ns = std::max(max_ns, o.max_ns);
+    timed_calls += o.timed_calls;
+    measured_ns = saturating_add(measured_ns, o.measured_ns);
+    sum_squares += o.sum_squares;
+    if (histogram.empty()) histogram.assign(kProbeHistogramBuckets, 0);
+    for (std::size_t i = 0; i < o.histogram.size() && i < histogram.size(); ++i) histogram[i] += o.histogram[i];
+}
+
+double ProbeTimer::mean_ns() const {
+    return timed_calls ? static_cast<double>(measured_ns) / static_cast<double>(timed_calls) : 0.0;
+}
+
+double ProbeTimer::total_ns(std::uint64_t calls) const {
+    if (timed_calls >= calls) return static_cast<double>(measured_ns);
+    return mean_ns() * static_cast<double>(calls);
+}
+
+double ProbeTimer::error_ns(std::uint64_t calls) const {
+    if (timed_calls >= calls || timed_calls < 2) return timed_calls >= calls ? 0.0 : total_ns(calls);
+    const double n = static_cast<double>(timed_calls);
+    const double mean = mean_ns();
+    const double variance = std::max(0.0, (sum_squares - n * mean * mean) / (n - 1));
+    // Finite population: the untimed calls are what is estimated.
+    const double fpc = 1.0 - n / static_cast<double>(calls);
+    return 1.96 * std::sqrt(variance / n * fpc) * static_cast<double>(calls);
+}
+
+std::uint64_t ProbeTimer::net_variation_ns() const {
+    if (timed_calls == 0) return 0;
+    const double base = static_cast<double>(timed_calls) * static_cast<double>(min_ns);
+    return measured_ns > base ? measured_ns - static_cast<std::uint64_t>(base) : 0;
+}
+
+nlohmann::json probe_report_to_json(const ProbeReport& r) {
+    nlohmann::json j;
+    j["schema"] = kSchema;
+    j["version"] = kProbeReportVersion;
+    j["pid"] = r.pid;
+    j["comm"] = r.comm;
+    j["command"] = r.command;
+    j["started_unix"] = r.started_unix;
+    j["duration_s"] = r.duration_s;
+    j["final"] = r.final;
+    j["target_exited"] = r.target_exited;
+    j["metrics"] = r.metrics;
+    j["sample"] = r.sample_n ? nlohmann::json{{"n", r.sample_n}, {"burst", r.sample_burst}} : nlohmann::json(nullptr);
+    j["counters"] = r.counters;
+    j["warnings"] = r.warnings;
+    nlohmann::json functions = nlohmann::json::array();
+    for (const auto& f : r.functions) {
+        nlohmann::json jf{{"pattern", f.pattern},   {"symbol", f.symbol},   {"demangled", f.demangled},
+                          {"image", f.image},       {"build_id", f.build_id}, {"address", f.address},
+                          {"timed", f.timed},       {"removed", f.removed}, {"calls", f.calls},
+                          {"unmatched", f.unmatched}};
+        nlohmann::json paths = nlohmann::json::array();
+        for (const auto& p : f.paths) {
+            nlohmann::json frames = nlohmann::json::array();
+            for (const auto& fr : p.frames)
+                frames.push_back({{"symbol", fr.symbol}, {"offset", fr.offset}, {"image", fr.image}});
+            nlohmann::json timers = nlohmann::json::object();
+            for (const auto& [name, t] : p.timers) timers[name] = timer_to_json(t, p.calls, r.sample_n);
+            paths.push_back({{"frames", frames},
+                             {"calls", p.calls},
+                             {"truncated", p.truncated},
+                             {"unmatched", p.unmatched},
+                             {"timers", timers}});
+        }
+        jf["paths"] = paths;
+        functions.push_back(std::move(jf));
+    }
+    j["functions"] = functions;
+    return j;
+}
+
+Result<ProbeReport> probe_report_from_json(const nlohmann::json& j) {
+    if (!j.is_object() || j.value("schema", "") != kSchema) return Error("not an ecpi.probe document");
+    const int version = j.value("version", 0);
+    if (version > kProbeReportVersion)
+        return Error("ecpi.probe version " + std::to_string(version) + " is newer than this ecpi supports (" +
+                     std::to_string(kProbeReportVersion) + "); upgrade ecpi");
+    if (version < 1) return Error("ecpi.probe document without a valid version");
+    try {
+        ProbeReport r;
+        r.pid = j.value("pid", 0u);
+        r.comm = j.value("comm", "");
+        r.command = j.value("command", std::vector<std::string>{});
+        r.started_unix = j.value("started_unix", std::int64_t{0});
+        r.duration_s = j.value("duration_s", 0.0);
+        r.final = j.value("final", false);
+        r.target_exited = j.value("target_exited", false);
+        r.metrics = j.value("metrics", std::vector<std::string>{});
+        if (j.contains("sample") && j["sample"].is_object()) {
+            r.sample_n = j["sample"].value("n", 0u);
+            r.sample_burst = j["sample"].value("burst", 0u);
+        }
+        r.counters = j.value("counters", std::map<std::string, std::uint64_t>{});
+        r.warnings = j.value("warnings", std::vector<std::string>{});
+        for (const auto& jf : j.value("functions", nlohmann::json::array())) {
+            ProbeFunction f;
+            f.pattern = jf.value("pattern", "");
+            f.symbol = jf.value("symbol", "");
+            f.demangled = jf.value("demangled", f.symbol);
+            f.image = jf.value("image", "");
+            f.build_id = jf.value("build_id", "");
+            f.address = jf.value("address", std::uint64_t{0});
+            f.timed = jf.value("timed", false);
+            f.removed = jf.value("removed", false);
+            f.calls = jf.value("calls", std::uint64_t{0});
+            f.unmatched = jf.value("unmatched", std::uint64_t{0});
+            for (const auto& jp : jf.value("paths", nlohmann::json::array())) {
+                ProbePath p;
+                for (const auto& fr : jp.value("frames", nlohmann::json::array()))
+                    p.frames.push_back({fr.value("symbol", ""), fr.value("offset", std::uint64_t{0}), fr.value("image", "")});
+                p.calls = jp.value("calls", std::uint64_t{0});
+                p.truncated = jp.value("truncated", false);
+                p.unmatched = jp.value("unmatched", std::uint64_t{0});
+                if (jp.contains("timers"))
+                    for (const auto& [name, jt] : jp["timers"].items()) p.timers[name] = timer_from_json(jt);
+                f.paths.push_back(std::move(p));
+            }
+            r.functions.push_back(std::move(f));
+        }
+        return r;
+    } catch (const nlohmann::json::exception& e) {
+        return Error(std::string("malformed ecpi.probe document: ") + e.what());
+    }
+}
+
+Result<fs::path> save_probe_report(Database& db, const ProbeReport& report) {
+    ECPI_ASSIGN_OR_RETURN(std::string epoch, db.current_epoch());
+    const fs::path dir = db.path() / "epochs" / epoch;
+    const std::string text = probe_report_to_json(report).dump(1) + "\n";
+    const std::span<const std::uint8_t> bytes(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
+    // Under the writer lock, so two runs finishing in the same second pick different names.
+    ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(db.path() / "lock"));
+    const std::string stem = kFilePrefix + std::to_string(static_cast<long long>(std::time(nullptr)));
+    for (int n = 0; n < 1000; ++n) {
+        const fs::path target = dir / (stem + (n ? "." + std::to_string(n) : "") + kFileSuffix);
+        struct stat st {};
+        if (::stat(target.c_str(), &st) == 0) continue;
+        ECPI_RETURN_IF_ERROR(detail::write_file_atomically(target, bytes));
+        return target;
+    }
+    return Error("too many probe reports saved in one second in " + dir.string());
+}
+
+Result<std::vector<SavedProbeReport>> list_probe_reports(const Database& db) {
+    ECPI_ASSIGN_OR_RETURN(auto epochs, db.epochs());
+    std::vector<SavedProbeReport> out;
+    for (const auto& epoch : epochs) {
+        auto names = detail::list_directory(db.path() / "epochs" / epoch);
+        if (!names.ok()) continue;
+        std::vector<std::pair<std::pair<long long, int>, std::string>> found;
+        for (const auto& name : *names) {
+            if (name.rfind(kFilePrefix, 0) != 0 || name.size() <= 11 ||
+                name.compare(name.size() - 5, 5, kFileSuffix) != 0)
+                continue;
+            // probe-<unix>[.<n>].json, ordered by number (not by string).
+            std::string mid = name.substr(6, name.size() - 11);
+            auto dot = mid.find('.');
+            try {
+                long long t = std::stoll(mid.substr(0, dot));
+                int n = dot == std::string::npos ? 0 : std::stoi(mid.substr(dot + 1));
+                found.push_back({{t, n}, name});
+            } catch (const std::exception&) {
+            }
+        }
+        std::sort(found.begin(), found.end());
+        for (const auto& f : found) out.push_back({epoch, db.path() / "epochs" / epoch / f.second});
+    }
+    return out;
+}
+
+Result<ProbeReport> read_probe_report(const fs::path& file) {
+    ECPI_ASSIGN_OR_RETURN(auto bytes, detail::read_file(file));
+    nlohmann::json j = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
+    if (j.is_discarded()) return Error(file.string() + ": not valid JSON");
+    auto r = probe_report_from_json(j);
+    if (!r.ok()) return r.error().with_context(file.string());
+    return r;
+}
+
+}  // namespace ecpi::store
