@@ -9,8 +9,9 @@
  * multiply/xor/shift work. Each worker measures its own iterations per second
  * against CLOCK_MONOTONIC; the parent prints the sum over workers, in
  * iterations per second, as a single number on stdout. On stderr it prints
- * one line "# workers=N cpu_seconds=X": the CPU time the workers used, which
- * bench/overhead.sh compares with /proc/stat to notice other processes. */
+ * one line "# workers=N cpu_seconds=X iterations=I": the CPU time the workers
+ * used (which bench/overhead.sh compares with /proc/stat to notice other
+ * processes) and their total iterations. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -44,7 +45,7 @@ static inline uint64_t mix(uint64_t x) {
 }
 
 /* Returns iterations per second of this worker. */
-static double run_worker(double seconds, unsigned seed) {
+static double run_worker(double seconds, unsigned seed, double *iterations) {
 	uint64_t *table = malloc(TABLE_BYTES);
 	if (!table) return -1;
 	for (size_t i = 0; i < TABLE_SLOTS; ++i) table[i] = mix(i + seed);
@@ -73,6 +74,7 @@ static double run_worker(double seconds, unsigned seed) {
 	/* keep the result observable so the loop is not optimised away */
 	if (acc == 42 && table[0] == 42) fputc('\0', stderr);
 	free(table);
+	*iterations = (double)iters;
 	return (double)iters / (t - start);
 }
 
@@ -112,20 +114,22 @@ int main(int argc, char **argv) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			if (getppid() != parent) _exit(1);
 			close(fds[0]);
-			double rate = run_worker(seconds, (unsigned)(w * 7919 + 1));
-			ssize_t n = write(fds[1], &rate, sizeof rate); /* atomic: < PIPE_BUF */
-			_exit(n == (ssize_t)sizeof rate && rate > 0 ? 0 : 1);
+			double res[2]; /* iterations per second, iterations */
+			res[0] = run_worker(seconds, (unsigned)(w * 7919 + 1), &res[1]);
+			ssize_t n = write(fds[1], res, sizeof res); /* atomic: < PIPE_BUF */
+			_exit(n == (ssize_t)sizeof res && res[0] > 0 ? 0 : 1);
 		}
 		pids[w] = pid;
 	}
 	close(fds[1]);
 
-	double total = 0, rate;
+	double total = 0, iterations = 0, res[2];
 	long got = 0;
 	ssize_t n;
-	while ((n = read(fds[0], &rate, sizeof rate)) == (ssize_t)sizeof rate || (n < 0 && errno == EINTR))
+	while ((n = read(fds[0], res, sizeof res)) == (ssize_t)sizeof res || (n < 0 && errno == EINTR))
 		if (n > 0) {
-			total += rate;
+			total += res[0];
+			iterations += res[1];
 			++got;
 		}
 	int failed = 0;
@@ -140,9 +144,10 @@ int main(int argc, char **argv) {
 	}
 	struct rusage ru;
 	getrusage(RUSAGE_CHILDREN, &ru);
-	fprintf(stderr, "# workers=%ld cpu_seconds=%.3f\n", workers,
+	fprintf(stderr, "# workers=%ld cpu_seconds=%.6f iterations=%.0f\n", workers,
 	        (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-	            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
+	            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+	        iterations);
 	printf("%.0f\n", total);
 	return 0;
 }

@@ -1,0 +1,330 @@
+// Frequency estimation, local propagation and confidence (DCPI 6.1.3 -
+// 6.1.5). See frequency.h.
+#include "ecpi/analyze/frequency.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace ecpi::analyze {
+
+const char* confidence_name(Confidence c) {
+    switch (c) {
+        case Confidence::kLow: return "low";
+        case Confidence::kMedium: return "medium";
+        case Confidence::kHigh: return "high";
+    }
+    return "?";
+}
+
+const char* estimate_source_name(EstimateSource s) {
+    switch (s) {
+        case EstimateSource::kIssuePoints: return "issue-points";
+        case EstimateSource::kSampleTotal: return "sample-total";
+        case EstimateSource::kInstructionCounts: return "instruction-counts";
+        case EstimateSource::kPropagated: return "propagated";
+        case EstimateSource::kNone: return "none";
+    }
+    return "?";
+}
+
+namespace {
+
+// DCPI 6.1.5: confidence from the issue points used, their spread, and the
+// samples behind the estimate.
+Confidence rate(std::uint32_t used, double spread, double samples) {
+    if (used >= 3 && spread <= 1.3 && samples >= 100) return Confidence::kHigh;
+    if (used >= 2 && spread <= 1.35 && samples >= 400) return Confidence::kHigh;
+    if (used >= 2 && samples >= 30) return Confidence::kMedium;
+    if (used >= 1 && samples >= 200) return Confidence::kMedium;
+    return Confidence::kLow;
+}
+
+// DCPI 6.1.3 for one class.
+//
+// x86 twist: where exactly a sample lands near a stall varies by an
+// instruction or so (interrupt skid, retirement in groups), so an issue
+// point's ratio is taken over a window of +-attribution_radius instructions
+// (known M only) in its block, extended back to the producer of its critical
+// operand (DCPI's span). Misattributed cycles then stay inside the window,
+// while a dynamic stall still inflates the ratios of the windows around it.
+ClassEstimate estimate_class(const std::vector<std::pair<std::uint32_t, std::uint32_t>>& members,  // (block, index in block)
+                             const Cfg& cfg, const std::vector<BlockTiming>& timing,
+                             std::span<const std::uint64_t> samples, const EstimatorOptions& opt) {
+    ClassEstimate est;
+    double sum_s = 0, sum_m = 0;
+    struct Point {
+        double value;   // window ratio
+        double m;       // M_i of the issue point itself
+        std::uint32_t block, lo, hi;  // window [lo, hi] in the block
+    };
+    std::vector<Point> points;
+    double max_s = 0;
+    auto s_at = [&](std::uint32_t b, std::uint32_t i) {
+        return static_cast<double>(samples[cfg.blocks[b].first + i]);
+    };
+    for (auto [b, i] : members) {
+        const BlockTiming& t = timing[b];
+        double s = s_at(b, i);
+        est.samples += samples[cfg.blocks[b].first + i];
+        max_s = std::max(max_s, s);
+        if (!t.known[i]) continue;
+        sum_s += s;
+        sum_m += t.m[i];
+        if (t.m[i] <= 0) continue;
+        ++est.issue_points;
+        const std::uint32_t n = cfg.blocks[b].count;
+        std::uint32_t lo = i >= opt.attribution_radius ? i - opt.attribution_radius : 0;
+        lo = std::min(lo, t.span_start[i]);
+        std::uint32_t hi = std::min(n - 1, i + opt.attribution_radius);
+        if (n <= opt.whole_block_below) {
+            lo = 0;  // a short block: its samples may land anywhere in it
+            hi = n - 1;
+        }
+        double ws = 0, wm = 0;
+        for (std::uint32_t k = lo; k <= hi; ++k)
+            if (t.known[k]) {
+                ws += s_at(b, k);
+                wm += t.m[k];
+            }
+        points.push_back({ws / wm, t.m[i], b, lo, hi});
+    }
+    if (est.samples == 0) return est;  // propagation decides (taken as 0 if it cannot tell)
+    if (est.issue_points == 0 || sum_m <= 0) {
+        // No issue point with a known M (a short block after a call, say):
+        // the class's samples over its blocks' best-case cycles, if any.
+        double cycles = 0;
+        std::vector<bool> counted(cfg.blocks.size(), false);
+        for (auto [b, i] : members)
+            if (!counted[b]) {
+                counted[b] = true;
+                cycles += timing[b].cycles;
+            }
+        if (cycles <= 0) return est;
+        est.frequency = static_cast<double>(est.samples) / cycles;
+        est.known = true;
+        est.source = EstimateSource::kSampleTotal;
+        est.confidence = Confidence::kLow;
+        return est;
+    }
+
+    if (est.samples < opt.few_samples) {
+        est.frequency = sum_s / sum_m;
+        est.known = true;
+        est.source = EstimateSource::kSampleTotal;
+        est.issue_points_used = est.issue_points;
+        est.confidence = Confidence::kLow;
+        return est;
+    }
+    std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) { return a.value < b.value; });
+    const std::size_t n = points.size();
+    const std::size_t min_members =
+        std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(opt.min_cluster_fraction * static_cast<double>(n))));
+    double total_m = 0;
+    for (const auto& p : points) total_m += p.m;
+    for (std::size_t a = 0; a < n; ++a) {
+        std::size_t b = a;
+        while (b + 1 < n && points[b + 1].value <= opt.cluster_width * points[a].value) ++b;
+        std::size_t members_in = b - a + 1;
+        double cluster_m = 0;
+        for (std::size_t k = a; k <= b; ++k) cluster_m += points[k].m;
+        // Anomalous S_i or M_i (DCPI 6.1.3): a cluster must hold a minimum
+        // fraction of the issue points, both by count and by static cycles,
+        // so one issue point the model overrates cannot set F alone.
+        if (members_in < min_members) continue;
+        if (cluster_m < opt.min_cluster_fraction * total_m) continue;
+        // F over the union of the cluster's windows (no instruction twice).
+        std::vector<std::pair<std::uint32_t, std::uint32_t>> window;
+        for (std::size_t k = a; k <= b; ++k)
+            for (std::uint32_t x = points[k].lo; x <= points[k].hi; ++x)
+                if (timing[points[k].block].known[x]) window.push_back({points[k].block, x});
+        std::sort(window.begin(), window.end());
+        window.erase(std::unique(window.begin(), window.end()), window.end());
+        double cs = 0, cm = 0;
+        for (auto [blk, x] : window) {
+            cs += s_at(blk, x);
+            cm += timing[blk].m[x];
+        }
+        if (cs < static_cast<double>(opt.min_cluster_samples) || cm <= 0) continue;
+        double f = cs / cm;
+        if (max_s / f > opt.max_stall_cycles) continue;  // would imply an unreasonable stall elsewhere
+        est.frequency = f;
+        est.known = true;
+        est.source = EstimateSource::kIssuePoints;
+        est.issue_points_used = static_cast<std::uint32_t>(members_in);
+        est.spread = points[a].value > 0 ? points[b].value / points[a].value : 1;
+        est.confidence = rate(est.issue_points_used, est.spread, cs);
+        // On an out-of-order core the model's M_i are least certain one by
+        // one. A cluster holding most of the class's static cycles outvotes
+        // the rest (the rest stalled); a minority cluster must agree with the
+        // class's whole ratio sum S / sum M to be trusted.
+        double agreement = f / (sum_s / sum_m);
+        if (cluster_m < 0.5 * total_m) {
+            if (agreement < 0.75 || agreement > 1.0 / 0.75) est.confidence = Confidence::kLow;
+            else if (agreement < 0.9 || agreement > 1.0 / 0.9) est.confidence = std::min(est.confidence, Confidence::kMedium);
+        }
+        return est;
+    }
+    // No acceptable cluster: the average over the class, with low confidence.
+    est.frequency = sum_s / sum_m;
+    est.known = true;
+    est.source = EstimateSource::kSampleTotal;
+    est.issue_points_used = est.issue_points;
+    est.confidence = Confidence::kLow;
+    return est;
+}
+
+Confidence lower(Confidence c) { return c == Confidence::kHigh ? Confidence::kMedium : Confidence::kLow; }
+
+}  // namespace
+
+FrequencyEstimate estimate_frequencies(const Cfg& cfg, const FrequencyClasses& fc,
+                                       const std::vector<BlockTiming>& timing, std::span<const std::uint64_t> samples,
+                                       const EstimatorOptions& opt) {
+    FrequencyEstimate out;
+    const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
+    out.classes.assign(fc.count, {});
+    std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> members(fc.count);
+    for (std::uint32_t b = 0; b < nb; ++b)
+        for (std::uint32_t i = 0; i < cfg.blocks[b].count; ++i) members[fc.block_class[b]].push_back({b, i});
+
+    for (std::uint32_t c = 0; c < fc.count; ++c) {
+        if (members[c].empty()) continue;
+        out.classes[c] = estimate_class(members[c], cfg, timing, samples, opt);
+        // Counted instructions: every instruction of the class retires F*P
+        // times, so the class's instruction samples give F directly.
+        if (!opt.instruction_samples.empty() && opt.instruction_period > 0 && opt.cycle_period > 0) {
+            double inst = 0;
+            for (auto [b, i] : members[c]) inst += static_cast<double>(opt.instruction_samples[cfg.blocks[b].first + i]);
+            double n = static_cast<double>(members[c].size());
+            if (inst >= static_cast<double>(opt.few_samples) &&
+                (!out.classes[c].known || out.classes[c].confidence != Confidence::kHigh)) {
+                auto& e = out.classes[c];
+                e.frequency = inst / n * opt.instruction_period / opt.cycle_period;
+                e.known = true;
+                e.source = EstimateSource::kInstructionCounts;
+                e.confidence = inst >= 400 ? Confidence::kHigh : Confidence::kMedium;
+            }
+        }
+    }
+
+    // Local propagation (DCPI 6.1.4) over the split graph's flow equations:
+    // at every node, the classes of the in-edges sum to those of the out-edges.
+    if (fc.from_cycle_equivalence) {
+        out.propagated = true;
+        struct Term {
+            std::uint32_t cls;
+            double coef;
+        };
+        std::vector<std::vector<Term>> equations;
+        auto add_equation = [&](const std::vector<std::uint32_t>& in, const std::vector<std::uint32_t>& out_cls) {
+            // Combine the terms of each class (a class may appear on both sides).
+            std::vector<Term> terms;
+            terms.reserve(in.size() + out_cls.size());
+            for (auto c : in) terms.push_back({c, 1});
+            for (auto c : out_cls) terms.push_back({c, -1});
+            std::sort(terms.begin(), terms.end(), [](const Term& x, const Term& y) { return x.cls < y.cls; });
+            std::vector<Term> eq;
+            for (const auto& t : terms) {
+                if (!eq.empty() && eq.back().cls == t.cls) eq.back().coef += t.coef;
+                else eq.push_back(t);
+            }
+            std::erase_if(eq, [](const Term& t) { return t.coef == 0; });
+            if (!eq.empty()) equations.push_back(std::move(eq));
+        };
+        std::vector<std::uint32_t> entry_out, exit_in;
+        for (std::uint32_t e = 0; e < cfg.edges.size(); ++e) {
+            if (cfg.edges[e].from == kEntryBlock) entry_out.push_back(fc.edge_class[e]);
+            if (cfg.edges[e].to == kExitBlock) exit_in.push_back(fc.edge_class[e]);
+        }
+        add_equation({fc.invocation_class}, entry_out);
+        add_equation(exit_in, {fc.invocation_class});
+        for (std::uint32_t b = 0; b < nb; ++b) {
+            std::vector<std::uint32_t> in, outs;
+            for (auto e : cfg.blocks[b].in_edges) in.push_back(fc.edge_class[e]);
+            for (auto e : cfg.blocks[b].out_edges) outs.push_back(fc.edge_class[e]);
+            add_equation(in, {fc.block_class[b]});
+            add_equation({fc.block_class[b]}, outs);
+        }
+        std::vector<std::vector<std::uint32_t>> by_class(fc.count);
+        for (std::uint32_t q = 0; q < equations.size(); ++q)
+            for (const auto& t : equations[q]) by_class[t.cls].push_back(q);
+
+        std::vector<bool> known(fc.count, false);
+        auto propagate = [&] {
+            std::vector<std::uint32_t> work(equations.size());
+            for (std::uint32_t q = 0; q < equations.size(); ++q) work[q] = q;
+            while (!work.empty()) {
+                std::uint32_t q = work.back();
+                work.pop_back();
+                const auto& eq = equations[q];
+                std::uint32_t unknown = 0, which = 0;
+                double coef = 0, sum = 0;
+                Confidence conf = Confidence::kHigh;
+                for (const auto& t : eq) {
+                    if (known[t.cls]) {
+                        sum += t.coef * out.classes[t.cls].frequency;
+                        conf = std::min(conf, out.classes[t.cls].confidence);
+                    } else {
+                        ++unknown;
+                        which = t.cls;
+                        coef = t.coef;
+                    }
+                }
+                if (unknown != 1) continue;
+                double value = std::max(0.0, -sum / coef);  // no negative estimates
+                auto& e = out.classes[which];
+                e.frequency = value;
+                e.known = true;
+                e.source = EstimateSource::kPropagated;
+                e.confidence = lower(conf);
+                known[which] = true;
+                for (auto q2 : by_class[which]) work.push_back(q2);
+            }
+        };
+        // Confident estimates first; then let the weak ones in for classes
+        // propagation could not reach.
+        std::vector<ClassEstimate> weak(fc.count);
+        for (std::uint32_t c = 0; c < fc.count; ++c) {
+            if (!out.classes[c].known) continue;
+            if (out.classes[c].confidence == Confidence::kLow) {
+                weak[c] = out.classes[c];
+                out.classes[c].known = false;
+            } else {
+                known[c] = true;
+            }
+        }
+        propagate();
+        bool added = false;
+        for (std::uint32_t c = 0; c < fc.count; ++c)
+            if (!known[c] && weak[c].known) {
+                out.classes[c] = weak[c];
+                known[c] = true;
+                added = true;
+            }
+        if (added) propagate();
+    }
+    for (auto& e : out.classes)
+        if (!e.known) {
+            e.frequency = 0;
+            e.known = true;
+            e.source = EstimateSource::kNone;
+            e.confidence = Confidence::kLow;
+        }
+
+    out.block_frequency.resize(nb);
+    out.block_confidence.resize(nb);
+    out.block_source.resize(nb);
+    for (std::uint32_t b = 0; b < nb; ++b) {
+        const auto& e = out.classes[fc.block_class[b]];
+        out.block_frequency[b] = e.frequency;
+        out.block_confidence[b] = e.confidence;
+        out.block_source[b] = e.source;
+    }
+    out.edge_frequency.resize(cfg.edges.size());
+    for (std::uint32_t e = 0; e < cfg.edges.size(); ++e) out.edge_frequency[e] = out.classes[fc.edge_class[e]].frequency;
+    out.invocations = out.classes[fc.invocation_class].frequency;
+    return out;
+}
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,487 @@
+// The idealized out-of-order core behind M_i (DCPI 6.1.3 on x86-64). See
+// machine_model.h and docs/MACHINE_MODEL.md.
+#include "ecpi/analyze/machine_model.h"
+
+#include <capstone/capstone.h>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <limits>
+
+namespace ecpi::analyze {
+
+// Generated from analyze/machine/*.json at build time (builtin_machines.cpp.in).
+extern const std::vector<std::pair<std::string, std::string>>& builtin_machine_files();
+
+namespace {
+
+template <typename T>
+Result<T> field(const nlohmann::json& j, const char* key, T fallback) {
+    if (!j.contains(key)) return fallback;
+    try {
+        return j.at(key).get<T>();
+    } catch (const nlohmann::json::exception& e) {
+        return Error(std::string("machine model field \"") + key + "\": " + e.what());
+    }
+}
+
+}  // namespace
+
+std::vector<std::string> MachineModel::builtin_names() {
+    std::vector<std::string> names;
+    for (const auto& [name, text] : builtin_machine_files()) names.push_back(name);
+    return names;
+}
+
+Result<MachineModel> MachineModel::load(std::string_view name_or_path) {
+    for (const auto& [name, text] : builtin_machine_files()) {
+        if (name == name_or_path) {
+            auto j = nlohmann::json::parse(text, nullptr, false);
+            if (j.is_discarded()) return Error("built-in machine model " + name + " is not valid JSON");
+            return from_json(j);
+        }
+    }
+    std::ifstream in{std::string(name_or_path)};
+    if (!in) {
+        std::string names;
+        for (const auto& n : builtin_names()) names += (names.empty() ? "" : ", ") + n;
+        return Error("no machine model \"" + std::string(name_or_path) + "\" (built in: " + names +
+                     "; or give a JSON file)");
+    }
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded()) return Error(std::string(name_or_path) + ": not valid JSON");
+    auto m = from_json(j);
+    if (!m.ok()) return m.error().with_context(std::string(name_or_path));
+    return m;
+}
+
+Result<MachineModel> MachineModel::from_json(const nlohmann::json& j) {
+    if (!j.is_object() || j.value("schema", "") != "ecpi.machine")
+        return Error("machine model: not an \"ecpi.machine\" document");
+    if (j.value("version", 0) != 1) return Error("machine model: unsupported version (this ecpi reads version 1)");
+    MachineModel m;
+    ECPI_ASSIGN_OR_RETURN(m.name_, field<std::string>(j, "name", "unnamed"));
+    ECPI_ASSIGN_OR_RETURN(m.dispatch_width_, field<int>(j, "dispatch_width", 4));
+    ECPI_ASSIGN_OR_RETURN(m.retire_width_, field<int>(j, "retire_width", 4));
+    ECPI_ASSIGN_OR_RETURN(m.rob_size_, field<int>(j, "rob_size", 224));
+    ECPI_ASSIGN_OR_RETURN(m.load_latency_, field<double>(j, "load_latency", 5));
+    ECPI_ASSIGN_OR_RETURN(m.store_forward_latency_, field<double>(j, "store_forward_latency", 5));
+    ECPI_ASSIGN_OR_RETURN(m.sample_skid_, field<int>(j, "sample_skid", 1));
+    ECPI_ASSIGN_OR_RETURN(m.loop_iterations_, field<int>(j, "loop_iterations", 8));
+    ECPI_ASSIGN_OR_RETURN(m.macro_fusion_, field<bool>(j, "macro_fusion", true));
+    ECPI_ASSIGN_OR_RETURN(m.move_elimination_, field<bool>(j, "move_elimination", true));
+    ECPI_ASSIGN_OR_RETURN(m.zero_idioms_, field<bool>(j, "zero_idioms", true));
+    ECPI_ASSIGN_OR_RETURN(m.overlap_blocks_, field<bool>(j, "overlap_blocks", true));
+    if (m.dispatch_width_ < 1 || m.retire_width_ < 1 || m.rob_size_ < 1 || m.sample_skid_ < 0 ||
+        m.loop_iterations_ < 2)
+        return Error("machine model: widths and rob_size must be >= 1, sample_skid >= 0, loop_iterations >= 2");
+
+    std::map<std::string, int> port_index;
+    if (!j.contains("ports") || !j["ports"].is_object()) return Error("machine model: \"ports\" object missing");
+    for (const auto& [name, count] : j["ports"].items()) {
+        if (!count.is_number_integer() || count.get<int>() < 1) return Error("machine model: port " + name + " count");
+        port_index[name] = static_cast<int>(m.port_counts_.size());
+        m.port_counts_.push_back(count.get<int>());
+    }
+    if (!j.contains("classes") || !j["classes"].is_object()) return Error("machine model: \"classes\" object missing");
+    std::map<std::string, std::size_t> class_index;
+    for (const auto& [name, c] : j["classes"].items()) {
+        InstructionClass ic;
+        ic.name = name;
+        ic.latency = c.value("latency", 1.0);
+        ic.uops = c.value("uops", 1);
+        ic.occupancy = c.value("occupancy", 1.0);
+        ic.unknown = c.value("unknown", false);
+        if (c.contains("port") && !c["port"].is_null()) {
+            auto p = port_index.find(c["port"].get<std::string>());
+            if (p == port_index.end()) return Error("machine model: class " + name + " names an unknown port");
+            ic.port = p->second;
+        }
+        ic.stack_op = name == "push" || name == "pop" || name == "call" || name == "ret";
+        ic.pure_load = name == "load" || name == "pop";
+        ic.stores_itself = name == "store" || name == "push" || name == "call";
+        class_index[name] = m.classes_.size();
+        m.classes_.push_back(ic);
+    }
+    auto need_class = [&](const std::string& name) -> Result<std::size_t> {
+        auto it = class_index.find(name);
+        if (it == class_index.end()) return Error("machine model: no class \"" + name + "\"");
+        return it->second;
+    };
+    if (j.contains("mnemonics"))
+        for (const auto& [mn, cls] : j["mnemonics"].items()) {
+            ECPI_ASSIGN_OR_RETURN(auto c, need_class(cls.get<std::string>()));
+            m.by_mnemonic_.emplace(mn, c);
+        }
+    if (j.contains("prefixes"))
+        for (const auto& pair : j["prefixes"]) {
+            ECPI_ASSIGN_OR_RETURN(auto c, need_class(pair.at(1).get<std::string>()));
+            m.by_prefix_.emplace_back(pair.at(0).get<std::string>(), c);
+        }
+    ECPI_ASSIGN_OR_RETURN(m.default_class_, need_class(j.value("default_class", "alu")));
+    ECPI_ASSIGN_OR_RETURN(m.default_vector_class_, need_class(j.value("default_vector_class", "vec_alu")));
+    ECPI_ASSIGN_OR_RETURN(m.load_class_, need_class("load"));
+    ECPI_ASSIGN_OR_RETURN(m.store_class_, need_class("store"));
+    ECPI_ASSIGN_OR_RETURN(m.nop_class_, need_class("nop"));
+    return m;
+}
+
+const InstructionClass& MachineModel::classify(const DecodedInstruction& insn) const {
+    std::string_view mn = insn.mnemonic;
+    for (const auto& [prefix, cls] : by_prefix_)
+        if (mn.substr(0, prefix.size()) == prefix && prefix.back() == ' ') return classes_[cls];
+    for (std::string_view strip : {"bnd ", "notrack ", "repz ", "rep "})
+        if (mn.substr(0, strip.size()) == strip) mn.remove_prefix(strip.size());
+    if (auto it = by_mnemonic_.find(mn); it != by_mnemonic_.end()) {
+        const auto& c = classes_[it->second];
+        // mov to/from memory: a plain load or store
+        if (c.name == "move" || c.name == "vec_move") {
+            if (insn.stores) return classes_[store_class_];
+            if (insn.loads) return classes_[load_class_];
+        }
+        return c;
+    }
+    if (mn.size() > 1 && mn[0] == 'v') {  // AVX form of an SSE instruction
+        if (auto it = by_mnemonic_.find(mn.substr(1)); it != by_mnemonic_.end()) {
+            const auto& c = classes_[it->second];
+            if (c.name == "vec_move") {
+                if (insn.stores) return classes_[store_class_];
+                if (insn.loads) return classes_[load_class_];
+            }
+            return c;
+        }
+    }
+    for (const auto& [prefix, cls] : by_prefix_)
+        if (mn.substr(0, prefix.size()) == prefix) return classes_[cls];
+    return classes_[insn.vector ? default_vector_class_ : default_class_];
+}
+
+// ---------------------------------------------------------------------------
+// The simulation
+
+namespace {
+
+constexpr std::size_t kRegisters = 512;
+constexpr std::uint32_t kNoProducer = std::numeric_limits<std::uint32_t>::max();
+// Longest code sequence simulated for one block (loops are repeated up to it).
+constexpr std::size_t kMaxSimulated = 2048;
+// How far back a unique-predecessor chain is followed for context.
+constexpr std::size_t kMaxContextInstructions = 48;
+
+bool fusible_with_jcc(unsigned id) {
+    return id == X86_INS_CMP || id == X86_INS_TEST || id == X86_INS_ADD || id == X86_INS_SUB || id == X86_INS_AND ||
+           id == X86_INS_INC || id == X86_INS_DEC;
+}
+
+}  // namespace
+
+struct MachineModel::Simulation {
+    struct Step {
+        const DecodedInstruction* insn;
+        const InstructionClass* cls;
+        bool segment_start;  // first of the sequence or right after a call: wait unknown
+    };
+    struct Out {
+        std::vector<double> wait;
+        std::vector<bool> wait_known;
+        std::vector<std::uint32_t> producer;  // position of the critical producer, or kNoProducer
+    };
+
+    // The result is reused by the next call on the same thread.
+    static const Out& run(const MachineModel& model, const std::vector<Step>& steps) {
+        static thread_local Out out;
+        const std::size_t n = steps.size();
+        out.wait.assign(n, 0);
+        out.wait_known.assign(n, true);
+        out.producer.assign(n, kNoProducer);
+        // Per-register state, reused across calls (run is called once per block).
+        static thread_local std::vector<double> reg_ready;
+        static thread_local std::vector<std::uint32_t> reg_producer;
+        reg_ready.assign(kRegisters, 0);
+        reg_producer.assign(kRegisters, kNoProducer);
+        // Port use per cycle (a calendar per port group), so an instruction
+        // issues in the first cycle at or after it is ready with a free unit
+        // of its group, however late older instructions issue: execution is
+        // out of order. Units that are not pipelined (occupancy > 1, e.g. the
+        // divider) are also kept busy for their occupancy.
+        static thread_local std::vector<std::vector<std::uint8_t>> calendar;
+        static thread_local std::vector<std::vector<double>> busy_until;
+        calendar.resize(model.port_counts_.size());
+        busy_until.resize(model.port_counts_.size());
+        for (std::size_t g = 0; g < calendar.size(); ++g) {
+            calendar[g].clear();
+            busy_until[g].assign(static_cast<std::size_t>(model.port_counts_[g]), 0);
+        }
+        int load_group = model.classes_[model.load_class_].port;
+        struct StoreRecord {
+            MemoryOperand mem;
+            double data_ready;
+            bool valid;  // false once a register of its address is written
+        };
+        std::array<StoreRecord, 16> stores{};
+        std::size_t store_count = 0;
+        std::vector<double> retire(n, 0);
+        double dispatch_cycle = 0;
+        int dispatch_used = 0;
+        double last_retire = 0;
+        int retire_used = 0;
+
+        auto take_port = [&](int group, double ready, double occupancy) {
+            if (group < 0) return ready;
+            const auto g = static_cast<std::size_t>(group);
+            const int units = model.port_counts_[g];
+            auto& cal = calendar[g];
+            std::size_t cycle = static_cast<std::size_t>(ready);
+            if (occupancy > 1) {
+                // A non-pipelined unit: the earliest unit free at or after `ready`.
+                auto best = std::min_element(busy_until[g].begin(), busy_until[g].end());
+                double start = std::max(ready, *best);
+                *best = start + occupancy;
+                cycle = static_cast<std::size_t>(start);
+            }
+            for (;; ++cycle) {
+                if (cycle >= cal.size()) cal.resize(cycle + 64, 0);
+                if (cal[cycle] < units) break;
+            }
+            ++cal[cycle];
+            return std::max(ready, static_cast<double>(cycle));
+        };
+
+        for (std::size_t p = 0; p < n; ++p) {
+            const DecodedInstruction& d = *steps[p].insn;
+            const InstructionClass& cls = *steps[p].cls;
+            bool stack_op = cls.stack_op;
+            bool eliminated = (model.zero_idioms_ && d.zero_idiom) ||
+                              (model.move_elimination_ && d.reg_move && !d.vector);
+            int uops = cls.uops;
+            if (d.stores && !cls.stores_itself)
+                uops += 1;  // read-modify-write: the store is a separate fused uop
+            if (model.macro_fusion_ && d.flow == FlowKind::kCondJump && p > 0 &&
+                fusible_with_jcc(steps[p - 1].insn->id) && !steps[p - 1].insn->loads)
+                uops = 0;
+
+            // Dispatch in order, dispatch_width uops per cycle, bounded by the ROB.
+            if (dispatch_used + uops > model.dispatch_width_) {
+                dispatch_cycle += 1;
+                dispatch_used = 0;
+            }
+            dispatch_used += uops;
+            double dispatched = dispatch_cycle;
+            if (p >= static_cast<std::size_t>(model.rob_size_))
+                dispatched = std::max(dispatched, retire[p - static_cast<std::size_t>(model.rob_size_)]);
+            dispatch_cycle = std::max(dispatch_cycle, dispatched);
+
+            // A memory source is read by a load uop that needs only the
+            // address registers; the operation then waits for the loaded
+            // value and its other register operands.
+            auto is_address = [&](std::uint16_t r) {
+                return d.loads && (r == d.memory.base || r == d.memory.index);
+            };
+            double ready = dispatched, address_ready = dispatched;
+            std::uint32_t producer = kNoProducer, address_producer = kNoProducer;
+            for (auto r : d.reads) {
+                if (stack_op && r == kStackPointer) continue;  // the stack engine tracks rsp at decode
+                if (is_address(r)) {
+                    if (reg_ready[r] > address_ready) {
+                        address_ready = reg_ready[r];
+                        address_producer = reg_producer[r];
+                    }
+                } else if (reg_ready[r] > ready) {
+                    ready = reg_ready[r];
+                    producer = reg_producer[r];
+                }
+            }
+            double operands = ready;
+            bool pure_load = cls.pure_load;
+            if (d.loads) {
+                double start = take_port(load_group, address_ready, 1);
+                double data = start + model.load_latency_;
+                for (std::size_t k = 0; k < std::min(store_count, stores.size()); ++k) {
+                    const auto& s = stores[k];
+                    if (s.valid && s.mem == d.memory && s.data_ready + model.store_forward_latency_ > data)
+                        data = s.data_ready + model.store_forward_latency_;
+                }
+                if (data > operands) {
+                    operands = data;
+                    producer = address_producer;
+                }
+            }
+            double complete;
+            if (eliminated) {
+                complete = operands;
+            } else if (pure_load) {
+                complete = operands;
+            } else {
+                double start = take_port(cls.port, operands, cls.occupancy);
+                complete = start + cls.latency;
+            }
+            if (d.stores) {
+                stores[store_count % stores.size()] = {d.memory, complete, true};
+                ++store_count;
+            }
+            for (auto r : d.writes) {
+                for (auto& s : stores)
+                    if (s.mem.base == r || s.mem.index == r) s.valid = false;
+                if (stack_op && r == kStackPointer) continue;
+                reg_ready[r] = complete;
+                reg_producer[r] = static_cast<std::uint32_t>(p);
+            }
+            // Retire in order, retire_width uops per cycle.
+            double r = std::max(complete, last_retire);
+            int retire_uops = uops;  // a macro-fused jcc retires with its cmp
+            if (r == last_retire && retire_used + retire_uops > model.retire_width_) r = last_retire + 1;
+            if (r > last_retire) retire_used = 0;
+            retire_used += retire_uops;
+            out.wait[p] = r - (p == 0 ? 0 : last_retire);
+            retire[p] = r;
+            last_retire = r;
+            out.producer[p] = producer;
+            out.wait_known[p] = !steps[p].segment_start && !cls.unknown && d.flow != FlowKind::kTrap;
+        }
+        return out;
+    }
+};
+
+std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
+    const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
+    std::vector<BlockTiming> timings(nb);
+    auto real_preds = [&](std::uint32_t b) {
+        std::vector<std::uint32_t> preds;
+        for (auto e : cfg.blocks[b].in_edges) {
+            std::uint32_t from = cfg.edges[e].from;
+            if (from != kEntryBlock && std::find(preds.begin(), preds.end(), from) == preds.end()) preds.push_back(from);
+        }
+        return preds;
+    };
+    // Each instruction is classified once (classify compares strings).
+    std::vector<const InstructionClass*> classes(cfg.instructions.size());
+    for (std::size_t i = 0; i < classes.size(); ++i) classes[i] = &classify(cfg.instructions[i]);
+    auto append_block = [&](std::vector<Simulation::Step>& steps, std::uint32_t b) {
+        const auto& blk = cfg.blocks[b];
+        for (std::uint32_t i = 0; i < blk.count; ++i) {
+            const auto* insn = &cfg.instructions[blk.first + i];
+            bool after_call = !steps.empty() && (steps.back().insn->flow == FlowKind::kCall ||
+                                                 steps.back().insn->flow == FlowKind::kIndirectCall);
+            steps.push_back({insn, classes[blk.first + i], steps.empty() || after_call});
+        }
+    };
+
+    std::vector<Simulation::Step> steps;  // reused for every block
+    for (std::uint32_t b = 0; b < nb; ++b) {
+        const auto& blk = cfg.blocks[b];
+        BlockTiming& t = timings[b];
+        auto preds = real_preds(b);
+
+        // A cycle through b: a self-loop, or a latch (a predecessor at or
+        // after b) from which unique predecessors lead back to b.
+        std::vector<std::uint32_t> cycle;
+        if (std::find(preds.begin(), preds.end(), b) != preds.end()) {
+            cycle = {b};
+        } else {
+            std::vector<std::uint32_t> latches;
+            for (auto p : preds)
+                if (cfg.instructions[cfg.blocks[p].first].address >= cfg.instructions[blk.first].address)
+                    latches.push_back(p);
+            if (latches.size() == 1) {
+                std::vector<std::uint32_t> path = {latches[0]};
+                std::size_t len = cfg.blocks[latches[0]].count + blk.count;
+                while (path.back() != b && len < kMaxSimulated / 2) {
+                    auto pp = real_preds(path.back());
+                    if (pp.size() != 1) break;
+                    if (pp[0] != b && std::find(path.begin(), path.end(), pp[0]) != path.end()) break;
+                    path.push_back(pp[0]);
+                    len += cfg.blocks[pp[0]].count;
+                }
+                if (path.back() == b) {
+                    // path: latch ... b (walking backwards); the cycle in program order starts at b.
+                    cycle.assign(path.rbegin(), path.rend());  // b ... latch
+                }
+            }
+        }
+
+        // An out-of-order core overlaps a block's latencies with the code
+        // around it, so a block on no cycle is timed as if it ran back to
+        // back with itself: only its recurrences and resources bound it.
+        bool repeated_alone = false;
+        if (cycle.empty() && overlap_blocks_) {
+            cycle = {b};
+            repeated_alone = true;
+        }
+
+        steps.clear();
+        std::size_t block_pos = 0;  // position of b's first instruction in `steps` (the last repetition)
+        // Where b starts in the repetitions that are averaged (the second
+        // half): a steady state can alternate, e.g. a 4-instruction block on
+        // an 8-wide core retires two executions per cycle.
+        std::vector<std::size_t> rep_starts;
+        if (!cycle.empty()) {
+            std::size_t len = 0;
+            for (auto c : cycle) len += cfg.blocks[c].count;
+            // A block repeated only to overlap it with itself settles in a
+            // few repetitions; a real loop gets loop_iterations.
+            int wanted = repeated_alone ? std::min(loop_iterations_, 4) : loop_iterations_;
+            int reps = std::max(2, std::min(wanted, static_cast<int>(kMaxSimulated / std::max<std::size_t>(len, 1))));
+            for (int r = 0; r < reps; ++r) {
+                if (r >= reps / 2) rep_starts.push_back(steps.size());
+                for (auto c : cycle) append_block(steps, c);
+            }
+            block_pos = rep_starts.back();
+            t.steady_state = !repeated_alone;
+            t.has_context = true;
+        } else if (preds.size() == 1 && preds[0] != b) {
+            // Unique predecessor chain, oldest first.
+            std::vector<std::uint32_t> chain = {preds[0]};
+            std::size_t len = cfg.blocks[preds[0]].count;
+            while (len < kMaxContextInstructions) {
+                auto pp = real_preds(chain.back());
+                if (pp.size() != 1 || std::find(chain.begin(), chain.end(), pp[0]) != chain.end() || pp[0] == b) break;
+                chain.push_back(pp[0]);
+                len += cfg.blocks[pp[0]].count;
+            }
+            for (auto it = chain.rbegin(); it != chain.rend(); ++it) append_block(steps, *it);
+            block_pos = steps.size();
+            t.has_context = true;
+        }
+        if (cycle.empty()) {
+            block_pos = steps.size();
+            append_block(steps, b);
+        }
+        if (rep_starts.empty()) rep_starts.push_back(block_pos);
+        const double reps_averaged = static_cast<double>(rep_starts.size());
+        const auto& sim = Simulation::run(*this, steps);
+
+        t.m.assign(blk.count, 0);
+        t.known.assign(blk.count, false);
+        t.span_start.resize(blk.count);
+        t.wait.assign(blk.count, 0);
+        t.cycles = 0;
+        for (std::uint32_t i = 0; i < blk.count; ++i) {
+            for (auto start : rep_starts) t.wait[i] += sim.wait[start + i] / reps_averaged;
+            t.cycles += t.wait[i];
+            t.span_start[i] = i;
+        }
+        // The profile charges W_j to the instruction `skid` places later.
+        const std::size_t skid = static_cast<std::size_t>(sample_skid_);
+        for (std::uint32_t i = 0; i < blk.count; ++i) {
+            std::size_t pos = block_pos + i;
+            if (pos < skid) continue;
+            std::size_t src = pos - skid;  // the instruction whose wait lands on i
+            const DecodedInstruction& si = *steps[src].insn;
+            if (!sim.wait_known[src]) continue;
+            if (si.flow == FlowKind::kCall || si.flow == FlowKind::kIndirectCall) continue;  // the callee's ret lands here
+            for (auto start : rep_starts) t.m[i] += sim.wait[start + i - skid] / reps_averaged;
+            t.known[i] = true;
+            std::uint32_t prod = sim.producer[src];
+            if (prod != kNoProducer && prod >= block_pos && prod + skid + 1 < pos) {
+                std::uint32_t start = static_cast<std::uint32_t>(prod + skid + 1 - block_pos);
+                bool all_known = true;
+                for (std::uint32_t k = start; k < i; ++k) all_known = all_known && t.known[k];
+                if (all_known) t.span_start[i] = start;
+            }
+        }
+    }
+    return timings;
+}
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,123 @@
+#!/bin/bash
+# Accuracy of `ecpi calc` execution counts against the truth (DCPI 6.2,
+# Figure 8). Each workload is profiled natively with `ecpi record` and run
+# under `valgrind --tool=callgrind --dump-instr=yes`, which counts every
+# instruction exactly; bench/accuracy/compare.py extrapolates callgrind's
+# counts to the profiled run and prints the histogram. Not a test: it takes a
+# few minutes and its figures go to docs/ACCURACY.md (tests/bpf/calc_accuracy.sh
+# keeps a looser floor).
+#
+# Usage: bench/accuracy.sh [WORKLOAD...]     (default: all)
+#   ECPI=path/to/ecpi  (default build/loader/ecpi)   OUT=dir  (default /tmp/ecpi-accuracy)
+#   FREQ=samples/s (default 10000)   CC=gcc|clang   MHZ=clock rate (default: measured)
+#   MACHINE=model (default x86_64-generic)   REUSE=1: re-analyze the last run's profiles
+# Needs root (perf events + BPF), valgrind, python3 and a C compiler; the
+# real-program workload (sed, whose hot code is glibc's regex engine) needs
+# libc6-dbg for glibc's symbols.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+ECPI=${ECPI:-$here/../build/loader/ecpi}
+OUT=${OUT:-/tmp/ecpi-accuracy}
+FREQ=${FREQ:-10000}
+CC=${CC:-gcc}
+MACHINE=${MACHINE:-x86_64-generic}
+# name:native repetitions (callgrind runs 1 and 2 repetitions)
+ALL="loops:80000 branchy:16000 chase:10 interp:6000 calls:3000 sed:20"
+want=${*:-loops branchy chase interp calls sed}
+
+mkdir -p "$OUT/bin"
+echo "ecpi calc accuracy: $(uname -n), kernel $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "  $(nproc) CPUs, /proc/cpuinfo clock $(grep -m1 'cpu MHz' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') MHz, sampling at $FREQ Hz, $CC, model $MACHINE"
+
+$CC -O2 -o "$OUT/bin/clock" "$here/accuracy/clock.c"
+rows=()
+for spec in $ALL; do
+    name=${spec%%:*}
+    reps=${spec##*:}
+    [[ " $want " == *" $name "* ]] || continue
+    db="$OUT/$name.db"
+    [[ -n ${REUSE:-} ]] || rm -rf "$db"
+    if [[ $name == sed ]]; then
+        # A real program from a Debian package: sed's hot code is glibc's
+        # regex engine (symbols and lines from libc6-dbg).
+        if ! ls /usr/lib/debug/.build-id >/dev/null 2>&1; then
+            echo "  sed: skipped (install libc6-dbg for glibc's symbols)"
+            continue
+        fi
+        python3 - "$OUT/text.txt" <<'EOF'
+import random, sys
+random.seed(1)
+words = ['alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta', 'eta', 'theta']
+with open(sys.argv[1], 'w') as f:
+    for i in range(10000):
+        f.write(' '.join(random.choice(words) + str(random.randint(0, 999)) for _ in range(8)) + '\n')
+EOF
+        cat > "$OUT/bin/sed-runs" <<EOF
+#!/bin/sh
+# Runs sed \$1 times on the same input.
+i=0
+while [ \$i -lt \$1 ]; do sed -E 's/([a-z]+)([0-9]+)/\\2\\1/g' "$OUT/text.txt" > /dev/null; i=\$((i + 1)); done
+EOF
+        chmod +x "$OUT/bin/sed-runs"
+        prog=("$OUT/bin/sed-runs")
+        image=libc.so.6
+    else
+        [[ -n ${REUSE:-} ]] || $CC -O2 -g -o "$OUT/bin/$name" "$here/accuracy/$name.c"
+        prog=("$OUT/bin/$name")
+        image="$OUT/bin/$name"
+    fi
+    if [[ -n ${REUSE:-} && -f "$OUT/$name.mhz" ]]; then
+        # REUSE=1: keep the profiles and callgrind counts of the last run; only re-analyze.
+        mhz=$(cat "$OUT/$name.mhz")
+        secs=0
+    else
+    if [[ -n ${MHZ:-} ]]; then
+        mhz=$MHZ
+    else
+        mhz=$("$OUT/bin/clock")
+    fi
+    start=$(date +%s.%N)
+    "$ECPI" record -q -F "$FREQ" -o "$db" -- "${prog[@]}" "$reps" > /dev/null
+    secs=$(echo "$(date +%s.%N) - $start" | bc)
+    if [[ -z ${MHZ:-} ]]; then mhz=$(( (mhz + $("$OUT/bin/clock")) / 2 )); fi
+    # Each sample also pays for its own interrupt (in a VM, a timer exit), so a
+    # sample period holds fewer of the program's cycles than period x clock.
+    # Cycles per sample, measured: the clock x the unprofiled CPU time / the
+    # profiled run's samples (for the profiled processes), as an effective MHz.
+    cpu=$( { /usr/bin/time -f '%U %S' "${prog[@]}" "$reps" > /dev/null; } 2>&1 | tail -1 | awk '{print $1 + $2}')
+    samples=$("$ECPI" prof "$db" --format json | python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"]["cpu-clock"]["samples"])')
+    period_ns=$("$ECPI" prof "$db" --format json | python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"]["cpu-clock"]["period"])')
+    raw_mhz=$mhz
+    mhz=$(python3 -c "print(round($mhz * $cpu / ($samples * $period_ns * 1e-9)))")
+    for r in 1 2; do
+        [[ $name == sed && $r == 2 ]] && continue  # one run per repetition: counts are proportional
+        if [[ $name == sed ]]; then
+            valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$OUT/$name.cg$r" \
+                sed -E 's/([a-z]+)([0-9]+)/\2\1/g' "$OUT/text.txt" > /dev/null 2> "$OUT/$name.cg$r.log"
+        else
+            valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$OUT/$name.cg$r" \
+                "${prog[@]}" "$r" > /dev/null 2> "$OUT/$name.cg$r.log"
+        fi
+    done
+    echo "$mhz" > "$OUT/$name.mhz"
+    fi
+    if [[ $name == sed ]]; then cg2="$OUT/$name.cg1"; else cg2="$OUT/$name.cg2"; fi
+    "$ECPI" calc --all "$db" --image "$image" --machine "$MACHINE" --cpu-mhz "$mhz" --format json --no-lines \
+        > "$OUT/$name.calc.json"
+    "$ECPI" calc --all "$db" --image "$image" --machine "$MACHINE" --format json --no-lines \
+        > "$OUT/$name.calc-recorded-clock.json"
+    python3 "$here/accuracy/compare.py" rows "$name" "$OUT/$name.calc.json" "$reps" "$OUT/$name.cg1" 1 "$cg2" 2 \
+        > "$OUT/$name.rows"
+    python3 "$here/accuracy/compare.py" rows "$name" "$OUT/$name.calc-recorded-clock.json" "$reps" "$OUT/$name.cg1" 1 \
+        "$cg2" 2 > "$OUT/$name.recorded.rows"
+    printf '  %-8s %6s reps, %5.1f s profiled, clock %s MHz, %s s CPU unprofiled, %s samples: effective %s MHz\n' \
+        "$name" "$reps" "$secs" "${raw_mhz:-?}" "${cpu:-?}" "${samples:-?}" "$mhz"
+    rows+=("$OUT/$name")
+done
+echo
+echo "### With the measured clock rate (--cpu-mhz)"
+python3 "$here/accuracy/compare.py" report "${rows[@]/%/.rows}"
+echo
+echo "### With the clock rate recorded in the epoch (/proc/cpuinfo)"
+python3 "$here/accuracy/compare.py" report "${rows[@]/%/.recorded.rows}" | sed -n '/all workloads/,/confidence of all/p'

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Compares `ecpi calc --format json` execution counts with callgrind's exact
+per-instruction counts (DCPI 6.2, Figure 8).
+
+  compare.py rows NAME CALC_JSON REPS CG1 R1 CG2 R2 > rows.tsv
+      One row per sampled instruction: workload, procedure, address, samples,
+      estimated executions, true executions, confidence. The true count for
+      REPS repetitions is extrapolated from two callgrind runs with R1 and R2
+      repetitions (the workloads' counts are affine in the repetitions); with
+      CG1 == CG2 it is CG1's count * REPS / R1 (one run per repetition).
+  compare.py report ROWS.tsv...
+      DCPI Figure 8's histogram (share of samples per error bucket), the
+      shares within 5/10/15%, and the confidence of the bad estimates.
+"""
+import collections
+import json
+import os
+import sys
+
+
+def parse_callgrind(path):
+    """{object path: {runtime address: self Ir}} and {object: {fn: min address}}."""
+    costs = collections.defaultdict(lambda: collections.defaultdict(int))
+    fn_min = collections.defaultdict(dict)
+    names = {"ob": {}, "fn": {}, "fl": {}}
+    ob = fn = None
+    last = [0, 0]
+    skip_next = False
+    positions = 2
+
+    def name(kind, text):
+        text = text.strip()
+        if text.startswith("("):
+            close = text.index(")")
+            ident = text[1:close]
+            rest = text[close + 1:].strip()
+            if rest:
+                names[kind][ident] = rest
+            return names[kind].get(ident, rest)
+        return text
+
+    def pos(tok, i):
+        if tok == "*":
+            return last[i]
+        if tok[0] in "+-":
+            return last[i] + int(tok, 0)
+        return int(tok, 0)
+
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            c = line[0]
+            if c.isdigit() or c in "+-*":
+                toks = line.split()
+                p = [pos(toks[i], i) for i in range(positions)]
+                last[:] = p
+                if skip_next:
+                    skip_next = False
+                    continue
+                ir = int(toks[positions]) if len(toks) > positions else 0
+                costs[ob][p[0]] += ir
+                prev = fn_min[ob].get(fn)
+                if prev is None or p[0] < prev:
+                    fn_min[ob][fn] = p[0]
+                continue
+            if line.startswith("positions:"):
+                positions = len(line.split()[1:])
+            elif line.startswith("ob="):
+                ob = name("ob", line[3:])
+            elif line.startswith("fn="):
+                fn = name("fn", line[3:])
+            elif line.startswith(("cob=", "cfn=", "cfi=", "cfl=", "fl=", "fi=", "fe=")):
+                key = line.split("=", 1)[0]
+                kind = {"cob": "ob", "cfn": "fn"}.get(key, "fl")
+                name(kind, line.split("=", 1)[1])
+            elif line.startswith("calls="):
+                skip_next = True  # the next line is the call's inclusive cost
+            elif line.startswith(("jump=", "jcnd=")):
+                pass
+    return costs, fn_min
+
+
+def same_file(a, b):
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except OSError:
+        return a == b
+
+
+def rows(args):
+    name, calc_json, reps, cg1, r1, cg2, r2 = args
+    reps, r1, r2 = float(reps), float(r1), float(r2)
+    calc = json.load(open(calc_json))
+    c1, fmin1 = parse_callgrind(cg1)
+    c2, _ = parse_callgrind(cg2)
+    out = []
+    by_image = collections.defaultdict(list)
+    for p in calc["procedures"]:
+        by_image[p["image"]].append(p)
+    for image, procs in by_image.items():
+        obs = [o for o in c1 if o and same_file(o, image)]
+        if not obs:
+            print(f"warning: {image} not in callgrind output", file=sys.stderr)
+            continue
+        ob = obs[0]
+        # Load bias: runtime address - ELF address, the most common over the
+        # procedures whose entry callgrind saw.
+        deltas = collections.Counter()
+        for p in procs:
+            base = p["name"].split("(")[0]
+            if base in fmin1[ob]:
+                deltas[fmin1[ob][base] - int(p["start"], 16)] += 1
+        if not deltas:
+            print(f"warning: no common procedure names for {image}", file=sys.stderr)
+            continue
+        delta = deltas.most_common(1)[0][0]
+        for p in procs:
+            for ins in p["instructions"]:
+                if ins["samples"] == 0:
+                    continue
+                a = int(ins["address"], 16) + delta
+                n1 = c1[ob].get(a, 0)
+                n2 = c2.get(ob, {}).get(a, 0)
+                if cg1 == cg2:  # one run per repetition: exactly proportional
+                    true = n1 * reps / r1
+                else:
+                    true = n1 + (n2 - n1) * (reps - r1) / (r2 - r1)
+                out.append((name, p["name"], ins["address"], ins["samples"], ins["executions"], true,
+                            ins["confidence"]))
+    for r in out:
+        print("\t".join(str(x) for x in r))
+
+
+BUCKETS = [(-1e9, -0.45)] + [(lo / 100, (lo + 5) / 100) for lo in range(-45, 45, 5)] + [(0.45, 1e9)]
+
+
+def bucket_label(lo, hi):
+    if lo < -1:
+        return "< -45%"
+    if hi > 1:
+        return ">= +45%"
+    return f"{lo * 100:+.0f}%..{hi * 100:+.0f}%"
+
+
+def report(paths):
+    data = []
+    for path in paths:
+        for line in open(path):
+            f = line.rstrip("\n").split("\t")
+            if len(f) < 7:
+                continue
+            data.append((f[0], f[1], f[2], int(f[3]), float(f[4]), float(f[5]), f[6]))
+    if not data:
+        print("no rows")
+        return 1
+
+    def summarize(rows, title):
+        total = sum(r[3] for r in rows)
+        hist = collections.Counter()
+        within = {5: 0, 10: 0, 15: 0}
+        bad_conf = collections.Counter()
+        conf_all = collections.Counter()
+        for _, _, _, s, est, true, conf in rows:
+            err = (est - true) / true if true > 0 else (1e9 if est > 0 else 0)
+            for lo, hi in BUCKETS:
+                if lo <= err < hi:
+                    hist[(lo, hi)] += s
+            for k in within:
+                if abs(err) <= k / 100:
+                    within[k] += s
+            conf_all[conf] += s
+            if abs(err) > 0.15:
+                bad_conf[conf] += s
+        print(f"== {title}: {len(rows)} sampled instructions, {total} samples")
+        for k in (5, 10, 15):
+            print(f"   within {k:2d}%: {100 * within[k] / total:5.1f}% of samples")
+        bad = sum(bad_conf.values())
+        if bad:
+            shares = ", ".join(f"{c} {100 * bad_conf[c] / bad:.0f}%" for c in ("low", "medium", "high"))
+            print(f"   off by >15%: {100 * bad / total:.1f}% of samples, rated {shares}")
+        shares = ", ".join(f"{c} {100 * conf_all[c] / total:.0f}%" for c in ("low", "medium", "high"))
+        print(f"   confidence of all samples: {shares}")
+        return hist, total
+
+    per_workload = collections.OrderedDict()
+    for r in data:
+        per_workload.setdefault(r[0], []).append(r)
+    for name, rs in per_workload.items():
+        summarize(rs, name)
+    hist, total = summarize(data, "all workloads")
+    print("\nFigure 8: samples by error of the estimated execution count (estimate/true - 1)")
+    for lo, hi in BUCKETS:
+        share = 100 * hist[(lo, hi)] / total
+        print(f"   {bucket_label(lo, hi):>14} {share:5.1f}% {'#' * int(round(share / 2))}")
+    return 0
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    if sys.argv[1] == "rows" and len(sys.argv) == 9:
+        rows(sys.argv[2:])
+        return 0
+    if sys.argv[1] == "report":
+        return report(sys.argv[2:])
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+// `ecpi calc`: DCPI's dcpicalc (Figure 2 without the culprit column, which
+// is the next analysis). For one procedure (or every sampled procedure):
+// the CFG, frequency classes, machine-model timing and frequency estimates,
+// then per block the best-case and actual CPI and per instruction the
+// samples, estimated execution count, CPI, confidence and source line.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ecpi/analyze/frequency.h"
+#include "ecpi/analyze/symbolizer.h"
+#include "ecpi/result.h"
+#include "ecpi/store/profile.h"
+
+namespace ecpi::analyze {
+
+struct CalcOptions {
+    std::string procedure;                    // name (exact, or unique loose match); ignored with `all`
+    bool all = false;                         // every sampled procedure of every image
+    bool unsampled = false;                   // with `all`: every procedure of the images, sampled or not
+    std::optional<std::string> image;         // only images whose path equals this or ends with "/" + it
+    std::string event;                        // "" = cycles if recorded, else cpu-clock, else the first
+    std::optional<double> cpu_mhz;            // override the clock rate recorded in the epoch
+    std::string machine = "x86_64-generic";   // a built-in model name or a JSON file
+    bool lines = true;                        // look up source lines (DWARF)
+    bool summary = false;                     // keep per-procedure figures only (no blocks, instructions, edges)
+};
+
+struct CalcInstruction {
+    std::uint64_t address = 0;
+    std::string text;
+    std::uint64_t samples = 0;
+    double best_cycles = 0;                   // M_i (model, in the profile's attribution)
+    bool best_known = false;
+    double executions = 0;                    // estimated execution count
+    std::optional<double> cpi;                // cycles per execution (none when executions == 0)
+    Confidence confidence = Confidence::kLow;
+    std::string file;                         // source file:line from DWARF ("" when none)
+    int line = 0;
+};
+
+struct CalcBlock {
+    std::uint32_t index = 0;
+    std::uint64_t address = 0;
+    std::uint32_t first = 0, count = 0;       // instruction range in CalcProcedure::instructions
+    std::uint32_t frequency_class = 0;
+    std::uint64_t samples = 0;
+    double executions = 0;
+    double best_cycles = 0;                   // best-case cycles per execution
+    double best_cpi = 0;                      // best_cycles / instructions
+    std::optional<double> actual_cpi;         // samples * P / executions / instructions
+    Confidence confidence = Confidence::kLow;
+    EstimateSource source = EstimateSource::kNone;
+    bool steady_state = false;
+};
+
+struct CalcEdge {
+    std::uint32_t from = 0, to = 0;           // block indices; kEntryBlock / kExitBlock
+    EdgeKind kind = EdgeKind::kFallThrough;
+    std::uint32_t frequency_class = 0;
+    double executions = 0;
+};
+
+struct CalcProcedure {
+    std::string name;
+    std::string image;                        // recorded path
+    std::string build_id;
+    std::uint64_t start = 0, end = 0;
+    std::uint64_t samples = 0;
+    double invocations = 0;                   // estimated calls
+    double best_cpi = 0;                      // weighted by estimated executions
+    std::optional<double> actual_cpi;
+    std::uint32_t frequency_classes = 0;
+    bool missing_edges = false;
+    std::vector<std::uint64_t> unresolved_jumps;
+    std::uint32_t jump_tables = 0;
+    std::vector<CalcBlock> blocks;
+    std::vector<CalcInstruction> instructions;
+    std::vector<CalcEdge> edges;
+};
+
+struct CalcReport {
+    std::string database;                     // set by the caller
+    std::string epoch;
+    std::string event;
+    std::uint64_t period = 0;                 // in the event's unit
+    double period_cycles = 0;                 // P
+    double cpu_mhz = 0;
+    std::string clock_source;                 // where cpu_mhz came from, said in the output
+    std::string machine;
+    std::vector<CalcProcedure> procedures;    // hottest first with --all
+    std::vector<std::string> warnings;
+    bool summary = false;                     // procedures carry no blocks, instructions or edges
+    double analysis_seconds = 0;
+    std::uint64_t analyzed_bytes = 0;         // code bytes analyzed
+};
+
+// The analysis of one procedure from its code and its per-address samples;
+// the building block of run_calc, exposed for tests and the accuracy bench.
+struct ProcedureInput {
+    std::string name;
+    std::uint64_t start = 0, end = 0;
+    const ImageBytes* image = nullptr;        // code and jump tables
+    std::function<std::string(std::uint64_t)> name_at;  // for no-return calls
+    std::map<std::uint64_t, std::uint64_t> samples;      // address -> samples
+    // Samples of an event counting retired instructions (address -> samples)
+    // and its period; empty/0 when not recorded.
+    std::map<std::uint64_t, std::uint64_t> instruction_samples;
+    double instruction_period = 0;
+    bool details = true;                      // false: leave blocks, instructions and edges out
+};
+[[nodiscard]] Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const MachineModel& model,
+                                                      double period_cycles, const EstimatorOptions& options = {});
+
+[[nodiscard]] Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOptions& options,
+                                          Symbolizer& symbolizer);
+
+std::string render_calc_text(const CalcReport& report);
+// {"schema":"ecpi.calc","version":1,...}; documented in docs/json-schema.md.
+nlohmann::json render_calc_json(const CalcReport& report);
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,105 @@
+// A static model of an x86-64 core that gives, for every instruction of a
+// basic block, M_i: the minimum number of cycles the profile should charge to
+// instruction i per execution when there are no dynamic stalls (DCPI 6.1.3).
+//
+// DCPI scheduled each block on an in-order Alpha and took M_i as the cycles
+// i spent at the head of the issue queue. An out-of-order x86 core has no
+// such queue head; what a clock interrupt observes is retirement. So the
+// model is an idealized out-of-order core (dispatch and retire widths, ports,
+// per-class latencies and uop counts, read from a JSON file under
+// analyze/machine/ so other cores can be added) simulated over the block: W_j
+// is the number of cycles instruction j keeps retirement waiting (retire_j -
+// retire_{j-1}). A timer interrupt is taken once the oldest instruction
+// retires, so on x86 the sample lands `sample_skid` instructions later: M_i =
+// W_{i - skid}. docs/MACHINE_MODEL.md lists every assumption.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ecpi/analyze/cfg.h"
+#include "ecpi/result.h"
+
+namespace ecpi::analyze {
+
+struct InstructionClass {
+    std::string name;
+    double latency = 1;        // cycles from operands ready to result (plus the load latency for a memory source)
+    int uops = 1;              // fused-domain uops (dispatch and retire slots)
+    int port = -1;             // port group index, -1: none
+    double occupancy = 1;      // cycles the port stays busy (1: pipelined)
+    bool unknown = false;      // data-dependent timing (rep string ops, serializing): M unknown
+    // Derived from the name when the model is loaded (the simulation's hot path).
+    bool stack_op = false;     // push, pop, call, ret: rsp is updated at decode (stack engine)
+    bool pure_load = false;    // load, pop: the result is the loaded value
+    bool stores_itself = false;// store, push, call: the memory write is the instruction itself
+};
+
+// Timing of one basic block.
+struct BlockTiming {
+    // Per instruction of the block, in the profile's attribution (after skid):
+    // the best-case cycles charged to it per execution; valid where known[i].
+    std::vector<double> m;
+    std::vector<bool> known;
+    // For an issue point i, the first instruction of the span since the
+    // instruction producing its critical operand (DCPI 6.1.3's ratio over a
+    // span): the span is [span_start[i], i]. span_start[i] == i when there is
+    // no producer in the block or nothing between them.
+    std::vector<std::uint32_t> span_start;
+    // W_j: cycles instruction j keeps retirement waiting (before skid).
+    std::vector<double> wait;
+    double cycles = 0;         // best-case cycles per execution of the block (sum of wait)
+    bool steady_state = false; // timed as a loop iteration in steady state
+    bool has_context = false;  // timed after the code that precedes it (a loop or a unique predecessor)
+};
+
+class MachineModel {
+public:
+    // A built-in model by name ("x86_64-generic") or a JSON file path.
+    static Result<MachineModel> load(std::string_view name_or_path);
+    static Result<MachineModel> from_json(const nlohmann::json& json);
+    static std::vector<std::string> builtin_names();
+    static constexpr const char* kDefault = "x86_64-generic";
+
+    const std::string& name() const { return name_; }
+    int sample_skid() const { return sample_skid_; }
+
+    // The class an instruction is timed with (memory operands add the load
+    // latency and store uops on top of it).
+    const InstructionClass& classify(const DecodedInstruction& insn) const;
+
+    // Times every block of the CFG: a block that is a loop on its own, or on
+    // a simple cycle of blocks through its latch, in steady state over several
+    // iterations; a block with a unique predecessor after that predecessor;
+    // any other block from an idle machine with its first instructions'
+    // M unknown.
+    std::vector<BlockTiming> time_blocks(const Cfg& cfg) const;
+
+private:
+    struct Simulation;
+    std::string name_;
+    int dispatch_width_ = 4;
+    int retire_width_ = 4;
+    int rob_size_ = 224;
+    double load_latency_ = 5;
+    double store_forward_latency_ = 5;
+    int sample_skid_ = 1;
+    int loop_iterations_ = 8;
+    bool macro_fusion_ = true;
+    bool move_elimination_ = true;
+    bool zero_idioms_ = true;
+    bool overlap_blocks_ = true;
+    std::vector<int> port_counts_;
+    std::vector<InstructionClass> classes_;
+    std::map<std::string, std::size_t, std::less<>> by_mnemonic_;
+    std::vector<std::pair<std::string, std::size_t>> by_prefix_;
+    std::size_t default_class_ = 0, default_vector_class_ = 0;
+    std::size_t load_class_ = 0, store_class_ = 0, nop_class_ = 0;
+};
+
+}  // namespace ecpi::analyze

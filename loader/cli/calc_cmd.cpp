@@ -1,0 +1,93 @@
+// ecpi calc: execution counts and CPI per instruction (DCPI's dcpicalc, Figure 2).
+#include <cstdio>
+#include <iostream>
+
+#include "cli_common.h"
+#include "ecpi/analyze/calc.h"
+#include "ecpi/store/profile.h"
+
+namespace ecpi::cli {
+namespace {
+
+struct CalcArgs {
+    std::string procedure;
+    std::string database = "ecpi.db";
+    std::string image;
+    std::string epoch;
+    std::string event;
+    std::string machine = analyze::MachineModel::kDefault;
+    std::optional<double> cpu_mhz;
+    bool all = false;
+    bool unsampled = false;
+    bool summary = false;
+    bool no_lines = false;
+    Format format = Format::kText;
+    CLI::Option* database_option = nullptr;
+};
+
+int run_calc(CalcArgs args) {
+    // `ecpi calc --all DB`: the one positional is the database.
+    if (args.all && !args.procedure.empty() && args.database_option->count() == 0) {
+        args.database = args.procedure;
+        args.procedure.clear();
+    }
+    if (args.all == !args.procedure.empty())
+        throw UsageError{args.all ? "give either PROCEDURE or --all, not both" : "give a PROCEDURE or --all"};
+    if (args.cpu_mhz && *args.cpu_mhz <= 0) throw UsageError{"--cpu-mhz must be positive"};
+    if (args.unsampled && !args.all) throw UsageError{"--unsampled goes with --all"};
+    auto db = unwrap(store::Database::open(args.database, store::Database::Mode::kReadOnly));
+    std::string epoch = args.epoch;
+    if (epoch.empty()) {
+        auto epochs = unwrap(db.epochs());
+        if (epochs.empty()) throw RuntimeError{args.database + " holds no epochs yet: record into it first"};
+        epoch = epochs.back();
+    }
+    auto contents = unwrap(db.read_epoch(epoch));
+    analyze::CalcOptions options;
+    options.procedure = args.procedure;
+    options.all = args.all;
+    options.unsampled = args.unsampled;
+    options.summary = args.summary;
+    if (!args.image.empty()) options.image = args.image;
+    options.event = args.event;
+    options.cpu_mhz = args.cpu_mhz;
+    options.machine = args.machine;
+    options.lines = !args.no_lines;
+    analyze::Symbolizer symbolizer({.database = db.path()});
+    auto report = unwrap(analyze::run_calc(contents, options, symbolizer));
+    report.database = args.database;
+    if (args.format == Format::kJson) {
+        std::cout << analyze::render_calc_json(report).dump(2) << "\n";
+    } else {
+        std::cout << analyze::render_calc_text(report);
+        for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi calc: warning: %s\n", w.c_str());
+    }
+    return kExitOk;
+}
+
+void add_calc_verb(CLI::App& root, std::vector<Verb>& verbs) {
+    auto args = std::make_shared<CalcArgs>();
+    auto* app = root.add_subcommand("calc", "Execution counts and CPI per instruction of a procedure (DCPI's dcpicalc)");
+    app->add_option("procedure", args->procedure, "Procedure name (exact, or without parameters/namespace)");
+    args->database_option =
+        app->add_option("database", args->database, "Profile database directory")->default_str("ecpi.db");
+    app->add_flag("--all", args->all, "Every sampled procedure of every image");
+    app->add_flag("--unsampled", args->unsampled,
+                  "With --all: every procedure of the profiled images, sampled or not (CFG coverage, speed)");
+    app->add_option("--image", args->image, "Only procedures of this image (path, path suffix or file name)");
+    app->add_option("--epoch", args->epoch, "Epoch to read (default: the newest)");
+    app->add_option("-e,--event", args->event, "Event to analyze (default: cycles if recorded, else cpu-clock)");
+    app->add_option("--machine", args->machine, "Machine model: a built-in name or a JSON file")
+        ->default_str(analyze::MachineModel::kDefault);
+    app->add_option("--cpu-mhz", args->cpu_mhz, "Clock rate turning clock periods into cycles (default: as recorded)");
+    app->add_flag("--summary", args->summary, "One line per procedure (no blocks or instructions)");
+    app->add_flag("--no-lines", args->no_lines, "Do not look up source lines");
+    add_format_option(*app, args->format);
+    app->footer("\nExamples:\n  ecpi calc main ecpi.db\n  ecpi calc --all ecpi.db --format json\n");
+    verbs.push_back({app, [args] { return run_calc(*args); }});
+}
+
+const VerbRegistration kRegistration(40, add_calc_verb);
+}  // namespace
+
+}  // namespace ecpi::cli

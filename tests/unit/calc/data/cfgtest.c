@@ -1,0 +1,65 @@
+/* Functions with known control flow for the CFG tests (tests/unit/calc):
+ * a dense switch (a jump table), a call to abort() (no-return), a tail call,
+ * a counted loop and a loop that never exits. Built with GCC (PIE and
+ * non-PIE) and Clang when installed; the tests check the CFG, not the output. */
+#include <stdio.h>
+#include <stdlib.h>
+
+volatile int sink;
+
+__attribute__((noinline)) int dispatch(int op, int x)
+{
+	switch (op) {
+	case 0: return x + 1;
+	case 1: return x * 3;
+	case 2: return x - 7;
+	case 3: return x ^ 0x55;
+	case 4: return x << 2;
+	case 5: return x >> 1;
+	case 6: return -x;
+	case 7: return x * x;
+	default: return 0;
+	}
+}
+
+__attribute__((noinline)) int checked(int x)
+{
+	if (x < 0)
+		abort();
+	return x * 2;
+}
+
+__attribute__((noinline)) int leaf(int x)
+{
+	sink = x;
+	return x + 1;
+}
+
+__attribute__((noinline)) int tail(int x)
+{
+	return leaf(x * 5);
+}
+
+__attribute__((noinline)) long counted(const long *v, int n)
+{
+	long s = 0;
+	for (int i = 0; i < n; i++)
+		s += v[i];
+	return s;
+}
+
+__attribute__((noinline, noreturn)) void forever(void)
+{
+	for (;;)
+		sink++;
+}
+
+int main(int argc, char **argv)
+{
+	long v[4] = {1, 2, 3, 4};
+	(void)argv;
+	if (argc > 5)
+		forever();
+	printf("%d %d %d %ld\n", dispatch(argc, 3), checked(argc), tail(argc), counted(v, 4));
+	return 0;
+}

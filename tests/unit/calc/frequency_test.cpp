@@ -1,0 +1,162 @@
+// Frequency estimation (DCPI 6.1.3 - 6.1.5) on hand-made CFGs, timings and
+// samples whose true frequencies are known.
+#include <doctest/doctest.h>
+
+#include "ecpi/analyze/frequency.h"
+
+using namespace ecpi::analyze;
+
+namespace {
+
+struct Fixture {
+    Cfg cfg;
+    std::vector<BlockTiming> timing;
+
+    // A block of `m.size()` instructions with the given M_i (all known).
+    std::uint32_t add_block(const std::vector<double>& m) {
+        auto b = static_cast<std::uint32_t>(cfg.blocks.size());
+        BasicBlock blk;
+        blk.first = static_cast<std::uint32_t>(cfg.instructions.size());
+        blk.count = static_cast<std::uint32_t>(m.size());
+        for (std::size_t i = 0; i < m.size(); ++i) {
+            DecodedInstruction d;
+            d.address = 0x1000 + cfg.instructions.size() * 4;
+            d.size = 4;
+            cfg.instructions.push_back(d);
+            cfg.instruction_block.push_back(b);
+        }
+        cfg.blocks.push_back(blk);
+        BlockTiming t;
+        t.m = m;
+        t.known.assign(m.size(), true);
+        for (std::uint32_t i = 0; i < m.size(); ++i) t.span_start.push_back(i);
+        t.wait = m;
+        for (double x : m) t.cycles += x;
+        timing.push_back(t);
+        return b;
+    }
+    void edge(std::uint32_t from, std::uint32_t to, EdgeKind kind = EdgeKind::kJump) {
+        auto e = static_cast<std::uint32_t>(cfg.edges.size());
+        cfg.edges.push_back({from, to, kind});
+        if (from != kEntryBlock) cfg.blocks[from].out_edges.push_back(e);
+        if (to != kExitBlock) cfg.blocks[to].in_edges.push_back(e);
+    }
+    // S_i = F * M_i for every instruction of block b (rounded).
+    void sample(std::vector<std::uint64_t>& s, std::uint32_t b, double f) {
+        for (std::uint32_t i = 0; i < cfg.blocks[b].count; ++i)
+            s[cfg.blocks[b].first + i] = static_cast<std::uint64_t>(f * timing[b].m[i] + 0.5);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a loop's frequency from its issue points, ignoring a stalled one") {
+    Fixture fx;
+    auto pre = fx.add_block({1, 1});
+    auto loop = fx.add_block({1, 0, 2, 1, 0, 1, 1, 0});
+    auto post = fx.add_block({1, 1});
+    fx.edge(kEntryBlock, pre, EdgeKind::kEntry);
+    fx.edge(pre, loop, EdgeKind::kFallThrough);
+    fx.edge(loop, loop, EdgeKind::kBranch);
+    fx.edge(loop, post, EdgeKind::kFallThrough);
+    fx.edge(post, kExitBlock, EdgeKind::kReturn);
+    std::vector<std::uint64_t> s(fx.cfg.instructions.size(), 0);
+    fx.sample(s, loop, 1000);
+    s[fx.cfg.blocks[loop].first + 5] += 40000;  // a cache miss at one instruction every time
+    auto fc = frequency_classes(fx.cfg);
+    auto est = estimate_frequencies(fx.cfg, fc, fx.timing, s);
+    CHECK(est.block_frequency[loop] == doctest::Approx(1000).epsilon(0.02));
+    CHECK(est.block_source[loop] == EstimateSource::kIssuePoints);
+    CHECK(est.block_confidence[loop] != Confidence::kLow);
+    // The pre-header and exit block have no samples: flow cannot split the
+    // loop's count into entries and back edges, so they stay unknown (0).
+    CHECK(est.block_frequency[pre] == doctest::Approx(0));
+}
+
+TEST_CASE("a class with few samples uses sum S / sum M with low confidence") {
+    Fixture fx;
+    auto b = fx.add_block({1, 2, 1});
+    fx.edge(kEntryBlock, b, EdgeKind::kEntry);
+    fx.edge(b, kExitBlock, EdgeKind::kReturn);
+    std::vector<std::uint64_t> s = {2, 3, 3};
+    auto fc = frequency_classes(fx.cfg);
+    auto est = estimate_frequencies(fx.cfg, fc, fx.timing, s);
+    CHECK(est.block_frequency[b] == doctest::Approx(2.0));
+    CHECK(est.block_source[b] == EstimateSource::kSampleTotal);
+    CHECK(est.block_confidence[b] == Confidence::kLow);
+}
+
+TEST_CASE("local propagation fills a diamond's unsampled arm, never below zero") {
+    auto build = [](Fixture& fx) {
+        auto a = fx.add_block({1, 1, 1, 1});
+        auto b = fx.add_block({1, 1, 1, 1});
+        auto c = fx.add_block({1, 1, 1, 1});
+        auto d = fx.add_block({1, 1, 1, 1});
+        fx.edge(kEntryBlock, a, EdgeKind::kEntry);
+        fx.edge(a, b, EdgeKind::kBranch);
+        fx.edge(a, c, EdgeKind::kFallThrough);
+        fx.edge(b, d, EdgeKind::kJump);
+        fx.edge(c, d, EdgeKind::kFallThrough);
+        fx.edge(d, kExitBlock, EdgeKind::kReturn);
+        return std::array<std::uint32_t, 4>{a, b, c, d};
+    };
+    {
+        Fixture fx;
+        auto [a, b, c, d] = build(fx);
+        std::vector<std::uint64_t> s(fx.cfg.instructions.size(), 0);
+        fx.sample(s, a, 100);
+        fx.sample(s, b, 70);
+        fx.sample(s, d, 100);
+        auto fc = frequency_classes(fx.cfg);
+        CHECK(fc.block_class[a] == fc.block_class[d]);
+        auto est = estimate_frequencies(fx.cfg, fc, fx.timing, s);
+        CHECK(est.block_frequency[c] == doctest::Approx(30).epsilon(0.02));
+        CHECK(est.block_source[c] == EstimateSource::kPropagated);
+        CHECK(est.invocations == doctest::Approx(100).epsilon(0.02));
+        for (double f : est.edge_frequency) CHECK(f >= 0);
+    }
+    {
+        // The arm's estimate exceeds the block above it: the other arm is 0, not negative.
+        Fixture fx;
+        auto [a, b, c, d] = build(fx);
+        std::vector<std::uint64_t> s(fx.cfg.instructions.size(), 0);
+        fx.sample(s, a, 100);
+        fx.sample(s, b, 150);
+        auto fc = frequency_classes(fx.cfg);
+        auto est = estimate_frequencies(fx.cfg, fc, fx.timing, s);
+        CHECK(est.block_frequency[c] == doctest::Approx(0));
+        (void)d;
+    }
+    {
+        // Missing edges: no propagation, the unsampled arm is simply unknown.
+        Fixture fx;
+        auto [a, b, c, d] = build(fx);
+        fx.cfg.missing_edges = true;
+        std::vector<std::uint64_t> s(fx.cfg.instructions.size(), 0);
+        fx.sample(s, a, 100);
+        fx.sample(s, b, 70);
+        auto fc = frequency_classes(fx.cfg);
+        auto est = estimate_frequencies(fx.cfg, fc, fx.timing, s);
+        CHECK_FALSE(est.propagated);
+        CHECK(est.block_source[c] == EstimateSource::kNone);
+        CHECK(est.block_frequency[b] == doctest::Approx(70).epsilon(0.02));
+        (void)d;
+    }
+}
+
+TEST_CASE("samples of a counted-instructions event give the frequency directly") {
+    Fixture fx;
+    auto b = fx.add_block({0, 0, 0, 0});  // no issue points at all
+    fx.edge(kEntryBlock, b, EdgeKind::kEntry);
+    fx.edge(b, kExitBlock, EdgeKind::kReturn);
+    std::vector<std::uint64_t> s(4, 10);
+    EstimatorOptions opt;
+    opt.instruction_samples = {100, 100, 100, 100};  // 400 samples of 4 instructions
+    opt.instruction_period = 1000;                   // retired instructions per sample
+    opt.cycle_period = 500;                          // cycles per cycle sample
+    auto fc = frequency_classes(fx.cfg);
+    auto est = estimate_frequencies(fx.cfg, fc, fx.timing, s, opt);
+    // executions = 100 * 1000 = 100000 = F * P -> F = 200
+    CHECK(est.block_frequency[b] == doctest::Approx(200));
+    CHECK(est.block_source[b] == EstimateSource::kInstructionCounts);
+}

@@ -1,0 +1,114 @@
+// The machine model: the built-in models load; steady-state timing of small
+// loops matches their recurrences and resources; M_i follows the sample skid.
+#include <doctest/doctest.h>
+
+#include <numeric>
+
+#include "ecpi/analyze/machine_model.h"
+
+using namespace ecpi::analyze;
+
+namespace {
+
+// A CFG of one block that loops on itself (a self edge), from raw bytes.
+Cfg self_loop(std::vector<std::uint8_t> bytes) {
+    auto insns = decode_x86_64(0x1000, bytes);
+    REQUIRE(insns.ok());
+    return build_cfg(0x1000, 0x1000 + bytes.size(), std::move(*insns), {});
+}
+
+MachineModel model(const char* name = MachineModel::kDefault) {
+    auto m = MachineModel::load(name);
+    REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message()));
+    return std::move(m).value();
+}
+
+}  // namespace
+
+TEST_CASE("built-in machine models load and reject bad documents") {
+    auto names = MachineModel::builtin_names();
+    CHECK(std::find(names.begin(), names.end(), "x86_64-generic") != names.end());
+    for (const auto& n : names) CHECK(MachineModel::load(n).ok());
+    CHECK_FALSE(MachineModel::load("no-such-model").ok());
+    CHECK_FALSE(MachineModel::from_json(nlohmann::json{{"schema", "ecpi.machine"}, {"version", 2}}).ok());
+    CHECK_FALSE(MachineModel::from_json(nlohmann::json{{"schema", "other"}}).ok());
+}
+
+TEST_CASE("instruction classes") {
+    auto m = model();
+    const std::uint8_t code[] = {
+        0x48, 0x0f, 0xaf, 0xc1,        // imul rax, rcx
+        0x48, 0xf7, 0xf9,              // idiv rcx
+        0x48, 0x8b, 0x07,              // mov rax, qword ptr [rdi]
+        0x48, 0x89, 0x07,              // mov qword ptr [rdi], rax
+        0xf2, 0x0f, 0x58, 0xc1,        // addsd xmm0, xmm1
+        0xc5, 0xfb, 0x58, 0xc1,        // vaddsd xmm0, xmm0, xmm1
+    };
+    auto insns = decode_x86_64(0, code);
+    REQUIRE(insns.ok());
+    REQUIRE(insns->size() == 6);
+    CHECK(m.classify((*insns)[0]).name == "imul");
+    CHECK(m.classify((*insns)[1]).name == "div");
+    CHECK(m.classify((*insns)[2]).name == "load");
+    CHECK(m.classify((*insns)[3]).name == "store");
+    CHECK(m.classify((*insns)[4]).name == "fp_add");
+    CHECK(m.classify((*insns)[5]).name == "fp_add");
+}
+
+TEST_CASE("steady state of a pointer-chasing loop: two dependent loads per iteration") {
+    auto m = model();
+    // 0: mov rax, [rdi]; mov rdi, [rax]; sub rsi, 1; jne 0
+    Cfg cfg = self_loop({0x48, 0x8b, 0x07, 0x48, 0x8b, 0x38, 0x48, 0x83, 0xee, 0x01, 0x75, 0xf4});
+    REQUIRE(cfg.blocks.size() == 1);
+    auto t = m.time_blocks(cfg);
+    CHECK(t[0].steady_state);
+    CHECK(t[0].cycles == doctest::Approx(10));  // 2 x load latency 5
+    // With skid 1, each load's wait is charged to the instruction after it.
+    CHECK(t[0].m[1] == doctest::Approx(5));
+    CHECK(t[0].m[2] == doctest::Approx(5));
+    CHECK(t[0].m[0] == doctest::Approx(0));
+    for (bool k : t[0].known) CHECK(k);
+}
+
+TEST_CASE("steady state of independent adds is bound by the dispatch width") {
+    auto m = model();
+    // 8 independent adds to 8 registers, then sub/jne (fused): 9 uops on a 4-wide core.
+    std::vector<std::uint8_t> code = {
+        0x48, 0x83, 0xc0, 0x01,  // add rax, 1
+        0x48, 0x83, 0xc1, 0x01,  // add rcx, 1
+        0x48, 0x83, 0xc2, 0x01,  // add rdx, 1
+        0x48, 0x83, 0xc3, 0x01,  // add rbx, 1
+        0x49, 0x83, 0xc0, 0x01,  // add r8, 1
+        0x49, 0x83, 0xc1, 0x01,  // add r9, 1
+        0x49, 0x83, 0xc2, 0x01,  // add r10, 1
+        0x49, 0x83, 0xc3, 0x01,  // add r11, 1
+        0x48, 0x83, 0xee, 0x01,  // sub rsi, 1
+    };
+    std::int8_t back = static_cast<std::int8_t>(-static_cast<int>(code.size()) - 2);
+    code.push_back(0x75);
+    code.push_back(static_cast<std::uint8_t>(back));
+    Cfg cfg = self_loop(code);
+    auto t = m.time_blocks(cfg);
+    CHECK(t[0].cycles >= 2.0);
+    CHECK(t[0].cycles <= 3.0);
+}
+
+TEST_CASE("a dependent imul chain runs at the imul latency") {
+    auto m = model();
+    // imul rax, rax; imul rax, rax; sub rsi, 1; jne
+    Cfg cfg = self_loop({0x48, 0x0f, 0xaf, 0xc0, 0x48, 0x0f, 0xaf, 0xc0, 0x48, 0x83, 0xee, 0x01, 0x75, 0xf2});
+    auto t = m.time_blocks(cfg);
+    CHECK(t[0].cycles == doctest::Approx(6));
+}
+
+TEST_CASE("a straight-line block after a call: the instruction after the call has no known M") {
+    auto m = model();
+    // call +0 (to the next instruction's address, outside nothing); add rax, 1; ret
+    const std::uint8_t code[] = {0xe8, 0x00, 0x10, 0x00, 0x00, 0x48, 0x83, 0xc0, 0x01, 0xc3};
+    auto insns = decode_x86_64(0x1000, code);
+    REQUIRE(insns.ok());
+    Cfg cfg = build_cfg(0x1000, 0x1000 + sizeof code, std::move(*insns), {});
+    auto t = m.time_blocks(cfg);
+    REQUIRE(cfg.blocks.size() == 1);
+    CHECK_FALSE(t[0].known[1]);  // the callee's ret lands on it
+}
