@@ -150,6 +150,24 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     }
     FrequencyEstimate est = estimate_frequencies(cfg, fc, timing, samples, est_options);
 
+    CulpritInput ci_in;
+    ci_in.cfg = &cfg;
+    ci_in.timing = &timing;
+    ci_in.estimate = &est;
+    ci_in.samples = samples;
+    ci_in.period_cycles = period_cycles;
+    ci_in.model = &model;
+    ci_in.kernel_sampled = input.kernel_sampled;
+    auto bounding = [&](const char* event, EventSamples& out) {
+        auto it = input.bounding_events.find(event);
+        if (it == input.bounding_events.end() || it->second.period <= 0) return;
+        out.per_instruction = per_instruction(it->second.samples);
+        out.period = it->second.period;
+    };
+    bounding("branch-misses", ci_in.branch_misses);
+    bounding("cache-misses", ci_in.cache_misses);
+    CulpritAnalysis culprits = find_culprits(ci_in);
+
     CalcProcedure proc;
     proc.name = input.name;
     proc.start = input.start;
@@ -159,6 +177,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     proc.unresolved_jumps = cfg.unresolved_jumps;
     proc.jump_tables = static_cast<std::uint32_t>(cfg.jump_tables.size());
     proc.invocations = est.invocations * period_cycles;
+    proc.stalls = culprits.summary;
     double weighted_best = 0, weighted_insns = 0, weighted_samples = 0;
     for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b) {
         const auto& blk = cfg.blocks[b];
@@ -190,6 +209,14 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
             ci.executions = cb.executions;
             if (f > 0) ci.cpi = static_cast<double>(samples[k]) / f;
             ci.confidence = cb.confidence;
+            const auto& st = culprits.instructions[k];
+            ci.static_cycles = st.static_cycles;
+            ci.dynamic_cycles = st.dynamic_cycles;
+            for (const auto& c : st.culprits) {
+                CalcCulprit cc{c.cause, c.cycles_min, c.cycles_max, std::nullopt};
+                if (c.instruction != kNoInstruction) cc.instruction = in[c.instruction].address;
+                ci.culprits.push_back(cc);
+            }
             cb.samples += samples[k];
             proc.instructions.push_back(std::move(ci));
         }
@@ -239,7 +266,10 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
     const store::EventMeta* meta = nullptr;
     if (auto it = contents.meta.events.find(report.event); it != contents.meta.events.end()) meta = &it->second;
     for (const auto& p : contents.profiles)
-        if (p.event == report.event && p.period) report.period = p.period;
+        if (p.event == report.event) {
+            if (p.period) report.period = p.period;
+            for (const auto& oc : p.merged()) report.event_samples += oc.count;
+        }
     if (report.period == 0 && meta) report.period = meta->period;
     if (report.period == 0) return Error("no sampling period recorded for " + report.event);
 
@@ -268,9 +298,16 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
         double period = 0;
     };
     std::map<store::ImageId, InstructionCounts> instruction_profiles;
-    for (const auto& p : contents.profiles)
+    // Events that bound stall causes (culprits.h), per image.
+    std::map<std::pair<store::ImageId, std::string>, InstructionCounts> bounding_profiles;
+    bool kernel_sampled = false;
+    for (const auto& p : contents.profiles) {
         if (p.event == "instructions" && p.period > 0)
             instruction_profiles[p.image] = {p.merged(), static_cast<double>(p.period)};
+        if ((p.event == "branch-misses" || p.event == "cache-misses") && p.period > 0)
+            bounding_profiles[{p.image, p.event}] = {p.merged(), static_cast<double>(p.period)};
+        if (p.event == report.event && p.image.path == store::kKernelImage) kernel_sampled = true;
+    }
 
     // Samples per procedure.
     std::vector<const store::ImageProfile*> images;
@@ -386,14 +423,24 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
         input.image = bytes_cache[sp.image].get();
         input.samples = sp.samples;
         input.details = !options.summary;
-        if (auto ins = instruction_profiles.find(ip.image); ins != instruction_profiles.end()) {
-            const auto& merged = ins->second.counts;
+        // The samples of [start, end) of a merged per-image profile.
+        auto slice = [&sp](const InstructionCounts& ic, std::map<std::uint64_t, std::uint64_t>& out) {
+            const auto& merged = ic.counts;
             auto lo = std::lower_bound(merged.begin(), merged.end(), sp.start,
                                        [](const store::OffsetCount& oc, std::uint64_t a) { return oc.offset < a; });
-            for (auto it = lo; it != merged.end() && it->offset < sp.end; ++it)
-                input.instruction_samples[it->offset] += it->count;
+            for (auto it = lo; it != merged.end() && it->offset < sp.end; ++it) out[it->offset] += it->count;
+        };
+        if (auto ins = instruction_profiles.find(ip.image); ins != instruction_profiles.end()) {
+            slice(ins->second, input.instruction_samples);
             input.instruction_period = ins->second.period;
         }
+        for (const char* ev : {"branch-misses", "cache-misses"})
+            if (auto bp = bounding_profiles.find({ip.image, ev}); bp != bounding_profiles.end()) {
+                auto& profile = input.bounding_events[ev];
+                slice(bp->second, profile.samples);
+                profile.period = bp->second.period;
+            }
+        input.kernel_sampled = kernel_sampled;
         input.name_at = [&table](std::uint64_t a) -> std::string {
             const Symbol* s = table->lookup(a);
             return s && s->start == a ? s->name : std::string();
@@ -405,6 +452,16 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
         }
         proc->image = ip.image.path;
         proc->build_id = ip.image.build_id;
+        if (options.all) {
+            auto it = std::find_if(report.images.begin(), report.images.end(),
+                                   [&](const CalcImageSummary& s) { return s.image == ip.image.path && s.build_id == ip.image.build_id; });
+            if (it == report.images.end()) {
+                report.images.push_back({ip.image.path, ip.image.build_id, 0, {}});
+                it = std::prev(report.images.end());
+            }
+            it->procedures += 1;
+            it->stalls.add(proc->stalls);
+        }
         if (options.summary) {
             report.analyzed_bytes += sp.end - sp.start;
             report.procedures.push_back(std::move(proc).value());
@@ -439,6 +496,132 @@ std::string count_text(double v) {
     return fmt("%.0f", v);
 }
 
+// DCPI Figure 4's lines for a tally: (label, min %, max %), with "" labels
+// for separators. Percentages are of the cycles tallied.
+struct SummaryLine {
+    std::string label;
+    double min = 0, max = 0;
+    bool range = false;
+    const char* key = nullptr;  // JSON key
+};
+
+std::vector<SummaryLine> summary_lines(const StallSummary& s) {
+    std::vector<SummaryLine> out;
+    const double total = s.total_cycles > 0 ? s.total_cycles : 1;
+    auto pct = [total](double v) { return 100.0 * v / total; };
+    for (std::size_t c = 0; c < kStallCauses; ++c) {
+        auto cause = static_cast<StallCause>(c);
+        if (!is_dynamic(cause) || cause == StallCause::kUnexplained) continue;
+        out.push_back({stall_cause_title(cause), pct(s.min[c]), pct(s.max[c]), true, stall_cause_name(cause)});
+    }
+    const auto u = static_cast<std::size_t>(StallCause::kUnexplained);
+    out.push_back({"", 0, 0, false, nullptr});
+    out.push_back({"Unexplained stall", pct(s.min[u]), pct(s.max[u]), true, "unexplained_stall"});
+    out.push_back({"Unexplained gain", pct(s.unexplained_gain), pct(s.unexplained_gain), true, "unexplained_gain"});
+    out.push_back({"-", 0, 0, false, nullptr});
+    out.push_back({"Subtotal dynamic", pct(s.dynamic_stall()), 0, false, "subtotal_dynamic"});
+    out.push_back({"", 0, 0, false, nullptr});
+    for (std::size_t c = 0; c < kStallCauses; ++c) {
+        auto cause = static_cast<StallCause>(c);
+        if (is_dynamic(cause)) continue;
+        out.push_back({stall_cause_title(cause), pct(s.min[c]), 0, false,
+                       cause == StallCause::kStaticDivider ? "divider_latency" : stall_cause_name(cause)});
+    }
+    out.push_back({"-", 0, 0, false, nullptr});
+    out.push_back({"Subtotal static", pct(s.static_stall()), 0, false, "subtotal_static"});
+    out.push_back({"-", 0, 0, false, nullptr});
+    out.push_back({"Total stall", pct(s.dynamic_stall() + s.static_stall()), 0, false, "total_stall"});
+    out.push_back({"Execution", pct(s.execution), 0, false, "execution"});
+    out.push_back({"Net sampling error", pct(s.sampling_error), 0, false, "net_sampling_error"});
+    out.push_back({"-", 0, 0, false, nullptr});
+    out.push_back({"Total tallied",
+                   pct(s.execution + s.static_stall() + s.dynamic_stall() + s.sampling_error), 0, false,
+                   "total_tallied"});
+    return out;
+}
+
+void render_summary(std::ostringstream& o, const StallSummary& s, std::uint64_t event_samples) {
+    char buf[200];
+    const double insns = s.executed_instructions;
+    auto cpi = [insns](double cycles) { return insns > 0 ? fmt("%.2f", cycles / insns) : std::string("n/a"); };
+    std::snprintf(buf, sizeof buf, "*** Best-case %.0f/%.0f = %s CPI\n", s.best_cycles, insns, cpi(s.best_cycles).c_str());
+    o << buf;
+    std::snprintf(buf, sizeof buf, "*** Actual    %.0f/%.0f = %s CPI\n", s.total_cycles - s.sampling_error, insns,
+                  cpi(s.total_cycles - s.sampling_error).c_str());
+    o << buf << "***\n";
+    for (const auto& l : summary_lines(s)) {
+        if (l.label.empty()) {
+            o << "***\n";
+        } else if (l.label == "-") {
+            o << "*** " << std::string(52, '-') << "\n";
+        } else if (l.range) {
+            std::snprintf(buf, sizeof buf, "*** %-34s %6.1f%% to %6.1f%%\n", l.label.c_str(), l.min, l.max);
+            o << buf;
+        } else {
+            std::snprintf(buf, sizeof buf, "*** %-34s %6.1f%%\n", l.label.c_str(), l.min);
+            o << buf;
+        }
+    }
+    double share = event_samples ? 100.0 * static_cast<double>(s.samples) / static_cast<double>(event_samples) : 0;
+    std::snprintf(buf, sizeof buf, "*** (%" PRIu64 " samples, %.1f%% of all samples)\n", s.samples, share);
+    o << buf;
+}
+
+nlohmann::json summary_json(const StallSummary& s, std::uint64_t event_samples) {
+    using nlohmann::json;
+    const double insns = s.executed_instructions;
+    json j = {{"samples", s.samples},
+              {"share_of_all_samples", event_samples ? static_cast<double>(s.samples) / static_cast<double>(event_samples) : 0.0},
+              {"total_cycles", s.total_cycles},
+              {"best_case_cycles", s.best_cycles},
+              {"executed_instructions", insns},
+              {"best_cpi", insns > 0 ? json(s.best_cycles / insns) : json(nullptr)},
+              {"actual_cpi", insns > 0 ? json((s.total_cycles - s.sampling_error) / insns) : json(nullptr)}};
+    json dynamic = json::object(), stat = json::object(), totals = json::object();
+    bool in_static = false;
+    for (const auto& l : summary_lines(s)) {
+        if (!l.key) continue;
+        std::string key = l.key;
+        if (key == "subtotal_dynamic") in_static = true;
+        if (l.range)
+            dynamic[key] = {{"min_percent", l.min}, {"max_percent", l.max}};
+        else if (in_static && key != "subtotal_dynamic" && key.rfind("subtotal", 0) != 0 && key != "total_stall" &&
+                 key != "execution" && key != "net_sampling_error" && key != "total_tallied")
+            stat[key] = l.min;
+        else
+            totals[key] = l.min;
+    }
+    j["dynamic"] = dynamic;
+    j["static"] = stat;
+    for (auto& [k, v] : totals.items()) j[k + "_percent"] = v;
+    return j;
+}
+
+// Stalls shown in the listing: at least a cycle per execution, on an
+// instruction with a visible share of the procedure's samples.
+bool shows_stall(const CalcInstruction& ci, std::uint64_t procedure_samples) {
+    return ci.samples * 200 >= procedure_samples && ci.samples >= 10 &&
+           std::max(ci.dynamic_cycles, 0.0) + ci.static_cycles >= 1.0;
+}
+
+// The bubble letters of an instruction's culprits (dynamic first), each once.
+std::string culprit_letters(const CalcInstruction& ci) {
+    std::string letters;
+    for (const auto& c : ci.culprits)
+        if (letters.find(stall_cause_letter(c.cause)) == std::string::npos) letters += stall_cause_letter(c.cause);
+    return letters;
+}
+
+std::string culprit_column(const CalcInstruction& ci) {
+    std::string out;
+    for (const auto& c : ci.culprits) {
+        if (!c.instruction) continue;
+        std::string item = std::string(1, stall_cause_letter(c.cause)) + "@" + hex(*c.instruction);
+        if (out.find(item) == std::string::npos) out += (out.empty() ? "" : " ") + item;
+    }
+    return out;
+}
+
 std::string source_text(const CalcInstruction& ci) {
     if (ci.file.empty()) return "";
     return std::filesystem::path(ci.file).filename().string() + ":" + std::to_string(ci.line);
@@ -456,6 +639,13 @@ std::string render_calc_text(const CalcReport& r) {
              "scale with that clock rate.";
     o << "\nMachine model " << r.machine << "; samples land one instruction after the one that kept\n"
          "retirement waiting (timer interrupts on x86), and Min/CPI are charged the same way.\n";
+    if (r.summary && r.images.empty()) {
+        for (const auto& p : r.procedures) {
+            o << "\n" << p.name << "  (" << p.image << ")\n";
+            render_summary(o, p.stalls, r.event_samples);
+        }
+        return o.str();
+    }
     if (r.summary) {
         o << "\n" << r.procedures.size() << " procedures, " << r.analyzed_bytes << " bytes of code analyzed in "
           << fmt("%.2f", r.analysis_seconds) << " s\n\n";
@@ -471,8 +661,24 @@ std::string render_calc_text(const CalcReport& r) {
             o << line << p.name << (p.missing_edges ? " [missing edges]" : "") << "  ("
               << std::filesystem::path(p.image).filename().string() << ")\n";
         }
+        for (const auto& im : r.images) {
+            o << "\nImage " << im.image << " (" << im.procedures << " procedures)\n";
+            render_summary(o, im.stalls, r.event_samples);
+        }
         return o.str();
     }
+    o << "\nBubbles above an instruction show its stall (one line per cycle per execution, at most 8)\n"
+         "and every cause not ruled out; the Culprits column names the instructions behind them.\n";
+    std::string legend;
+    for (std::size_t c = 0; c < kStallCauses; ++c) {
+        auto cause = static_cast<StallCause>(c);
+        legend += std::string(legend.empty() ? "" : ", ") + stall_cause_letter(cause) + " " + stall_cause_title(cause);
+        if (c == static_cast<std::size_t>(StallCause::kUnexplained)) {
+            o << "Dynamic: " << legend << "\n";
+            legend.clear();
+        }
+    }
+    o << "Static:  " << legend << "\n";
     for (const auto& p : r.procedures) {
         o << "\n" << p.name << "  (" << p.image << ")  " << p.samples << " samples, "
           << count_text(p.invocations) << " calls (est.), " << p.blocks.size() << " blocks, "
@@ -498,20 +704,33 @@ std::string render_calc_text(const CalcReport& r) {
             else
                 o << "*** Actual    n/a (no executions estimated)\n";
             char head[160];
-            std::snprintf(head, sizeof head, "%-18s %-40s %9s %5s %14s %9s %-6s %s\n", "Address", "Instruction",
-                          "Samples", "Min", "Executions", "CPI", "Conf", "Source");
+            std::snprintf(head, sizeof head, "%-18s %-40s %9s %5s %14s %9s %-6s %-16s %s\n", "Address",
+                          "Instruction", "Samples", "Min", "Executions", "CPI", "Conf", "Source", "Culprits");
             o << head;
             for (std::uint32_t k = b.first; k < b.first + b.count; ++k) {
                 const auto& ci = p.instructions[k];
                 std::string text = ci.text.size() > 40 ? ci.text.substr(0, 39) + "~" : ci.text;
                 std::string min = ci.best_known ? fmt("%.0f", ci.best_cycles) : "?";
                 std::string cpi = ci.cpi ? fmt("%.1fcy", *ci.cpi) : "-";
-                char line[320];
-                std::snprintf(line, sizeof line, "%-18s %-40s %9" PRIu64 " %5s %14s %9s %-6s %s\n",
+                bool stalled = shows_stall(ci, p.samples);
+                if (stalled) {
+                    double stall = std::max(ci.dynamic_cycles, 0.0) + ci.static_cycles;
+                    int lines = std::clamp(static_cast<int>(std::lround(stall)), 1, 8);
+                    std::string letters = culprit_letters(ci);
+                    for (int l = 0; l < lines; ++l) {
+                        o << std::string(19, ' ') << letters;
+                        if (l + 1 == lines) o << "  " << fmt("%.1f", stall) << " stall cycles per execution";
+                        o << "\n";
+                    }
+                }
+                char line[400];
+                std::snprintf(line, sizeof line, "%-18s %-40s %9" PRIu64 " %5s %14s %9s %-6s %-16s %s",
                               hex(ci.address).c_str(), text.c_str(), ci.samples, min.c_str(),
                               count_text(ci.executions).c_str(), cpi.c_str(), confidence_name(ci.confidence),
-                              source_text(ci).c_str());
-                o << line;
+                              source_text(ci).c_str(), stalled ? culprit_column(ci).c_str() : "");
+                std::string ls = line;
+                while (!ls.empty() && ls.back() == ' ') ls.pop_back();
+                o << ls << "\n";
             }
         }
     }
@@ -521,7 +740,7 @@ std::string render_calc_text(const CalcReport& r) {
 nlohmann::json render_calc_json(const CalcReport& r) {
     using nlohmann::json;
     json j = {{"schema", "ecpi.calc"},
-              {"version", 1},
+              {"version", 2},
               {"database", r.database},
               {"epoch", r.epoch},
               {"event", r.event},
@@ -553,7 +772,8 @@ nlohmann::json render_calc_json(const CalcReport& r) {
                    {"actual_cpi", opt(p.actual_cpi)},
                    {"frequency_classes", p.frequency_classes},
                    {"missing_edges", p.missing_edges},
-                   {"jump_tables", p.jump_tables}};
+                   {"jump_tables", p.jump_tables},
+                   {"summary", summary_json(p.stalls, r.event_samples)}};
         json unresolved = json::array();
         for (auto a : p.unresolved_jumps) unresolved.push_back(hex(a));
         jp["unresolved_jumps"] = unresolved;
@@ -583,6 +803,18 @@ nlohmann::json render_calc_json(const CalcReport& r) {
                            {"cpi", opt(ci.cpi)},
                            {"confidence", confidence_name(ci.confidence)}};
                 if (!ci.file.empty()) ji["source"] = {{"file", ci.file}, {"line", ci.line}};
+                ji["static_cycles"] = ci.static_cycles;
+                ji["dynamic_cycles"] = ci.dynamic_cycles;
+                json culprits = json::array();
+                for (const auto& c : ci.culprits) {
+                    json jc = {{"cause", c.cause == StallCause::kStaticDivider ? "divider" : stall_cause_name(c.cause)},
+                               {"kind", is_dynamic(c.cause) ? "dynamic" : "static"},
+                               {"cycles_min", c.cycles_min},
+                               {"cycles_max", c.cycles_max}};
+                    if (c.instruction) jc["instruction"] = hex(*c.instruction);
+                    culprits.push_back(std::move(jc));
+                }
+                ji["culprits"] = culprits;
                 insns.push_back(std::move(ji));
             }
         }
@@ -599,6 +831,14 @@ nlohmann::json render_calc_json(const CalcReport& r) {
         procs.push_back(std::move(jp));
     }
     j["procedures"] = procs;
+    json images = json::array();
+    for (const auto& im : r.images)
+        images.push_back({{"image", im.image},
+                          {"build_id", im.build_id},
+                          {"procedures", im.procedures},
+                          {"summary", summary_json(im.stalls, r.event_samples)}});
+    j["images"] = images;
+    j["event_samples"] = r.event_samples;
     j["warnings"] = r.warnings;
     return j;
 }

@@ -68,6 +68,8 @@ Result<MachineModel> MachineModel::from_json(const nlohmann::json& j) {
     ECPI_ASSIGN_OR_RETURN(m.load_latency_, field<double>(j, "load_latency", 5));
     ECPI_ASSIGN_OR_RETURN(m.store_forward_latency_, field<double>(j, "store_forward_latency", 5));
     ECPI_ASSIGN_OR_RETURN(m.sample_skid_, field<int>(j, "sample_skid", 1));
+    ECPI_ASSIGN_OR_RETURN(m.mispredict_penalty_, field<double>(j, "mispredict_penalty", 17));
+    ECPI_ASSIGN_OR_RETURN(m.memory_latency_, field<double>(j, "memory_latency", 300));
     ECPI_ASSIGN_OR_RETURN(m.loop_iterations_, field<int>(j, "loop_iterations", 8));
     ECPI_ASSIGN_OR_RETURN(m.macro_fusion_, field<bool>(j, "macro_fusion", true));
     ECPI_ASSIGN_OR_RETURN(m.move_elimination_, field<bool>(j, "move_elimination", true));
@@ -101,6 +103,8 @@ Result<MachineModel> MachineModel::from_json(const nlohmann::json& j) {
         ic.stack_op = name == "push" || name == "pop" || name == "call" || name == "ret";
         ic.pure_load = name == "load" || name == "pop";
         ic.stores_itself = name == "store" || name == "push" || name == "call";
+        ic.long_latency = ic.occupancy > 1;
+        ic.sync = name == "atomic" || name == "serialize";
         class_index[name] = m.classes_.size();
         m.classes_.push_back(ic);
     }
@@ -186,6 +190,8 @@ struct MachineModel::Simulation {
         std::vector<double> wait;
         std::vector<bool> wait_known;
         std::vector<std::uint32_t> producer;  // position of the critical producer, or kNoProducer
+        std::vector<StaticCause> cause;       // why the instruction kept retirement waiting
+        std::vector<std::uint32_t> culprit;   // position of the instruction it waited for, or kNoProducer
     };
 
     // The result is reused by the next call on the same thread.
@@ -195,6 +201,8 @@ struct MachineModel::Simulation {
         out.wait.assign(n, 0);
         out.wait_known.assign(n, true);
         out.producer.assign(n, kNoProducer);
+        out.cause.assign(n, StaticCause::kNone);
+        out.culprit.assign(n, kNoProducer);
         // Per-register state, reused across calls (run is called once per block).
         static thread_local std::vector<double> reg_ready;
         static thread_local std::vector<std::uint32_t> reg_producer;
@@ -218,6 +226,7 @@ struct MachineModel::Simulation {
             MemoryOperand mem;
             double data_ready;
             bool valid;  // false once a register of its address is written
+            std::uint32_t position;
         };
         std::array<StoreRecord, 16> stores{};
         std::size_t store_count = 0;
@@ -262,6 +271,7 @@ struct MachineModel::Simulation {
                 uops = 0;
 
             // Dispatch in order, dispatch_width uops per cycle, bounded by the ROB.
+            const double dispatch_before = dispatch_cycle;
             if (dispatch_used + uops > model.dispatch_width_) {
                 dispatch_cycle += 1;
                 dispatch_used = 0;
@@ -294,17 +304,32 @@ struct MachineModel::Simulation {
             }
             double operands = ready;
             bool pure_load = cls.pure_load;
+            // What set `operands` (for the static stall's cause).
+            StaticCause operand_cause = ready > dispatched ? StaticCause::kDependency : StaticCause::kNone;
+            std::uint32_t operand_culprit = ready > dispatched ? producer : kNoProducer;
+            double port_delay = 0;
             if (d.loads) {
                 double start = take_port(load_group, address_ready, 1);
                 double data = start + model.load_latency_;
+                StaticCause load_cause = address_ready > dispatched ? StaticCause::kDependency : StaticCause::kLatency;
+                std::uint32_t load_culprit = address_ready > dispatched ? address_producer : kNoProducer;
+                if (start > address_ready) {
+                    load_cause = StaticCause::kPort;
+                    load_culprit = kNoProducer;
+                }
                 for (std::size_t k = 0; k < std::min(store_count, stores.size()); ++k) {
                     const auto& s = stores[k];
-                    if (s.valid && s.mem == d.memory && s.data_ready + model.store_forward_latency_ > data)
+                    if (s.valid && s.mem == d.memory && s.data_ready + model.store_forward_latency_ > data) {
                         data = s.data_ready + model.store_forward_latency_;
+                        load_cause = StaticCause::kMemoryDependency;
+                        load_culprit = s.position;
+                    }
                 }
                 if (data > operands) {
                     operands = data;
                     producer = address_producer;
+                    operand_cause = load_cause;
+                    operand_culprit = load_culprit;
                 }
             }
             double complete;
@@ -314,10 +339,11 @@ struct MachineModel::Simulation {
                 complete = operands;
             } else {
                 double start = take_port(cls.port, operands, cls.occupancy);
+                port_delay = start - operands;
                 complete = start + cls.latency;
             }
             if (d.stores) {
-                stores[store_count % stores.size()] = {d.memory, complete, true};
+                stores[store_count % stores.size()] = {d.memory, complete, true, static_cast<std::uint32_t>(p)};
                 ++store_count;
             }
             for (auto r : d.writes) {
@@ -334,6 +360,24 @@ struct MachineModel::Simulation {
             if (r > last_retire) retire_used = 0;
             retire_used += retire_uops;
             out.wait[p] = r - (p == 0 ? 0 : last_retire);
+            if (out.wait[p] > 0) {
+                // The largest delay on the way to completion names the cause.
+                const bool width_bound = complete < r;  // retired late only for the retire width
+                const double operand_delay = operands - dispatched;
+                if (width_bound) {
+                    out.cause[p] = StaticCause::kFrontend;
+                } else if (port_delay > 0 && port_delay >= operand_delay) {
+                    out.cause[p] = StaticCause::kPort;
+                } else if (operand_cause != StaticCause::kNone && operand_delay > 0) {
+                    out.cause[p] = operand_cause;
+                    out.culprit[p] = operand_culprit;
+                } else if (dispatched > dispatch_before && dispatched >= complete - cls.latency) {
+                    out.cause[p] = StaticCause::kFrontend;
+                } else {
+                    out.cause[p] = cls.long_latency ? StaticCause::kDivider : StaticCause::kLatency;
+                    out.culprit[p] = static_cast<std::uint32_t>(p);
+                }
+            }
             retire[p] = r;
             last_retire = r;
             out.producer[p] = producer;
@@ -342,6 +386,19 @@ struct MachineModel::Simulation {
         return out;
     }
 };
+
+const char* static_cause_name(StaticCause cause) {
+    switch (cause) {
+        case StaticCause::kNone: return "none";
+        case StaticCause::kDependency: return "dependency";
+        case StaticCause::kMemoryDependency: return "memory_dependency";
+        case StaticCause::kPort: return "port";
+        case StaticCause::kFrontend: return "frontend";
+        case StaticCause::kLatency: return "latency";
+        case StaticCause::kDivider: return "divider";
+    }
+    return "?";
+}
 
 std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
     const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
@@ -455,6 +512,8 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
         t.known.assign(blk.count, false);
         t.span_start.resize(blk.count);
         t.wait.assign(blk.count, 0);
+        t.static_cause.assign(blk.count, StaticCause::kNone);
+        t.static_culprit.assign(blk.count, kNoInstruction);
         t.cycles = 0;
         for (std::uint32_t i = 0; i < blk.count; ++i) {
             for (auto start : rep_starts) t.wait[i] += sim.wait[start + i] / reps_averaged;
@@ -472,6 +531,10 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
             if (si.flow == FlowKind::kCall || si.flow == FlowKind::kIndirectCall) continue;  // the callee's ret lands here
             for (auto start : rep_starts) t.m[i] += sim.wait[start + i - skid] / reps_averaged;
             t.known[i] = true;
+            // The cause as seen in the last repetition (the steady state).
+            t.static_cause[i] = sim.cause[src];
+            if (sim.culprit[src] != kNoProducer)
+                t.static_culprit[i] = static_cast<std::uint32_t>(steps[sim.culprit[src]].insn - cfg.instructions.data());
             std::uint32_t prod = sim.producer[src];
             if (prod != kNoProducer && prod >= block_pos && prod + skid + 1 < pos) {
                 std::uint32_t start = static_cast<std::uint32_t>(prod + skid + 1 - block_pos);

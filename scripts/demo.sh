@@ -12,3 +12,9 @@ $SUDO "$ecpi" record -o "$db" -- "$build/testprogs/shares" 3
 echo
 echo "\$ ecpi prof $db --limit 15"
 "$ecpi" prof "$db" --limit 15
+echo
+echo "\$ ecpi calc share_sixty $db --summary      # where its cycles went (DCPI Figure 4)"
+"$ecpi" calc share_sixty "$db" --summary
+echo
+echo "Next: ecpi calc share_sixty $db   (per-instruction listing with stall culprits),"
+echo "      ecpi export $db -o profile.html   (flame graph), ecpi --help"

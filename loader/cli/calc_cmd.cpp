@@ -80,10 +80,11 @@ void add_calc_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--machine", args->machine, "Machine model: a built-in name or a JSON file")
         ->default_str(analyze::MachineModel::kDefault);
     app->add_option("--cpu-mhz", args->cpu_mhz, "Clock rate turning clock periods into cycles (default: as recorded)");
-    app->add_flag("--summary", args->summary, "One line per procedure (no blocks or instructions)");
+    app->add_flag("--summary", args->summary,
+                  "Where the cycles went (DCPI Figure 4) instead of the listing; with --all a line per procedure and Figure 4 per image");
     app->add_flag("--no-lines", args->no_lines, "Do not look up source lines");
     add_format_option(*app, args->format);
-    app->footer("\nExamples:\n  ecpi calc main ecpi.db\n  ecpi calc --all ecpi.db --format json\n");
+    app->footer("\nExamples:\n  ecpi calc main ecpi.db\n  ecpi calc main ecpi.db --summary\n  ecpi calc --all ecpi.db --summary --format json\n");
     verbs.push_back({app, [args] { return run_calc(*args); }});
 }
 

@@ -26,7 +26,7 @@ mhz=$(python3 -c "print(round($mhz * $cpu / ($samples * 100000e-9)))")
 
 # JSON layout (docs/json-schema.md, ecpi.calc)
 "$ECPI" calc --all "$TMP/db" --image "$TMP/loops" --cpu-mhz "$mhz" --format json >"$TMP/calc.json"
-json_check "$TMP/calc.json" 'd["schema"] == "ecpi.calc" and d["version"] == 1 and d["event"] == "cpu-clock"'
+json_check "$TMP/calc.json" 'd["schema"] == "ecpi.calc" and d["version"] == 2 and d["event"] == "cpu-clock"'
 json_check "$TMP/calc.json" 'd["cpu_mhz"] == '"$mhz"' and d["clock_source"] == "--cpu-mhz" and not d["hardware_cycles"]'
 json_check "$TMP/calc.json" 'len(d["procedures"]) >= 5 and all(p["image"].endswith("/loops") for p in d["procedures"])'
 json_check "$TMP/calc.json" 'all(set(["address", "samples", "executions", "cpi", "confidence"]) <= set(i) for p in d["procedures"] for i in p["instructions"])'

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ecpi/analyze/culprits.h"
 #include "ecpi/analyze/frequency.h"
 #include "ecpi/analyze/symbolizer.h"
 #include "ecpi/result.h"
@@ -31,7 +32,13 @@ struct CalcOptions {
     std::optional<double> cpu_mhz;            // override the clock rate recorded in the epoch
     std::string machine = "x86_64-generic";   // a built-in model name or a JSON file
     bool lines = true;                        // look up source lines (DWARF)
-    bool summary = false;                     // keep per-procedure figures only (no blocks, instructions, edges)
+    bool summary = false;                     // DCPI Figure 4 per procedure (and per image with --all); no listing
+};
+
+struct CalcCulprit {
+    StallCause cause = StallCause::kUnexplained;
+    double cycles_min = 0, cycles_max = 0;    // stall cycles per execution
+    std::optional<std::uint64_t> instruction; // the culprit instruction's address
 };
 
 struct CalcInstruction {
@@ -45,6 +52,9 @@ struct CalcInstruction {
     Confidence confidence = Confidence::kLow;
     std::string file;                         // source file:line from DWARF ("" when none)
     int line = 0;
+    double static_cycles = 0;                 // per execution (culprits.h)
+    double dynamic_cycles = 0;                // per execution; negative: faster than the best case
+    std::vector<CalcCulprit> culprits;        // dynamic causes, then the static one
 };
 
 struct CalcBlock {
@@ -82,9 +92,17 @@ struct CalcProcedure {
     bool missing_edges = false;
     std::vector<std::uint64_t> unresolved_jumps;
     std::uint32_t jump_tables = 0;
+    StallSummary stalls;                      // DCPI Figure 4
     std::vector<CalcBlock> blocks;
     std::vector<CalcInstruction> instructions;
     std::vector<CalcEdge> edges;
+};
+
+struct CalcImageSummary {
+    std::string image;
+    std::string build_id;
+    std::uint32_t procedures = 0;
+    StallSummary stalls;
 };
 
 struct CalcReport {
@@ -92,11 +110,13 @@ struct CalcReport {
     std::string epoch;
     std::string event;
     std::uint64_t period = 0;                 // in the event's unit
+    std::uint64_t event_samples = 0;          // all samples of the event in the epoch
     double period_cycles = 0;                 // P
     double cpu_mhz = 0;
     std::string clock_source;                 // where cpu_mhz came from, said in the output
     std::string machine;
     std::vector<CalcProcedure> procedures;    // hottest first with --all
+    std::vector<CalcImageSummary> images;     // with --all: the procedures' stalls added up per image
     std::vector<std::string> warnings;
     bool summary = false;                     // procedures carry no blocks, instructions or edges
     double analysis_seconds = 0;
@@ -115,6 +135,15 @@ struct ProcedureInput {
     // and its period; empty/0 when not recorded.
     std::map<std::uint64_t, std::uint64_t> instruction_samples;
     double instruction_period = 0;
+    // Samples of other events, where recorded, bound their causes
+    // (culprits.h): "branch-misses", "cache-misses"; address -> samples,
+    // and the period.
+    struct EventProfile {
+        std::map<std::uint64_t, std::uint64_t> samples;
+        double period = 0;
+    };
+    std::map<std::string, EventProfile> bounding_events;
+    bool kernel_sampled = true;               // the profile holds kernel samples for the cycle event
     bool details = true;                      // false: leave blocks, instructions and edges out
 };
 [[nodiscard]] Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const MachineModel& model,

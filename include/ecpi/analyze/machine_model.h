@@ -38,7 +38,23 @@ struct InstructionClass {
     bool stack_op = false;     // push, pop, call, ret: rsp is updated at decode (stack engine)
     bool pure_load = false;    // load, pop: the result is the loaded value
     bool stores_itself = false;// store, push, call: the memory write is the instruction itself
+    bool long_latency = false; // a unit that is not pipelined (occupancy > 1: dividers, square root)
+    bool sync = false;         // locked, fencing or serializing ("atomic" and "serialize" classes)
 };
+
+// Why, in the model's schedule, an instruction kept retirement waiting (the
+// static stalls of DCPI 6.3, for an out-of-order core).
+enum class StaticCause : std::uint8_t {
+    kNone,              // retired with the previous instruction
+    kDependency,        // waited for a register or flags operand from an earlier instruction
+    kMemoryDependency,  // a load waited for the data of an earlier store to the same address
+    kPort,              // operands ready, but every unit of its port group was busy
+    kFrontend,          // dispatch or retirement width (or a full reorder buffer)
+    kLatency,           // its own execution latency (load-to-use, multiply, ...)
+    kDivider,           // its own latency on a unit that is not pipelined (div, sqrt)
+};
+const char* static_cause_name(StaticCause cause);
+inline constexpr std::uint32_t kNoInstruction = 0xffffffffu;
 
 // Timing of one basic block.
 struct BlockTiming {
@@ -53,6 +69,11 @@ struct BlockTiming {
     std::vector<std::uint32_t> span_start;
     // W_j: cycles instruction j keeps retirement waiting (before skid).
     std::vector<double> wait;
+    // Per instruction, in the profile's attribution like `m`: why the
+    // instruction whose wait lands here waited, and the CFG index of the
+    // instruction it waited for (kNoInstruction when none).
+    std::vector<StaticCause> static_cause;
+    std::vector<std::uint32_t> static_culprit;
     double cycles = 0;         // best-case cycles per execution of the block (sum of wait)
     bool steady_state = false; // timed as a loop iteration in steady state
     bool has_context = false;  // timed after the code that precedes it (a loop or a unique predecessor)
@@ -68,6 +89,11 @@ public:
 
     const std::string& name() const { return name_; }
     int sample_skid() const { return sample_skid_; }
+    int retire_width() const { return retire_width_; }
+    // Cycles lost per branch misprediction, and the pessimistic cost of one
+    // cache miss served from memory (used to bound stalls from event counts).
+    double mispredict_penalty() const { return mispredict_penalty_; }
+    double memory_latency() const { return memory_latency_; }
 
     // The class an instruction is timed with (memory operands add the load
     // latency and store uops on top of it).
@@ -89,6 +115,8 @@ private:
     double load_latency_ = 5;
     double store_forward_latency_ = 5;
     int sample_skid_ = 1;
+    double mispredict_penalty_ = 17;
+    double memory_latency_ = 300;
     int loop_iterations_ = 8;
     bool macro_fusion_ = true;
     bool move_elimination_ = true;

@@ -1,0 +1,376 @@
+// Culprits for stalls, DCPI 6.3 ("guilty until proven innocent"). See culprits.h.
+#include "ecpi/analyze/culprits.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ecpi::analyze {
+
+namespace {
+
+struct CauseInfo {
+    const char* name;
+    const char* title;
+    char letter;
+};
+
+// Indexed by StallCause.
+constexpr CauseInfo kCauses[kStallCauses] = {
+    {"icache", "I-cache miss", 'i'},
+    {"itlb", "ITLB miss", 'I'},
+    {"dcache", "D-cache miss", 'd'},
+    {"dtlb", "DTLB miss", 'D'},
+    {"branch_mispredict", "Branch mispredict", 'b'},
+    {"store_buffer", "Store buffer / memory ordering", 'w'},
+    {"divider", "Divider / long-latency unit busy", 'v'},
+    {"sync", "Synchronization (locked, fence)", 'y'},
+    {"page_fault", "Page fault", 'p'},
+    {"context_switch", "Context switch", 'c'},
+    {"unexplained", "Unexplained stall", 'u'},
+    {"dependency", "Register/flags dependency", 'r'},
+    {"memory_dependency", "Memory dependency (store to load)", 'm'},
+    {"port", "Execution port busy", 'f'},
+    {"frontend", "Dispatch/retire width", 's'},
+    {"latency", "Execution latency", 'l'},
+    {"divider", "Divider latency", 'V'},
+};
+
+constexpr std::uint64_t kLineBytes = 64;
+constexpr std::uint64_t kPageBytes = 4096;
+// DCPI 6.3: predecessors and edges executed much less often than the stalled
+// instruction itself are ignored when ruling out I-cache misses.
+constexpr double kFrequentEdge = 0.1;
+
+StallCause from_static(StaticCause c) {
+    switch (c) {
+        case StaticCause::kDependency: return StallCause::kDependency;
+        case StaticCause::kMemoryDependency: return StallCause::kMemoryDependency;
+        case StaticCause::kPort: return StallCause::kPort;
+        case StaticCause::kLatency: return StallCause::kLatency;
+        case StaticCause::kDivider: return StallCause::kStaticDivider;
+        case StaticCause::kFrontend:
+        case StaticCause::kNone: break;
+    }
+    return StallCause::kFrontend;
+}
+
+struct Candidate {
+    StallCause cause;
+    double max;  // cycles per execution (bounded by the stall itself later)
+    std::uint32_t instruction;
+};
+
+class Analyzer {
+public:
+    explicit Analyzer(const CulpritInput& in) : in_(in), cfg_(*in.cfg), est_(*in.estimate) {}
+
+    CulpritAnalysis run() {
+        CulpritAnalysis out;
+        out.instructions.resize(cfg_.instructions.size());
+        StallSummary& sum = out.summary;
+        const double P = in_.period_cycles;
+        const double width = static_cast<double>(in_.model->retire_width());
+        for (std::uint32_t b = 0; b < cfg_.blocks.size(); ++b) {
+            const auto& blk = cfg_.blocks[b];
+            const auto& t = (*in_.timing)[b];
+            const double F = est_.block_frequency[b];
+            const double executions = F * P;
+            // The share of the best case that is static stall: what exceeds
+            // retiring `retire_width` instructions every cycle.
+            double static_share = 0;
+            if (t.cycles > 0) static_share = std::max(0.0, 1.0 - blk.count / (width * t.cycles));
+            for (std::uint32_t i = 0; i < blk.count; ++i) {
+                const std::uint32_t k = blk.first + i;
+                const std::uint64_t s = in_.samples[k];
+                const double actual = static_cast<double>(s) * P;
+                sum.samples += s;
+                sum.total_cycles += actual;
+                if (F <= 0) {
+                    sum.sampling_error += actual;
+                    continue;
+                }
+                const double m = t.known[i] ? t.m[i] : 0.0;
+                sum.best_cycles += executions * m;
+                sum.executed_instructions += executions;
+                InstructionStalls& st = out.instructions[k];
+                st.static_cycles = m * static_share;
+                sum.execution += executions * (m - st.static_cycles);
+                st.dynamic_cycles = static_cast<double>(s) / F - m;
+                if (st.dynamic_cycles > 0) {
+                    sum.dynamic_positive += executions * st.dynamic_cycles;
+                    explain(b, i, st, executions, sum);
+                } else {
+                    sum.unexplained_gain += executions * st.dynamic_cycles;
+                }
+                if (st.static_cycles > 0) {
+                    StallCause c = from_static(t.static_cause[i]);
+                    st.culprits.push_back({c, st.static_cycles, st.static_cycles, t.static_culprit[i]});
+                    sum.min[static_cast<std::size_t>(c)] += executions * st.static_cycles;
+                    sum.max[static_cast<std::size_t>(c)] += executions * st.static_cycles;
+                }
+            }
+        }
+        return out;
+    }
+
+private:
+    const DecodedInstruction& insn(std::uint32_t k) const { return cfg_.instructions[k]; }
+    const InstructionClass& cls(std::uint32_t k) const { return in_.model->classify(insn(k)); }
+    double edge_executions(std::uint32_t e) const { return est_.edge_frequency[e] * in_.period_cycles; }
+
+    // The instruction `back` places before instruction i of block b on the
+    // way execution most often comes (the most frequent in-edge), or
+    // kNoInstruction at the procedure's entry.
+    std::uint32_t before(std::uint32_t b, std::uint32_t i, std::uint32_t back) const {
+        for (int guard = 0; guard < 64; ++guard) {
+            if (i >= back) return cfg_.blocks[b].first + i - back;
+            back -= i;
+            std::uint32_t best = kNoInstruction;
+            double best_f = -1;
+            for (auto e : cfg_.blocks[b].in_edges) {
+                const auto& edge = cfg_.edges[e];
+                if (edge.from == kEntryBlock) continue;
+                if (est_.edge_frequency[e] > best_f) {
+                    best_f = est_.edge_frequency[e];
+                    best = edge.from;
+                }
+            }
+            if (best == kNoInstruction) return kNoInstruction;
+            b = best;
+            i = cfg_.blocks[b].count;
+        }
+        return kNoInstruction;
+    }
+
+    // The instruction of the block (or, in a loop, the previous iteration)
+    // that last wrote register r before position i, or kNoInstruction.
+    std::uint32_t writer_of(std::uint32_t b, std::uint32_t i, std::uint16_t r) const {
+        const auto& blk = cfg_.blocks[b];
+        for (std::uint32_t j = i; j-- > 0;)
+            if (insn(blk.first + j).writes.contains(r)) return blk.first + j;
+        bool self_loop = false;
+        for (auto e : blk.in_edges) self_loop = self_loop || cfg_.edges[e].from == b;
+        if (self_loop)
+            for (std::uint32_t j = blk.count; j-- > i + 1;)
+                if (insn(blk.first + j).writes.contains(r)) return blk.first + j;
+        return kNoInstruction;
+    }
+
+    std::uint32_t block_of(std::uint32_t k) const { return cfg_.instruction_block[k]; }
+
+    // Bound from event samples at an instruction and the next one (skid): events.
+    double events_near(const EventSamples& ev, std::uint32_t k) const {
+        double n = static_cast<double>(ev.per_instruction[k]);
+        if (k + 1 < ev.per_instruction.size()) n += static_cast<double>(ev.per_instruction[k + 1]);
+        return n * ev.period;
+    }
+
+    // I-cache / ITLB and branch-misprediction candidates for instruction i
+    // of block b as the instruction the front end had not delivered.
+    template <class Add>
+    void front_end(std::uint32_t b, std::uint32_t i, double D, double executions, Add& add) const {
+        const auto& blk = cfg_.blocks[b];
+        const std::uint32_t k = blk.first + i;
+        const DecodedInstruction& d = insn(k);
+        const std::uint32_t prev = i > 0 ? k - 1 : kNoInstruction;
+        const bool after_call = prev != kNoInstruction && (insn(prev).flow == FlowKind::kCall ||
+                                                           insn(prev).flow == FlowKind::kIndirectCall);
+        // I-cache / ITLB (DCPI 6.3): inside a block only at the start of a
+        // line (or an instruction crossing into the next); at a block head,
+        // only when a frequent predecessor ends in another line. After a call
+        // the callee ran in between and may have evicted the line.
+        const std::uint64_t first = d.address, last = d.address + (d.size ? d.size - 1 : 0);
+        bool line_miss = false, page_miss = false;
+        if (i > 0) {
+            line_miss = first % kLineBytes == 0 || first / kLineBytes != last / kLineBytes || after_call;
+            page_miss = first % kPageBytes == 0 || first / kPageBytes != last / kPageBytes || after_call;
+        } else {
+            const double f = est_.block_frequency[b];
+            bool any_frequent = false;
+            for (auto e : blk.in_edges) any_frequent = any_frequent || est_.edge_frequency[e] >= kFrequentEdge * f;
+            for (auto e : blk.in_edges) {
+                if (any_frequent && est_.edge_frequency[e] < kFrequentEdge * f) continue;
+                const auto& edge = cfg_.edges[e];
+                if (edge.from == kEntryBlock) {  // called from elsewhere
+                    line_miss = page_miss = true;
+                    continue;
+                }
+                const auto& pb = cfg_.blocks[edge.from];
+                std::uint64_t p = insn(pb.first + pb.count - 1).address;
+                line_miss = line_miss || p / kLineBytes != first / kLineBytes;
+                page_miss = page_miss || p / kPageBytes != first / kPageBytes;
+            }
+            line_miss = line_miss || first / kLineBytes != last / kLineBytes;
+        }
+        if (line_miss) add(StallCause::kICache, D, kNoInstruction);
+        if (page_miss) add(StallCause::kITlb, D, kNoInstruction);
+
+        // Branch misprediction: at the target of a conditional or indirect
+        // jump (the refetch arrives there), and after a return.
+        const double penalty = in_.model->mispredict_penalty();
+        auto bound = [&](std::uint32_t branch, double mispredicts) {
+            if (!in_.branch_misses.empty()) mispredicts = std::min(mispredicts, events_near(in_.branch_misses, branch));
+            return mispredicts * penalty / executions;
+        };
+        if (i == 0) {
+            // Block frequencies bound the edges (edge estimates can be 0
+            // where flow propagation stopped): into b at most b's count.
+            const double into = est_.block_frequency[b] * in_.period_cycles;
+            for (auto e : blk.in_edges) {
+                const auto& edge = cfg_.edges[e];
+                if (edge.from == kEntryBlock) continue;
+                const auto& pb = cfg_.blocks[edge.from];
+                const std::uint32_t br = pb.first + pb.count - 1;
+                if (insn(br).flow == FlowKind::kCondJump) {
+                    // A branch that (almost) always goes one way is predicted:
+                    // a predictor mispredicts at most about twice per
+                    // execution of the rarer direction.
+                    double other = 0;
+                    for (auto oe : pb.out_edges) {
+                        std::uint32_t to = cfg_.edges[oe].to;
+                        if (to == b) continue;
+                        other += to == kExitBlock ? edge_executions(oe) : est_.block_frequency[to] * in_.period_cycles;
+                    }
+                    add(StallCause::kBranchMispredict, bound(br, std::min(into, 2 * other)), br);
+                } else if (insn(br).flow == FlowKind::kIndirectJump) {
+                    add(StallCause::kBranchMispredict, bound(br, into), br);
+                }
+            }
+        } else if (after_call) {
+            add(StallCause::kBranchMispredict, bound(prev, executions), prev);  // the callee's return
+        }
+    }
+
+    void explain(std::uint32_t b, std::uint32_t i, InstructionStalls& st, double executions, StallSummary& sum) {
+        const auto& blk = cfg_.blocks[b];
+        const std::uint32_t k = blk.first + i;
+        const DecodedInstruction& d = insn(k);
+        const double D = st.dynamic_cycles;
+        std::vector<Candidate> cands;
+        auto add = [&](StallCause c, double max, std::uint32_t culprit) {
+            if (max > 0) cands.push_back({c, std::min(max, D), culprit});
+        };
+        // Front-end stalls land on the instruction that had not arrived, k,
+        // and (the interrupt is taken at the next retirement) on the one
+        // after it: so k and, within the block, the instruction before k.
+        front_end(b, i, D, executions, add);
+        if (i > 0) front_end(b, i - 1, D, executions, add);
+
+        // Execution stalls: the instruction(s) that kept retirement waiting
+        // land `skid` places earlier (one or two instructions on x86).
+        const auto skid = static_cast<std::uint32_t>(std::max(in_.model->sample_skid(), 0));
+        std::uint32_t window[2] = {skid == 0 ? k : before(b, i, skid), before(b, i, skid + 1)};
+        bool block_stores = false;
+        for (std::uint32_t j = 0; j < blk.count; ++j) block_stores = block_stores || insn(blk.first + j).stores;
+        std::vector<std::uint32_t> loads;
+        for (auto w : window) {
+            if (w == kNoInstruction) continue;
+            const DecodedInstruction& wd = insn(w);
+            if (wd.loads && !cls(w).stack_op) loads.push_back(w);
+            // An operand (or the address) that comes from a load (DCPI: the
+            // culprit list names the load).
+            std::uint32_t wb = block_of(w);
+            std::uint32_t wi = w - cfg_.blocks[wb].first;
+            for (auto r : wd.reads) {
+                if (r == kStackPointer) continue;
+                std::uint32_t src = writer_of(wb, wi, r);
+                if (src != kNoInstruction && insn(src).loads && !cls(src).stack_op) loads.push_back(src);
+            }
+            if (cls(w).long_latency) add(StallCause::kDivider, D, w);
+            if (cls(w).sync) add(StallCause::kSync, D, w);
+            if (wd.stores) add(StallCause::kStoreBuffer, D, w);
+        }
+        std::sort(loads.begin(), loads.end());
+        loads.erase(std::unique(loads.begin(), loads.end()), loads.end());
+        for (auto l : loads) {
+            double bound = D;
+            if (!in_.cache_misses.empty())
+                bound = events_near(in_.cache_misses, l) * in_.model->memory_latency() / executions;
+            add(StallCause::kDCache, bound, l);
+            add(StallCause::kDTlb, D, l);
+            // A load after a store in the same loop may wait on memory
+            // ordering (a store to the same 4 KiB offset: 4K aliasing).
+            if (block_stores && block_of(l) == b) add(StallCause::kStoreBuffer, D, l);
+        }
+        // A store that cannot get a store-buffer entry stops dispatch: the
+        // store itself is where the interrupt finds the machine waiting.
+        if (d.stores) add(StallCause::kStoreBuffer, D, k);
+        if (cls(k).sync) add(StallCause::kSync, D, k);
+
+        // Page faults and context switches: with kernel samples, their
+        // handling is charged to the kernel's code, not to k; without, any
+        // instruction may have paid for them.
+        if (!in_.kernel_sampled) {
+            add(StallCause::kPageFault, D, kNoInstruction);
+            add(StallCause::kContextSwitch, D, kNoInstruction);
+        }
+
+        // Ranges per cause (DCPI Figure 4): at most its bound; at least what
+        // the other causes together cannot explain.
+        std::array<double, kStallCauses> cause_max{};
+        for (const auto& c : cands) {
+            auto x = static_cast<std::size_t>(c.cause);
+            cause_max[x] = std::min(D, cause_max[x] + c.max);
+        }
+        double all_max = 0;
+        for (auto v : cause_max) all_max += v;
+        std::array<bool, kStallCauses> emitted{};
+        for (const auto& c : cands) {
+            auto x = static_cast<std::size_t>(c.cause);
+            double cmin = std::max(0.0, D - (all_max - cause_max[x]));
+            if (emitted[x]) cmin = 0;  // a second culprit instruction of the same cause
+            st.culprits.push_back({c.cause, cmin, std::min(c.max, cause_max[x]), c.instruction});
+            if (!emitted[x]) {
+                sum.min[x] += executions * cmin;
+                sum.max[x] += executions * cause_max[x];
+            }
+            emitted[x] = true;
+        }
+        if (all_max < D) {  // what no candidate can explain
+            double u = D - all_max;
+            st.culprits.push_back({StallCause::kUnexplained, u, u, kNoInstruction});
+            auto x = static_cast<std::size_t>(StallCause::kUnexplained);
+            sum.min[x] += executions * u;
+            sum.max[x] += executions * u;
+        }
+    }
+
+    const CulpritInput& in_;
+    const Cfg& cfg_;
+    const FrequencyEstimate& est_;
+};
+
+}  // namespace
+
+const char* stall_cause_name(StallCause cause) { return kCauses[static_cast<std::size_t>(cause)].name; }
+const char* stall_cause_title(StallCause cause) { return kCauses[static_cast<std::size_t>(cause)].title; }
+char stall_cause_letter(StallCause cause) { return kCauses[static_cast<std::size_t>(cause)].letter; }
+bool is_dynamic(StallCause cause) { return cause <= StallCause::kUnexplained; }
+
+void StallSummary::add(const StallSummary& o) {
+    samples += o.samples;
+    total_cycles += o.total_cycles;
+    best_cycles += o.best_cycles;
+    executed_instructions += o.executed_instructions;
+    execution += o.execution;
+    for (std::size_t c = 0; c < kStallCauses; ++c) {
+        min[c] += o.min[c];
+        max[c] += o.max[c];
+    }
+    dynamic_positive += o.dynamic_positive;
+    unexplained_gain += o.unexplained_gain;
+    sampling_error += o.sampling_error;
+}
+
+double StallSummary::dynamic_stall() const { return dynamic_positive + unexplained_gain; }
+
+double StallSummary::static_stall() const {
+    double s = 0;
+    for (std::size_t c = 0; c < kStallCauses; ++c)
+        if (!is_dynamic(static_cast<StallCause>(c))) s += min[c];
+    return s;
+}
+
+CulpritAnalysis find_culprits(const CulpritInput& input) { return Analyzer(input).run(); }
+
+}  // namespace ecpi::analyze

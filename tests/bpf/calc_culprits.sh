@@ -1,0 +1,88 @@
+# ecpi calc culprits (root): stall microbenchmarks, each with one known
+# dominant stall (tests/testprogs/stalls/), are profiled and analyzed. For
+# each, the instructions holding most of the stall cycles must list the true
+# cause, with at most one other dynamic candidate left (DCPI 6.3: "in most
+# cases, only one or two candidates remain"). Also the Figure 2 listing
+# (bubbles, legend, culprit column) and the Figure 4 summary, text and JSON.
+source "$TESTLIB"
+require_bpf
+command -v cc >/dev/null || skip "no C compiler"
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../testprogs/stalls" && pwd)
+
+for p in chase branches divchain stores; do cc -O2 -g -o "$TMP/$p" "$src/$p.c"; done
+sh "$src/gen_icache.sh" 2048 >"$TMP/icache.c"
+cc -O1 -g -o "$TMP/icache" "$TMP/icache.c"
+
+# name:procedure:true cause:arguments
+cases="chase:chase:dcache:30000000 branches:classify:branch_mispredict:20000
+divchain:divide:divider:40000000 stores:scatter:store_buffer:8 icache:*:icache:300"
+for c in $cases; do
+	IFS=: read -r name proc cause args <<<"$c"
+	"$ECPI" record -q -F 4999 -o "$TMP/$name.db" -- "$TMP/$name" $args >/dev/null
+	if [ "$proc" = "*" ]; then
+		"$ECPI" calc --all "$TMP/$name.db" --image "$TMP/$name" --no-lines --format json >"$TMP/$name.json"
+	else
+		"$ECPI" calc "$proc" "$TMP/$name.db" --no-lines --format json >"$TMP/$name.json"
+	fi
+	python3 - "$TMP/$name.json" "$name" "$cause" <<'PY' || fail "$name: the culprits do not name $cause"
+import json, sys
+d = json.load(open(sys.argv[1]))
+name, cause = sys.argv[2], sys.argv[3]
+assert d["schema"] == "ecpi.calc" and d["version"] == 2
+# Stall cycles per instruction (totals: per execution x executions).
+rows = []
+for p in d["procedures"]:
+    for i in p["instructions"]:
+        stall = max(i["dynamic_cycles"], 0) * i["executions"]
+        if cause == "divider":  # the divider's latency is a static stall when the model knows it
+            stall += i["static_cycles"] * i["executions"]
+        if stall > 0:
+            rows.append((stall, i))
+rows.sort(key=lambda r: -r[0])
+total = sum(r[0] for r in rows)
+assert total > 0, "no stall cycles at all"
+# The instructions that hold half of the stall cycles.
+top, acc = [], 0
+for stall, i in rows:
+    top.append((stall, i))
+    acc += stall
+    if acc >= 0.5 * total:
+        break
+good = 0
+for stall, i in top:
+    causes = {c["cause"] for c in i["culprits"]}
+    dynamic = {c["cause"] for c in i["culprits"] if c["kind"] == "dynamic"} - {cause}
+    ok = cause in causes and len(dynamic) <= 1
+    print(f"  {name} {i['address']} {i['instruction']:32} stall {100 * stall / total:5.1f}%  "
+          f"{'ok ' if ok else 'BAD'} {sorted(causes)}")
+    good += stall if ok else 0
+share = good / sum(r[0] for r in top)
+print(f"{name}: {len(top)} instructions hold half the stall cycles; {100 * share:.0f}% of them name {cause} "
+      f"with at most one other candidate")
+sys.exit(0 if share >= 0.8 else 1)
+PY
+done
+
+# Figure 2 listing: legend, bubbles and culprit column.
+"$ECPI" calc chase "$TMP/chase.db" >"$TMP/chase.txt"
+grep -q '^Dynamic: i I-cache miss' "$TMP/chase.txt" || fail "no legend"
+grep -qE '^ {19}[a-zA-Z]+$' "$TMP/chase.txt" || fail "no bubbles"
+grep -qE 'stall cycles per execution' "$TMP/chase.txt" || fail "no stall length"
+grep -qE ' d@0x[0-9a-f]+' "$TMP/chase.txt" || fail "the culprit load is not named"
+
+# Figure 4 summary, text and JSON; --summary --all per image.
+"$ECPI" calc chase "$TMP/chase.db" --summary >"$TMP/summary.txt"
+for l in 'Best-case' 'Actual' 'D-cache miss' 'Unexplained stall' 'Unexplained gain' 'Subtotal dynamic' \
+	'Subtotal static' 'Total stall' 'Execution' 'Net sampling error' 'Total tallied'; do
+	grep -q "^\*\*\* $l" "$TMP/summary.txt" || fail "summary has no '$l' line"
+done
+grep -qE '^\*\*\* Total tallied +100\.0%' "$TMP/summary.txt" || fail "the summary does not add up to 100%"
+"$ECPI" calc chase "$TMP/chase.db" --summary --format json >"$TMP/summary.json"
+json_check "$TMP/summary.json" 'abs(d["procedures"][0]["summary"]["total_tallied_percent"] - 100) < 0.01'
+json_check "$TMP/summary.json" 'd["procedures"][0]["summary"]["dynamic"]["dcache"]["max_percent"] > 30'
+json_check "$TMP/summary.json" 'all(v["min_percent"] <= v["max_percent"] + 1e-9 for v in d["procedures"][0]["summary"]["dynamic"].values() if "min_percent" in v)'
+"$ECPI" calc --all "$TMP/icache.db" --image "$TMP/icache" --summary --format json >"$TMP/image.json"
+json_check "$TMP/image.json" 'len(d["images"]) == 1 and d["images"][0]["procedures"] > 100'
+json_check "$TMP/image.json" 'abs(d["images"][0]["summary"]["total_tallied_percent"] - 100) < 0.01'
+json_check "$TMP/image.json" 'd["images"][0]["summary"]["dynamic"]["icache"]["max_percent"] > 10'
+echo PASS
