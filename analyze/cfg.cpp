@@ -308,6 +308,7 @@ const std::filesystem::path& ImageBytes::path() const { return impl_->path; }
 const char* edge_kind_name(EdgeKind kind) {
     switch (kind) {
         case EdgeKind::kFallThrough: return "fall-through";
+        case EdgeKind::kPadding: return "padding";
         case EdgeKind::kBranch: return "branch";
         case EdgeKind::kJump: return "jump";
         case EdgeKind::kSwitch: return "switch";
@@ -723,6 +724,21 @@ Cfg build_cfg(std::uint64_t start, std::uint64_t end, std::vector<DecodedInstruc
         else add_edge(b, kExitBlock, EdgeKind::kTailJump);  // runs into the next function
     };
 
+    // Alignment padding: a block of NOPs right after an instruction that
+    // does not fall through (nothing jumps into padding; a jump target
+    // after it starts its own block).
+    auto is_padding = [&](std::uint32_t b) {
+        const auto& blk = cfg.blocks[b];
+        if (b == 0) return false;
+        const auto& before = insns[blk.first - 1];
+        bool falls = before.flow == FlowKind::kNone || before.flow == FlowKind::kCondJump ||
+                     before.flow == FlowKind::kCall || before.flow == FlowKind::kIndirectCall;
+        if (falls && !noreturn_call[blk.first - 1]) return false;
+        for (std::uint32_t i = blk.first; i < blk.first + blk.count; ++i)
+            if (insns[i].mnemonic.rfind("nop", 0) != 0) return false;
+        return true;
+    };
+
     add_edge(kEntryBlock, 0, EdgeKind::kEntry);
     for (std::uint32_t b = 0; b < nb; ++b) {
         std::uint32_t last = cfg.blocks[b].first + cfg.blocks[b].count - 1;
@@ -778,6 +794,7 @@ Cfg build_cfg(std::uint64_t start, std::uint64_t end, std::vector<DecodedInstruc
                 break;
             default:
                 if (noreturn_call[last]) add_edge(b, kExitBlock, EdgeKind::kNoReturn);
+                else if (is_padding(b)) add_edge(b, kExitBlock, EdgeKind::kPadding);
                 else fall_through(b);
                 break;
         }

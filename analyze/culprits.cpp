@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <string>
 
 namespace ecpi::analyze {
 
@@ -40,6 +44,8 @@ constexpr std::uint64_t kPageBytes = 4096;
 // DCPI 6.3: predecessors and edges executed much less often than the stalled
 // instruction itself are ignored when ruling out I-cache misses.
 constexpr double kFrequentEdge = 0.1;
+// How far past a mispredicted branch's target the refill exposes latencies.
+constexpr std::uint32_t kRefillInstructions = 12;
 
 StallCause from_static(StaticCause c) {
     switch (c) {
@@ -158,11 +164,85 @@ private:
 
     std::uint32_t block_of(std::uint32_t k) const { return cfg_.instruction_block[k]; }
 
+    // Bytes the address of load l advances per execution, when its base
+    // register only changes by constant increments where the load runs
+    // (writes in code run under 1% as often, such as its initialization,
+    // are ignored); infinity when unknown.
+    double address_stride(std::uint32_t l) const {
+        constexpr double kUnknown = std::numeric_limits<double>::infinity();
+        const auto& m = insn(l).memory;
+        if (m.base == 0 || m.base == kStackPointer || m.index != 0) return kUnknown;
+        const double f_load = est_.block_frequency[block_of(l)];
+        if (f_load <= 0) return kUnknown;
+        double bytes = 0;
+        for (std::uint32_t j = 0; j < cfg_.instructions.size(); ++j) {
+            const auto& d = insn(j);
+            if (!d.writes.contains(m.base)) continue;
+            const double f = est_.block_frequency[block_of(j)];
+            if (f <= 0.01 * f_load) continue;
+            auto step = constant_increment(d);
+            if (!step) return kUnknown;
+            bytes += std::abs(*step) * f;
+        }
+        return bytes / f_load;
+    }
+
+    // The constant an `add reg, imm` / `sub reg, imm` / `inc` / `dec` adds.
+    static std::optional<double> constant_increment(const DecodedInstruction& d) {
+        if (d.mnemonic == "inc" || d.mnemonic == "dec") return 1.0;
+        if (d.mnemonic != "add" && d.mnemonic != "sub") return std::nullopt;
+        auto comma = d.operands.find(", ");
+        if (comma == std::string::npos || d.operands.find('[') != std::string::npos) return std::nullopt;
+        const std::string imm = d.operands.substr(comma + 2);
+        char* end = nullptr;
+        long long v = std::strtoll(imm.c_str(), &end, 0);
+        if (end == imm.c_str() || *end != '\0') return std::nullopt;
+        return static_cast<double>(v);
+    }
+
     // Bound from event samples at an instruction and the next one (skid): events.
     double events_near(const EventSamples& ev, std::uint32_t k) const {
         double n = static_cast<double>(ev.per_instruction[k]);
         if (k + 1 < ev.per_instruction.size()) n += static_cast<double>(ev.per_instruction[k + 1]);
         return n * ev.period;
+    }
+
+    // Cycles per execution that `mispredicts` mispredictions of `branch`
+    // can cost (fewer where branch-misses samples were recorded).
+    double mispredict_bound(std::uint32_t branch, double mispredicts, double executions) const {
+        if (!in_.branch_misses.empty()) mispredicts = std::min(mispredicts, events_near(in_.branch_misses, branch));
+        return mispredicts * in_.model->mispredict_penalty() / executions;
+    }
+
+    // Misprediction candidates for a stall after the head of block b: the
+    // conditional and indirect jumps that lead into b, each bounded by how
+    // often it can mispredict.
+    template <class Add>
+    void mispredicts_into(std::uint32_t b, double executions, Add& add) const {
+        const auto& blk = cfg_.blocks[b];
+        // Block frequencies bound the edges (edge estimates can be 0 where
+        // flow propagation stopped): into b at most b's count.
+        const double into = est_.block_frequency[b] * in_.period_cycles;
+        for (auto e : blk.in_edges) {
+            const auto& edge = cfg_.edges[e];
+            if (edge.from == kEntryBlock) continue;
+            const auto& pb = cfg_.blocks[edge.from];
+            const std::uint32_t br = pb.first + pb.count - 1;
+            if (insn(br).flow == FlowKind::kCondJump) {
+                // A branch that (almost) always goes one way is predicted: a
+                // predictor mispredicts at most about twice per execution of
+                // the rarer direction.
+                double other = 0;
+                for (auto oe : pb.out_edges) {
+                    std::uint32_t to = cfg_.edges[oe].to;
+                    if (to == b) continue;
+                    other += to == kExitBlock ? edge_executions(oe) : est_.block_frequency[to] * in_.period_cycles;
+                }
+                add(StallCause::kBranchMispredict, mispredict_bound(br, std::min(into, 2 * other), executions), br);
+            } else if (insn(br).flow == FlowKind::kIndirectJump) {
+                add(StallCause::kBranchMispredict, mispredict_bound(br, into, executions), br);
+            }
+        }
     }
 
     // I-cache / ITLB and branch-misprediction candidates for instruction i
@@ -186,10 +266,17 @@ private:
             page_miss = first % kPageBytes == 0 || first / kPageBytes != last / kPageBytes || after_call;
         } else {
             const double f = est_.block_frequency[b];
+            // An edge's estimate, or where propagation left it at 0, its
+            // source block's count (an edge runs at most that often).
+            auto edge_f = [&](std::uint32_t e) {
+                const auto from = cfg_.edges[e].from;
+                if (est_.edge_frequency[e] > 0 || from == kEntryBlock) return est_.edge_frequency[e];
+                return est_.block_frequency[from];
+            };
             bool any_frequent = false;
-            for (auto e : blk.in_edges) any_frequent = any_frequent || est_.edge_frequency[e] >= kFrequentEdge * f;
+            for (auto e : blk.in_edges) any_frequent = any_frequent || edge_f(e) >= kFrequentEdge * f;
             for (auto e : blk.in_edges) {
-                if (any_frequent && est_.edge_frequency[e] < kFrequentEdge * f) continue;
+                if (any_frequent && edge_f(e) < kFrequentEdge * f) continue;
                 const auto& edge = cfg_.edges[e];
                 if (edge.from == kEntryBlock) {  // called from elsewhere
                     line_miss = page_miss = true;
@@ -207,37 +294,10 @@ private:
 
         // Branch misprediction: at the target of a conditional or indirect
         // jump (the refetch arrives there), and after a return.
-        const double penalty = in_.model->mispredict_penalty();
-        auto bound = [&](std::uint32_t branch, double mispredicts) {
-            if (!in_.branch_misses.empty()) mispredicts = std::min(mispredicts, events_near(in_.branch_misses, branch));
-            return mispredicts * penalty / executions;
-        };
         if (i == 0) {
-            // Block frequencies bound the edges (edge estimates can be 0
-            // where flow propagation stopped): into b at most b's count.
-            const double into = est_.block_frequency[b] * in_.period_cycles;
-            for (auto e : blk.in_edges) {
-                const auto& edge = cfg_.edges[e];
-                if (edge.from == kEntryBlock) continue;
-                const auto& pb = cfg_.blocks[edge.from];
-                const std::uint32_t br = pb.first + pb.count - 1;
-                if (insn(br).flow == FlowKind::kCondJump) {
-                    // A branch that (almost) always goes one way is predicted:
-                    // a predictor mispredicts at most about twice per
-                    // execution of the rarer direction.
-                    double other = 0;
-                    for (auto oe : pb.out_edges) {
-                        std::uint32_t to = cfg_.edges[oe].to;
-                        if (to == b) continue;
-                        other += to == kExitBlock ? edge_executions(oe) : est_.block_frequency[to] * in_.period_cycles;
-                    }
-                    add(StallCause::kBranchMispredict, bound(br, std::min(into, 2 * other)), br);
-                } else if (insn(br).flow == FlowKind::kIndirectJump) {
-                    add(StallCause::kBranchMispredict, bound(br, into), br);
-                }
-            }
+            mispredicts_into(b, executions, add);
         } else if (after_call) {
-            add(StallCause::kBranchMispredict, bound(prev, executions), prev);  // the callee's return
+            add(StallCause::kBranchMispredict, mispredict_bound(prev, executions, executions), prev);  // the callee's return
         }
     }
 
@@ -255,6 +315,16 @@ private:
         // after it: so k and, within the block, the instruction before k.
         front_end(b, i, D, executions, add);
         if (i > 0) front_end(b, i - 1, D, executions, add);
+        // After a misprediction the window restarts empty: the first
+        // instructions past the target pay their latencies in full. So the
+        // heads of blocks a few instructions back on the frequent path are
+        // misprediction candidates too (bounded as at the head).
+        for (std::uint32_t back = 2; back <= kRefillInstructions; ++back) {
+            std::uint32_t j = before(b, i, back);
+            if (j == kNoInstruction) break;
+            std::uint32_t jb = block_of(j);
+            if (cfg_.blocks[jb].first == j) mispredicts_into(jb, executions, add);
+        }
 
         // Execution stalls: the instruction(s) that kept retirement waiting
         // land `skid` places earlier (one or two instructions on x86).
@@ -283,11 +353,16 @@ private:
         std::sort(loads.begin(), loads.end());
         loads.erase(std::unique(loads.begin(), loads.end()), loads.end());
         for (auto l : loads) {
-            double bound = D;
+            // A load walking memory with a small stride misses at most once
+            // per line (D-cache) or page (DTLB) it moves through.
+            const double stride = address_stride(l);
+            const double latency = in_.model->memory_latency();
+            double dcache = std::min(D, std::min(1.0, stride / static_cast<double>(kLineBytes)) * latency);
+            double dtlb = std::min(D, std::min(1.0, stride / static_cast<double>(kPageBytes)) * latency);
             if (!in_.cache_misses.empty())
-                bound = events_near(in_.cache_misses, l) * in_.model->memory_latency() / executions;
-            add(StallCause::kDCache, bound, l);
-            add(StallCause::kDTlb, D, l);
+                dcache = std::min(dcache, events_near(in_.cache_misses, l) * latency / executions);
+            add(StallCause::kDCache, dcache, l);
+            add(StallCause::kDTlb, dtlb, l);
             // A load after a store in the same loop may wait on memory
             // ordering (a store to the same 4 KiB offset: 4K aliasing).
             if (block_stores && block_of(l) == b) add(StallCause::kStoreBuffer, D, l);

@@ -51,7 +51,11 @@ for stall, i in rows:
 good = 0
 for n, (stall, i) in enumerate(top):
     causes = {c["cause"] for c in i["culprits"]}
-    dynamic = {c["cause"] for c in i["culprits"] if c["kind"] == "dynamic"} - {cause}
+    # A candidate whose bound cannot explain a tenth of the stall (a branch
+    # that almost always goes one way, say) is not a contender.
+    dyn = max(i["dynamic_cycles"], 1e-9)
+    dynamic = {c["cause"] for c in i["culprits"]
+               if c["kind"] == "dynamic" and c["cycles_max"] >= 0.1 * dyn} - {cause}
     ok = cause in causes and len(dynamic) <= 1
     if n < 8:
         print(f"  {name} {i['address']} {i['instruction']:32} stall {100 * stall / total:5.1f}%  "

@@ -142,6 +142,8 @@ enum class EdgeKind : std::uint8_t {
     kTrap,          // ud2/hlt/undecodable -> kExitBlock
     kUnresolved,    // an unresolved indirect jump -> kExitBlock (its real targets are missing)
     kLoopExit,      // DCPI 6.1.2's extension: a loop that never exits -> kExitBlock
+    kPadding,       // alignment NOPs after a jump or return -> kExitBlock (never run; they
+                    // must not feed the code after them through a virtual entry)
 };
 const char* edge_kind_name(EdgeKind kind);
 
