@@ -508,7 +508,10 @@ struct SummaryLine {
 std::vector<SummaryLine> summary_lines(const StallSummary& s) {
     std::vector<SummaryLine> out;
     const double total = s.total_cycles > 0 ? s.total_cycles : 1;
-    auto pct = [total](double v) { return 100.0 * v / total; };
+    auto pct = [total](double v) {
+        double p = 100.0 * v / total;
+        return std::abs(p) < 0.05 ? 0.0 : p;  // no "-0.0%"
+    };
     for (std::size_t c = 0; c < kStallCauses; ++c) {
         auto cause = static_cast<StallCause>(c);
         if (!is_dynamic(cause) || cause == StallCause::kUnexplained) continue;

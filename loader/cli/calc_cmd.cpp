@@ -35,14 +35,7 @@ int run_calc(CalcArgs args) {
         throw UsageError{args.all ? "give either PROCEDURE or --all, not both" : "give a PROCEDURE or --all"};
     if (args.cpu_mhz && *args.cpu_mhz <= 0) throw UsageError{"--cpu-mhz must be positive"};
     if (args.unsampled && !args.all) throw UsageError{"--unsampled goes with --all"};
-    auto db = unwrap(store::Database::open(args.database, store::Database::Mode::kReadOnly));
-    std::string epoch = args.epoch;
-    if (epoch.empty()) {
-        auto epochs = unwrap(db.epochs());
-        if (epochs.empty()) throw RuntimeError{args.database + " holds no epochs yet: record into it first"};
-        epoch = epochs.back();
-    }
-    auto contents = unwrap(db.read_epoch(epoch));
+    auto [db, contents] = read_database_epoch(args.database, args.epoch);
     analyze::CalcOptions options;
     options.procedure = args.procedure;
     options.all = args.all;

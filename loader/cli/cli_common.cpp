@@ -32,6 +32,18 @@ std::vector<VerbFactory> registered_verbs() {
     return out;
 }
 
+OpenedEpoch read_database_epoch(const std::string& database, const std::string& epoch) {
+    auto db = unwrap(store::Database::open(database, store::Database::Mode::kReadOnly));
+    std::string chosen = epoch;
+    if (chosen.empty()) {
+        auto epochs = unwrap(db.epochs());
+        if (epochs.empty()) throw RuntimeError{database + " holds no epochs yet: record into it first"};
+        chosen = epochs.back();
+    }
+    auto contents = unwrap(db.read_epoch(chosen));
+    return {std::move(db), std::move(contents)};
+}
+
 void add_format_option(CLI::App& app, Format& format) {
     std::map<std::string, Format> names{{"text", Format::kText}, {"json", Format::kJson}};
     app.add_option("--format", format, "Output format: text or json")

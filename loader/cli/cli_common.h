@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ecpi/result.h"
+#include "ecpi/store/profile.h"
 
 namespace ecpi::cli {
 
@@ -40,6 +41,14 @@ const std::atomic<bool>& stop_requested_by_signal();
 enum class Format { kText, kJson };
 // Adds --format text|json to a verb.
 void add_format_option(CLI::App& app, Format& format);
+
+// Opens a database read-only and reads one epoch of it: `epoch`, or the
+// newest when empty (a database without epochs is a runtime error).
+struct OpenedEpoch {
+    store::Database database;
+    store::EpochContents contents;
+};
+OpenedEpoch read_database_epoch(const std::string& database, const std::string& epoch);
 
 // Throws RuntimeError with the error's message.
 template <typename T>

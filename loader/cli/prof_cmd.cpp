@@ -20,14 +20,7 @@ struct ProfArgs {
 };
 
 int run_prof(const ProfArgs& args) {
-    auto db = unwrap(store::Database::open(args.database, store::Database::Mode::kReadOnly));
-    std::string epoch = args.epoch;
-    if (epoch.empty()) {
-        auto epochs = unwrap(db.epochs());
-        if (epochs.empty()) throw RuntimeError{args.database + " holds no epochs yet: record into it first"};
-        epoch = epochs.back();
-    }
-    auto contents = unwrap(db.read_epoch(epoch));
+    auto [db, contents] = read_database_epoch(args.database, args.epoch);
     analyze::ProfOptions options;
     options.by = args.by == "image" ? analyze::ProfOptions::By::kImage : analyze::ProfOptions::By::kProcedure;
     options.events = args.events;
