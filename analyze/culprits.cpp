@@ -123,6 +123,13 @@ private:
     const DecodedInstruction& insn(std::uint32_t k) const { return cfg_.instructions[k]; }
     const InstructionClass& cls(std::uint32_t k) const { return in_.model->classify(insn(k)); }
     double edge_executions(std::uint32_t e) const { return est_.edge_frequency[e] * in_.period_cycles; }
+    // An edge's estimate or, where propagation left it at 0, its source
+    // block's (an edge runs at most as often as the block it leaves).
+    double edge_frequency(std::uint32_t e) const {
+        const auto from = cfg_.edges[e].from;
+        if (est_.edge_frequency[e] > 0 || from == kEntryBlock) return est_.edge_frequency[e];
+        return est_.block_frequency[from];
+    }
 
     // The instruction `back` places before instruction i of block b on the
     // way execution most often comes (the most frequent in-edge), or
@@ -136,8 +143,8 @@ private:
             for (auto e : cfg_.blocks[b].in_edges) {
                 const auto& edge = cfg_.edges[e];
                 if (edge.from == kEntryBlock) continue;
-                if (est_.edge_frequency[e] > best_f) {
-                    best_f = est_.edge_frequency[e];
+                if (edge_frequency(e) > best_f) {
+                    best_f = edge_frequency(e);
                     best = edge.from;
                 }
             }
@@ -171,7 +178,9 @@ private:
     double address_stride(std::uint32_t l) const {
         constexpr double kUnknown = std::numeric_limits<double>::infinity();
         const auto& m = insn(l).memory;
-        if (m.base == 0 || m.base == kStackPointer || m.index != 0) return kUnknown;
+        // rip-relative (the base is not a register the load reads), indexed
+        // or stack addresses: no bound.
+        if (m.base == 0 || m.base == kStackPointer || m.index != 0 || !insn(l).reads.contains(m.base)) return kUnknown;
         const double f_load = est_.block_frequency[block_of(l)];
         if (f_load <= 0) return kUnknown;
         double bytes = 0;
@@ -184,7 +193,9 @@ private:
             if (!step) return kUnknown;
             bytes += std::abs(*step) * f;
         }
-        return bytes / f_load;
+        // An address that does not move can still miss when other accesses
+        // evict its line: no bound.
+        return bytes > 0 ? bytes / f_load : kUnknown;
     }
 
     // The constant an `add reg, imm` / `sub reg, imm` / `inc` / `dec` adds.
@@ -266,17 +277,10 @@ private:
             page_miss = first % kPageBytes == 0 || first / kPageBytes != last / kPageBytes || after_call;
         } else {
             const double f = est_.block_frequency[b];
-            // An edge's estimate, or where propagation left it at 0, its
-            // source block's count (an edge runs at most that often).
-            auto edge_f = [&](std::uint32_t e) {
-                const auto from = cfg_.edges[e].from;
-                if (est_.edge_frequency[e] > 0 || from == kEntryBlock) return est_.edge_frequency[e];
-                return est_.block_frequency[from];
-            };
             bool any_frequent = false;
-            for (auto e : blk.in_edges) any_frequent = any_frequent || edge_f(e) >= kFrequentEdge * f;
+            for (auto e : blk.in_edges) any_frequent = any_frequent || edge_frequency(e) >= kFrequentEdge * f;
             for (auto e : blk.in_edges) {
-                if (any_frequent && edge_f(e) < kFrequentEdge * f) continue;
+                if (any_frequent && edge_frequency(e) < kFrequentEdge * f) continue;
                 const auto& edge = cfg_.edges[e];
                 if (edge.from == kEntryBlock) {  // called from elsewhere
                     line_miss = page_miss = true;
