@@ -100,13 +100,24 @@ else
 fi
 fl=$(command -v funclatency-bpfcc || command -v funclatency || true)
 if [ -n "$fl" ]; then
-	"$tmp/fp" "$CALLS" 1500 >"$tmp/fl.out" &
+	# bcc compiles its BPF program at start (seconds): the target waits
+	# 12 s before its calls, and the row counts only if funclatency said
+	# "Tracing" before that.
+	start=$(date +%s.%N)
+	"$tmp/fp" "$CALLS" 12000 >"$tmp/fl.out" &
 	pid=$!
-	"$fl" -p "$pid" "$tmp/fp:bench_fn" >/dev/null 2>&1 &
+	"$fl" -p "$pid" "$tmp/fp:bench_fn" >"$tmp/fl.log" 2>&1 &
 	flpid=$!
+	for _ in $(seq 240); do grep -q Tracing "$tmp/fl.log" && break; sleep 0.05; done
+	attached=$(echo "$(date +%s.%N) - $start" | bc)
 	wait "$pid"
-	kill "$flpid" 2>/dev/null || true
-	row "bcc funclatency (attached after 1.5 s)" "$base_fp" "$(awk '{print $1}' "$tmp/fl.out")"
+	kill -INT "$flpid" 2>/dev/null || true
+	wait "$flpid" 2>/dev/null || true
+	if grep -q Tracing "$tmp/fl.log" && [ "$(echo "$attached < 11" | bc)" = 1 ]; then
+		row "bcc funclatency (attached after $(printf %.1f "$attached") s)" "$base_fp" "$(awk '{print $1}' "$tmp/fl.out")"
+	else
+		echo "bcc funclatency: did not attach within 11 s; no figure ($(grep -m1 -i 'unable\|error\|failed' "$tmp/fl.log" || tail -1 "$tmp/fl.log"))"
+	fi
 else
 	echo "bcc funclatency: not installed"
 fi
