@@ -143,6 +143,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     };
     std::vector<std::uint64_t> samples = per_instruction(input.samples);
     EstimatorOptions est_options = options;
+    est_options.whole_block_below = std::max(est_options.whole_block_below, model.whole_block_below());
     if (!input.instruction_samples.empty() && input.instruction_period > 0) {
         est_options.instruction_samples = per_instruction(input.instruction_samples);
         est_options.instruction_period = input.instruction_period;
@@ -289,8 +290,26 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
         }
         report.period_cycles = static_cast<double>(report.period) * report.cpu_mhz / 1000.0;
     }
-    ECPI_ASSIGN_OR_RETURN(auto model, MachineModel::load(options.machine));
+    std::string machine = options.machine;
+    if (machine == MachineModel::kAuto) {
+        const auto& m = contents.meta;
+        std::string cpu = m.cpu_vendor + " family " + std::to_string(m.cpu_family) + " model " +
+                          std::to_string(m.cpu_model) + (m.cpu_name.empty() ? "" : " (" + m.cpu_name + ")");
+        if (auto name = MachineModel::builtin_for_cpu(m.cpu_vendor, m.cpu_family, m.cpu_model)) {
+            machine = *name;
+            report.machine_source = "matches the CPU recorded with the epoch, " + cpu;
+        } else {
+            machine = MachineModel::kDefault;
+            report.machine_source = m.cpu_vendor.empty()
+                                        ? "default: the epoch does not record its CPU (recorded by an older ecpi)"
+                                        : "default: no built-in model matches the recorded CPU, " + cpu;
+        }
+    } else {
+        report.machine_source = "--machine";
+    }
+    ECPI_ASSIGN_OR_RETURN(auto model, MachineModel::load(machine));
     report.machine = model.name();
+    report.sample_skid = model.sample_skid();
 
     // Hardware-counted retired instructions, when recorded, per image.
     struct InstructionCounts {
@@ -640,8 +659,11 @@ std::string render_calc_text(const CalcReport& r) {
         o << " at " << fmt("%.1f", r.cpu_mhz) << " MHz (clock rate from " << r.clock_source
           << ").\nNo hardware cycle counter: cycles are samples x period x clock rate, so executions and CPI\n"
              "scale with that clock rate.";
-    o << "\nMachine model " << r.machine << "; samples land one instruction after the one that kept\n"
-         "retirement waiting (timer interrupts on x86), and Min/CPI are charged the same way.\n";
+    o << "\nMachine model " << r.machine << " (" << r.machine_source << ");\nsamples land "
+      << (r.sample_skid == 0   ? std::string("on the instruction that")
+          : r.sample_skid == 1 ? std::string("one instruction after the one that")
+                               : std::to_string(r.sample_skid) + " instructions after the one that")
+      << " kept retirement waiting (timer interrupts\non this core), and Min/CPI are charged the same way.\n";
     if (r.summary && r.images.empty()) {
         for (const auto& p : r.procedures) {
             o << "\n" << p.name << "  (" << p.image << ")\n";
@@ -753,6 +775,8 @@ nlohmann::json render_calc_json(const CalcReport& r) {
               {"clock_source", r.clock_source},
               {"hardware_cycles", r.event == "cycles"},
               {"machine", r.machine},
+              {"machine_source", r.machine_source},
+              {"sample_skid", r.sample_skid},
               {"summary", r.summary},
               {"analysis_seconds", r.analysis_seconds},
               {"analyzed_bytes", r.analyzed_bytes}};

@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 
 namespace ecpi::analyze {
 
@@ -383,6 +384,17 @@ private:
             add(StallCause::kPageFault, D, kNoInstruction);
             add(StallCause::kContextSwitch, D, kNoInstruction);
         }
+
+        // One entry per (cause, culprit instruction): the same branch can be
+        // found at the head and through the refill walk.
+        std::sort(cands.begin(), cands.end(), [](const Candidate& x, const Candidate& y) {
+            return std::tie(x.cause, x.instruction, y.max) < std::tie(y.cause, y.instruction, x.max);
+        });
+        cands.erase(std::unique(cands.begin(), cands.end(),
+                                [](const Candidate& x, const Candidate& y) {
+                                    return x.cause == y.cause && x.instruction == y.instruction;
+                                }),
+                    cands.end());
 
         // Ranges per cause (DCPI Figure 4): at most its bound; at least what
         // the other causes together cannot explain.

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
+#include <vector>
 
 namespace ecpi::analyze {
 
@@ -154,7 +156,14 @@ ClassEstimate estimate_class(const std::vector<std::pair<std::uint32_t, std::uin
         est.source = EstimateSource::kIssuePoints;
         est.issue_points_used = static_cast<std::uint32_t>(members_in);
         est.spread = points[a].value > 0 ? points[b].value / points[a].value : 1;
-        est.confidence = rate(est.issue_points_used, est.spread, cs);
+        // Issue points that share one window (a whole short block) are one
+        // piece of evidence, not several that agree.
+        std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> windows;
+        for (std::size_t k = a; k <= b; ++k) windows.emplace_back(points[k].block, points[k].lo, points[k].hi);
+        std::sort(windows.begin(), windows.end());
+        const auto independent =
+            static_cast<std::uint32_t>(std::unique(windows.begin(), windows.end()) - windows.begin());
+        est.confidence = rate(independent, est.spread, cs);
         // On an out-of-order core the model's M_i are least certain one by
         // one. A cluster holding most of the class's static cycles outvotes
         // the rest (the rest stalled); a minority cluster must agree with the

@@ -34,6 +34,22 @@ std::vector<std::string> MachineModel::builtin_names() {
     return names;
 }
 
+std::optional<std::string> MachineModel::builtin_for_cpu(std::string_view vendor, std::uint64_t family,
+                                                         std::uint64_t model) {
+    if (vendor.empty()) return std::nullopt;
+    auto in = [](const std::vector<std::uint64_t>& set, std::uint64_t v) {
+        return set.empty() || std::find(set.begin(), set.end(), v) != set.end();
+    };
+    for (const auto& [name, text] : builtin_machine_files()) {
+        auto j = nlohmann::json::parse(text, nullptr, false);
+        if (j.is_discarded()) continue;
+        auto m = from_json(j);
+        if (!m.ok() || m.value().match_vendor_ != vendor) continue;
+        if (in(m.value().match_families_, family) && in(m.value().match_models_, model)) return name;
+    }
+    return std::nullopt;
+}
+
 Result<MachineModel> MachineModel::load(std::string_view name_or_path) {
     for (const auto& [name, text] : builtin_machine_files()) {
         if (name == name_or_path) {
@@ -68,6 +84,15 @@ Result<MachineModel> MachineModel::from_json(const nlohmann::json& j) {
     ECPI_ASSIGN_OR_RETURN(m.load_latency_, field<double>(j, "load_latency", 5));
     ECPI_ASSIGN_OR_RETURN(m.store_forward_latency_, field<double>(j, "store_forward_latency", 5));
     ECPI_ASSIGN_OR_RETURN(m.sample_skid_, field<int>(j, "sample_skid", 1));
+    ECPI_ASSIGN_OR_RETURN(m.whole_block_below_, field<std::uint32_t>(j, "whole_block_below", 0));
+    if (j.contains("match")) {
+        const auto& match = j["match"];
+        if (!match.is_object()) return Error("machine model: \"match\" is not an object");
+        ECPI_ASSIGN_OR_RETURN(m.match_vendor_, field<std::string>(match, "vendor", ""));
+        ECPI_ASSIGN_OR_RETURN(m.match_families_, field<std::vector<std::uint64_t>>(match, "families", {}));
+        ECPI_ASSIGN_OR_RETURN(m.match_models_, field<std::vector<std::uint64_t>>(match, "models", {}));
+        if (m.match_vendor_.empty()) return Error("machine model: \"match\" needs a \"vendor\"");
+    }
     ECPI_ASSIGN_OR_RETURN(m.mispredict_penalty_, field<double>(j, "mispredict_penalty", 17));
     ECPI_ASSIGN_OR_RETURN(m.memory_latency_, field<double>(j, "memory_latency", 300));
     ECPI_ASSIGN_OR_RETURN(m.loop_iterations_, field<int>(j, "loop_iterations", 8));
@@ -364,11 +389,20 @@ struct MachineModel::Simulation {
                 // The largest delay on the way to completion names the cause.
                 const bool width_bound = complete < r;  // retired late only for the retire width
                 const double operand_delay = operands - dispatched;
+                // Of the retirement wait [previous retire, r]: the part spent
+                // waiting for operands against the part spent executing. A
+                // divide whose dividend came a cycle late waited for its own
+                // latency, not for that dependency.
+                const double waited_from = p == 0 ? 0 : last_retire;
+                const double own_start = eliminated || pure_load ? complete : complete - cls.latency;
+                const double operand_part =
+                    std::max(0.0, std::min(operands, r) - std::max(waited_from, dispatched));
+                const double latency_part = std::max(0.0, std::min(complete, r) - std::max(waited_from, own_start));
                 if (width_bound) {
                     out.cause[p] = StaticCause::kFrontend;
                 } else if (port_delay > 0 && port_delay >= operand_delay) {
                     out.cause[p] = StaticCause::kPort;
-                } else if (operand_cause != StaticCause::kNone && operand_delay > 0) {
+                } else if (operand_cause != StaticCause::kNone && operand_delay > 0 && operand_part >= latency_part) {
                     out.cause[p] = operand_cause;
                     out.culprit[p] = operand_culprit;
                 } else if (dispatched > dispatch_before && dispatched >= complete - cls.latency) {

@@ -10,7 +10,7 @@
 # Usage: bench/accuracy.sh [WORKLOAD...]     (default: all)
 #   ECPI=path/to/ecpi  (default build/loader/ecpi)   OUT=dir  (default /tmp/ecpi-accuracy)
 #   FREQ=samples/s (default 10000)   CC=gcc|clang   MHZ=clock rate (default: measured)
-#   MACHINE=model (default x86_64-generic)   REUSE=1: re-analyze the last run's profiles
+#   MACHINE=model (default auto: the built-in model matching this CPU)   REUSE=1: re-analyze the last run's profiles
 # Needs root (perf events + BPF), valgrind, python3 and a C compiler; the
 # real-program workload (sed, whose hot code is glibc's regex engine) needs
 # libc6-dbg for glibc's symbols.
@@ -21,7 +21,7 @@ ECPI=${ECPI:-$here/../build/loader/ecpi}
 OUT=${OUT:-/tmp/ecpi-accuracy}
 FREQ=${FREQ:-10000}
 CC=${CC:-gcc}
-MACHINE=${MACHINE:-x86_64-generic}
+MACHINE=${MACHINE:-auto}
 # name:native repetitions (callgrind runs 1 and 2 repetitions)
 ALL="loops:80000 branchy:16000 chase:10 interp:6000 calls:3000 sed:20"
 want=${*:-loops branchy chase interp calls sed}

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -107,17 +108,27 @@ Result<std::vector<int>> online_cpus() {
     return cpus;
 }
 
-double cpu_mhz() {
+CpuInfo read_cpuinfo() {
+    CpuInfo info;
     std::ifstream in("/proc/cpuinfo");
     std::string line;
     while (std::getline(in, line)) {
-        if (line.rfind("cpu MHz", 0) == 0) {
-            auto colon = line.find(':');
-            if (colon != std::string::npos) return std::stod(line.substr(colon + 1));
-        }
+        if (line.empty()) break;  // the end of the first processor's block
+        auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+        std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+        char* end = nullptr;
+        if (key == "vendor_id") info.vendor = value;
+        else if (key == "model name") info.name = value;
+        else if (key == "cpu family") info.family = std::strtoull(value.c_str(), &end, 10);
+        else if (key == "model") info.model = std::strtoull(value.c_str(), &end, 10);
+        else if (key == "cpu MHz") info.mhz = std::strtod(value.c_str(), &end);
     }
-    return 0;
+    return info;
 }
+
+double cpu_mhz() { return read_cpuinfo().mhz; }
 
 Result<std::vector<FileDescriptor>> open_sampling_events(const EventSpec& event, const std::vector<int>& cpus,
                                                          const SamplingEventOptions& options) {

@@ -272,6 +272,7 @@ private:
     std::uint64_t last_disk_bytes_ = 0;
     bool memory_warned_ = false;
     KernelBase kernel_;
+    CpuInfo cpu_;
     double mhz_ = 0;
     std::mt19937_64 rng_{std::random_device{}()};
 
@@ -308,7 +309,8 @@ Result<void> Session::setup() {
             return Error("event '" + name + "' is given twice");
         events_.push_back(spec);
     }
-    mhz_ = cpu_mhz();
+    cpu_ = read_cpuinfo();
+    mhz_ = cpu_.mhz;
     for (const auto& e : events_) mean_periods_.push_back(mean_period(e, options_.frequency, mhz_));
     unflushed_meta_.assign(events_.size(), {});
     flushed_lost_.assign(events_.size(), 0);
@@ -598,6 +600,10 @@ Result<void> Session::flush() {
         meta.kernel_release = uts.release;
     }
     meta.cpu_mhz = mhz_;
+    meta.cpu_vendor = cpu_.vendor;
+    meta.cpu_family = cpu_.family;
+    meta.cpu_model = cpu_.model;
+    meta.cpu_name = cpu_.name;
     auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     meta.first_sample_unix = now;  // merge keeps the earliest
     meta.last_update_unix = now;

@@ -213,6 +213,10 @@ std::string meta_to_json(const EpochMeta& m) {
                  {"hostname", m.hostname},
                  {"kernel_release", m.kernel_release},
                  {"cpu_mhz", m.cpu_mhz},
+                 {"cpu_vendor", m.cpu_vendor},
+                 {"cpu_family", m.cpu_family},
+                 {"cpu_model", m.cpu_model},
+                 {"cpu_name", m.cpu_name},
                  {"first_sample_unix", m.first_sample_unix},
                  {"last_update_unix", m.last_update_unix},
                  {"events", std::move(events)},
@@ -227,6 +231,10 @@ Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& byte
     ECPI_RETURN_IF_ERROR(read_field(j, "hostname", m.hostname));
     ECPI_RETURN_IF_ERROR(read_field(j, "kernel_release", m.kernel_release));
     ECPI_RETURN_IF_ERROR(read_field(j, "cpu_mhz", m.cpu_mhz));
+    ECPI_RETURN_IF_ERROR(read_field(j, "cpu_vendor", m.cpu_vendor));
+    ECPI_RETURN_IF_ERROR(read_field(j, "cpu_family", m.cpu_family));
+    ECPI_RETURN_IF_ERROR(read_field(j, "cpu_model", m.cpu_model));
+    ECPI_RETURN_IF_ERROR(read_field(j, "cpu_name", m.cpu_name));
     ECPI_RETURN_IF_ERROR(read_field(j, "first_sample_unix", m.first_sample_unix));
     ECPI_RETURN_IF_ERROR(read_field(j, "last_update_unix", m.last_update_unix));
     if (const auto events = j.find("events"); events != j.end()) {

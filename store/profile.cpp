@@ -251,6 +251,12 @@ void merge_into(EpochMeta& into, const EpochMeta& from) {
     if (!from.hostname.empty()) into.hostname = from.hostname;
     if (!from.kernel_release.empty()) into.kernel_release = from.kernel_release;
     if (from.cpu_mhz != 0) into.cpu_mhz = from.cpu_mhz;
+    if (!from.cpu_vendor.empty()) {
+        into.cpu_vendor = from.cpu_vendor;
+        into.cpu_family = from.cpu_family;
+        into.cpu_model = from.cpu_model;
+        into.cpu_name = from.cpu_name;
+    }
     // The first sample of the union is the earlier one (0 means unknown).
     if (from.first_sample_unix != 0 &&
         (into.first_sample_unix == 0 || from.first_sample_unix < into.first_sample_unix)) {

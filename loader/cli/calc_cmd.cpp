@@ -15,7 +15,7 @@ struct CalcArgs {
     std::string image;
     std::string epoch;
     std::string event;
-    std::string machine = analyze::MachineModel::kDefault;
+    std::string machine = analyze::MachineModel::kAuto;
     std::optional<double> cpu_mhz;
     bool all = false;
     bool unsampled = false;
@@ -70,8 +70,8 @@ void add_calc_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--image", args->image, "Only procedures of this image (path, path suffix or file name)");
     app->add_option("--epoch", args->epoch, "Epoch to read (default: the newest)");
     app->add_option("-e,--event", args->event, "Event to analyze (default: cycles if recorded, else cpu-clock)");
-    app->add_option("--machine", args->machine, "Machine model: a built-in name or a JSON file")
-        ->default_str(analyze::MachineModel::kDefault);
+    app->add_option("--machine", args->machine, "Machine model: a built-in name, a JSON file, or auto (the built-in model matching the CPU recorded with the epoch, else x86_64-generic)")
+        ->default_str(analyze::MachineModel::kAuto);
     app->add_option("--cpu-mhz", args->cpu_mhz, "Clock rate turning clock periods into cycles (default: as recorded)");
     app->add_flag("--summary", args->summary,
                   "Where the cycles went (DCPI Figure 4) instead of the listing; with --all a line per procedure and Figure 4 per image");

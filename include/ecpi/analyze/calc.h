@@ -30,7 +30,7 @@ struct CalcOptions {
     std::optional<std::string> image;         // only images whose path equals this or ends with "/" + it
     std::string event;                        // "" = cycles if recorded, else cpu-clock, else the first
     std::optional<double> cpu_mhz;            // override the clock rate recorded in the epoch
-    std::string machine = "x86_64-generic";   // a built-in model name or a JSON file
+    std::string machine = "auto";             // a built-in model name, a JSON file, or "auto" (by the recorded CPU)
     bool lines = true;                        // look up source lines (DWARF)
     bool summary = false;                     // DCPI Figure 4 per procedure (and per image with --all); no listing
 };
@@ -115,6 +115,8 @@ struct CalcReport {
     double cpu_mhz = 0;
     std::string clock_source;                 // where cpu_mhz came from, said in the output
     std::string machine;
+    std::string machine_source;               // why this model: named, or matched to the recorded CPU
+    int sample_skid = 1;                      // the model's: where samples land relative to the waiting instruction
     std::vector<CalcProcedure> procedures;    // hottest first with --all
     std::vector<CalcImageSummary> images;     // with --all: the procedures' stalls added up per image
     std::vector<std::string> warnings;

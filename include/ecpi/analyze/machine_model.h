@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,9 +87,20 @@ public:
     static Result<MachineModel> from_json(const nlohmann::json& json);
     static std::vector<std::string> builtin_names();
     static constexpr const char* kDefault = "x86_64-generic";
+    // calc's default: the built-in model whose "match" fits the CPU recorded
+    // with the epoch, else kDefault.
+    static constexpr const char* kAuto = "auto";
+    // The first built-in model matching this CPU (by its "match" object), or
+    // nullopt.
+    static std::optional<std::string> builtin_for_cpu(std::string_view vendor, std::uint64_t family,
+                                                      std::uint64_t model);
 
     const std::string& name() const { return name_; }
     int sample_skid() const { return sample_skid_; }
+    // Blocks up to this many instructions take their whole block as each
+    // issue point's window (frequency.h): on some cores samples in a short
+    // loop land wherever retirement groups end, not where the model says.
+    std::uint32_t whole_block_below() const { return whole_block_below_; }
     int retire_width() const { return retire_width_; }
     // Cycles lost per branch misprediction, and the pessimistic cost of one
     // cache miss served from memory (used to bound stalls from event counts).
@@ -115,6 +127,9 @@ private:
     double load_latency_ = 5;
     double store_forward_latency_ = 5;
     int sample_skid_ = 1;
+    std::uint32_t whole_block_below_ = 0;
+    std::string match_vendor_;
+    std::vector<std::uint64_t> match_families_, match_models_;  // empty: any
     double mispredict_penalty_ = 17;
     double memory_latency_ = 300;
     int loop_iterations_ = 8;

@@ -34,6 +34,17 @@ std::uint64_t mean_period(const EventSpec& event, std::uint64_t hz, double cpu_m
 // Online CPU numbers.
 [[nodiscard]] Result<std::vector<int>> online_cpus();
 
+// The first CPU as /proc/cpuinfo describes it (all cores of a machine are
+// one model here); fields it lacks stay empty/0.
+struct CpuInfo {
+    std::string vendor;  // vendor_id
+    std::uint64_t family = 0;
+    std::uint64_t model = 0;
+    std::string name;    // model name
+    double mhz = 0;      // cpu MHz: the nominal clock rate
+};
+CpuInfo read_cpuinfo();
+
 // The nominal CPU clock rate in MHz (from /proc/cpuinfo), 0 when unknown.
 double cpu_mhz();
 

@@ -104,6 +104,12 @@ struct EpochMeta {
     std::string hostname;
     std::string kernel_release;
     double cpu_mhz = 0;                  // nominal clock, to turn clock periods into cycles
+    // The CPU as /proc/cpuinfo names it, so analysis can pick a machine model
+    // (calc --machine auto). Empty/0 in databases written before it existed.
+    std::string cpu_vendor;              // "AuthenticAMD", "GenuineIntel"
+    std::uint64_t cpu_family = 0;
+    std::uint64_t cpu_model = 0;
+    std::string cpu_name;                // "model name"
     std::int64_t first_sample_unix = 0;
     std::int64_t last_update_unix = 0;
     bool operator==(const EpochMeta&) const = default;

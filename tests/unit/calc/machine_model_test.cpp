@@ -101,6 +101,32 @@ TEST_CASE("a dependent imul chain runs at the imul latency") {
     CHECK(t[0].cycles == doctest::Approx(6));
 }
 
+TEST_CASE("a divide whose dividend comes a cycle late waits for the divider, not the dependency") {
+    for (const char* name : {"x86_64-generic", "x86_64-zen5"}) {
+        auto m = model(name);
+        // xor edx, edx; add rcx, 1; div rsi; add rax, r8; cmp rdi, rcx; jne 0
+        Cfg cfg = self_loop({0x31, 0xd2, 0x48, 0x83, 0xc1, 0x01, 0x48, 0xf7, 0xf6, 0x4c, 0x01, 0xc0, 0x48, 0x39, 0xcf,
+                             0x75, 0xef});
+        auto t = m.time_blocks(cfg);
+        REQUIRE(t[0].m.size() == 6);
+        // The div's wait, charged to the add after it (skid 1), is the
+        // divider's latency and names the div itself.
+        CHECK(t[0].m[3] > 8);
+        CHECK(t[0].static_cause[3] == StaticCause::kDivider);
+        CHECK(t[0].static_culprit[3] == 2);
+    }
+}
+
+TEST_CASE("built-in models match the CPUs they were measured on") {
+    CHECK(MachineModel::builtin_for_cpu("AuthenticAMD", 26, 2) == std::optional<std::string>("x86_64-zen5"));
+    CHECK_FALSE(MachineModel::builtin_for_cpu("AuthenticAMD", 25, 1).has_value());  // Zen 3/4: generic
+    CHECK_FALSE(MachineModel::builtin_for_cpu("GenuineIntel", 6, 143).has_value());
+    CHECK_FALSE(MachineModel::builtin_for_cpu("", 0, 0).has_value());
+    auto zen5 = model("x86_64-zen5");
+    CHECK(zen5.whole_block_below() == 16);
+    CHECK(model().whole_block_below() == 0);
+}
+
 TEST_CASE("a straight-line block after a call: the instruction after the call has no known M") {
     auto m = model();
     // call +0 (to the next instruction's address, outside nothing); add rax, 1; ret

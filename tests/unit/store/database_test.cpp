@@ -255,6 +255,10 @@ TEST_CASE("epoch.json round trip and merge") {
     m.hostname = "host.example";
     m.kernel_release = "6.1.0-18-amd64";
     m.cpu_mhz = 2893.4371;
+    m.cpu_vendor = "AuthenticAMD";
+    m.cpu_family = 26;
+    m.cpu_model = 2;
+    m.cpu_name = "AMD EPYC 9R45";
     m.first_sample_unix = -5;
     m.last_update_unix = 1'700'000'000;
     REQUIRE(db.merge("00001", m).ok());

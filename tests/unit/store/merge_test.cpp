@@ -168,11 +168,17 @@ TEST_CASE("epoch meta merge") {
     EpochMeta later;
     later.hostname = "b";
     later.cpu_mhz = 3000.5;
+    later.cpu_vendor = "GenuineIntel";
+    later.cpu_family = 6;
+    later.cpu_model = 143;
     later.events["cpu-clock"].period = 2000;
     later.first_sample_unix = 400;
     merge_into(into, later);
     CHECK(into.hostname == "b");
     CHECK(into.cpu_mhz == 3000.5);
+    CHECK(into.cpu_vendor == "GenuineIntel");
+    CHECK(into.cpu_family == 6);
+    CHECK(into.cpu_model == 143);
     CHECK(into.events["cpu-clock"].period == 2000);
     CHECK(into.first_sample_unix == 50);
 }
