@@ -60,6 +60,37 @@ KERNEL int64_t poly(int n)
 	return h;
 }
 
+#ifdef CLOCK_REFERENCE
+/* A clock inside the profiled run (tests/bpf/calc_accuracy.sh): a chain of
+ * dependent register adds retires one add per cycle on every x86-64 core (see
+ * clock.c), so its samples give the cycles per sample of this very run,
+ * whatever the frequency, the VM's timer cost or a neighbour did meanwhile. */
+#define CLOCK_REFERENCE_ITERATIONS 2048
+KERNEL long clock_reference(void)
+{
+	long n = CLOCK_REFERENCE_ITERATIONS, x = 0, one = 1;
+	__asm__ volatile("1: add %2, %0\n add %2, %0\n add %2, %0\n add %2, %0\n"
+			 " add %2, %0\n add %2, %0\n add %2, %0\n add %2, %0\n"
+			 " sub $1, %1\n jnz 1b"
+			 : "+r"(x), "+r"(n)
+			 : "r"(one));
+	return x;
+}
+
+/* A latency-bound chain (a 3-cycle multiply and a 1-cycle add per iteration
+ * on every x86-64 core since Nehalem and Zen) at about one instruction per
+ * cycle: unlike poly, whose 3 IPC depend on the core's width and on what an
+ * SMT sibling is doing, its best case holds whatever shares the core. */
+KERNEL int64_t mulchain(int n)
+{
+	BARRIER();
+	int64_t h = 1;
+	for (int i = 0; i < n; i++)
+		h = h * (int64_t)0x9E3779B97F4A7C15 + i;
+	return h;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	int reps = argc > 1 ? atoi(argv[1]) : 1000;
@@ -77,6 +108,10 @@ int main(int argc, char **argv)
 		acc += bits(c, N / 4);
 		acc += poly(N);
 		acc += (int64_t)y[r % N];
+#ifdef CLOCK_REFERENCE
+		acc += clock_reference();
+		acc += mulchain(N);
+#endif
 	}
 	printf("%lld\n", (long long)acc);
 	return 0;
