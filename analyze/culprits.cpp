@@ -301,7 +301,7 @@ private:
         // jump (the refetch arrives there), and after a return.
         if (i == 0) {
             mispredicts_into(b, executions, add);
-        } else if (after_call) {
+        } else if (after_call && !(prev < in_.calls_leaf.size() && in_.calls_leaf[prev])) {
             add(StallCause::kBranchMispredict, mispredict_bound(prev, executions, executions), prev);  // the callee's return
         }
     }
@@ -309,7 +309,6 @@ private:
     void explain(std::uint32_t b, std::uint32_t i, InstructionStalls& st, double executions, StallSummary& sum) {
         const auto& blk = cfg_.blocks[b];
         const std::uint32_t k = blk.first + i;
-        const DecodedInstruction& d = insn(k);
         const double D = st.dynamic_cycles;
         std::vector<Candidate> cands;
         auto add = [&](StallCause c, double max, std::uint32_t culprit) {
@@ -335,8 +334,13 @@ private:
         // land `skid` places earlier (one or two instructions on x86).
         const auto skid = static_cast<std::uint32_t>(std::max(in_.model->sample_skid(), 0));
         std::uint32_t window[2] = {skid == 0 ? k : before(b, i, skid), before(b, i, skid + 1)};
+        // Stores other than the stack's own (push, call): those hit the line
+        // at the top of the stack, which stays in L1, so by themselves they
+        // never fill the store buffer.
         bool block_stores = false;
-        for (std::uint32_t j = 0; j < blk.count; ++j) block_stores = block_stores || insn(blk.first + j).stores;
+        for (std::uint32_t j = 0; j < blk.count; ++j)
+            block_stores = block_stores || (insn(blk.first + j).stores && !cls(blk.first + j).stack_op);
+        auto store_may_wait = [&](std::uint32_t j) { return insn(j).stores && (!cls(j).stack_op || block_stores); };
         std::vector<std::uint32_t> loads;
         for (auto w : window) {
             if (w == kNoInstruction) continue;
@@ -353,7 +357,7 @@ private:
             }
             if (cls(w).long_latency) add(StallCause::kDivider, D, w);
             if (cls(w).sync) add(StallCause::kSync, D, w);
-            if (wd.stores) add(StallCause::kStoreBuffer, D, w);
+            if (store_may_wait(w)) add(StallCause::kStoreBuffer, D, w);
         }
         std::sort(loads.begin(), loads.end());
         loads.erase(std::unique(loads.begin(), loads.end()), loads.end());
@@ -374,7 +378,7 @@ private:
         }
         // A store that cannot get a store-buffer entry stops dispatch: the
         // store itself is where the interrupt finds the machine waiting.
-        if (d.stores) add(StallCause::kStoreBuffer, D, k);
+        if (store_may_wait(k)) add(StallCause::kStoreBuffer, D, k);
         if (cls(k).sync) add(StallCause::kSync, D, k);
 
         // Page faults and context switches: with kernel samples, their
@@ -408,7 +412,9 @@ private:
         std::array<bool, kStallCauses> emitted{};
         for (const auto& c : cands) {
             auto x = static_cast<std::size_t>(c.cause);
-            double cmin = std::max(0.0, D - (all_max - cause_max[x]));
+            // Never above its own bound: when all the bounds together fall
+            // short of D, the rest is the unexplained stall below.
+            double cmin = std::min(cause_max[x], std::max(0.0, D - (all_max - cause_max[x])));
             if (emitted[x]) cmin = 0;  // a second culprit instruction of the same cause
             st.culprits.push_back({c.cause, cmin, std::min(c.max, cause_max[x]), c.instruction});
             if (!emitted[x]) {

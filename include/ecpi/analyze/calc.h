@@ -132,6 +132,10 @@ struct ProcedureInput {
     std::uint64_t start = 0, end = 0;
     const ImageBytes* image = nullptr;        // code and jump tables
     std::function<std::string(std::uint64_t)> name_at;  // for no-return calls
+    // The end of the function starting at an address (0: unknown). Lets
+    // culprits see whether a callee calls anything: a leaf's return cannot
+    // have overflowed the return stack buffer.
+    std::function<std::uint64_t(std::uint64_t)> function_end;
     std::map<std::uint64_t, std::uint64_t> samples;      // address -> samples
     // Samples of an event counting retired instructions (address -> samples)
     // and its period; empty/0 when not recorded.

@@ -127,6 +127,30 @@ TEST_CASE("a stall after a load names the load: D-cache and DTLB, nothing else")
     CHECK(s.min[dc] == doctest::Approx(0));
 }
 
+TEST_CASE("a stall longer than every bound together: each cause at its bound, the rest unexplained") {
+    const auto loop = block_at(kChase, 0);
+    // 900 stall cycles per execution; D-cache and DTLB are bounded by one
+    // memory latency each.
+    auto a = analyze(kChase, {{loop, 1000}}, {{0x3, 900000}}, [](CulpritInput&) {});
+    const double D = a.culprits.instructions[a.at(0x3)].dynamic_cycles;
+    const double latency = model().memory_latency();
+    REQUIRE(D > 2 * latency);
+    double unexplained = 0;
+    for (const auto& c : a.dynamic_at(0x3)) {
+        INFO(stall_cause_name(c.cause));
+        CHECK(c.cycles_min <= c.cycles_max);
+        if (c.cause == StallCause::kDCache || c.cause == StallCause::kDTlb) {
+            CHECK(c.cycles_max == doctest::Approx(latency));
+            CHECK(c.cycles_min == doctest::Approx(latency));  // the others cannot explain it without it
+        }
+        if (c.cause == StallCause::kUnexplained) unexplained = c.cycles_min;
+    }
+    CHECK(unexplained == doctest::Approx(D - 2 * latency));
+    const auto& s = a.culprits.summary;
+    const auto dc = static_cast<std::size_t>(StallCause::kDCache);
+    CHECK(s.min[dc] <= s.max[dc]);
+}
+
 TEST_CASE("hardware events bound their causes; without kernel samples faults remain") {
     const auto loop = block_at(kChase, 0);
     auto a = analyze(kChase, {{loop, 1000}}, {{0x3, 200000}}, [](CulpritInput& in) {
@@ -161,6 +185,23 @@ TEST_CASE("stalls at the targets of an unpredictable branch name it") {
     });
     CHECK_FALSE(b.lists(0x17, StallCause::kBranchMispredict));
     CHECK(b.lists(0x17, StallCause::kUnexplained));
+}
+
+TEST_CASE("after a call to a leaf the return cannot have been mispredicted") {
+    //  0: call 9  5: mov rsi,rbx  8: ret  9: ret (the callee)
+    const std::vector<std::uint8_t> code = {0xe8, 0x04, 0x00, 0x00, 0x00, 0x48, 0x89, 0xde, 0xc3, 0xc3};
+    auto insns = decode_x86_64(kBase, code).value();
+    Cfg cfg = build_cfg(kBase, kBase + code.size(), std::move(insns), {});
+    std::map<std::uint32_t, double> f;
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b) f[b] = 1000;
+    auto unknown = analyze(code, f, {{0x5, 50000}}, [](CulpritInput&) {});
+    CHECK(unknown.lists(0x5, StallCause::kBranchMispredict));  // the callee's return: not ruled out
+    auto leaf = analyze(code, f, {{0x5, 50000}}, [](CulpritInput& in) {
+        in.calls_leaf.assign(in.cfg->instructions.size(), false);
+        in.calls_leaf[0] = true;  // the call at 0
+    });
+    CHECK_FALSE(leaf.lists(0x5, StallCause::kBranchMispredict));
+    CHECK(leaf.lists(0x5, StallCause::kICache));  // the callee may still have evicted the line
 }
 
 TEST_CASE("cause names, letters and kinds") {
