@@ -110,44 +110,25 @@ struct SampledProcedure {
     std::uint64_t total = 0;
 };
 
-// Per instruction: whether it is a direct call to a leaf function, one
-// whose code has no call and no jump leaving it (a tail call could go
-// anywhere). Callees are decoded once per procedure.
-std::vector<bool> leaf_calls(const Cfg& cfg, const ImageBytes& image,
-                             const std::function<std::uint64_t(std::uint64_t)>& function_end) {
-    std::vector<bool> out(cfg.instructions.size(), false);
-    std::map<std::uint64_t, bool> leaf;
-    for (std::size_t k = 0; k < cfg.instructions.size(); ++k) {
-        const auto& d = cfg.instructions[k];
-        if (d.flow != FlowKind::kCall || d.target == 0) continue;
-        auto [it, fresh] = leaf.emplace(d.target, false);
-        if (fresh) {
-            const std::uint64_t end = function_end(d.target);
-            std::span<const std::uint8_t> bytes;
-            if (end > d.target) bytes = image.read(d.target, end - d.target);
-            auto callee = decode_x86_64(d.target, bytes);
-            if (!bytes.empty() && callee.ok()) {
-                it->second = std::none_of(callee->begin(), callee->end(), [&](const DecodedInstruction& c) {
-                    switch (c.flow) {
-                    case FlowKind::kCall:
-                    case FlowKind::kIndirectCall:
-                    case FlowKind::kIndirectJump:
-                        return true;
-                    case FlowKind::kJump:
-                    case FlowKind::kCondJump:
-                        return c.target < d.target || c.target >= end;
-                    default:
-                        return false;
-                    }
-                });
-            }
-        }
-        out[k] = it->second;
-    }
-    return out;
-}
-
 }  // namespace
+
+bool is_leaf_function(const ImageBytes& image, std::uint64_t start, std::uint64_t end) {
+    if (end <= start) return false;
+    auto bytes = image.read(start, end - start);
+    if (bytes.empty()) return false;
+    auto code = decode_x86_64(start, bytes);
+    if (!code.ok()) return false;
+    return std::none_of(code->begin(), code->end(), [&](const DecodedInstruction& c) {
+        switch (c.flow) {
+            case FlowKind::kCall: case FlowKind::kIndirectCall: case FlowKind::kIndirectJump:
+                return true;
+            case FlowKind::kJump: case FlowKind::kCondJump:
+                return c.target < start || c.target >= end;
+            default:
+                return false;
+        }
+    });
+}
 
 Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const MachineModel& model, double period_cycles,
                                         const EstimatorOptions& options) {
@@ -202,7 +183,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
         out.per_instruction = per_instruction(it->second.samples);
         out.period = it->second.period;
     };
-    if (input.function_end) ci_in.calls_leaf = leaf_calls(cfg, *input.image, input.function_end);
+    ci_in.leaf_callee = input.leaf_callee;
     bounding("branch-misses", ci_in.branch_misses);
     bounding("cache-misses", ci_in.cache_misses);
     CulpritAnalysis culprits = find_culprits(ci_in);
@@ -447,6 +428,7 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
     std::map<std::size_t, std::unique_ptr<ImageBytes>> bytes_cache;
     std::map<std::size_t, std::unique_ptr<LineTable>> lines_cache;
     std::set<std::size_t> failed_images;
+    std::map<std::pair<std::size_t, std::uint64_t>, bool> leaf_cache;  // (image, callee) -> leaf
     for (auto i : selected) {
         const auto& sp = procs[i];
         const store::ImageProfile& ip = *images[sp.image];
@@ -502,9 +484,15 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
             const Symbol* s = table->lookup(a);
             return s && s->start == a ? s->name : std::string();
         };
-        input.function_end = [&table](std::uint64_t a) -> std::uint64_t {
-            const Symbol* s = table->lookup(a);
-            return s && s->start == a ? table->end_of(*s) : 0;
+        // Decoded once per image and callee, and only for calls that a
+        // stall follows.
+        input.leaf_callee = [&table, &leaf_cache, image_bytes = input.image, key = sp.image](std::uint64_t a) {
+            auto [it, fresh] = leaf_cache.emplace(std::make_pair(key, a), false);
+            if (fresh) {
+                const Symbol* s = table->lookup(a);
+                it->second = s && s->start == a && is_leaf_function(*image_bytes, a, table->end_of(*s));
+            }
+            return it->second;
         };
         auto proc = analyze_procedure(input, model, report.period_cycles);
         if (!proc.ok()) {

@@ -301,7 +301,8 @@ private:
         // jump (the refetch arrives there), and after a return.
         if (i == 0) {
             mispredicts_into(b, executions, add);
-        } else if (after_call && !(prev < in_.calls_leaf.size() && in_.calls_leaf[prev])) {
+        } else if (after_call && !(insn(prev).flow == FlowKind::kCall && insn(prev).target != 0 &&
+                                   in_.leaf_callee && in_.leaf_callee(insn(prev).target))) {
             add(StallCause::kBranchMispredict, mispredict_bound(prev, executions, executions), prev);  // the callee's return
         }
     }

@@ -132,10 +132,8 @@ struct ProcedureInput {
     std::uint64_t start = 0, end = 0;
     const ImageBytes* image = nullptr;        // code and jump tables
     std::function<std::string(std::uint64_t)> name_at;  // for no-return calls
-    // The end of the function starting at an address (0: unknown). Lets
-    // culprits see whether a callee calls anything: a leaf's return cannot
-    // have overflowed the return stack buffer.
-    std::function<std::uint64_t(std::uint64_t)> function_end;
+    // Whether the function at an address is a leaf (culprits.h); unset: unknown.
+    std::function<bool(std::uint64_t)> leaf_callee;
     std::map<std::uint64_t, std::uint64_t> samples;      // address -> samples
     // Samples of an event counting retired instructions (address -> samples)
     // and its period; empty/0 when not recorded.
@@ -154,6 +152,10 @@ struct ProcedureInput {
 };
 [[nodiscard]] Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const MachineModel& model,
                                                       double period_cycles, const EstimatorOptions& options = {});
+
+// Whether the code of [start, end) is a leaf: no call and no jump out of
+// itself (a tail call could go anywhere). False when it cannot be read.
+bool is_leaf_function(const ImageBytes& image, std::uint64_t start, std::uint64_t end);
 
 [[nodiscard]] Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOptions& options,
                                           Symbolizer& symbolizer);

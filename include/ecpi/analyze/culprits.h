@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -100,11 +101,12 @@ struct CulpritInput {
     // handling page faults and context switches is charged to the kernel's
     // code, not to the user instruction that caused them.
     bool kernel_sampled = true;
-    // Per instruction: a direct call whose callee makes no call and no jump
-    // out of itself, so its return is predicted by the return stack buffer
-    // (only an interrupt or context switch in between can spoil it, and
-    // those are candidates of their own). Empty: unknown for every call.
-    std::vector<bool> calls_leaf;
+    // Whether the function at a direct call's target makes no call and no
+    // jump out of itself: then its return is predicted by the return stack
+    // buffer (only an interrupt or context switch in between can spoil it,
+    // and those are candidates of their own). Asked only after calls where a
+    // stall is explained; unset: unknown for every callee.
+    std::function<bool(std::uint64_t)> leaf_callee;
     // Hardware events, where recorded, bound their causes.
     EventSamples branch_misses;
     EventSamples cache_misses;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ecpi/analyze/calc.h"
 #include "ecpi/analyze/cfg.h"
 #include "ecpi/analyze/symbolizer.h"
 
@@ -184,4 +185,26 @@ TEST_CASE("an indirect jump through a register loaded with an index is unresolve
     Cfg tc = build_cfg(0x3000, 0x3000 + sizeof tail, std::move(*t), {});
     CHECK_FALSE(tc.missing_edges);
     CHECK(count_edges(tc, EdgeKind::kTailJump) == 1);
+}
+
+TEST_CASE("leaf functions: no call and no jump out of themselves") {
+    for (const auto& file : binaries()) {
+        INFO(file);
+        auto table = SymbolTable::from_elf(file);
+        REQUIRE(table.ok());
+        auto image = ImageBytes::open(file);
+        REQUIRE(image.ok());
+        auto leaf = [&](const std::string& name) {
+            for (const auto& s : table->symbols())
+                if (s.name == name) return is_leaf_function(*image, s.start, table->end_of(s));
+            FAIL("no symbol " << name);
+            return false;
+        };
+        CHECK(leaf("leaf"));
+        CHECK(leaf("counted"));
+        CHECK_FALSE(leaf("tail"));     // jmp leaf
+        CHECK_FALSE(leaf("checked"));  // call abort
+        CHECK_FALSE(leaf("main"));
+        CHECK_FALSE(is_leaf_function(*image, 0x10, 0x10));  // empty range
+    }
 }

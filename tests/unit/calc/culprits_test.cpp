@@ -197,8 +197,7 @@ TEST_CASE("after a call to a leaf the return cannot have been mispredicted") {
     auto unknown = analyze(code, f, {{0x5, 50000}}, [](CulpritInput&) {});
     CHECK(unknown.lists(0x5, StallCause::kBranchMispredict));  // the callee's return: not ruled out
     auto leaf = analyze(code, f, {{0x5, 50000}}, [](CulpritInput& in) {
-        in.calls_leaf.assign(in.cfg->instructions.size(), false);
-        in.calls_leaf[0] = true;  // the call at 0
+        in.leaf_callee = [](std::uint64_t a) { return a == kBase + 9; };  // the callee at 9
     });
     CHECK_FALSE(leaf.lists(0x5, StallCause::kBranchMispredict));
     CHECK(leaf.lists(0x5, StallCause::kICache));  // the callee may still have evicted the line
