@@ -643,8 +643,8 @@ nlohmann::json summary_json(const StallSummary& s, std::uint64_t event_samples) 
         else
             totals[key] = l.min;
     }
-    j["dynamic"] = dynamic;
-    j["static"] = stat;
+    j["dynamic"] = std::move(dynamic);
+    j["static"] = std::move(stat);
     for (auto& [k, v] : totals.items()) j[k + "_percent"] = v;
     return j;
 }
@@ -792,7 +792,89 @@ std::string render_calc_text(const CalcReport& r) {
     return o.str();
 }
 
-nlohmann::json render_calc_json(const CalcReport& r) {
+namespace {
+
+// One procedure's object of the ecpi.calc schema.
+nlohmann::json procedure_json(const CalcReport& r, const CalcProcedure& p) {
+    using nlohmann::json;
+    auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+    auto block_id = [](std::uint32_t b) -> json {
+        if (b == kEntryBlock) return "entry";
+        if (b == kExitBlock) return "exit";
+        return b;
+    };
+    json jp = {{"name", p.name},
+               {"image", p.image},
+               {"build_id", p.build_id},
+               {"start", hex(p.start)},
+               {"end", hex(p.end)},
+               {"samples", p.samples},
+               {"invocations", p.invocations},
+               {"best_cpi", p.best_cpi},
+               {"actual_cpi", opt(p.actual_cpi)},
+               {"frequency_classes", p.frequency_classes},
+               {"missing_edges", p.missing_edges},
+               {"jump_tables", p.jump_tables},
+               {"summary", summary_json(p.stalls, r.event_samples)}};
+    json unresolved = json::array();
+    for (auto a : p.unresolved_jumps) unresolved.push_back(hex(a));
+    jp["unresolved_jumps"] = std::move(unresolved);
+    json blocks = json::array();
+    json insns = json::array();
+    for (const auto& b : p.blocks) {
+        blocks.push_back({{"index", b.index},
+                          {"address", hex(b.address)},
+                          {"instructions", b.count},
+                          {"frequency_class", b.frequency_class},
+                          {"samples", b.samples},
+                          {"executions", b.executions},
+                          {"best_cycles", b.best_cycles},
+                          {"best_cpi", b.best_cpi},
+                          {"actual_cpi", opt(b.actual_cpi)},
+                          {"confidence", confidence_name(b.confidence)},
+                          {"estimate", estimate_source_name(b.source)},
+                          {"steady_state", b.steady_state}});
+        for (std::uint32_t k = b.first; k < b.first + b.count; ++k) {
+            const auto& ci = p.instructions[k];
+            json ji = {{"address", hex(ci.address)},
+                       {"block", b.index},
+                       {"instruction", ci.text},
+                       {"samples", ci.samples},
+                       {"best_cycles", ci.best_known ? json(ci.best_cycles) : json(nullptr)},
+                       {"executions", ci.executions},
+                       {"cpi", opt(ci.cpi)},
+                       {"confidence", confidence_name(ci.confidence)}};
+            if (!ci.file.empty()) ji["source"] = {{"file", ci.file}, {"line", ci.line}};
+            ji["static_cycles"] = ci.static_cycles;
+            ji["dynamic_cycles"] = ci.dynamic_cycles;
+            json culprits = json::array();
+            for (const auto& c : ci.culprits) {
+                json jc = {{"cause", c.cause == StallCause::kStaticDivider ? "divider" : stall_cause_name(c.cause)},
+                           {"kind", is_dynamic(c.cause) ? "dynamic" : "static"},
+                           {"cycles_min", c.cycles_min},
+                           {"cycles_max", c.cycles_max}};
+                if (c.instruction) jc["instruction"] = hex(*c.instruction);
+                culprits.push_back(std::move(jc));
+            }
+            ji["culprits"] = std::move(culprits);
+            insns.push_back(std::move(ji));
+        }
+    }
+    jp["blocks"] = std::move(blocks);
+    jp["instructions"] = std::move(insns);
+    json edges = json::array();
+    for (const auto& e : p.edges)
+        edges.push_back({{"from", block_id(e.from)},
+                         {"to", block_id(e.to)},
+                         {"kind", edge_kind_name(e.kind)},
+                         {"frequency_class", e.frequency_class},
+                         {"executions", e.executions}});
+    jp["edges"] = std::move(edges);
+    return jp;
+}
+
+// Everything of the ecpi.calc document but the procedures (an empty list).
+nlohmann::json calc_json_shell(const CalcReport& r) {
     using nlohmann::json;
     json j = {{"schema", "ecpi.calc"},
               {"version", 2},
@@ -810,94 +892,57 @@ nlohmann::json render_calc_json(const CalcReport& r) {
               {"summary", r.summary},
               {"analysis_seconds", r.analysis_seconds},
               {"analyzed_bytes", r.analyzed_bytes}};
-    json procs = json::array();
-    auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
-    auto block_id = [](std::uint32_t b) -> json {
-        if (b == kEntryBlock) return "entry";
-        if (b == kExitBlock) return "exit";
-        return b;
-    };
-    for (const auto& p : r.procedures) {
-        json jp = {{"name", p.name},
-                   {"image", p.image},
-                   {"build_id", p.build_id},
-                   {"start", hex(p.start)},
-                   {"end", hex(p.end)},
-                   {"samples", p.samples},
-                   {"invocations", p.invocations},
-                   {"best_cpi", p.best_cpi},
-                   {"actual_cpi", opt(p.actual_cpi)},
-                   {"frequency_classes", p.frequency_classes},
-                   {"missing_edges", p.missing_edges},
-                   {"jump_tables", p.jump_tables},
-                   {"summary", summary_json(p.stalls, r.event_samples)}};
-        json unresolved = json::array();
-        for (auto a : p.unresolved_jumps) unresolved.push_back(hex(a));
-        jp["unresolved_jumps"] = unresolved;
-        json blocks = json::array();
-        json insns = json::array();
-        for (const auto& b : p.blocks) {
-            blocks.push_back({{"index", b.index},
-                              {"address", hex(b.address)},
-                              {"instructions", b.count},
-                              {"frequency_class", b.frequency_class},
-                              {"samples", b.samples},
-                              {"executions", b.executions},
-                              {"best_cycles", b.best_cycles},
-                              {"best_cpi", b.best_cpi},
-                              {"actual_cpi", opt(b.actual_cpi)},
-                              {"confidence", confidence_name(b.confidence)},
-                              {"estimate", estimate_source_name(b.source)},
-                              {"steady_state", b.steady_state}});
-            for (std::uint32_t k = b.first; k < b.first + b.count; ++k) {
-                const auto& ci = p.instructions[k];
-                json ji = {{"address", hex(ci.address)},
-                           {"block", b.index},
-                           {"instruction", ci.text},
-                           {"samples", ci.samples},
-                           {"best_cycles", ci.best_known ? json(ci.best_cycles) : json(nullptr)},
-                           {"executions", ci.executions},
-                           {"cpi", opt(ci.cpi)},
-                           {"confidence", confidence_name(ci.confidence)}};
-                if (!ci.file.empty()) ji["source"] = {{"file", ci.file}, {"line", ci.line}};
-                ji["static_cycles"] = ci.static_cycles;
-                ji["dynamic_cycles"] = ci.dynamic_cycles;
-                json culprits = json::array();
-                for (const auto& c : ci.culprits) {
-                    json jc = {{"cause", c.cause == StallCause::kStaticDivider ? "divider" : stall_cause_name(c.cause)},
-                               {"kind", is_dynamic(c.cause) ? "dynamic" : "static"},
-                               {"cycles_min", c.cycles_min},
-                               {"cycles_max", c.cycles_max}};
-                    if (c.instruction) jc["instruction"] = hex(*c.instruction);
-                    culprits.push_back(std::move(jc));
-                }
-                ji["culprits"] = culprits;
-                insns.push_back(std::move(ji));
-            }
-        }
-        jp["blocks"] = blocks;
-        jp["instructions"] = insns;
-        json edges = json::array();
-        for (const auto& e : p.edges)
-            edges.push_back({{"from", block_id(e.from)},
-                             {"to", block_id(e.to)},
-                             {"kind", edge_kind_name(e.kind)},
-                             {"frequency_class", e.frequency_class},
-                             {"executions", e.executions}});
-        jp["edges"] = edges;
-        procs.push_back(std::move(jp));
-    }
-    j["procedures"] = procs;
+    j["procedures"] = json::array();
     json images = json::array();
     for (const auto& im : r.images)
         images.push_back({{"image", im.image},
                           {"build_id", im.build_id},
                           {"procedures", im.procedures},
                           {"summary", summary_json(im.stalls, r.event_samples)}});
-    j["images"] = images;
+    j["images"] = std::move(images);
     j["event_samples"] = r.event_samples;
     j["warnings"] = r.warnings;
     return j;
+}
+
+}  // namespace
+
+nlohmann::json render_calc_json(const CalcReport& r) {
+    nlohmann::json j = calc_json_shell(r);
+    auto& procs = j["procedures"];
+    for (const auto& p : r.procedures) procs.push_back(procedure_json(r, p));
+    return j;
+}
+
+void write_calc_json(const CalcReport& r, std::ostream& out) {
+    // The same text as render_calc_json(r).dump(2), one procedure at a time:
+    // a whole image's procedures as one tree took 400 MB and a third of
+    // `calc --all`'s time.
+    const std::string text = calc_json_shell(r).dump(2);
+    const std::string marker = "\n  \"procedures\": []";
+    auto at = text.find(marker);
+    if (at == std::string::npos || r.procedures.empty()) {
+        out << text;
+        return;
+    }
+    out.write(text.data(), static_cast<std::streamsize>(at));
+    out << "\n  \"procedures\": [";
+    bool first = true;
+    for (const auto& p : r.procedures) {
+        std::string one = procedure_json(r, p).dump(2);
+        out << (first ? "\n    " : ",\n    ");
+        first = false;
+        std::size_t from = 0;
+        for (auto nl = one.find('\n'); nl != std::string::npos; nl = one.find('\n', from)) {
+            out.write(one.data() + from, static_cast<std::streamsize>(nl + 1 - from));
+            out << "    ";
+            from = nl + 1;
+        }
+        out.write(one.data() + from, static_cast<std::streamsize>(one.size() - from));
+    }
+    out << "\n  ]";
+    const std::size_t rest = at + marker.size();
+    out.write(text.data() + rest, static_cast<std::streamsize>(text.size() - rest));
 }
 
 }  // namespace ecpi::analyze

@@ -50,7 +50,8 @@ int run_calc(CalcArgs args) {
     auto report = unwrap(analyze::run_calc(contents, options, symbolizer));
     report.database = args.database;
     if (args.format == Format::kJson) {
-        std::cout << analyze::render_calc_json(report).dump(2) << "\n";
+        analyze::write_calc_json(report, std::cout);
+        std::cout << "\n";
     } else {
         std::cout << analyze::render_calc_text(report);
         for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi calc: warning: %s\n", w.c_str());

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <optional>
 #include <string>
@@ -163,5 +164,8 @@ bool is_leaf_function(const ImageBytes& image, std::uint64_t start, std::uint64_
 std::string render_calc_text(const CalcReport& report);
 // {"schema":"ecpi.calc","version":1,...}; documented in docs/json-schema.md.
 nlohmann::json render_calc_json(const CalcReport& report);
+// Writes render_calc_json(report).dump(2) without building the whole tree
+// (`calc --all` on a large library: one procedure's tree at a time).
+void write_calc_json(const CalcReport& report, std::ostream& out);
 
 }  // namespace ecpi::analyze
