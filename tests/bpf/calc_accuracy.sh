@@ -78,7 +78,7 @@ print(f"{total} samples: within 100% {100 * within2:.0f}%, within 10x {100 * ten
 # best case is the same on every core and which have no dynamic stalls, so
 # their counts must be close. poly is reported but not held to it: its three
 # instructions per cycle depend on the core's width and on what the SMT
-# sibling runs (on a shared Zen 5 it has come out from exact to 28% high).
+# sibling runs (on a shared Zen 4 it has come out from exact to 28% high).
 # The other kernels stall in ways the static model cannot know (L1 misses,
 # 4K aliasing on Intel), but no estimate may be off by 10x, and most samples
 # must be within a factor of two.
