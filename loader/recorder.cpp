@@ -657,6 +657,9 @@ nlohmann::json Session::status_json() {
                           {"unknown", unknown},
                           {"unknown_percent", samples ? 100.0 * static_cast<double>(unknown) / static_cast<double>(samples) : 0.0}};
         if (counters.ok()) {
+            // Taken by the BPF program so far, drained or not: "samples"
+            // moves only at each drain.
+            ev["samples_taken"] = (*counters)[i].samples;
             ev["table_evictions"] = (*counters)[i].table_full;
             ev["ringbuf_lost"] = (*counters)[i].ringbuf_lost;
         }

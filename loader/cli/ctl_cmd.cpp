@@ -27,9 +27,11 @@ void print_status_text(const nlohmann::json& s) {
     std::printf("on disk:     %.1f MB\n", static_cast<double>(s.value("disk_bytes", 0ull)) / (1 << 20));
     std::printf("processes:   %llu tracked\n", static_cast<unsigned long long>(s.value("processes_tracked", 0ull)));
     for (const auto& e : s.value("events", nlohmann::json::array())) {
-        std::printf("%s: %.0f samples/s, %llu samples, unknown %.3f%%, table evictions %llu, ring-buffer losses %llu\n",
+        std::printf("%s: %.0f samples/s, %llu samples drained of %llu taken, unknown %.3f%%, table evictions %llu, "
+                    "ring-buffer losses %llu\n",
                     e.value("event", "").c_str(), e.value("samples_per_second", 0.0),
-                    static_cast<unsigned long long>(e.value("samples", 0ull)), e.value("unknown_percent", 0.0),
+                    static_cast<unsigned long long>(e.value("samples", 0ull)),
+                    static_cast<unsigned long long>(e.value("samples_taken", 0ull)), e.value("unknown_percent", 0.0),
                     static_cast<unsigned long long>(e.value("table_evictions", 0ull)),
                     static_cast<unsigned long long>(e.value("ringbuf_lost", 0ull)));
     }

@@ -14,6 +14,7 @@ json_check "$TMP/p1.json" 'd["epoch"] == "00001"'
 "$ECPI" ctl --db "$db" status --format json >"$TMP/status.json"
 json_check "$TMP/status.json" 'd["schema"] == "ecpi.daemon.status" and d["epoch"] == "00001"'
 json_check "$TMP/status.json" 'd["events"][0]["samples"] > 1000 and d["rss_bytes"] > 0 and d["disk_bytes"] > 0'
+json_check "$TMP/status.json" 'd["events"][0]["samples_taken"] >= d["events"][0]["samples"]'
 json_check "$TMP/status.json" 'd["events"][0]["samples_per_second"] > 100 and "ringbuf_lost" in d["events"][0]'
 
 "$ECPI" ctl --db "$db" epoch --format json >"$TMP/epoch.json"
