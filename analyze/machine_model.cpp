@@ -94,7 +94,8 @@ Result<MachineModel> MachineModel::from_json(const nlohmann::json& j) {
         if (m.match_vendor_.empty()) return Error("machine model: \"match\" needs a \"vendor\"");
     }
     ECPI_ASSIGN_OR_RETURN(m.mispredict_penalty_, field<double>(j, "mispredict_penalty", 17));
-    ECPI_ASSIGN_OR_RETURN(m.memory_latency_, field<double>(j, "memory_latency", 300));
+    ECPI_ASSIGN_OR_RETURN(m.memory_latency_, field<double>(j, "memory_latency", 600));
+    ECPI_ASSIGN_OR_RETURN(m.page_walk_latency_, field<double>(j, "page_walk_latency", 2 * m.memory_latency_));
     ECPI_ASSIGN_OR_RETURN(m.loop_iterations_, field<int>(j, "loop_iterations", 8));
     ECPI_ASSIGN_OR_RETURN(m.macro_fusion_, field<bool>(j, "macro_fusion", true));
     ECPI_ASSIGN_OR_RETURN(m.move_elimination_, field<bool>(j, "move_elimination", true));

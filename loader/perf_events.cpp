@@ -3,6 +3,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -129,6 +130,36 @@ CpuInfo read_cpuinfo() {
 }
 
 double cpu_mhz() { return read_cpuinfo().mhz; }
+
+double measure_cpu_mhz(int rounds) {
+#if defined(__x86_64__)
+    // Register adds, not `add $imm`: Golden Cove and later fold chains of
+    // immediate adds at rename (bench/accuracy/clock.c).
+    constexpr long kIterations = 2'000'000;  // x 8 adds: 16 M cycles, ~4 ms at 4 GHz
+    std::vector<double> mhz;
+    for (int r = 0; r < rounds; ++r) {
+        timespec a{}, b{};
+        long n = kIterations, x = 0;
+        const long one = 1;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+        __asm__ volatile(
+            "1: add %2, %0\n add %2, %0\n add %2, %0\n add %2, %0\n"
+            " add %2, %0\n add %2, %0\n add %2, %0\n add %2, %0\n"
+            " sub $1, %1\n jnz 1b"
+            : "+r"(x), "+r"(n)
+            : "r"(one));
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+        const double s = static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_nsec - a.tv_nsec) * 1e-9;
+        if (s > 0) mhz.push_back(8.0 * kIterations / s / 1e6);
+    }
+    if (mhz.empty()) return 0;
+    std::nth_element(mhz.begin(), mhz.begin() + static_cast<long>(mhz.size() / 2), mhz.end());
+    return mhz[mhz.size() / 2];
+#else
+    static_cast<void>(rounds);
+    return 0;
+#endif
+}
 
 Result<std::vector<FileDescriptor>> open_sampling_events(const EventSpec& event, const std::vector<int>& cpus,
                                                          const SamplingEventOptions& options) {

@@ -274,6 +274,7 @@ private:
     KernelBase kernel_;
     CpuInfo cpu_;
     double mhz_ = 0;
+    double measured_mhz_ = 0;  // measure_cpu_mhz() before sampling starts
     std::mt19937_64 rng_{std::random_device{}()};
 
     std::vector<RawSample> pending_flat_;
@@ -311,6 +312,7 @@ Result<void> Session::setup() {
     }
     cpu_ = read_cpuinfo();
     mhz_ = cpu_.mhz;
+    measured_mhz_ = measure_cpu_mhz();  // ~20 ms, before any sampling disturbs it
     for (const auto& e : events_) mean_periods_.push_back(mean_period(e, options_.frequency, mhz_));
     unflushed_meta_.assign(events_.size(), {});
     flushed_lost_.assign(events_.size(), 0);
@@ -600,6 +602,7 @@ Result<void> Session::flush() {
         meta.kernel_release = uts.release;
     }
     meta.cpu_mhz = mhz_;
+    meta.cpu_mhz_measured = measured_mhz_;
     meta.cpu_vendor = cpu_.vendor;
     meta.cpu_family = cpu_.family;
     meta.cpu_model = cpu_.model;

@@ -105,7 +105,11 @@ public:
     // Cycles lost per branch misprediction, and the pessimistic cost of one
     // cache miss served from memory (used to bound stalls from event counts).
     double mispredict_penalty() const { return mispredict_penalty_; }
+    // Upper bounds for culprit ranges, in cycles: one miss to DRAM, and one
+    // page walk (a TLB miss whose walk misses the caches; longer under a
+    // hypervisor, whose nested walk reads two page tables).
     double memory_latency() const { return memory_latency_; }
+    double page_walk_latency() const { return page_walk_latency_; }
 
     // The class an instruction is timed with (memory operands add the load
     // latency and store uops on top of it).
@@ -131,7 +135,8 @@ private:
     std::string match_vendor_;
     std::vector<std::uint64_t> match_families_, match_models_;  // empty: any
     double mispredict_penalty_ = 17;
-    double memory_latency_ = 300;
+    double memory_latency_ = 600;
+    double page_walk_latency_ = 1200;
     int loop_iterations_ = 8;
     bool macro_fusion_ = true;
     bool move_elimination_ = true;

@@ -48,6 +48,13 @@ CpuInfo read_cpuinfo();
 // The nominal CPU clock rate in MHz (from /proc/cpuinfo), 0 when unknown.
 double cpu_mhz();
 
+// The clock rate this thread's core runs at now, in MHz: a chain of
+// dependent register adds retires one add per cycle on every x86-64 core,
+// timed on the thread's CPU clock (median of `rounds` rounds of about 4 ms).
+// Unlike /proc/cpuinfo's nominal rate it includes turbo. 0 on other
+// architectures.
+double measure_cpu_mhz(int rounds = 5);
+
 class FileDescriptor {
 public:
     FileDescriptor() = default;

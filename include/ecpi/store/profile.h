@@ -104,6 +104,9 @@ struct EpochMeta {
     std::string hostname;
     std::string kernel_release;
     double cpu_mhz = 0;                  // nominal clock, to turn clock periods into cycles
+    // The clock the core actually ran at when recording began (turbo
+    // included), measured with a dependent add chain; 0 when not measured.
+    double cpu_mhz_measured = 0;
     // The CPU as /proc/cpuinfo names it, so analysis can pick a machine model
     // (calc --machine auto). Empty/0 in databases written before it existed.
     std::string cpu_vendor;              // "AuthenticAMD", "GenuineIntel"

@@ -37,3 +37,19 @@ TEST_CASE("hardware events fail with a message naming the event and the alternat
         CHECK(explains);
     }
 }
+
+TEST_CASE("the measured clock rate is a plausible core clock, near the nominal one") {
+#if defined(__x86_64__)
+    const double measured = ecpi::loader::measure_cpu_mhz(3);
+    INFO("measured " << measured << " MHz, /proc/cpuinfo " << ecpi::loader::cpu_mhz() << " MHz");
+    CHECK(measured > 300);     // one add per cycle: no x86-64 core is slower
+    CHECK(measured < 10000);   // nor faster
+    if (const double nominal = ecpi::loader::cpu_mhz(); nominal > 0) {
+        // Turbo can add, throttling and a busy host can take, but not 4x.
+        CHECK(measured > nominal / 4);
+        CHECK(measured < nominal * 4);
+    }
+#else
+    CHECK(ecpi::loader::measure_cpu_mhz(1) == 0);
+#endif
+}
