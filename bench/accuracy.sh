@@ -119,5 +119,5 @@ echo
 echo "### With the measured clock rate (--cpu-mhz)"
 python3 "$here/accuracy/compare.py" report "${rows[@]/%/.rows}"
 echo
-echo "### With the clock rate recorded in the epoch (/proc/cpuinfo)"
+echo "### With the clock rate recorded in the epoch (measured by ecpi record where the epoch has it, else /proc/cpuinfo)"
 python3 "$here/accuracy/compare.py" report "${rows[@]/%/.recorded.rows}" | sed -n '/all workloads/,/confidence of all/p'
