@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -206,5 +207,40 @@ TEST_CASE("leaf functions: no call and no jump out of themselves") {
         CHECK_FALSE(leaf("checked"));  // call abort
         CHECK_FALSE(leaf("main"));
         CHECK_FALSE(is_leaf_function(*image, 0x10, 0x10));  // empty range
+    }
+}
+
+TEST_CASE("calc JSON written one procedure at a time is the whole document's text") {
+    const std::string file = ECPI_CFGTEST_GCC;
+    auto table = SymbolTable::from_elf(file);
+    REQUIRE(table.ok());
+    auto image = ImageBytes::open(file);
+    REQUIRE(image.ok());
+    auto model = MachineModel::load(MachineModel::kDefault);
+    REQUIRE(model.ok());
+    CalcReport report;
+    report.event = "cpu-clock";
+    report.warnings = {"a warning"};
+    auto text_of = [](const CalcReport& r) {
+        std::ostringstream out;
+        write_calc_json(r, out);
+        return out.str();
+    };
+    CHECK(text_of(report) == render_calc_json(report).dump(2));  // no procedures: "procedures": []
+    for (const char* name : {"counted", "dispatch", "leaf"}) {
+        const Symbol* sym = nullptr;
+        for (const auto& s : table->symbols())
+            if (s.name == name) sym = &s;
+        REQUIRE(sym != nullptr);
+        ProcedureInput in;
+        in.name = name;
+        in.start = sym->start;
+        in.end = table->end_of(*sym);
+        in.image = &*image;
+        in.samples = {{sym->start, 40}, {sym->start + 4, 7}};
+        auto proc = analyze_procedure(in, *model, 1000);
+        REQUIRE(proc.ok());
+        report.procedures.push_back(std::move(*proc));
+        CHECK(text_of(report) == render_calc_json(report).dump(2));
     }
 }
