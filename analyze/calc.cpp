@@ -303,7 +303,7 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
             report.clock_source = "--cpu-mhz";
         } else if (contents.meta.cpu_mhz_measured > 0) {
             report.cpu_mhz = contents.meta.cpu_mhz_measured;
-            report.clock_source = "measured at record time (a dependent add chain: the core's effective clock, turbo included)";
+            report.clock_source = "a measurement at record time (a dependent add chain: the core's effective clock, turbo included)";
         } else if (contents.meta.cpu_mhz > 0) {
             report.cpu_mhz = contents.meta.cpu_mhz;
             report.clock_source = "the epoch's metadata (/proc/cpuinfo at record time; the core may run faster under turbo)";
