@@ -112,24 +112,6 @@ struct SampledProcedure {
 
 }  // namespace
 
-bool is_leaf_function(const ImageBytes& image, std::uint64_t start, std::uint64_t end) {
-    if (end <= start) return false;
-    auto bytes = image.read(start, end - start);
-    if (bytes.empty()) return false;
-    auto code = decode_x86_64(start, bytes);
-    if (!code.ok()) return false;
-    return std::none_of(code->begin(), code->end(), [&](const DecodedInstruction& c) {
-        switch (c.flow) {
-            case FlowKind::kCall: case FlowKind::kIndirectCall: case FlowKind::kIndirectJump:
-                return true;
-            case FlowKind::kJump: case FlowKind::kCondJump:
-                return c.target < start || c.target >= end;
-            default:
-                return false;
-        }
-    });
-}
-
 Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const MachineModel& model, double period_cycles,
                                         const EstimatorOptions& options) {
     if (!input.image) return Error(input.name + ": no image bytes");

@@ -113,6 +113,24 @@ bool has_group(const cs_detail* d, unsigned group) {
 
 }  // namespace
 
+bool is_leaf_function(const ImageBytes& image, std::uint64_t start, std::uint64_t end) {
+    if (end <= start) return false;
+    auto bytes = image.read(start, end - start);
+    if (bytes.empty()) return false;
+    auto code = decode_x86_64(start, bytes);
+    if (!code.ok()) return false;
+    return std::none_of(code->begin(), code->end(), [&](const DecodedInstruction& c) {
+        switch (c.flow) {
+            case FlowKind::kCall: case FlowKind::kIndirectCall: case FlowKind::kIndirectJump:
+                return true;
+            case FlowKind::kJump: case FlowKind::kCondJump:
+                return c.target < start || c.target >= end;
+            default:
+                return false;
+        }
+    });
+}
+
 std::string DecodedInstruction::text() const {
     return operands.empty() ? mnemonic : mnemonic + " " + operands;
 }

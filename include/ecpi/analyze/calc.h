@@ -154,10 +154,6 @@ struct ProcedureInput {
 [[nodiscard]] Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const MachineModel& model,
                                                       double period_cycles, const EstimatorOptions& options = {});
 
-// Whether the code of [start, end) is a leaf: no call and no jump out of
-// itself (a tail call could go anywhere). False when it cannot be read.
-bool is_leaf_function(const ImageBytes& image, std::uint64_t start, std::uint64_t end);
-
 [[nodiscard]] Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOptions& options,
                                           Symbolizer& symbolizer);
 

@@ -109,6 +109,12 @@ inline constexpr std::uint16_t kStackPointer = 2;
 [[nodiscard]] Result<std::vector<DecodedInstruction>> decode_x86_64(std::uint64_t address,
                                                                   std::span<const std::uint8_t> bytes);
 
+class ImageBytes;
+
+// Whether the code of [start, end) is a leaf: no call and no jump out of
+// itself (a tail call could go anywhere). False when it cannot be read.
+bool is_leaf_function(const ImageBytes& image, std::uint64_t start, std::uint64_t end);
+
 // The loaded contents of an ELF file by virtual address (allocated sections
 // with file contents), for code and for jump tables in .rodata.
 class ImageBytes {
