@@ -365,7 +365,12 @@ private:
         // Execution stalls: the instruction(s) that kept retirement waiting
         // land `skid` places earlier (one or two instructions on x86).
         const auto skid = static_cast<std::uint32_t>(std::max(in_.model->sample_skid(), 0));
-        std::uint32_t window[2] = {skid == 0 ? k : before(b, i, skid), before(b, i, skid + 1)};
+        std::vector<std::uint32_t> window = {skid == 0 ? k : before(b, i, skid), before(b, i, skid + 1)};
+        // On a core that spreads a short block's samples over it (the model's
+        // whole_block_below, docs/MACHINE_MODEL.md) the instruction that kept
+        // retirement waiting may be any of the block's.
+        if (blk.count < in_.model->whole_block_below())
+            for (std::uint32_t j = 0; j < blk.count; ++j) window.push_back(blk.first + j);
         // Stores other than the stack's own (push, call): those hit the line
         // at the top of the stack, which stays in L1, so by themselves they
         // never fill the store buffer.

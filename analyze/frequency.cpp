@@ -43,6 +43,76 @@ Confidence rate(std::uint32_t used, double spread, double samples) {
     return Confidence::kLow;
 }
 
+// An issue point's window of +-attribution_radius instructions, extended
+// back to the producer of its critical operand (DCPI's span).
+std::pair<std::uint32_t, std::uint32_t> radius_window(const BlockTiming& t, std::uint32_t i, std::uint32_t n,
+                                                      const EstimatorOptions& opt) {
+    std::uint32_t lo = i >= opt.attribution_radius ? i - opt.attribution_radius : 0;
+    return {std::min(lo, t.span_start[i]), std::min(n - 1, i + opt.attribution_radius)};
+}
+
+struct ShortBlockWindows {
+    bool whole = false;          // the block spreads its samples: windows are the whole block
+    std::vector<bool> stalled;   // left out of the whole-block window: a dynamic stall
+};
+
+// Some cores (Zen 5, docs/MACHINE_MODEL.md) spread a short loop's samples
+// over its body regardless of where the model puts its issue points, leaving
+// some issue points with no samples at all; there only the block as a whole
+// adds up. Two things keep that from hiding stalls:
+// - A block is taken whole only on evidence of such spreading: an issue
+//   point whose +-radius window holds less than smear_low_fraction of what
+//   the block's ratio predicts for it (and the prediction is at least
+//   smear_min_samples). A block whose windows all agree with the stall model
+//   keeps them (a store loop whose stall lands after the store, say).
+// - Spreading moves at most about the block's own best-case cycles per
+//   execution, so an instruction whose samples, at the ratio of the rest of
+//   the block, stand for more than smear_limit_blocks times those cycles
+//   (and at least smear_limit_cycles) held a stall (a load that misses every
+//   time): it is left out of the whole-block window, as DCPI leaves out an
+//   issue point with a large ratio (6.1.3). Largest first, while that holds.
+ShortBlockWindows short_block_windows(const BlockTiming& t, std::span<const std::uint64_t> s,
+                                      const EstimatorOptions& opt) {
+    ShortBlockWindows out;
+    const auto n = static_cast<std::uint32_t>(s.size());
+    out.stalled.assign(n, false);
+    double rest_s = 0, rest_m = 0;
+    std::vector<std::uint32_t> order;
+    for (std::uint32_t k = 0; k < n; ++k)
+        if (t.known[k]) {
+            rest_s += static_cast<double>(s[k]);
+            rest_m += t.m[k];
+            order.push_back(k);
+        }
+    const double block_m = rest_m;
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return s[a] > s[b]; });
+    const double limit = std::max(opt.smear_limit_blocks * block_m, opt.smear_limit_cycles);
+    for (std::uint32_t k : order) {
+        const double sk = static_cast<double>(s[k]);
+        const double others_s = rest_s - sk, others_m = rest_m - t.m[k];
+        if (others_s <= 0 || others_m <= 0) break;
+        if (sk / (others_s / others_m) <= limit) break;
+        out.stalled[k] = true;
+        rest_s = others_s;
+        rest_m = others_m;
+    }
+    if (rest_m <= 0) return out;
+    const double ratio = rest_s / rest_m;
+    for (std::uint32_t i = 0; i < n && !out.whole; ++i) {
+        if (!t.known[i] || t.m[i] <= 0) continue;
+        auto [lo, hi] = radius_window(t, i, n, opt);
+        double ws = 0, wm = 0;
+        for (std::uint32_t k = lo; k <= hi; ++k)
+            if (t.known[k] && !out.stalled[k]) {
+                ws += static_cast<double>(s[k]);
+                wm += t.m[k];
+            }
+        const double expected = ratio * wm;
+        if (expected >= opt.smear_min_samples && ws < opt.smear_low_fraction * expected) out.whole = true;
+    }
+    return out;
+}
+
 // DCPI 6.1.3 for one class.
 //
 // x86 twist: where exactly a sample lands near a stall varies by an
@@ -66,6 +136,24 @@ ClassEstimate estimate_class(const std::vector<std::pair<std::uint32_t, std::uin
     auto s_at = [&](std::uint32_t b, std::uint32_t i) {
         return static_cast<double>(samples[cfg.blocks[b].first + i]);
     };
+    // Short blocks (models with whole_block_below) use their whole body as
+    // the window where they spread samples, less any dynamic stall (see
+    // short_block_windows); instructions with unknown M never count.
+    std::map<std::uint32_t, ShortBlockWindows> short_blocks;
+    auto short_block = [&](std::uint32_t b) -> const ShortBlockWindows* {
+        if (cfg.blocks[b].count > opt.whole_block_below) return nullptr;
+        auto it = short_blocks.find(b);
+        if (it == short_blocks.end())
+            it = short_blocks
+                     .emplace(b, short_block_windows(timing[b], samples.subspan(cfg.blocks[b].first, cfg.blocks[b].count), opt))
+                     .first;
+        return &it->second;
+    };
+    auto counts = [&](std::uint32_t b, std::uint32_t k) {
+        if (!timing[b].known[k]) return false;
+        const ShortBlockWindows* sb = short_block(b);
+        return !sb || !sb->whole || !sb->stalled[k];
+    };
     for (auto [b, i] : members) {
         const BlockTiming& t = timing[b];
         double s = s_at(b, i);
@@ -77,16 +165,14 @@ ClassEstimate estimate_class(const std::vector<std::pair<std::uint32_t, std::uin
         if (t.m[i] <= 0) continue;
         ++est.issue_points;
         const std::uint32_t n = cfg.blocks[b].count;
-        std::uint32_t lo = i >= opt.attribution_radius ? i - opt.attribution_radius : 0;
-        lo = std::min(lo, t.span_start[i]);
-        std::uint32_t hi = std::min(n - 1, i + opt.attribution_radius);
-        if (n <= opt.whole_block_below) {
-            lo = 0;  // a short block: its samples may land anywhere in it
+        auto [lo, hi] = radius_window(t, i, n, opt);
+        if (const ShortBlockWindows* sb = short_block(b); sb && sb->whole) {
+            lo = 0;  // a short block that spreads its samples: they may land anywhere in it
             hi = n - 1;
         }
         double ws = 0, wm = 0;
         for (std::uint32_t k = lo; k <= hi; ++k)
-            if (t.known[k]) {
+            if (counts(b, k)) {
                 ws += s_at(b, k);
                 wm += t.m[k];
             }
@@ -140,7 +226,7 @@ ClassEstimate estimate_class(const std::vector<std::pair<std::uint32_t, std::uin
         std::vector<std::pair<std::uint32_t, std::uint32_t>> window;
         for (std::size_t k = a; k <= b; ++k)
             for (std::uint32_t x = points[k].lo; x <= points[k].hi; ++x)
-                if (timing[points[k].block].known[x]) window.push_back({points[k].block, x});
+                if (counts(points[k].block, x)) window.push_back({points[k].block, x});
         std::sort(window.begin(), window.end());
         window.erase(std::unique(window.begin(), window.end()), window.end());
         double cs = 0, cm = 0;
@@ -156,13 +242,20 @@ ClassEstimate estimate_class(const std::vector<std::pair<std::uint32_t, std::uin
         est.source = EstimateSource::kIssuePoints;
         est.issue_points_used = static_cast<std::uint32_t>(members_in);
         est.spread = points[a].value > 0 ? points[b].value / points[a].value : 1;
-        // Issue points that share one window (a whole short block) are one
-        // piece of evidence, not several that agree.
-        std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> windows;
-        for (std::size_t k = a; k <= b; ++k) windows.emplace_back(points[k].block, points[k].lo, points[k].hi);
+        // Issue points whose windows overlap share samples (a whole short
+        // block shares all of them): the evidence is as many windows as
+        // are pairwise disjoint, not as many issue points as agree.
+        std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> windows;  // (block, hi, lo)
+        for (std::size_t k = a; k <= b; ++k) windows.emplace_back(points[k].block, points[k].hi, points[k].lo);
         std::sort(windows.begin(), windows.end());
-        const auto independent =
-            static_cast<std::uint32_t>(std::unique(windows.begin(), windows.end()) - windows.begin());
+        std::uint32_t independent = 0;
+        std::int64_t last_block = -1, last_hi = -1;
+        for (auto [blk, hi, lo] : windows) {  // greedy by end: the most disjoint intervals
+            if (static_cast<std::int64_t>(blk) == last_block && static_cast<std::int64_t>(lo) <= last_hi) continue;
+            ++independent;
+            last_block = blk;
+            last_hi = hi;
+        }
         est.confidence = rate(independent, est.spread, cs);
         // On an out-of-order core the model's M_i are least certain one by
         // one. A cluster holding most of the class's static cycles outvotes

@@ -64,6 +64,16 @@ struct EstimatorOptions {
     double max_stall_cycles = 4000;    // an estimate implying a longer stall per execution is anomalous
     std::uint32_t attribution_radius = 1;  // window (instructions each side) of an issue point's ratio
     std::uint32_t whole_block_below = 0;   // blocks shorter than this use the whole block as the window (0: off)
+    // Such a block is taken whole only where an issue point's own window holds
+    // less than smear_low_fraction of what the block's ratio predicts (and that
+    // prediction is at least smear_min_samples). In a whole-block window, an
+    // instruction whose samples stand for more than max(blocks x the block's
+    // best-case cycles, cycles) per execution at the rest's ratio is a dynamic
+    // stall and left out of the window.
+    double smear_low_fraction = 0.25;
+    double smear_min_samples = 20;
+    double smear_limit_blocks = 4;
+    double smear_limit_cycles = 16;
     // Samples of an event that counts retired instructions (per instruction,
     // same layout as the cycle samples) and its period in instructions;
     // empty: none. Used where they give more samples than the cycle ratios.

@@ -73,6 +73,41 @@ TEST_CASE("a loop's frequency from its issue points, ignoring a stalled one") {
     CHECK(est.block_frequency[pre] == doctest::Approx(0));
 }
 
+TEST_CASE("a whole-block window spreads smeared samples but leaves out a dynamic stall") {
+    auto build = [](Fixture& fx) {
+        auto loop = fx.add_block({0, 4, 0, 3, 3, 3, 3, 1, 1, 0});
+        fx.edge(kEntryBlock, loop, EdgeKind::kEntry);
+        fx.edge(loop, loop, EdgeKind::kBranch);
+        fx.edge(loop, kExitBlock, EdgeKind::kFallThrough);
+        return loop;
+    };
+    EstimatorOptions opt;
+    opt.whole_block_below = 16;
+    SUBCASE("samples moved within the block: the block's sum still gives F") {
+        Fixture fx;
+        auto loop = build(fx);
+        std::vector<std::uint64_t> s(fx.cfg.instructions.size(), 0);
+        fx.sample(s, loop, 1000);  // 18,000 samples in all
+        // The core lands half of them on one instruction, none on two issue points.
+        s[6] += s[3] + s[4];
+        s[3] = s[4] = 0;
+        auto fc = frequency_classes(fx.cfg);
+        auto est = estimate_frequencies(fx.cfg, fc, fx.timing, s, opt);
+        CHECK(est.block_frequency[loop] == doctest::Approx(1000).epsilon(0.02));
+    }
+    SUBCASE("a load that misses every time (150x the block's cycles) is a stall, not smear") {
+        Fixture fx;
+        auto loop = build(fx);
+        std::vector<std::uint64_t> s(fx.cfg.instructions.size(), 0);
+        fx.sample(s, loop, 1000);
+        s[1] += 2700000;
+        auto fc = frequency_classes(fx.cfg);
+        auto est = estimate_frequencies(fx.cfg, fc, fx.timing, s, opt);
+        CHECK(est.block_frequency[loop] == doctest::Approx(1000).epsilon(0.02));
+        CHECK(est.block_source[loop] == EstimateSource::kIssuePoints);
+    }
+}
+
 TEST_CASE("a class with few samples uses sum S / sum M with low confidence") {
     Fixture fx;
     auto b = fx.add_block({1, 2, 1});
