@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <iomanip>
 #include <map>
 #include <memory>
 #include <set>
@@ -283,6 +284,14 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
         if (options.cpu_mhz) {
             report.cpu_mhz = *options.cpu_mhz;
             report.clock_source = "--cpu-mhz";
+        } else if (contents.meta.cpu_mhz_sampled > 0) {
+            report.cpu_mhz = contents.meta.cpu_mhz_sampled;
+            std::ostringstream why;
+            why << std::fixed << std::setprecision(0)
+                << "a measurement at record time under sampling at the same period (a dependent add chain: the cycles a "
+                   "sampled program keeps, turbo included, sampling's own cost excluded; "
+                << contents.meta.cpu_mhz_measured << " MHz unsampled)";
+            report.clock_source = why.str();
         } else if (contents.meta.cpu_mhz_measured > 0) {
             report.cpu_mhz = contents.meta.cpu_mhz_measured;
             report.clock_source = "a measurement at record time (a dependent add chain: the core's effective clock, turbo included)";

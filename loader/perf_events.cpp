@@ -131,34 +131,72 @@ CpuInfo read_cpuinfo() {
 
 double cpu_mhz() { return read_cpuinfo().mhz; }
 
-double measure_cpu_mhz(int rounds) {
+namespace {
+
+// Cycles per second of a dependent chain of register adds (one add per
+// cycle on every x86-64 core), timed on `clock`. Register adds, not `add
+// $imm`: Golden Cove and later fold chains of immediate adds at rename
+// (bench/accuracy/clock.c). 0 on other architectures.
+double add_chain_mhz(long iterations, clockid_t clock) {
 #if defined(__x86_64__)
-    // Register adds, not `add $imm`: Golden Cove and later fold chains of
-    // immediate adds at rename (bench/accuracy/clock.c).
-    constexpr long kIterations = 2'000'000;  // x 8 adds: 16 M cycles, ~4 ms at 4 GHz
-    std::vector<double> mhz;
-    for (int r = 0; r < rounds; ++r) {
-        timespec a{}, b{};
-        long n = kIterations, x = 0;
-        const long one = 1;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-        __asm__ volatile(
-            "1: add %2, %0\n add %2, %0\n add %2, %0\n add %2, %0\n"
-            " add %2, %0\n add %2, %0\n add %2, %0\n add %2, %0\n"
-            " sub $1, %1\n jnz 1b"
-            : "+r"(x), "+r"(n)
-            : "r"(one));
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-        const double s = static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_nsec - a.tv_nsec) * 1e-9;
-        if (s > 0) mhz.push_back(8.0 * kIterations / s / 1e6);
-    }
-    if (mhz.empty()) return 0;
-    std::nth_element(mhz.begin(), mhz.begin() + static_cast<long>(mhz.size() / 2), mhz.end());
-    return mhz[mhz.size() / 2];
+    timespec a{}, b{};
+    long n = iterations, x = 0;
+    const long one = 1;
+    clock_gettime(clock, &a);
+    __asm__ volatile(
+        "1: add %2, %0\n add %2, %0\n add %2, %0\n add %2, %0\n"
+        " add %2, %0\n add %2, %0\n add %2, %0\n add %2, %0\n"
+        " sub $1, %1\n jnz 1b"
+        : "+r"(x), "+r"(n)
+        : "r"(one));
+    clock_gettime(clock, &b);
+    const double s = static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_nsec - a.tv_nsec) * 1e-9;
+    return s > 0 ? 8.0 * static_cast<double>(iterations) / s / 1e6 : 0;
 #else
-    static_cast<void>(rounds);
+    static_cast<void>(iterations);
+    static_cast<void>(clock);
     return 0;
 #endif
+}
+
+double median(std::vector<double> v) {
+    v.erase(std::remove(v.begin(), v.end(), 0.0), v.end());
+    if (v.empty()) return 0;
+    std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+double measure_cpu_mhz(int rounds) {
+    constexpr long kIterations = 2'000'000;  // x 8 adds: 16 M cycles, ~4 ms at 4 GHz
+    std::vector<double> mhz;
+    for (int r = 0; r < rounds; ++r) mhz.push_back(add_chain_mhz(kIterations, CLOCK_THREAD_CPUTIME_ID));
+    return median(std::move(mhz));
+}
+
+Result<double> measure_sampled_cpu_mhz(std::uint64_t period_ns, int rounds) {
+    perf_event_attr attr{};
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.sample_period = period_ns;
+    attr.sample_type = PERF_SAMPLE_IP;
+    attr.disabled = 1;
+    long fd = perf_event_open(&attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) return Error::from_errno(errno, "opening a cpu-clock event on the recorder's thread to time it under sampling");
+    FileDescriptor event(static_cast<int>(fd));
+    // At least 100 samples a round, so one more or fewer moves it by 1%.
+    const double seconds = std::max(0.02, 100.0 * static_cast<double>(period_ns) * 1e-9);
+    const auto iterations = static_cast<long>(std::min(seconds, 0.5) * 4e9 / 8);
+    std::vector<double> mhz;
+    for (int r = 0; r < rounds; ++r) {
+        if (ioctl(event.get(), PERF_EVENT_IOC_ENABLE, 0) != 0)
+            return Error::from_errno(errno, "enabling the cpu-clock event that times the recorder's thread");
+        mhz.push_back(add_chain_mhz(iterations, CLOCK_MONOTONIC));
+        ioctl(event.get(), PERF_EVENT_IOC_DISABLE, 0);
+    }
+    return median(std::move(mhz));
 }
 
 Result<std::vector<FileDescriptor>> open_sampling_events(const EventSpec& event, const std::vector<int>& cpus,

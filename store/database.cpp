@@ -214,6 +214,7 @@ std::string meta_to_json(const EpochMeta& m) {
                  {"kernel_release", m.kernel_release},
                  {"cpu_mhz", m.cpu_mhz},
                  {"cpu_mhz_measured", m.cpu_mhz_measured},
+                 {"cpu_mhz_sampled", m.cpu_mhz_sampled},
                  {"cpu_vendor", m.cpu_vendor},
                  {"cpu_family", m.cpu_family},
                  {"cpu_model", m.cpu_model},
@@ -233,6 +234,7 @@ Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& byte
     ECPI_RETURN_IF_ERROR(read_field(j, "kernel_release", m.kernel_release));
     ECPI_RETURN_IF_ERROR(read_field(j, "cpu_mhz", m.cpu_mhz));
     ECPI_RETURN_IF_ERROR(read_field(j, "cpu_mhz_measured", m.cpu_mhz_measured));
+    ECPI_RETURN_IF_ERROR(read_field(j, "cpu_mhz_sampled", m.cpu_mhz_sampled));
     ECPI_RETURN_IF_ERROR(read_field(j, "cpu_vendor", m.cpu_vendor));
     ECPI_RETURN_IF_ERROR(read_field(j, "cpu_family", m.cpu_family));
     ECPI_RETURN_IF_ERROR(read_field(j, "cpu_model", m.cpu_model));

@@ -107,6 +107,10 @@ struct EpochMeta {
     // The clock the core actually ran at when recording began (turbo
     // included), measured with a dependent add chain; 0 when not measured.
     double cpu_mhz_measured = 0;
+    // The same chain's rate while a cpu-clock event sampled it at the
+    // recording's period: the cycles a sampled program keeps per second
+    // (sampling costs it time); 0 when not measured.
+    double cpu_mhz_sampled = 0;
     // The CPU as /proc/cpuinfo names it, so analysis can pick a machine model
     // (calc --machine auto). Empty/0 in databases written before it existed.
     std::string cpu_vendor;              // "AuthenticAMD", "GenuineIntel"

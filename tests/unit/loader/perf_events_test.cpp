@@ -53,3 +53,20 @@ TEST_CASE("the measured clock rate is a plausible core clock, near the nominal o
     CHECK(ecpi::loader::measure_cpu_mhz(1) == 0);
 #endif
 }
+
+TEST_CASE("sampling costs the sampled thread time: its clock under sampling is lower, not higher") {
+#if defined(__x86_64__)
+    const double unsampled = ecpi::loader::measure_cpu_mhz(3);
+    auto sampled = ecpi::loader::measure_sampled_cpu_mhz(100'000);  // 10 kHz
+    if (!sampled.ok()) {
+        // Without permission to sample (perf_event_paranoid, no CAP_PERFMON)
+        // the error says so; the recorder then records no sampled rate.
+        INFO(sampled.error().message());
+        CHECK(sampled.error().message().find("cpu-clock") != std::string::npos);
+        return;
+    }
+    INFO("unsampled " << unsampled << " MHz, sampled at 10 kHz " << *sampled << " MHz");
+    CHECK(*sampled > unsampled / 4);
+    CHECK(*sampled < unsampled * 1.1);  // turbo may move a little between the two
+#endif
+}

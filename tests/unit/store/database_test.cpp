@@ -256,6 +256,7 @@ TEST_CASE("epoch.json round trip and merge") {
     m.kernel_release = "6.1.0-18-amd64";
     m.cpu_mhz = 2893.4371;
     m.cpu_mhz_measured = 3651.25;
+    m.cpu_mhz_sampled = 3302.75;
     m.cpu_vendor = "AuthenticAMD";
     m.cpu_family = 26;
     m.cpu_model = 2;

@@ -144,6 +144,7 @@ TEST_CASE("epoch meta merge") {
     into.kernel_release = "6.1.0";
     into.cpu_mhz = 2000;
     into.cpu_mhz_measured = 2500;
+    into.cpu_mhz_sampled = 2300;
     into.first_sample_unix = 100;
     into.last_update_unix = 200;
 
@@ -164,6 +165,7 @@ TEST_CASE("epoch meta merge") {
     CHECK(into.kernel_release == "6.1.0");
     CHECK(into.cpu_mhz == 2000);        // zero in `from`
     CHECK(into.cpu_mhz_measured == 2500);
+    CHECK(into.cpu_mhz_sampled == 2300);
     CHECK(into.first_sample_unix == 50);  // the earlier first sample
     CHECK(into.last_update_unix == 300);  // the later update
 
@@ -171,6 +173,7 @@ TEST_CASE("epoch meta merge") {
     later.hostname = "b";
     later.cpu_mhz = 3000.5;
     later.cpu_mhz_measured = 3600;
+    later.cpu_mhz_sampled = 3310.5;
     later.cpu_vendor = "GenuineIntel";
     later.cpu_family = 6;
     later.cpu_model = 143;
@@ -180,6 +183,7 @@ TEST_CASE("epoch meta merge") {
     CHECK(into.hostname == "b");
     CHECK(into.cpu_mhz == 3000.5);
     CHECK(into.cpu_mhz_measured == 3600);
+    CHECK(into.cpu_mhz_sampled == 3310.5);
     CHECK(into.cpu_vendor == "GenuineIntel");
     CHECK(into.cpu_family == 6);
     CHECK(into.cpu_model == 143);
