@@ -262,8 +262,11 @@ Result<SidebandReader> SidebandReader::open(const std::vector<int>& cpus, std::s
         attr.comm_exec = 1;
         attr.task = 1;
         attr.build_id = 1;  // mmap2 records carry the build id (Linux 5.12+)
-        attr.watermark = 1;
-        attr.wakeup_watermark = 1;
+        // No wakeup per record: the recorder reads the rings on its own tick
+        // and never waits on them, and every wakeup is an irq_work (a
+        // self-IPI, a VM exit under a hypervisor) in the context of the
+        // process that forked, exec'd or mapped. The kernel's default wakes
+        // at half the ring.
         long fd = perf_event_open(&attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
         if (fd < 0) {
             int err = errno;
