@@ -542,7 +542,7 @@ std::string count_text(double v) {
 // DCPI Figure 4's lines for a tally: (label, min %, max %), with "" labels
 // for separators. Percentages are of the cycles tallied.
 struct SummaryLine {
-    std::string label;
+    std::string_view label;  // a literal: built per procedure, so no allocation
     double min = 0, max = 0;
     bool range = false;
     const char* key = nullptr;  // JSON key
@@ -550,6 +550,7 @@ struct SummaryLine {
 
 std::vector<SummaryLine> summary_lines(const StallSummary& s) {
     std::vector<SummaryLine> out;
+    out.reserve(2 * kStallCauses + 16);
     const double total = s.total_cycles > 0 ? s.total_cycles : 1;
     auto pct = [total](double v) {
         double p = 100.0 * v / total;
@@ -601,10 +602,12 @@ void render_summary(std::ostringstream& o, const StallSummary& s, std::uint64_t 
         } else if (l.label == "-") {
             o << "*** " << std::string(52, '-') << "\n";
         } else if (l.range) {
-            std::snprintf(buf, sizeof buf, "*** %-34s %6.1f%% to %6.1f%%\n", l.label.c_str(), l.min, l.max);
+            std::snprintf(buf, sizeof buf, "*** %-34.*s %6.1f%% to %6.1f%%\n", static_cast<int>(l.label.size()),
+                          l.label.data(), l.min, l.max);
             o << buf;
         } else {
-            std::snprintf(buf, sizeof buf, "*** %-34s %6.1f%%\n", l.label.c_str(), l.min);
+            std::snprintf(buf, sizeof buf, "*** %-34.*s %6.1f%%\n", static_cast<int>(l.label.size()), l.label.data(),
+                          l.min);
             o << buf;
         }
     }
