@@ -173,6 +173,7 @@ for rep in $(seq "$REPS"); do
 	b_daemon+=("$(run_many)")
 	c1=$(proc_cpu_s "$DAEMON")
 	echo "# (b) rep $rep: daemon CPU during the run: $(python3 -c "print(round($c1 - $c0, 2))") s"
+	"$ECPI" ctl --db "$TMP/b$rep" flush >/dev/null  # "samples" counts what drains have stored
 	"$ECPI" ctl --db "$TMP/b$rep" status --format json >"$TMP/bstatus$rep"
 	stop_daemon
 	wait "$sampler" 2>/dev/null || true
