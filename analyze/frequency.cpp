@@ -37,7 +37,9 @@ namespace {
 Confidence rate(std::uint32_t used, double spread, double samples) {
     if (used >= 3 && spread <= 1.3 && samples >= 100) return Confidence::kHigh;
     if (used >= 2 && spread <= 1.35 && samples >= 400) return Confidence::kHigh;
-    if (used >= 2 && samples >= 30) return Confidence::kMedium;
+    // A cluster whose ratios spread wider than 1.3 is not medium: on the VMs
+    // such estimates were more than 15% off 97% of the time.
+    if (used >= 2 && spread <= 1.3 && samples >= 30) return Confidence::kMedium;
     // One issue point cannot tell a stalled instruction from an unstalled one: low.
     (void)0;
     return Confidence::kLow;
