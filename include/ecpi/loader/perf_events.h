@@ -62,7 +62,8 @@ double measure_cpu_mhz(int rounds = 5);
 // (about 9% at 4999 Hz here), so this is the rate that turns a cpu-clock
 // period into the cycles the program ran. It leaves out what the handler's
 // cache and TLB footprint costs the program afterwards, so it is an upper
-// bound of that rate. Median of `rounds` rounds of at least 100 samples.
+// bound of that rate. Median of `rounds` rounds of 100 samples each (at
+// most 50 ms a round: fewer samples at low rates, where the cost is small).
 [[nodiscard]] Result<double> measure_sampled_cpu_mhz(std::uint64_t period_ns, int rounds = 3);
 
 class FileDescriptor {
