@@ -1,6 +1,7 @@
 # --cgroup (record and daemon): a cgroup v2 directory is created, one
 # process burns CPU inside it and another outside; only the one inside is
-# profiled. The cgroup (and any cgroup2 mount made for it) is removed after.
+# profiled. Removing the cgroup under the daemon is logged once and does not
+# stop it. The cgroup (and any cgroup2 mount made for it) is removed after.
 source "$TESTLIB"
 require_bpf
 root=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
@@ -38,9 +39,18 @@ json_check "$TMP/rec.json" 'not any(r["procedure"] == "spinner_parent_loop" for 
 
 # The daemon, the same way (and a cgroup path relative to the mount works too
 # when the mount is /sys/fs/cgroup; the absolute path is what is tested here).
-start_daemon "$TMP/daemon.db" --cgroup "$cg"
+start_daemon "$TMP/daemon.db" --cgroup "$cg" --drain-interval 1
 sleep 1
 "$ECPI" ctl --db "$TMP/daemon.db" flush >/dev/null
+# The cgroup goes away under the running daemon: it says so once and goes on.
+kill "$inside" 2>/dev/null || true
+wait "$inside" 2>/dev/null || true
+for _ in $(seq 50); do rmdir "$cg" 2>/dev/null && break; sleep 0.1; done
+[ ! -d "$cg" ] || fail "could not remove $cg for the test"
+sleep 3
+"$ECPI" ctl --db "$TMP/daemon.db" status >/dev/null || fail "the daemon stopped answering after its cgroup was removed"
+[ "$(grep -c "cgroup $cg was removed" "$TMP/daemon.log")" -eq 1 ] ||
+	{ cat "$TMP/daemon.log" >&2; fail "the removed cgroup was not logged exactly once"; }
 stop_daemon
 "$ECPI" prof "$TMP/daemon.db" --format json >"$TMP/daemon.json"
 json_check "$TMP/daemon.json" 'any(r["procedure"] == "burn_cpu" for r in d["rows"])'
@@ -48,6 +58,6 @@ json_check "$TMP/daemon.json" 'not any(r["procedure"] == "spinner_parent_loop" f
 
 # A cgroup that does not exist: a one-line error naming it and what to give.
 expect_exit 1 "cgroup v2 directory" "$ECPI" record -q -o "$TMP/none.db" --cgroup "$root/ecpi-no-such-cgroup" --duration 0.2
-kill "$inside" "$outside" 2>/dev/null || true
+kill "$outside" 2>/dev/null || true
 wait 2>/dev/null || true
 echo PASS
