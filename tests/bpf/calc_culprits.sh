@@ -14,7 +14,7 @@ sh "$src/gen_icache.sh" 128 >"$TMP/icache.c"
 cc -O2 -g -o "$TMP/icache" "$TMP/icache.c"
 
 # name:procedure:true cause:arguments
-cases="chase:chase:dcache:30000000 branches:classify:branch_mispredict:80000
+cases="chase:chase:dcache:30000000 branches:classify:branch_mispredict:12000
 divchain:divide:divider:40000000 stores:scatter:store_buffer:8 icache:*:icache:3000000"
 for c in $cases; do
 	IFS=: read -r name proc cause args <<<"$c"
