@@ -138,7 +138,7 @@ private:
             d[i] = static_cast<double>(in_.samples[blk.first + i]) / F - (t.known[i] ? t.m[i] : 0.0);
         const auto skid = static_cast<std::uint32_t>(std::max(in_.model->sample_skid(), 0));
         std::uint32_t reach = std::max<std::uint32_t>(2, skid + 1);
-        if (blk.count < in_.model->whole_block_below()) reach = blk.count;
+        if (blk.count <= in_.model->whole_block_below()) reach = blk.count;
         auto take = [&d](std::uint32_t to, std::uint32_t from) {
             const double moved = std::min(-d[to], std::max(d[from], 0.0));
             d[to] += moved;
@@ -369,7 +369,7 @@ private:
         // On a core that spreads a short block's samples over it (the model's
         // whole_block_below, docs/MACHINE_MODEL.md) the instruction that kept
         // retirement waiting may be any of the block's.
-        if (blk.count < in_.model->whole_block_below())
+        if (blk.count <= in_.model->whole_block_below())
             for (std::uint32_t j = 0; j < blk.count; ++j) window.push_back(blk.first + j);
         // Stores other than the stack's own (push, call): those hit the line
         // at the top of the stack, which stays in L1, so by themselves they

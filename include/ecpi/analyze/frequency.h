@@ -63,7 +63,7 @@ struct EstimatorOptions {
     std::uint64_t few_samples = 40;    // below this, a class uses sum S / sum M
     double max_stall_cycles = 4000;    // an estimate implying a longer stall per execution is anomalous
     std::uint32_t attribution_radius = 1;  // window (instructions each side) of an issue point's ratio
-    std::uint32_t whole_block_below = 0;   // blocks shorter than this use the whole block as the window (0: off)
+    std::uint32_t whole_block_below = 0;   // blocks of at most this many instructions may use the whole block as the window (0: off)
     // Such a block is taken whole only where an issue point's own window holds
     // less than smear_low_fraction of what the block's ratio predicts (and that
     // prediction is at least smear_min_samples). In a whole-block window, an
