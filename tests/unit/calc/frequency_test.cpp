@@ -108,6 +108,32 @@ TEST_CASE("a whole-block window spreads smeared samples but leaves out a dynamic
     }
 }
 
+TEST_CASE("a loop body in its steady state is one window: its samples spread wherever they land") {
+    // poly's loop on Zen 5 (docs/ACCURACY.md): three 1-cycle issue points,
+    // 2,810 samples at 937 executions per period; the core put them on
+    // instructions the model gives no cycle. Every issue point's window
+    // holds at least a quarter of its share, so only the steady state says
+    // the block is one window; the smallest window alone gave F = 299.
+    Fixture fx;
+    auto loop = fx.add_block({0, 0, 1, 1, 0, 0, 0, 0, 1, 0});
+    fx.edge(kEntryBlock, loop, EdgeKind::kEntry);
+    fx.edge(loop, loop, EdgeKind::kBranch);
+    fx.edge(loop, kExitBlock, EdgeKind::kFallThrough);
+    std::vector<std::uint64_t> s = {0, 1389, 0, 0, 867, 0, 255, 1, 298, 0};
+    auto fc = frequency_classes(fx.cfg);
+    EstimatorOptions opt;
+    opt.whole_block_below = 16;
+    auto windows = estimate_frequencies(fx.cfg, fc, fx.timing, s, opt);
+    CHECK(windows.block_frequency[loop] < 600);
+    fx.timing[loop].steady_state = true;
+    auto whole = estimate_frequencies(fx.cfg, fc, fx.timing, s, opt);
+    CHECK(whole.block_frequency[loop] == doctest::Approx(2810.0 / 3).epsilon(0.01));
+    // A load that misses every time is still left out of the window.
+    s[1] += 300000;
+    auto stalled = estimate_frequencies(fx.cfg, fc, fx.timing, s, opt);
+    CHECK(stalled.block_frequency[loop] == doctest::Approx(1421.0 / 3).epsilon(0.01));
+}
+
 TEST_CASE("issue points that agree only loosely rate the estimate low, closely medium or better") {
     // Two issue points with disjoint windows; their ratios differ by `spread`
     // (within the cluster width, so they form one cluster). On the VMs the
