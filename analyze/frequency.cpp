@@ -73,7 +73,7 @@ struct ShortBlockWindows {
 //   (and at least smear_limit_cycles) held a stall (a load that misses every
 //   time): it is left out of the whole-block window, as DCPI leaves out an
 //   issue point with a large ratio (6.1.3). Largest first, while that holds.
-ShortBlockWindows short_block_windows(const BlockTiming& t, std::span<const std::uint64_t> s,
+ShortBlockWindows short_block_windows(const BlockTiming& t, bool self_loop, std::span<const std::uint64_t> s,
                                       const EstimatorOptions& opt) {
     ShortBlockWindows out;
     const auto n = static_cast<std::uint32_t>(s.size());
@@ -99,12 +99,14 @@ ShortBlockWindows short_block_windows(const BlockTiming& t, std::span<const std:
         rest_m = others_m;
     }
     if (rest_m <= 0) return out;
-    // A loop body in its steady state overlaps each iteration with the next:
-    // its samples spread over the body on every such core, evidence or not
-    // (Zen 5: poly's and sum's loops put no sample on issue points the model
-    // rightly gives a cycle, and their whole-block ratio is within 3% of
-    // callgrind's count). Dynamic stalls are still left out above.
-    if (t.steady_state) {
+    // A loop of one block in its steady state overlaps each iteration with
+    // the next: its samples spread over the body on every such core,
+    // evidence or not (Zen 5: poly's and sum's loops put no sample on issue
+    // points the model rightly gives a cycle, and their whole-block ratio is
+    // within 3% of callgrind's count). Dynamic stalls are still left out
+    // above. Not a block of a longer loop: how the model splits a loop's
+    // cycles between its blocks is the least certain part of its timing.
+    if (t.steady_state && self_loop) {
         out.whole = true;
         return out;
     }
@@ -122,6 +124,12 @@ ShortBlockWindows short_block_windows(const BlockTiming& t, std::span<const std:
         if (expected >= opt.smear_min_samples && ws < opt.smear_low_fraction * expected) out.whole = true;
     }
     return out;
+}
+
+bool loops_on_itself(const Cfg& cfg, std::uint32_t b) {
+    for (auto e : cfg.blocks[b].out_edges)
+        if (cfg.edges[e].to == b) return true;
+    return false;
 }
 
 // DCPI 6.1.3 for one class.
@@ -156,7 +164,7 @@ ClassEstimate estimate_class(const std::vector<std::pair<std::uint32_t, std::uin
         auto it = short_blocks.find(b);
         if (it == short_blocks.end())
             it = short_blocks
-                     .emplace(b, short_block_windows(timing[b], samples.subspan(cfg.blocks[b].first, cfg.blocks[b].count), opt))
+                     .emplace(b, short_block_windows(timing[b], loops_on_itself(cfg, b), samples.subspan(cfg.blocks[b].first, cfg.blocks[b].count), opt))
                      .first;
         return &it->second;
     };

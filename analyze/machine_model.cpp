@@ -211,7 +211,6 @@ struct MachineModel::Simulation {
         const DecodedInstruction* insn;
         const InstructionClass* cls;
         bool segment_start;  // first of the sequence or right after a call: wait unknown
-        bool fresh_inputs = false;  // registers and memory read here come from long before (see time_blocks)
     };
     struct Out {
         std::vector<double> wait;
@@ -291,14 +290,6 @@ struct MachineModel::Simulation {
         };
 
         for (std::size_t p = 0; p < n; ++p) {
-            if (steps[p].fresh_inputs) {
-                for (auto r : reg_written) {
-                    reg_ready[r] = 0;
-                    reg_producer[r] = kNoProducer;
-                }
-                reg_written.clear();
-                store_count = 0;
-            }
             const DecodedInstruction& d = *steps[p].insn;
             const InstructionClass& cls = *steps[p].cls;
             bool stack_op = cls.stack_op;
@@ -510,11 +501,7 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
 
         // An out-of-order core overlaps a block's latencies with the code
         // around it, so a block on no cycle is timed as if it ran back to
-        // back with itself: only resources bound it. Each repetition reads
-        // registers and memory as the surrounding code left them, long
-        // computed, not as its previous repetition wrote them: a handler
-        // that loads rcx from [rcx + 4] is no loop through rcx (an
-        // interpreter's handlers had been timed 8 cycles, measured 1).
+        // back with itself: only its recurrences and resources bound it.
         bool repeated_alone = false;
         if (cycle.empty() && overlap_blocks_) {
             cycle = {b};
@@ -536,9 +523,7 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
             int reps = std::max(2, std::min(wanted, static_cast<int>(kMaxSimulated / std::max<std::size_t>(len, 1))));
             for (int r = 0; r < reps; ++r) {
                 if (r >= reps / 2) rep_starts.push_back(steps.size());
-                const std::size_t first = steps.size();
                 for (auto c : cycle) append_block(steps, c);
-                if (repeated_alone && first < steps.size()) steps[first].fresh_inputs = true;
             }
             block_pos = rep_starts.back();
             t.steady_state = !repeated_alone;

@@ -138,23 +138,3 @@ TEST_CASE("a straight-line block after a call: the instruction after the call ha
     REQUIRE(cfg.blocks.size() == 1);
     CHECK_FALSE(t[0].known[1]);  // the callee's ret lands on it
 }
-
-TEST_CASE("a block on no cycle overlaps with the code around it: no recurrence through its own registers") {
-    auto m = model();
-    // An interpreter handler: movsxd rcx, dword ptr [rcx + 4]; mov rcx, [r9 + rcx*8]; mov [rsp + 8], rcx; ret.
-    // Back to back with itself, rcx would chain two loads per execution
-    // (2 x load latency); but its rcx comes from the dispatch code each time.
-    const std::uint8_t code[] = {
-        0x48, 0x63, 0x49, 0x04,        // movsxd rcx, dword ptr [rcx + 4]
-        0x49, 0x8b, 0x0c, 0xc9,        // mov rcx, qword ptr [r9 + rcx*8]
-        0x48, 0x89, 0x4c, 0x24, 0x08,  // mov qword ptr [rsp + 8], rcx
-        0xc3,                          // ret
-    };
-    auto insns = decode_x86_64(0x1000, code);
-    REQUIRE(insns.ok());
-    Cfg cfg = build_cfg(0x1000, 0x1000 + sizeof code, std::move(*insns), {});
-    REQUIRE(cfg.blocks.size() == 1);
-    auto t = m.time_blocks(cfg);
-    CHECK_FALSE(t[0].steady_state);
-    CHECK(t[0].cycles < 2.0);  // bound by resources, not by 2 x the load latency
-}
