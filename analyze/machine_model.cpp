@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <fstream>
 #include <limits>
 
@@ -97,6 +98,8 @@ Result<MachineModel> MachineModel::from_json(const nlohmann::json& j) {
     ECPI_ASSIGN_OR_RETURN(m.memory_latency_, field<double>(j, "memory_latency", 600));
     ECPI_ASSIGN_OR_RETURN(m.page_walk_latency_, field<double>(j, "page_walk_latency", 2 * m.memory_latency_));
     ECPI_ASSIGN_OR_RETURN(m.loop_iterations_, field<int>(j, "loop_iterations", 8));
+    static std::atomic<std::uint64_t> next_identity{1};
+    m.identity_ = next_identity++;
     ECPI_ASSIGN_OR_RETURN(m.macro_fusion_, field<bool>(j, "macro_fusion", true));
     ECPI_ASSIGN_OR_RETURN(m.move_elimination_, field<bool>(j, "move_elimination", true));
     ECPI_ASSIGN_OR_RETURN(m.zero_idioms_, field<bool>(j, "zero_idioms", true));
@@ -453,9 +456,34 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
         }
         return preds;
     };
-    // Each instruction is classified once (classify compares strings).
+    // classify() compares strings: run on every instruction it was 9% of
+    // `calc --all` (callgrind, libLLVM). A class depends only on the
+    // mnemonic and the load, store and vector flags, so classes are cached
+    // per Capstone id, for the first spelling seen with that id (another,
+    // e.g. with a prefix, is classified anew), as indices into classes_.
+    struct CachedClass {
+        std::string mnemonic;
+        std::array<std::uint16_t, 8> by_flags{};  // class index + 1; 0: not yet
+    };
+    static thread_local std::uint64_t cache_owner = 0;
+    static thread_local std::vector<CachedClass> cache;
+    if (cache_owner != identity_) {
+        cache.clear();
+        cache_owner = identity_;
+    }
+    auto classify_cached = [&](const DecodedInstruction& d) -> const InstructionClass* {
+        if (d.id == 0) return &classify(d);
+        if (d.id >= cache.size()) cache.resize(d.id + 1);
+        CachedClass& c = cache[d.id];
+        if (c.mnemonic.empty()) c.mnemonic = d.mnemonic;
+        else if (c.mnemonic != d.mnemonic) return &classify(d);
+        const unsigned flags = (d.loads ? 1u : 0u) | (d.stores ? 2u : 0u) | (d.vector ? 4u : 0u);
+        if (c.by_flags[flags] == 0)
+            c.by_flags[flags] = static_cast<std::uint16_t>(&classify(d) - classes_.data() + 1);
+        return &classes_[c.by_flags[flags] - 1];
+    };
     std::vector<const InstructionClass*> classes(cfg.instructions.size());
-    for (std::size_t i = 0; i < classes.size(); ++i) classes[i] = &classify(cfg.instructions[i]);
+    for (std::size_t i = 0; i < classes.size(); ++i) classes[i] = classify_cached(cfg.instructions[i]);
     auto append_block = [&](std::vector<Simulation::Step>& steps, std::uint32_t b) {
         const auto& blk = cfg.blocks[b];
         for (std::uint32_t i = 0; i < blk.count; ++i) {

@@ -138,3 +138,20 @@ TEST_CASE("a straight-line block after a call: the instruction after the call ha
     REQUIRE(cfg.blocks.size() == 1);
     CHECK_FALSE(t[0].known[1]);  // the callee's ret lands on it
 }
+
+TEST_CASE("one mnemonic, different classes: a register move before a load of the same mnemonic") {
+    // time_blocks caches classes per Capstone id; the flags (load, store,
+    // vector) must still tell `mov rcx, rax` from `mov rax, [rax]`.
+    auto m = model();
+    // mov rcx, rax; mov rax, [rax]; sub rsi, 1; jne 0
+    Cfg cfg = self_loop({0x48, 0x89, 0xc1, 0x48, 0x8b, 0x00, 0x48, 0x83, 0xee, 0x01, 0x75, 0xf4});
+    REQUIRE(cfg.blocks.size() == 1);
+    auto t = m.time_blocks(cfg);
+    CHECK(t[0].cycles == doctest::Approx(5));  // the load's latency: a chain through rax
+    // And the other way round, in a fresh model object with its own cache.
+    auto m2 = model();
+    Cfg first_load = self_loop({0x48, 0x8b, 0x00, 0x48, 0x89, 0xc1, 0x48, 0x83, 0xee, 0x01, 0x75, 0xf4});
+    CHECK(m2.time_blocks(first_load)[0].cycles == doctest::Approx(5));
+    Cfg moves_only = self_loop({0x48, 0x89, 0xc1, 0x48, 0x89, 0xc8, 0x48, 0x83, 0xee, 0x01, 0x75, 0xf4});
+    CHECK(m2.time_blocks(moves_only)[0].cycles < 2);
+}
