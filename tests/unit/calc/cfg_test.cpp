@@ -227,6 +227,7 @@ TEST_CASE("calc JSON written one procedure at a time is the whole document's tex
         return out.str();
     };
     CHECK(text_of(report) == render_calc_json(report).dump(2));  // no procedures: "procedures": []
+    report.event_samples = 1234;  // a share of all samples in every summary
     for (const char* name : {"counted", "dispatch", "leaf"}) {
         const Symbol* sym = nullptr;
         for (const auto& s : table->symbols())
@@ -237,7 +238,8 @@ TEST_CASE("calc JSON written one procedure at a time is the whole document's tex
         in.start = sym->start;
         in.end = table->end_of(*sym);
         in.image = &*image;
-        in.samples = {{sym->start, 40}, {sym->start + 4, 7}};
+        // "leaf" unsampled: a summary of zeros, CPIs null.
+        if (std::string(name) != "leaf") in.samples = {{sym->start, 40}, {sym->start + 4, 7}};
         auto proc = analyze_procedure(in, *model, 1000);
         REQUIRE(proc.ok());
         report.procedures.push_back(std::move(*proc));
