@@ -140,7 +140,7 @@ bool loops_on_itself(const Cfg& cfg, std::uint32_t b) {
 // (known M only) in its block, extended back to the producer of its critical
 // operand (DCPI's span). Misattributed cycles then stay inside the window,
 // while a dynamic stall still inflates the ratios of the windows around it.
-ClassEstimate estimate_class(const std::vector<std::pair<std::uint32_t, std::uint32_t>>& members,  // (block, index in block)
+ClassEstimate estimate_class(std::span<const std::pair<std::uint32_t, std::uint32_t>> members,  // (block, index in block), by block
                              const Cfg& cfg, const std::vector<BlockTiming>& timing,
                              std::span<const std::uint64_t> samples, const EstimatorOptions& opt) {
     ClassEstimate est;
@@ -202,10 +202,10 @@ ClassEstimate estimate_class(const std::vector<std::pair<std::uint32_t, std::uin
         // No issue point with a known M (a short block after a call, say):
         // the class's samples over its blocks' best-case cycles, if any.
         double cycles = 0;
-        std::vector<bool> counted(cfg.blocks.size(), false);
+        std::int64_t last = -1;  // members come block by block
         for (auto [b, i] : members)
-            if (!counted[b]) {
-                counted[b] = true;
+            if (static_cast<std::int64_t>(b) != last) {
+                last = b;
                 cycles += timing[b].cycles;
             }
         if (cycles <= 0) return est;
@@ -306,19 +306,32 @@ FrequencyEstimate estimate_frequencies(const Cfg& cfg, const FrequencyClasses& f
     FrequencyEstimate out;
     const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
     out.classes.assign(fc.count, {});
-    std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> members(fc.count);
-    for (std::uint32_t b = 0; b < nb; ++b)
-        for (std::uint32_t i = 0; i < cfg.blocks[b].count; ++i) members[fc.block_class[b]].push_back({b, i});
+    // Each class's instructions, (block, index in block), block by block: one
+    // array for all classes (a vector per class was the most frequent
+    // allocation of `calc --all`).
+    std::vector<std::uint32_t> member_start(fc.count + 1, 0);
+    for (std::uint32_t b = 0; b < nb; ++b) member_start[fc.block_class[b] + 1] += cfg.blocks[b].count;
+    for (std::uint32_t c = 0; c < fc.count; ++c) member_start[c + 1] += member_start[c];
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> member_list(member_start[fc.count]);
+    {
+        std::vector<std::uint32_t> fill(member_start.begin(), member_start.end() - 1);
+        for (std::uint32_t b = 0; b < nb; ++b)
+            for (std::uint32_t i = 0; i < cfg.blocks[b].count; ++i) member_list[fill[fc.block_class[b]]++] = {b, i};
+    }
+    auto members = [&](std::uint32_t c) {
+        return std::span<const std::pair<std::uint32_t, std::uint32_t>>(member_list.data() + member_start[c],
+                                                                        member_start[c + 1] - member_start[c]);
+    };
 
     for (std::uint32_t c = 0; c < fc.count; ++c) {
-        if (members[c].empty()) continue;
-        out.classes[c] = estimate_class(members[c], cfg, timing, samples, opt);
+        if (members(c).empty()) continue;
+        out.classes[c] = estimate_class(members(c), cfg, timing, samples, opt);
         // Counted instructions: every instruction of the class retires F*P
         // times, so the class's instruction samples give F directly.
         if (!opt.instruction_samples.empty() && opt.instruction_period > 0 && opt.cycle_period > 0) {
             double inst = 0;
-            for (auto [b, i] : members[c]) inst += static_cast<double>(opt.instruction_samples[cfg.blocks[b].first + i]);
-            double n = static_cast<double>(members[c].size());
+            for (auto [b, i] : members(c)) inst += static_cast<double>(opt.instruction_samples[cfg.blocks[b].first + i]);
+            double n = static_cast<double>(members(c).size());
             if (inst >= static_cast<double>(opt.few_samples) &&
                 (!out.classes[c].known || out.classes[c].confidence != Confidence::kHigh)) {
                 auto& e = out.classes[c];
@@ -338,48 +351,69 @@ FrequencyEstimate estimate_frequencies(const Cfg& cfg, const FrequencyClasses& f
             std::uint32_t cls;
             double coef;
         };
-        std::vector<std::vector<Term>> equations;
-        auto add_equation = [&](const std::vector<std::uint32_t>& in, const std::vector<std::uint32_t>& out_cls) {
+        // The equations' terms in one array (equation q: terms[eq_start[q],
+        // eq_start[q + 1])), built in reused buffers: per-block vectors were
+        // a large share of the allocations of `calc --all`.
+        std::vector<Term> eq_terms;
+        std::vector<std::uint32_t> eq_start = {0};
+        std::vector<Term> scratch;
+        auto add_equation = [&](std::span<const std::uint32_t> in, std::span<const std::uint32_t> out_cls) {
             // Combine the terms of each class (a class may appear on both sides).
-            std::vector<Term> terms;
-            terms.reserve(in.size() + out_cls.size());
-            for (auto c : in) terms.push_back({c, 1});
-            for (auto c : out_cls) terms.push_back({c, -1});
-            std::sort(terms.begin(), terms.end(), [](const Term& x, const Term& y) { return x.cls < y.cls; });
-            std::vector<Term> eq;
-            for (const auto& t : terms) {
-                if (!eq.empty() && eq.back().cls == t.cls) eq.back().coef += t.coef;
-                else eq.push_back(t);
+            scratch.clear();
+            for (auto c : in) scratch.push_back({c, 1});
+            for (auto c : out_cls) scratch.push_back({c, -1});
+            std::sort(scratch.begin(), scratch.end(), [](const Term& x, const Term& y) { return x.cls < y.cls; });
+            const std::size_t first = eq_terms.size();
+            for (const auto& t : scratch) {
+                if (eq_terms.size() > first && eq_terms.back().cls == t.cls) eq_terms.back().coef += t.coef;
+                else eq_terms.push_back(t);
             }
-            std::erase_if(eq, [](const Term& t) { return t.coef == 0; });
-            if (!eq.empty()) equations.push_back(std::move(eq));
+            auto zero = std::remove_if(eq_terms.begin() + static_cast<std::ptrdiff_t>(first), eq_terms.end(),
+                                       [](const Term& t) { return t.coef == 0; });
+            eq_terms.erase(zero, eq_terms.end());
+            if (eq_terms.size() > first) eq_start.push_back(static_cast<std::uint32_t>(eq_terms.size()));
         };
         std::vector<std::uint32_t> entry_out, exit_in;
         for (std::uint32_t e = 0; e < cfg.edges.size(); ++e) {
             if (cfg.edges[e].from == kEntryBlock) entry_out.push_back(fc.edge_class[e]);
             if (cfg.edges[e].to == kExitBlock) exit_in.push_back(fc.edge_class[e]);
         }
-        add_equation({fc.invocation_class}, entry_out);
-        add_equation(exit_in, {fc.invocation_class});
+        const std::uint32_t invocation[1] = {fc.invocation_class};
+        add_equation(invocation, entry_out);
+        add_equation(exit_in, invocation);
+        std::vector<std::uint32_t> in, outs;
         for (std::uint32_t b = 0; b < nb; ++b) {
-            std::vector<std::uint32_t> in, outs;
+            in.clear();
+            outs.clear();
             for (auto e : cfg.blocks[b].in_edges) in.push_back(fc.edge_class[e]);
             for (auto e : cfg.blocks[b].out_edges) outs.push_back(fc.edge_class[e]);
-            add_equation(in, {fc.block_class[b]});
-            add_equation({fc.block_class[b]}, outs);
+            const std::uint32_t self[1] = {fc.block_class[b]};
+            add_equation(in, self);
+            add_equation(self, outs);
         }
-        std::vector<std::vector<std::uint32_t>> by_class(fc.count);
-        for (std::uint32_t q = 0; q < equations.size(); ++q)
-            for (const auto& t : equations[q]) by_class[t.cls].push_back(q);
+        const auto n_equations = static_cast<std::uint32_t>(eq_start.size() - 1);
+        auto equation = [&](std::uint32_t q) {
+            return std::span<const Term>(eq_terms.data() + eq_start[q], eq_start[q + 1] - eq_start[q]);
+        };
+        // The equations each class appears in, likewise in one array.
+        std::vector<std::uint32_t> by_class_start(fc.count + 1, 0);
+        for (const auto& t : eq_terms) ++by_class_start[t.cls + 1];
+        for (std::uint32_t c = 0; c < fc.count; ++c) by_class_start[c + 1] += by_class_start[c];
+        std::vector<std::uint32_t> by_class_list(eq_terms.size());
+        {
+            std::vector<std::uint32_t> fill(by_class_start.begin(), by_class_start.end() - 1);
+            for (std::uint32_t q = 0; q < n_equations; ++q)
+                for (const auto& t : equation(q)) by_class_list[fill[t.cls]++] = q;
+        }
 
         std::vector<bool> known(fc.count, false);
         auto propagate = [&] {
-            std::vector<std::uint32_t> work(equations.size());
-            for (std::uint32_t q = 0; q < equations.size(); ++q) work[q] = q;
+            std::vector<std::uint32_t> work(n_equations);
+            for (std::uint32_t q = 0; q < n_equations; ++q) work[q] = q;
             while (!work.empty()) {
                 std::uint32_t q = work.back();
                 work.pop_back();
-                const auto& eq = equations[q];
+                const auto eq = equation(q);
                 std::uint32_t unknown = 0, which = 0;
                 double coef = 0, sum = 0;
                 Confidence conf = Confidence::kHigh;
@@ -401,7 +435,7 @@ FrequencyEstimate estimate_frequencies(const Cfg& cfg, const FrequencyClasses& f
                 e.source = EstimateSource::kPropagated;
                 e.confidence = lower(conf);
                 known[which] = true;
-                for (auto q2 : by_class[which]) work.push_back(q2);
+                for (std::uint32_t k = by_class_start[which]; k < by_class_start[which + 1]; ++k) work.push_back(by_class_list[k]);
             }
         };
         // Confident estimates first; then let the weak ones in for classes
