@@ -9,6 +9,7 @@
 #include <atomic>
 #include <fstream>
 #include <limits>
+#include <span>
 
 namespace ecpi::analyze {
 
@@ -448,13 +449,23 @@ const char* static_cause_name(StaticCause cause) {
 std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
     const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
     std::vector<BlockTiming> timings(nb);
-    auto real_preds = [&](std::uint32_t b) {
-        std::vector<std::uint32_t> preds;
+    // Each block's predecessors (not the entry, each once, in in-edge
+    // order), all in one array: built per call, they were a vector per block
+    // and per step of every latch walk.
+    std::vector<std::uint32_t> pred_start(nb + 1, 0), pred_list;
+    pred_list.reserve(cfg.edges.size());
+    for (std::uint32_t b = 0; b < nb; ++b) {
+        pred_start[b] = static_cast<std::uint32_t>(pred_list.size());
         for (auto e : cfg.blocks[b].in_edges) {
             std::uint32_t from = cfg.edges[e].from;
-            if (from != kEntryBlock && std::find(preds.begin(), preds.end(), from) == preds.end()) preds.push_back(from);
+            auto mine = pred_list.begin() + pred_start[b];
+            if (from != kEntryBlock && std::find(mine, pred_list.end(), from) == pred_list.end())
+                pred_list.push_back(from);
         }
-        return preds;
+    }
+    pred_start[nb] = static_cast<std::uint32_t>(pred_list.size());
+    auto real_preds = [&](std::uint32_t b) {
+        return std::span<const std::uint32_t>(pred_list.data() + pred_start[b], pred_start[b + 1] - pred_start[b]);
     };
     // classify() compares strings: run on every instruction it was 9% of
     // `calc --all` (callgrind, libLLVM). A class depends only on the
