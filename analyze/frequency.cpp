@@ -351,7 +351,7 @@ FrequencyEstimate estimate_frequencies(const Cfg& cfg, const FrequencyClasses& f
             std::uint32_t cls;
             double coef;
         };
-        // The equations' terms in one array (equation q: terms[eq_start[q],
+        // The equations' terms in one array (equation q: eq_terms[eq_start[q],
         // eq_start[q + 1])), built in reused buffers: per-block vectors were
         // a large share of the allocations of `calc --all`.
         std::vector<Term> eq_terms;
