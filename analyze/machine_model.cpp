@@ -266,7 +266,8 @@ struct MachineModel::Simulation {
         };
         std::array<StoreRecord, 16> stores{};
         std::size_t store_count = 0;
-        std::vector<double> retire(n, 0);
+        static thread_local std::vector<double> retire;  // retire cycle per position, reused like the rest
+        retire.assign(n, 0);
         double dispatch_cycle = 0;
         int dispatch_used = 0;
         double last_retire = 0;
