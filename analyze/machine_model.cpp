@@ -161,7 +161,35 @@ Result<MachineModel> MachineModel::from_json(const nlohmann::json& j) {
     return m;
 }
 
+// classify_by_name compares strings: run on every instruction it was 9% of
+// `calc --all` (callgrind, libLLVM). A class depends only on the mnemonic
+// and the load, store and vector flags, so classes are cached per Capstone
+// id, for the first spelling seen with that id (another, e.g. with a
+// prefix, is classified anew), as indices into classes_, per thread and
+// per loaded model.
 const InstructionClass& MachineModel::classify(const DecodedInstruction& insn) const {
+    struct CachedClass {
+        std::string mnemonic;
+        std::array<std::uint16_t, 8> by_flags{};  // class index + 1; 0: not yet
+    };
+    static thread_local std::uint64_t cache_owner = 0;
+    static thread_local std::vector<CachedClass> cache;
+    if (insn.id == 0 || identity_ == 0) return classify_by_name(insn);
+    if (cache_owner != identity_) {
+        cache.clear();
+        cache_owner = identity_;
+    }
+    if (insn.id >= cache.size()) cache.resize(insn.id + 1);
+    CachedClass& c = cache[insn.id];
+    if (c.mnemonic.empty()) c.mnemonic = insn.mnemonic;
+    else if (c.mnemonic != insn.mnemonic) return classify_by_name(insn);
+    const unsigned flags = (insn.loads ? 1u : 0u) | (insn.stores ? 2u : 0u) | (insn.vector ? 4u : 0u);
+    if (c.by_flags[flags] == 0)
+        c.by_flags[flags] = static_cast<std::uint16_t>(&classify_by_name(insn) - classes_.data() + 1);
+    return classes_[c.by_flags[flags] - 1];
+}
+
+const InstructionClass& MachineModel::classify_by_name(const DecodedInstruction& insn) const {
     std::string_view mn = insn.mnemonic;
     for (const auto& [prefix, cls] : by_prefix_)
         if (mn.substr(0, prefix.size()) == prefix && prefix.back() == ' ') return classes_[cls];
@@ -468,34 +496,9 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
     auto real_preds = [&](std::uint32_t b) {
         return std::span<const std::uint32_t>(pred_list.data() + pred_start[b], pred_start[b + 1] - pred_start[b]);
     };
-    // classify() compares strings: run on every instruction it was 9% of
-    // `calc --all` (callgrind, libLLVM). A class depends only on the
-    // mnemonic and the load, store and vector flags, so classes are cached
-    // per Capstone id, for the first spelling seen with that id (another,
-    // e.g. with a prefix, is classified anew), as indices into classes_.
-    struct CachedClass {
-        std::string mnemonic;
-        std::array<std::uint16_t, 8> by_flags{};  // class index + 1; 0: not yet
-    };
-    static thread_local std::uint64_t cache_owner = 0;
-    static thread_local std::vector<CachedClass> cache;
-    if (cache_owner != identity_) {
-        cache.clear();
-        cache_owner = identity_;
-    }
-    auto classify_cached = [&](const DecodedInstruction& d) -> const InstructionClass* {
-        if (d.id == 0) return &classify(d);
-        if (d.id >= cache.size()) cache.resize(d.id + 1);
-        CachedClass& c = cache[d.id];
-        if (c.mnemonic.empty()) c.mnemonic = d.mnemonic;
-        else if (c.mnemonic != d.mnemonic) return &classify(d);
-        const unsigned flags = (d.loads ? 1u : 0u) | (d.stores ? 2u : 0u) | (d.vector ? 4u : 0u);
-        if (c.by_flags[flags] == 0)
-            c.by_flags[flags] = static_cast<std::uint16_t>(&classify(d) - classes_.data() + 1);
-        return &classes_[c.by_flags[flags] - 1];
-    };
+    // Each instruction is classified once per procedure (classify caches by Capstone id).
     std::vector<const InstructionClass*> classes(cfg.instructions.size());
-    for (std::size_t i = 0; i < classes.size(); ++i) classes[i] = classify_cached(cfg.instructions[i]);
+    for (std::size_t i = 0; i < classes.size(); ++i) classes[i] = &classify(cfg.instructions[i]);
     auto append_block = [&](std::vector<Simulation::Step>& steps, std::uint32_t b) {
         const auto& blk = cfg.blocks[b];
         for (std::uint32_t i = 0; i < blk.count; ++i) {

@@ -144,9 +144,10 @@ private:
     bool overlap_blocks_ = true;
     std::vector<int> port_counts_;
     std::vector<InstructionClass> classes_;
-    // The same for copies of one loaded model: keys time_blocks' per-thread
+    // The same for copies of one loaded model: keys classify's per-thread
     // cache of instruction classes.
     std::uint64_t identity_ = 0;
+    const InstructionClass& classify_by_name(const DecodedInstruction& insn) const;
     std::map<std::string, std::size_t, std::less<>> by_mnemonic_;
     std::vector<std::pair<std::string, std::size_t>> by_prefix_;
     std::size_t default_class_ = 0, default_vector_class_ = 0;

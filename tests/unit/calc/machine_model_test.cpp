@@ -140,7 +140,7 @@ TEST_CASE("a straight-line block after a call: the instruction after the call ha
 }
 
 TEST_CASE("one mnemonic, different classes: a register move before a load of the same mnemonic") {
-    // time_blocks caches classes per Capstone id; the flags (load, store,
+    // classify caches classes per Capstone id; the flags (load, store,
     // vector) must still tell `mov rcx, rax` from `mov rax, [rax]`.
     auto m = model();
     // mov rcx, rax; mov rax, [rax]; sub rsi, 1; jne 0
