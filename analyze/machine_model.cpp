@@ -509,7 +509,9 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
         }
     };
 
-    std::vector<Simulation::Step> steps;  // reused for every block
+    std::vector<Simulation::Step> steps;  // reused for every block, like these:
+    std::vector<std::uint32_t> cycle, latches, path, chain;
+    std::vector<std::size_t> rep_starts;
     for (std::uint32_t b = 0; b < nb; ++b) {
         const auto& blk = cfg.blocks[b];
         BlockTiming& t = timings[b];
@@ -517,16 +519,16 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
 
         // A cycle through b: a self-loop, or a latch (a predecessor at or
         // after b) from which unique predecessors lead back to b.
-        std::vector<std::uint32_t> cycle;
+        cycle.clear();
         if (std::find(preds.begin(), preds.end(), b) != preds.end()) {
-            cycle = {b};
+            cycle.push_back(b);
         } else {
-            std::vector<std::uint32_t> latches;
+            latches.clear();
             for (auto p : preds)
                 if (cfg.instructions[cfg.blocks[p].first].address >= cfg.instructions[blk.first].address)
                     latches.push_back(p);
             if (latches.size() == 1) {
-                std::vector<std::uint32_t> path = {latches[0]};
+                path.assign(1, latches[0]);
                 std::size_t len = cfg.blocks[latches[0]].count + blk.count;
                 while (path.back() != b && len < kMaxSimulated / 2) {
                     auto pp = real_preds(path.back());
@@ -547,7 +549,7 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
         // back with itself: only its recurrences and resources bound it.
         bool repeated_alone = false;
         if (cycle.empty() && overlap_blocks_) {
-            cycle = {b};
+            cycle.push_back(b);
             repeated_alone = true;
         }
 
@@ -556,7 +558,7 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
         // Where b starts in the repetitions that are averaged (the second
         // half): a steady state can alternate, e.g. a 4-instruction block on
         // an 8-wide core retires two executions per cycle.
-        std::vector<std::size_t> rep_starts;
+        rep_starts.clear();
         if (!cycle.empty()) {
             std::size_t len = 0;
             for (auto c : cycle) len += cfg.blocks[c].count;
@@ -573,7 +575,7 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
             t.has_context = true;
         } else if (preds.size() == 1 && preds[0] != b) {
             // Unique predecessor chain, oldest first.
-            std::vector<std::uint32_t> chain = {preds[0]};
+            chain.assign(1, preds[0]);
             std::size_t len = cfg.blocks[preds[0]].count;
             while (len < kMaxContextInstructions) {
                 auto pp = real_preds(chain.back());
