@@ -87,6 +87,7 @@ Result<MachineModel> MachineModel::from_json(const nlohmann::json& j) {
     ECPI_ASSIGN_OR_RETURN(m.store_forward_latency_, field<double>(j, "store_forward_latency", 5));
     ECPI_ASSIGN_OR_RETURN(m.sample_skid_, field<int>(j, "sample_skid", 1));
     ECPI_ASSIGN_OR_RETURN(m.whole_block_below_, field<std::uint32_t>(j, "whole_block_below", 0));
+    ECPI_ASSIGN_OR_RETURN(m.call_return_cycles_, field<double>(j, "call_return_cycles", 0));
     if (j.contains("match")) {
         const auto& match = j["match"];
         if (!match.is_object()) return Error("machine model: \"match\" is not an object");
@@ -106,8 +107,9 @@ Result<MachineModel> MachineModel::from_json(const nlohmann::json& j) {
     ECPI_ASSIGN_OR_RETURN(m.zero_idioms_, field<bool>(j, "zero_idioms", true));
     ECPI_ASSIGN_OR_RETURN(m.overlap_blocks_, field<bool>(j, "overlap_blocks", true));
     if (m.dispatch_width_ < 1 || m.retire_width_ < 1 || m.rob_size_ < 1 || m.sample_skid_ < 0 ||
-        m.loop_iterations_ < 2)
-        return Error("machine model: widths and rob_size must be >= 1, sample_skid >= 0, loop_iterations >= 2");
+        m.loop_iterations_ < 2 || m.call_return_cycles_ < 0)
+        return Error("machine model: widths and rob_size must be >= 1, sample_skid >= 0, loop_iterations >= 2, "
+                     "call_return_cycles >= 0");
 
     std::map<std::string, int> port_index;
     if (!j.contains("ports") || !j["ports"].is_object()) return Error("machine model: \"ports\" object missing");
@@ -602,10 +604,13 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
         t.static_cause.assign(blk.count, StaticCause::kNone);
         t.static_culprit.assign(blk.count, kNoInstruction);
         t.cycles = 0;
+        t.call_cycles = 0;
         for (std::uint32_t i = 0; i < blk.count; ++i) {
             for (auto start : rep_starts) t.wait[i] += sim.wait[start + i] / reps_averaged;
             t.cycles += t.wait[i];
             t.span_start[i] = i;
+            const FlowKind flow = cfg.instructions[blk.first + i].flow;
+            if (flow == FlowKind::kCall || flow == FlowKind::kIndirectCall) t.call_cycles += call_return_cycles_;
         }
         // The profile charges W_j to the instruction `skid` places later.
         const std::size_t skid = static_cast<std::size_t>(sample_skid_);

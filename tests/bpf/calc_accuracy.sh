@@ -12,7 +12,8 @@ bench=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../bench/accuracy" && pwd)
 # -DCLOCK_REFERENCE adds two kernels to the benchmark's loops: a register add
 # chain that retires one add per cycle on every x86-64 core (the run's own
 # clock) and a multiply-add chain whose best case is the same on every core.
-cc -O2 -g -DCLOCK_REFERENCE -o "$TMP/loops" "$bench/loops.c"
+# -DCALL_LOOP adds a loop around a call, whose samples land after the call.
+cc -O2 -g -DCLOCK_REFERENCE -DCALL_LOOP -o "$TMP/loops" "$bench/loops.c"
 cp "$TMP/loops" "$TMP/loops2"
 reps=20000
 "$ECPI" record -q -F 10000 -o "$TMP/db" -- "$TMP/loops" "$reps" >/dev/null
@@ -65,14 +66,21 @@ def share(k, proc=None):
     total = sum(int(r[3]) for r in sel)
     good = sum(int(r[3]) for r in sel if float(r[5]) > 0 and abs(float(r[4]) / float(r[5]) - 1) <= k)
     return total, good / max(total, 1)
-total, within2 = share(1.0)
-tenfold = share(9.0)[1]
+def within_factor(f, proc=None):
+    # est / true in [1/f, f]: an estimate of 0 is not within any factor
+    sel = [r for r in rows if proc is None or r[1] == proc]
+    total = sum(int(r[3]) for r in sel)
+    good = sum(int(r[3]) for r in sel if float(r[5]) > 0 and 1 / f <= float(r[4]) / float(r[5]) <= f)
+    return total, good / max(total, 1)
+total, within2 = within_factor(2)
+tenfold = within_factor(10)[1]
 mul_total, mul25 = share(0.25, "mulchain")
 ref_total, ref25 = share(0.25, "clock_reference")
 poly_total, poly25 = share(0.25, "poly")
-print(f"{total} samples: within 100% {100 * within2:.0f}%, within 10x {100 * tenfold:.0f}%; "
+call_total, call10x = within_factor(10, "call_loop")
+print(f"{total} samples: within 2x {100 * within2:.0f}%, within 10x {100 * tenfold:.0f}%; "
       f"within 25%: mulchain {100 * mul25:.0f}% of {mul_total}, clock_reference {100 * ref25:.0f}% of {ref_total}, "
-      f"poly {100 * poly25:.0f}% of {poly_total}")
+      f"poly {100 * poly25:.0f}% of {poly_total}; call_loop within 10x {100 * call10x:.0f}% of {call_total}")
 # The floor, robust across x86-64 cores and a busy host (docs/ACCURACY.md has
 # the figures): mulchain and clock_reference are latency-bound chains whose
 # best case is the same on every core and which have no dynamic stalls, so
@@ -80,10 +88,16 @@ print(f"{total} samples: within 100% {100 * within2:.0f}%, within 10x {100 * ten
 # instructions per cycle depend on the core's width and on what the SMT
 # sibling runs (on a shared Zen 4 it has come out from exact to 28% high).
 # The other kernels stall in ways the static model cannot know (L1 misses,
-# 4K aliasing on Intel), but no estimate may be off by 10x, and most samples
-# must be within a factor of two.
+# 4K aliasing on Intel), but almost no estimate may be off by 10x either way
+# (97% of samples; seen 99.6-100% on Zen 5, where a sample or two on a block
+# gives a coarse count), and most samples must be within a factor of two
+# (seen 81-100%; bits, 2x low on Zen 5, sits at the edge). Both checks were
+# one-sided before, so an estimate of 0 passed them. call_loop's samples sit
+# after its call, where the model times nothing: estimated from the rest they
+# came out 1000x low; now from the block's cycles, at least the model's cost of
+# a call (x86_64-zen5: within a few percent; a model without it: about 4x high).
 ok = (total > 1000 and mul_total > 300 and mul25 >= 0.9 and ref_total > 300 and ref25 >= 0.9
-      and tenfold >= 0.99 and within2 >= 0.5)
+      and call_total > 300 and call10x >= 0.9 and tenfold >= 0.97 and within2 >= 0.5)
 sys.exit(0 if ok else 1)
 PY
 echo PASS

@@ -62,6 +62,10 @@ struct EstimatorOptions {
     std::uint64_t min_cluster_samples = 8;
     std::uint64_t few_samples = 40;    // below this, a class uses sum S / sum M
     double max_stall_cycles = 4000;    // an estimate implying a longer stall per execution is anomalous
+    // A class with at least this share of its samples on instructions the
+    // model cannot time after a call in their block is estimated from its
+    // blocks' cycles, calls included (BlockTiming::call_cycles).
+    double after_call_share = 0.75;
     std::uint32_t attribution_radius = 1;  // window (instructions each side) of an issue point's ratio
     std::uint32_t whole_block_below = 0;   // blocks of at most this many instructions may use the whole block as the window (0: off)
     // Such a block is taken whole only where an issue point's own window holds

@@ -76,6 +76,12 @@ struct BlockTiming {
     std::vector<StaticCause> static_cause;
     std::vector<std::uint32_t> static_culprit;
     double cycles = 0;         // best-case cycles per execution of the block (sum of wait)
+    // A lower bound on the block's cycles from its calls: the model's
+    // call_return_cycles per call (a call and its return take that long
+    // however little the callee and the code around do, which overlap with
+    // it). Not in `cycles` nor in any M_i: where those samples land (after
+    // the call, in the callee) varies.
+    double call_cycles = 0;
     bool steady_state = false; // timed as a loop iteration in steady state
     bool has_context = false;  // timed after the code that precedes it (a loop or a unique predecessor)
 };
@@ -101,6 +107,10 @@ public:
     // issue point's window (frequency.h): on some cores samples in a short
     // loop land wherever retirement groups end, not where the model says.
     std::uint32_t whole_block_below() const { return whole_block_below_; }
+    // The fewest cycles a call and its return take, a short callee's code
+    // and independent work around the call included (0 = not modelled);
+    // see BlockTiming::call_cycles.
+    double call_return_cycles() const { return call_return_cycles_; }
     int retire_width() const { return retire_width_; }
     // Cycles lost per branch misprediction, and the pessimistic cost of one
     // cache miss served from memory (used to bound stalls from event counts).
@@ -132,6 +142,7 @@ private:
     double store_forward_latency_ = 5;
     int sample_skid_ = 1;
     std::uint32_t whole_block_below_ = 0;
+    double call_return_cycles_ = 0;
     std::string match_vendor_;
     std::vector<std::uint64_t> match_families_, match_models_;  // empty: any
     double mispredict_penalty_ = 17;

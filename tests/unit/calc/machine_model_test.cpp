@@ -32,6 +32,11 @@ TEST_CASE("built-in machine models load and reject bad documents") {
     CHECK_FALSE(MachineModel::load("no-such-model").ok());
     CHECK_FALSE(MachineModel::from_json(nlohmann::json{{"schema", "ecpi.machine"}, {"version", 2}}).ok());
     CHECK_FALSE(MachineModel::from_json(nlohmann::json{{"schema", "other"}}).ok());
+    auto negative = nlohmann::json::parse(R"({"schema": "ecpi.machine", "version": 1, "call_return_cycles": -1,
+        "ports": {"alu": 1}, "classes": {"alu": {"latency": 1, "uops": 1, "port": "alu"}}})");
+    auto bad = MachineModel::from_json(negative);
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error().message().find("call_return_cycles") != std::string::npos);
 }
 
 TEST_CASE("instruction classes") {
@@ -137,6 +142,10 @@ TEST_CASE("a straight-line block after a call: the instruction after the call ha
     auto t = m.time_blocks(cfg);
     REQUIRE(cfg.blocks.size() == 1);
     CHECK_FALSE(t[0].known[1]);  // the callee's ret lands on it
+    CHECK(t[0].call_cycles == 0);  // x86_64-generic does not model calls
+    auto zen5 = model("x86_64-zen5");
+    CHECK(zen5.call_return_cycles() == doctest::Approx(4.1));
+    CHECK(zen5.time_blocks(cfg)[0].call_cycles == doctest::Approx(4.1));  // one call
 }
 
 TEST_CASE("one mnemonic, different classes: a register move before a load of the same mnemonic") {
