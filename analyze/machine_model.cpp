@@ -384,7 +384,10 @@ struct MachineModel::Simulation {
                     load_cause = StaticCause::kPort;
                     load_culprit = kNoProducer;
                 }
-                for (std::size_t k = 0; k < std::min(store_count, stores.size()); ++k) {
+                // A locked read-modify-write holds its line: no forwarding
+                // delay on top of its own time (Zen 5: `lock add [p], 1` in a
+                // loop, 19.8 cycles an iteration, its latency alone).
+                for (std::size_t k = 0; !cls.sync && k < std::min(store_count, stores.size()); ++k) {
                     const auto& s = stores[k];
                     if (s.valid && s.mem == d.memory && s.data_ready + model.store_forward_latency_ > data) {
                         data = s.data_ready + model.store_forward_latency_;
