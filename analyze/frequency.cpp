@@ -92,7 +92,11 @@ ShortBlockWindows short_block_windows(const BlockTiming& t, bool self_loop, std:
     for (std::uint32_t k : order) {
         const double sk = static_cast<double>(s[k]);
         const double others_s = rest_s - sk, others_m = rest_m - t.m[k];
-        if (others_s <= 0 || others_m <= 0) break;
+        // Too few samples left on the rest to judge a stall against (chase's
+        // walk_until: after the missing load, its xor with 132 samples
+        // against 2 went too, and the 2 left could not give F: the class
+        // fell back to its whole ratio, 32x high).
+        if (others_s < opt.smear_min_samples || others_m <= 0) break;
         // At the rest's ratio, taken at its upper bound (two standard
         // deviations of a sample count): with few samples on the rest a
         // block that merely retires its iteration on one instruction looked

@@ -73,7 +73,8 @@ struct EstimatorOptions {
     // prediction is at least smear_min_samples). In a whole-block window, an
     // instruction whose samples stand for more than max(blocks x the block's
     // best-case cycles, cycles) per execution at the rest's ratio is a dynamic
-    // stall and left out of the window.
+    // stall and left out of the window (judged against the rest's ratio at
+    // its upper bound, and only while the rest holds smear_min_samples).
     double smear_low_fraction = 0.25;
     double smear_min_samples = 20;
     double smear_limit_blocks = 4;
