@@ -162,8 +162,11 @@ def report(paths):
         within = {5: 0, 10: 0, 15: 0}
         bad_conf = collections.Counter()
         conf_all = collections.Counter()
+        off3x = 0  # estimate/true outside [1/3, 3], an estimate of 0 included
         for _, _, _, s, est, true, conf in rows:
             err = (est - true) / true if true > 0 else (1e9 if est > 0 else 0)
+            if true > 0 and not (1 / 3 <= est / true <= 3):
+                off3x += s
             for lo, hi in BUCKETS:
                 if lo <= err < hi:
                     hist[(lo, hi)] += s
@@ -180,6 +183,7 @@ def report(paths):
         if bad:
             shares = ", ".join(f"{c} {100 * bad_conf[c] / bad:.0f}%" for c in ("low", "medium", "high"))
             print(f"   off by >15%: {100 * bad / total:.1f}% of samples, rated {shares}")
+        print(f"   off by more than 3x (either way): {100 * off3x / total:.1f}% of samples")
         shares = ", ".join(f"{c} {100 * conf_all[c] / total:.0f}%" for c in ("low", "medium", "high"))
         print(f"   confidence of all samples: {shares}")
         return hist, total
