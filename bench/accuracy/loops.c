@@ -111,6 +111,7 @@ KERNEL int64_t call_loop(int n)
 }
 #endif
 
+#ifndef LOOPS_NO_MAIN /* loop_overlap.c includes the kernels */
 int main(int argc, char **argv)
 {
 	int reps = argc > 1 ? atoi(argv[1]) : 1000;
@@ -139,3 +140,4 @@ int main(int argc, char **argv)
 	printf("%lld\n", (long long)acc);
 	return 0;
 }
+#endif
