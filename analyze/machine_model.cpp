@@ -624,7 +624,14 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
         }
         // The profile charges W_j to the instruction `skid` places later.
         const std::size_t skid = static_cast<std::size_t>(sample_skid_);
-        for (std::uint32_t i = 0; i < blk.count; ++i) {
+        // A procedure's first instruction follows a call (in the caller),
+        // and the call's cost lands on it as the callee's return lands after
+        // the call: unknown, unless the entry block is a loop in its steady
+        // state, whose first instruction follows the loop's own latch.
+        bool is_entry = false;
+        for (auto e : blk.in_edges) is_entry = is_entry || cfg.edges[e].from == kEntryBlock;
+        const std::uint32_t first_timed = is_entry && !t.steady_state ? 1 : 0;
+        for (std::uint32_t i = first_timed; i < blk.count; ++i) {
             std::size_t pos = block_pos + i;
             if (pos < skid) continue;
             std::size_t src = pos - skid;  // the instruction whose wait lands on i
