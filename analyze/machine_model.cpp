@@ -628,9 +628,7 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
         // and the call's cost lands on it as the callee's return lands after
         // the call: unknown, unless the entry block is a loop in its steady
         // state, whose first instruction follows the loop's own latch.
-        bool is_entry = false;
-        for (auto e : blk.in_edges) is_entry = is_entry || cfg.edges[e].from == kEntryBlock;
-        const std::uint32_t first_timed = is_entry && !t.steady_state ? 1 : 0;
+        const std::uint32_t first_timed = b == 0 && !t.steady_state ? 1 : 0;  // block 0: the entry (cfg.h)
         for (std::uint32_t i = first_timed; i < blk.count; ++i) {
             std::size_t pos = block_pos + i;
             if (pos < skid) continue;
