@@ -772,7 +772,7 @@ Cfg build_cfg(std::uint64_t start, std::uint64_t end, std::vector<DecodedInstruc
         if (b == 0) return false;
         const auto& before = insns[blk.first - 1];
         bool falls = before.flow == FlowKind::kNone || before.flow == FlowKind::kCondJump ||
-                     before.flow == FlowKind::kCall || before.flow == FlowKind::kIndirectCall;
+                     is_call(before.flow);
         if (falls && !noreturn_call[blk.first - 1]) return false;
         for (std::uint32_t i = blk.first; i < blk.first + blk.count; ++i)
             if (insns[i].mnemonic.rfind("nop", 0) != 0) return false;

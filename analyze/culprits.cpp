@@ -296,8 +296,7 @@ private:
         const std::uint32_t k = blk.first + i;
         const DecodedInstruction& d = insn(k);
         const std::uint32_t prev = i > 0 ? k - 1 : kNoInstruction;
-        const bool after_call = prev != kNoInstruction && (insn(prev).flow == FlowKind::kCall ||
-                                                           insn(prev).flow == FlowKind::kIndirectCall);
+        const bool after_call = prev != kNoInstruction && is_call(insn(prev).flow);
         // I-cache / ITLB (DCPI 6.3): inside a block only at the start of a
         // line (or an instruction crossing into the next); at a block head,
         // only when a frequent predecessor ends in another line. After a call

@@ -362,8 +362,7 @@ FrequencyEstimate estimate_frequencies(const Cfg& cfg, const FrequencyClasses& f
     std::vector<std::uint32_t> first_call(nb, kNoInstruction);
     for (std::uint32_t b = 0; b < nb; ++b)
         for (std::uint32_t i = 0; i < cfg.blocks[b].count; ++i) {
-            const FlowKind flow = cfg.instructions[cfg.blocks[b].first + i].flow;
-            if (flow == FlowKind::kCall || flow == FlowKind::kIndirectCall) {
+            if (is_call(cfg.instructions[cfg.blocks[b].first + i].flow)) {
                 first_call[b] = i;
                 break;
             }

@@ -515,8 +515,7 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
         const auto& blk = cfg.blocks[b];
         for (std::uint32_t i = 0; i < blk.count; ++i) {
             const auto* insn = &cfg.instructions[blk.first + i];
-            bool after_call = !steps.empty() && (steps.back().insn->flow == FlowKind::kCall ||
-                                                 steps.back().insn->flow == FlowKind::kIndirectCall);
+            bool after_call = !steps.empty() && is_call(steps.back().insn->flow);
             steps.push_back({insn, classes[blk.first + i], steps.empty() || after_call});
         }
     };
@@ -619,8 +618,7 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
             for (auto start : rep_starts) t.wait[i] += sim.wait[start + i] / reps_averaged;
             t.cycles += t.wait[i];
             t.span_start[i] = i;
-            const FlowKind flow = cfg.instructions[blk.first + i].flow;
-            if (flow == FlowKind::kCall || flow == FlowKind::kIndirectCall) t.call_cycles += call_return_cycles_;
+            if (is_call(cfg.instructions[blk.first + i].flow)) t.call_cycles += call_return_cycles_;
         }
         // The profile charges W_j to the instruction `skid` places later.
         const std::size_t skid = static_cast<std::size_t>(sample_skid_);
@@ -635,7 +633,7 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
             std::size_t src = pos - skid;  // the instruction whose wait lands on i
             const DecodedInstruction& si = *steps[src].insn;
             if (!sim.wait_known[src]) continue;
-            if (si.flow == FlowKind::kCall || si.flow == FlowKind::kIndirectCall) continue;  // the callee's ret lands here
+            if (is_call(si.flow)) continue;  // the callee's ret lands here
             for (auto start : rep_starts) t.m[i] += sim.wait[start + i - skid] / reps_averaged;
             t.known[i] = true;
             // The cause as seen in the last repetition (the steady state).

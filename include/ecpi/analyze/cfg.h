@@ -44,6 +44,8 @@ enum class FlowKind : std::uint8_t {
     kTrap,          // ud2, hlt, int3: execution does not continue here
 };
 
+inline bool is_call(FlowKind f) { return f == FlowKind::kCall || f == FlowKind::kIndirectCall; }
+
 // Where a memory operand points (for store-to-load forwarding in the model).
 struct MemoryOperand {
     std::uint16_t segment = 0, base = 0, index = 0;  // canonical register ids (0: none)
