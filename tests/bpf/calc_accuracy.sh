@@ -61,17 +61,17 @@ python3 "$bench/compare.py" rows loops "$TMP/calc.json" "$reps" "$TMP/cg1" 1 "$T
 python3 - "$TMP/rows" <<'PY' || fail "accuracy below the floor"
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
-def share(k, proc=None):
+def samples_where(ok, proc=None):
+    # (samples, share of them whose est / true satisfies ok), over proc's rows or all
     sel = [r for r in rows if proc is None or r[1] == proc]
     total = sum(int(r[3]) for r in sel)
-    good = sum(int(r[3]) for r in sel if float(r[5]) > 0 and abs(float(r[4]) / float(r[5]) - 1) <= k)
+    good = sum(int(r[3]) for r in sel if float(r[5]) > 0 and ok(float(r[4]) / float(r[5])))
     return total, good / max(total, 1)
+def share(k, proc=None):
+    return samples_where(lambda ratio: abs(ratio - 1) <= k, proc)
 def within_factor(f, proc=None):
     # est / true in [1/f, f]: an estimate of 0 is not within any factor
-    sel = [r for r in rows if proc is None or r[1] == proc]
-    total = sum(int(r[3]) for r in sel)
-    good = sum(int(r[3]) for r in sel if float(r[5]) > 0 and 1 / f <= float(r[4]) / float(r[5]) <= f)
-    return total, good / max(total, 1)
+    return samples_where(lambda ratio: 1 / f <= ratio <= f, proc)
 total, within2 = within_factor(2)
 tenfold = within_factor(10)[1]
 mul_total, mul25 = share(0.25, "mulchain")
