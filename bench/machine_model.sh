@@ -12,7 +12,7 @@ CPU=${CPU:-0}
 tmp=$(mktemp -d /tmp/ecpi-machine-model.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 echo "machine model microbenchmarks: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), CPU $CPU"
-for name in clock call_return locked loop_overlap; do
+for name in clock latency call_return locked loop_overlap; do
     "$CC" -O2 -o "$tmp/$name" "$here/$name.c"
     echo "== $name"
     taskset -c "$CPU" "$tmp/$name"

@@ -29,8 +29,8 @@ static double add_chain_mhz(void)
 
 /* Times ITERATIONS runs of `body` (asm text) and prints its cycles per
  * iteration at `mhz`. Operands: %[i] the iteration (0, 1, ...), %[s] a
- * scratch accumulator, %[p] a pointer to 64 longs; rax, rcx, rdx, rdi and
- * r8-r11 may be clobbered. */
+ * scratch accumulator, %[p] a pointer to 64 longs; rax, rcx, rdx, rdi,
+ * r8-r11 and xmm0-xmm8 may be clobbered. */
 static long microbench_memory[64] __attribute__((aligned(64), unused));
 #define MICROBENCH_ITERATIONS 20000000L
 #define TIME_LOOP(mhz, name, body)                                                                 \
@@ -40,7 +40,8 @@ static long microbench_memory[64] __attribute__((aligned(64), unused));
 		__asm__ volatile("1:\n" body "\n add $1, %[i]\n cmp %[n], %[i]\n jne 1b"           \
 				 : [i] "+r"(i), [s] "+r"(s)                                        \
 				 : [n] "r"(n), [p] "r"(p)                                          \
-				 : "rax", "rcx", "rdx", "rdi", "r8", "r9", "r10", "r11", "memory", "cc"); \
+				 : "rax", "rcx", "rdx", "rdi", "r8", "r9", "r10", "r11", "memory", "cc",   \
+				   "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8");   \
 		printf("%-42s %.2f cycles per iteration\n", name,                                  \
 		       (cpu_seconds() - a) * (mhz) * 1e6 / MICROBENCH_ITERATIONS);                 \
 	} while (0)

@@ -178,12 +178,41 @@ TEST_CASE("a procedure's first instruction follows a call: its M is unknown unle
 
 TEST_CASE("built-in models match the CPUs they were measured on") {
     CHECK(MachineModel::builtin_for_cpu("AuthenticAMD", 26, 2) == std::optional<std::string>("x86_64-zen5"));
-    CHECK_FALSE(MachineModel::builtin_for_cpu("AuthenticAMD", 25, 1).has_value());  // Zen 3/4: generic
+    CHECK(MachineModel::builtin_for_cpu("AuthenticAMD", 25, 17) == std::optional<std::string>("x86_64-zen4"));
+    CHECK(MachineModel::builtin_for_cpu("AuthenticAMD", 25, 1) == std::optional<std::string>("x86_64-zen4"));  // Zen 3
+    CHECK_FALSE(MachineModel::builtin_for_cpu("AuthenticAMD", 23, 49).has_value());  // Zen 2: generic
     CHECK_FALSE(MachineModel::builtin_for_cpu("GenuineIntel", 6, 143).has_value());
     CHECK_FALSE(MachineModel::builtin_for_cpu("", 0, 0).has_value());
     auto zen5 = model("x86_64-zen5");
     CHECK(zen5.whole_block_below() == 16);
+    CHECK(model("x86_64-zen4").whole_block_below() == 16);
     CHECK(model().whole_block_below() == 0);
+}
+
+TEST_CASE("Zen 4: what bench/machine_model.sh measured on it") {
+    auto m = model("x86_64-zen4");
+    // A loop of `lock add [p], 1`: 7.4 cycles an iteration (locked.c), two
+    // to different lines 15.4: not pipelined.
+    // lock add qword ptr [rdi], 1; add rax, 1; jne 0
+    Cfg one = self_loop({0xf0, 0x48, 0x83, 0x07, 0x01, 0x48, 0x83, 0xc0, 0x01, 0x75, 0xf5});
+    CHECK(m.time_blocks(one)[0].cycles == doctest::Approx(7).epsilon(0.05));
+    Cfg two = self_loop({0xf0, 0x48, 0x83, 0x07, 0x01, 0xf0, 0x48, 0x83, 0x06, 0x01, 0x48, 0x83, 0xc0, 0x01, 0x75,
+                         0xf0});
+    CHECK(m.time_blocks(two)[0].cycles == doctest::Approx(14).epsilon(0.05));
+    // Two dependent loads: 4 cycles each (latency.c).
+    // mov rax, qword ptr [rax]; mov rax, qword ptr [rax]; jmp 0
+    Cfg chase = self_loop({0x48, 0x8b, 0x00, 0x48, 0x8b, 0x00, 0xeb, 0xf8});
+    CHECK(m.time_blocks(chase)[0].cycles == doctest::Approx(8).epsilon(0.05));
+    // Eight independent shifts: two shift units, 4 cycles (latency.c: 0.5
+    // cycles a shift).
+    std::vector<std::uint8_t> shifts;
+    for (std::uint8_t reg = 0; reg < 8; ++reg) {
+        shifts.insert(shifts.end(), {0x49, 0xd1, static_cast<std::uint8_t>(0xe0 + reg)});  // shl r8+reg, 1
+    }
+    shifts.insert(shifts.end(), {0x48, 0x83, 0xee, 0x01});  // sub rsi, 1
+    shifts.insert(shifts.end(), {0x75, static_cast<std::uint8_t>(-static_cast<int>(shifts.size() + 2))});  // jne 0
+    CHECK(m.time_blocks(self_loop(shifts))[0].cycles == doctest::Approx(4).epsilon(0.1));
+    CHECK(m.call_return_cycles() == doctest::Approx(4.0));
 }
 
 TEST_CASE("a straight-line block after a call: the instruction after the call has no known M") {
