@@ -11,6 +11,17 @@ per-instruction counts (DCPI 6.2, Figure 8).
   compare.py report ROWS.tsv...
       DCPI Figure 8's histogram (share of samples per error bucket), the
       shares within 5/10/15%, and the confidence of the bad estimates.
+  compare.py bound OUT
+      For each workload of a bench/accuracy.sh output directory (epoch clock):
+      the one cycles-per-sample scale, chosen in hindsight, that puts the most
+      samples within 5%, and the shares it gives: what a perfect clock could
+      add at most, the rest being the estimator's.
+  compare.py variation OUT1 OUT2
+      Two runs of bench/accuracy.sh: for each procedure with at least 1,000
+      samples in both, samples x cycles per sample (epoch clock) / callgrind's
+      count of its most executed instruction, in each run: the true cycles of
+      one execution of its hottest code, which no estimator can know better
+      than the two runs agree.
 """
 import collections
 import json
@@ -201,6 +212,67 @@ def report(paths):
     return 0
 
 
+WORKLOADS = ("loops", "branchy", "chase", "interp", "calls", "sed")
+
+
+def load_rows(path):
+    """(procedure, samples, estimate/true) for rows with a true count."""
+    out = []
+    for line in open(path):
+        f = line.rstrip("\n").split("\t")
+        if len(f) >= 7 and float(f[5]) > 0:
+            out.append((f[1], int(f[3]), float(f[4]) / float(f[5]), float(f[5])))
+    return out
+
+
+def bound(out_dir):
+    every = []
+    for w in WORKLOADS:
+        path = os.path.join(out_dir, f"{w}.recorded.rows")
+        if not os.path.exists(path):
+            continue
+        rows = load_rows(path)
+        total = sum(s for _, s, _, _ in rows)
+
+        def share(k, tol):
+            return sum(s for _, s, r, _ in rows if abs(r * k - 1) <= tol) / total
+
+        # the best scale puts some row's ratio at the edge of or inside the band
+        candidates = [1.0] + [e / r for _, _, r, _ in rows if r > 0 for e in (0.95, 1.0, 1.05)]
+        best = max(candidates, key=lambda k: share(k, 0.05))
+        print(f"{w:8} {total:7d} samples: as measured {100 * share(1, 0.05):5.1f}% within 5%; "
+              f"scale x{best:.3f}: {100 * share(best, 0.05):5.1f} / {100 * share(best, 0.10):5.1f} / "
+              f"{100 * share(best, 0.15):5.1f}% within 5/10/15%")
+        every += [(s, r * best) for _, s, r, _ in rows]
+    total = sum(s for s, _ in every)
+    shares = " / ".join(f"{100 * sum(s for s, r in every if abs(r - 1) <= t) / total:.1f}" for t in (0.05, 0.10, 0.15))
+    print(f"all      {total:7d} samples, each workload at its best scale: {shares}% within 5/10/15%")
+    return 0
+
+
+def variation(dir1, dir2):
+    for w in WORKLOADS:
+        runs = []
+        for d in (dir1, dir2):
+            rows, calc = os.path.join(d, f"{w}.recorded.rows"), os.path.join(d, f"{w}.calc-recorded-clock.json")
+            if not (os.path.exists(rows) and os.path.exists(calc)):
+                break
+            procs = collections.defaultdict(lambda: [0, 0.0])
+            for proc, s, _, true in load_rows(rows):
+                procs[proc][0] += s
+                procs[proc][1] = max(procs[proc][1], true)
+            runs.append((json.load(open(calc))["period_cycles"], procs))
+        if len(runs) < 2:
+            continue
+        (c1, p1), (c2, p2) = runs
+        for proc in p1:
+            if proc in p2 and min(p1[proc][0], p2[proc][0]) >= 1000:
+                a = p1[proc][0] * c1 / p1[proc][1]
+                b = p2[proc][0] * c2 / p2[proc][1]
+                print(f"{w:8} {proc[:40]:40} {a:8.2f} {b:8.2f} cycles  {100 * (b / a - 1):+4.0f}%")
+    return 0
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -210,6 +282,10 @@ def main():
         return 0
     if sys.argv[1] == "report":
         return report(sys.argv[2:])
+    if sys.argv[1] == "bound" and len(sys.argv) == 3:
+        return bound(sys.argv[2])
+    if sys.argv[1] == "variation" and len(sys.argv) == 4:
+        return variation(sys.argv[2], sys.argv[3])
     print(__doc__)
     return 2
 
