@@ -30,10 +30,11 @@ static double add_chain_mhz(void)
 /* Times ITERATIONS runs of `body` (asm text) and prints its cycles per
  * iteration at `mhz`. Operands: %[i] the iteration (0, 1, ...), %[s] a
  * scratch accumulator, %[p] a pointer to 64 longs; rax, rcx, rdx, rdi,
- * r8-r11 and xmm0-xmm8 may be clobbered. */
+ * r8-r11 and xmm0-xmm8 may be clobbered. TIME_LOOP_PER divides by `per`
+ * (a body of `per` instructions prints cycles per instruction). */
 static long microbench_memory[64] __attribute__((aligned(64), unused));
 #define MICROBENCH_ITERATIONS 20000000L
-#define TIME_LOOP(mhz, name, body)                                                                 \
+#define TIME_LOOP_PER(mhz, per, unit, name, body)                                                  \
 	do {                                                                                       \
 		long i = 0, s = 0, n = MICROBENCH_ITERATIONS, *p = microbench_memory;              \
 		double a = cpu_seconds();                                                          \
@@ -42,8 +43,9 @@ static long microbench_memory[64] __attribute__((aligned(64), unused));
 				 : [n] "r"(n), [p] "r"(p)                                          \
 				 : "rax", "rcx", "rdx", "rdi", "r8", "r9", "r10", "r11", "memory", "cc",   \
 				   "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8");   \
-		printf("%-42s %.2f cycles per iteration\n", name,                                  \
-		       (cpu_seconds() - a) * (mhz) * 1e6 / MICROBENCH_ITERATIONS);                 \
+		printf("%-42s %.2f cycles per %s\n", name,                                         \
+		       (cpu_seconds() - a) * (mhz) * 1e6 / MICROBENCH_ITERATIONS / (per), unit);   \
 	} while (0)
+#define TIME_LOOP(mhz, name, body) TIME_LOOP_PER(mhz, 1, "iteration", name, body)
 
 #endif
