@@ -216,7 +216,7 @@ WORKLOADS = ("loops", "branchy", "chase", "interp", "calls", "sed")
 
 
 def load_rows(path):
-    """(procedure, samples, estimate/true) for rows with a true count."""
+    """(procedure, samples, estimate / true, true) for the rows with a true count."""
     out = []
     for line in open(path):
         f = line.rstrip("\n").split("\t")
@@ -254,14 +254,15 @@ def variation(dir1, dir2):
     for w in WORKLOADS:
         runs = []
         for d in (dir1, dir2):
-            rows, calc = os.path.join(d, f"{w}.recorded.rows"), os.path.join(d, f"{w}.calc-recorded-clock.json")
-            if not (os.path.exists(rows) and os.path.exists(calc)):
+            rows_path = os.path.join(d, f"{w}.recorded.rows")
+            calc_path = os.path.join(d, f"{w}.calc-recorded-clock.json")
+            if not (os.path.exists(rows_path) and os.path.exists(calc_path)):
                 break
-            procs = collections.defaultdict(lambda: [0, 0.0])
-            for proc, s, _, true in load_rows(rows):
+            procs = collections.defaultdict(lambda: [0, 0.0])  # samples, largest true count
+            for proc, s, _, true in load_rows(rows_path):
                 procs[proc][0] += s
                 procs[proc][1] = max(procs[proc][1], true)
-            runs.append((json.load(open(calc))["period_cycles"], procs))
+            runs.append((json.load(open(calc_path))["period_cycles"], procs))
         if len(runs) < 2:
             continue
         (c1, p1), (c2, p2) = runs
