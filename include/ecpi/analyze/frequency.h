@@ -13,10 +13,12 @@
 //     discarded when it holds too few of the class's issue points or too few
 //     samples, or when its estimate would imply an unreasonable stall for
 //     another instruction. Classes with few samples use sum S / sum M.
-//  2. Local propagation over the flow constraints of the split CFG (every
+//  2. A block and its only predecessor (or successor) whose estimates
+//     contradict the flow between them are estimated together.
+//  3. Local propagation over the flow constraints of the split CFG (every
 //     node: inflow == outflow), an estimate being shared by its whole class
 //     at once, never negative; confident estimates first, then the rest.
-//  3. A confidence (low/medium/high) for each estimate from the number of
+//  4. A confidence (low/medium/high) for each estimate from the number of
 //     issue points used, the spread of their ratios, the samples behind it
 //     and whether it came from propagation.
 #pragma once
@@ -41,6 +43,7 @@ enum class EstimateSource : std::uint8_t {
     kSampleTotal,  // sum S / sum M over the class (few samples, or no acceptable cluster)
     kInstructionCounts,  // samples of an event counting retired instructions
     kPropagated,   // flow constraints (DCPI 6.1.4)
+    kPooled,       // with a neighbouring block whose estimate contradicted the flow between them
     kNone,         // nothing to go on: taken as 0
 };
 const char* estimate_source_name(EstimateSource s);
@@ -66,6 +69,11 @@ struct EstimatorOptions {
     // model cannot time after a call in their block is estimated from its
     // blocks' cycles, calls included (BlockTiming::call_cycles).
     double after_call_share = 0.75;
+    // A block with one predecessor runs no more often than it (and a block
+    // with one successor no more often than that): where the two classes'
+    // estimates break that by more than this factor, both take the two
+    // blocks' samples over their cycles together (0: off).
+    double pool_contradiction = 1.5;
     std::uint32_t attribution_radius = 1;  // window (instructions each side) of an issue point's ratio
     std::uint32_t whole_block_below = 0;   // blocks of at most this many instructions may use the whole block as the window (0: off)
     // Such a block is taken whole only where an issue point's own window holds
