@@ -30,14 +30,14 @@ ref=$("$ECPI" prof "$TMP/db" --format json | python3 -c 'import json,sys; print(
 mhz=$(python3 -c "print(round(8 * 2048 * $reps / ($ref * 100e-6) / 1e6))")
 
 # JSON layout (docs/json-schema.md, ecpi.calc)
-"$ECPI" calc --all "$TMP/db" --image "$TMP/loops" --cpu-mhz "$mhz" --format json >"$TMP/calc.json"
-json_check "$TMP/calc.json" 'd["schema"] == "ecpi.calc" and d["version"] == 2 and d["event"] == "cpu-clock"'
-json_check "$TMP/calc.json" 'd["cpu_mhz"] == '"$mhz"' and d["clock_source"] == "--cpu-mhz" and not d["hardware_cycles"]'
-json_check "$TMP/calc.json" 'len(d["procedures"]) >= 5 and all(p["image"].endswith("/loops") for p in d["procedures"])'
-json_check "$TMP/calc.json" 'all(set(["address", "samples", "executions", "cpi", "confidence"]) <= set(i) for p in d["procedures"] for i in p["instructions"])'
-json_check "$TMP/calc.json" 'all(i["address"].startswith("0x") and i["confidence"] in ("low", "medium", "high") for p in d["procedures"] for i in p["instructions"])'
-json_check "$TMP/calc.json" 'any("source" in i and i["source"]["file"].endswith("loops.c") for p in d["procedures"] for i in p["instructions"])'
-json_check "$TMP/calc.json" 'all(e["executions"] >= 0 for p in d["procedures"] for e in p["edges"])'
+"$ECPI" calc --all "$TMP/db" --image "$TMP/loops" --cpu-mhz "$mhz" --format json >"$TMP/loops.calc.json"
+json_check "$TMP/loops.calc.json" 'd["schema"] == "ecpi.calc" and d["version"] == 2 and d["event"] == "cpu-clock"'
+json_check "$TMP/loops.calc.json" 'd["cpu_mhz"] == '"$mhz"' and d["clock_source"] == "--cpu-mhz" and not d["hardware_cycles"]'
+json_check "$TMP/loops.calc.json" 'len(d["procedures"]) >= 5 and all(p["image"].endswith("/loops") for p in d["procedures"])'
+json_check "$TMP/loops.calc.json" 'all(set(["address", "samples", "executions", "cpi", "confidence"]) <= set(i) for p in d["procedures"] for i in p["instructions"])'
+json_check "$TMP/loops.calc.json" 'all(i["address"].startswith("0x") and i["confidence"] in ("low", "medium", "high") for p in d["procedures"] for i in p["instructions"])'
+json_check "$TMP/loops.calc.json" 'any("source" in i and i["source"]["file"].endswith("loops.c") for p in d["procedures"] for i in p["instructions"])'
+json_check "$TMP/loops.calc.json" 'all(e["executions"] >= 0 for p in d["procedures"] for e in p["edges"])'
 
 # Text layout: DCPI Figure 2's block headers and columns.
 "$ECPI" calc poly "$TMP/db" --cpu-mhz "$mhz" >"$TMP/poly.txt"
@@ -53,12 +53,22 @@ expect_exit 1 'matches 2 sampled procedures' "$ECPI" calc poly "$TMP/db2"
 expect_exit 1 'has no cpu-clock samples' "$ECPI" calc no_such_procedure "$TMP/db"
 expect_exit 2 'PROCEDURE or --all' "$ECPI" calc "$TMP/db" --all no_such_procedure
 
+# truth_rows NAME REPS: $TMP/NAME run under callgrind with 1 and 2
+# repetitions, compared with $TMP/NAME.calc.json for REPS repetitions
+# (bench/accuracy/compare.py rows) into $TMP/NAME.rows.
+truth_rows() {
+	local name=$1 reps=$2 r
+	for r in 1 2; do
+		valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$TMP/$name.cg$r" "$TMP/$name" "$r" \
+			>/dev/null 2>&1
+	done
+	python3 "$bench/compare.py" rows "$name" "$TMP/$name.calc.json" "$reps" "$TMP/$name.cg1" 1 "$TMP/$name.cg2" 2 \
+		>"$TMP/$name.rows"
+}
+
 # Accuracy against callgrind, weighted by samples (DCPI Figure 8's measure).
-for r in 1 2; do
-	valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$TMP/cg$r" "$TMP/loops" "$r" >/dev/null 2>&1
-done
-python3 "$bench/compare.py" rows loops "$TMP/calc.json" "$reps" "$TMP/cg1" 1 "$TMP/cg2" 2 >"$TMP/rows"
-python3 - "$TMP/rows" <<'PY' || fail "accuracy below the floor"
+truth_rows loops "$reps"
+python3 - "$TMP/loops.rows" <<'PY' || fail "accuracy below the floor"
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
 def samples_where(ok, proc=None):
@@ -110,12 +120,9 @@ PY
 cc -O2 -g -o "$TMP/interp" "$bench/interp.c"
 ireps=2000
 "$ECPI" record -q -F 10000 -o "$TMP/idb" -- "$TMP/interp" "$ireps" >/dev/null
-"$ECPI" calc --all "$TMP/idb" --image "$TMP/interp" --format json >"$TMP/icalc.json"
-for r in 1 2; do
-	valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$TMP/icg$r" "$TMP/interp" "$r" >/dev/null 2>&1
-done
-python3 "$bench/compare.py" rows interp "$TMP/icalc.json" "$ireps" "$TMP/icg1" 1 "$TMP/icg2" 2 >"$TMP/irows"
-python3 - "$TMP/irows" <<'PY' || fail "interp: too many estimates off by more than 3x"
+"$ECPI" calc --all "$TMP/idb" --image "$TMP/interp" --format json >"$TMP/interp.calc.json"
+truth_rows interp "$ireps"
+python3 - "$TMP/interp.rows" <<'PY' || fail "interp: too many estimates off by more than 3x"
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
 total = sum(int(r[3]) for r in rows)

@@ -284,8 +284,8 @@ TEST_CASE("a leaf with no issue point leaves its first instruction's samples (th
 }
 
 TEST_CASE("a block and its only predecessor whose estimates contradict the flow are estimated together") {
-    // A runs 1000 times per period; B, its fall-through and only successor
-    // but one, 950; C, A's other branch, 50. 70% of A's samples land on B's
+    // A runs 1000 times per period; B, A's fall-through and reached from
+    // nowhere else, 950; C, A's other branch, 50. 70% of A's samples land on B's
     // instructions (on an out-of-order core a wait at the end of A is
     // charged after it): alone, A comes out 300 and B 1,650, though B can
     // run no more often than A.
