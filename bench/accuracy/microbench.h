@@ -30,8 +30,8 @@ static double add_chain_mhz(void)
 /* Times ITERATIONS runs of `body` (asm text) and prints its cycles per
  * iteration at `mhz`. Operands: %[i] the iteration (0, 1, ...), %[s] a
  * scratch accumulator, %[p] a pointer to 64 longs; rax, rcx, rdx, rdi,
- * r8-r11 and xmm0-xmm8 may be clobbered. TIME_LOOP_PER divides by `per`
- * (a body of `per` instructions prints cycles per instruction). */
+ * r8-r11 and xmm0-xmm8 may be clobbered. TIME_LOOP_PER prints cycles per
+ * `unit`, a `per`-th of the body (latency.c: eight steps a body). */
 static long microbench_memory[64] __attribute__((aligned(64), unused));
 #define MICROBENCH_ITERATIONS 20000000L
 #define TIME_LOOP_PER(mhz, per, unit, name, body)                                                  \
