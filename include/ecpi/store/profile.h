@@ -4,6 +4,7 @@
 // store/ depends on nothing of ours but include/ (no BPF, no ELF parsing).
 #pragma once
 
+#include <array>
 #include <compare>
 #include <cstdint>
 #include <filesystem>
@@ -84,6 +85,44 @@ struct StackProfile {
     bool operator==(const StackProfile&) const = default;
 };
 
+// Register snapshots kept with an epoch (calc: execution counts anchored by
+// register progress). For a bounded fraction of user-mode samples of the
+// profiled processes the sampler keeps the general-purpose registers with the
+// sample's thread and time; `ecpi calc` pairs consecutive snapshots of one
+// thread inside one loop and turns the induction register's progress into an
+// iteration rate (DCPI 6.1: time samples alone cannot tell "runs often and
+// fast" from "runs less often and stalls"; the registers can). One `.reg`
+// file per event per epoch, like stacks (FORMAT.md).
+// x86-64 general-purpose registers in their hardware encoding order (the
+// ModRM/REX number), so an instruction's register operand indexes `regs`
+// directly: rax=0 rcx=1 rdx=2 rbx=3 rsp=4 rbp=5 rsi=6 rdi=7 r8=8 ... r15=15.
+enum class GpRegister : std::uint8_t {
+    kRax = 0, kRcx, kRdx, kRbx, kRsp, kRbp, kRsi, kRdi,
+    kR8, kR9, kR10, kR11, kR12, kR13, kR14, kR15,
+};
+inline constexpr std::size_t kGpRegisters = 16;
+
+struct RegisterSample {
+    std::uint32_t pid = 0;
+    std::uint32_t tid = 0;
+    std::uint64_t time_ns = 0;           // CLOCK_MONOTONIC (bpf_ktime_get_ns) when the sample was taken
+    std::uint32_t image = 0;             // index into RegisterProfile::images
+    std::uint64_t offset = 0;            // the pc, as an offset in the image (same meaning as OffsetCount::offset)
+    std::array<std::uint64_t, kGpRegisters> regs{};  // indexed by GpRegister
+    auto operator<=>(const RegisterSample&) const = default;
+    bool operator==(const RegisterSample&) const = default;
+};
+
+// All register snapshots of one event in one epoch.
+struct RegisterProfile {
+    std::string event;
+    std::uint64_t period = 0;            // as in ImageProfile
+    std::uint32_t every = 1;             // one sample in `every` (per CPU) carried its registers
+    std::vector<ImageId> images;         // no duplicates
+    std::vector<RegisterSample> samples; // sorted by (tid, time_ns, pid, image, offset, regs), unique
+    bool operator==(const RegisterProfile&) const = default;
+};
+
 // Per-event totals kept beside the profiles.
 struct EventMeta {
     std::uint64_t period = 0;
@@ -128,16 +167,22 @@ struct EpochMeta {
 [[nodiscard]] Result<ImageProfile> decode_profile(std::span<const std::uint8_t> bytes);
 [[nodiscard]] std::vector<std::uint8_t> encode_stacks(const StackProfile& stacks);
 [[nodiscard]] Result<StackProfile> decode_stacks(std::span<const std::uint8_t> bytes);
+[[nodiscard]] std::vector<std::uint8_t> encode_registers(const RegisterProfile& registers);
+[[nodiscard]] Result<RegisterProfile> decode_registers(std::span<const std::uint8_t> bytes);
 
 // Add `from` into `into` (same image and event). Periods must agree.
 [[nodiscard]] Result<void> merge_into(ImageProfile& into, const ImageProfile& from);
 [[nodiscard]] Result<void> merge_into(StackProfile& into, const StackProfile& from);
+// Adds `from`'s samples into `into` (same event; images re-indexed; result
+// canonical). Periods must agree.
+[[nodiscard]] Result<void> merge_into(RegisterProfile& into, const RegisterProfile& from);
 void merge_into(EpochMeta& into, const EpochMeta& from);
 
 struct EpochContents {
     std::string epoch;
     std::vector<ImageProfile> profiles;
     std::vector<StackProfile> stacks;
+    std::vector<RegisterProfile> registers;  // one per event that kept registers
     EpochMeta meta;
     // Files that could not be read, one line each: "<path>: <reason>".
     std::vector<std::string> skipped;
@@ -172,6 +217,7 @@ public:
     // Read-modify-write merges; each is atomic on its own.
     Result<void> merge(const std::string& epoch, const ImageProfile& profile);
     Result<void> merge(const std::string& epoch, const StackProfile& stacks);
+    Result<void> merge(const std::string& epoch, const RegisterProfile& registers);
     Result<void> merge(const std::string& epoch, const EpochMeta& meta);
 
     // Everything in one epoch. Corrupt or unknown-version files are listed in
