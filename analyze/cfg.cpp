@@ -111,7 +111,27 @@ bool has_group(const cs_detail* d, unsigned group) {
     return std::find(d->groups, d->groups + d->groups_count, group) != d->groups + d->groups_count;
 }
 
+// General-purpose registers in hardware encoding order (ModRM/REX numbers).
+constexpr std::array<x86_reg, 16> kGpRegisters = {
+    X86_REG_RAX, X86_REG_RCX, X86_REG_RDX, X86_REG_RBX, X86_REG_RSP, X86_REG_RBP, X86_REG_RSI, X86_REG_RDI,
+    X86_REG_R8,  X86_REG_R9,  X86_REG_R10, X86_REG_R11, X86_REG_R12, X86_REG_R13, X86_REG_R14, X86_REG_R15,
+};
+
 }  // namespace
+
+// Canonical ids are the Capstone id of the 64-bit register + kRegisterBase,
+// except rsp (kStackPointer): see register_table.
+std::uint16_t gp_register_id(int n) {
+    if (n < 0 || n >= static_cast<int>(kGpRegisters.size())) return 0;
+    if (kGpRegisters[static_cast<std::size_t>(n)] == X86_REG_RSP) return kStackPointer;
+    return static_cast<std::uint16_t>(kGpRegisters[static_cast<std::size_t>(n)] + kRegisterBase);
+}
+
+int gp_register_number(std::uint16_t canonical) {
+    for (int n = 0; n < static_cast<int>(kGpRegisters.size()); ++n)
+        if (gp_register_id(n) == canonical) return n;
+    return -1;
+}
 
 bool is_leaf_function(const ImageBytes& image, std::uint64_t start, std::uint64_t end) {
     if (end <= start) return false;
@@ -240,6 +260,15 @@ Result<std::vector<DecodedInstruction>> decode_x86_64(std::uint64_t address, std
                 d.reads.clear();
             }
         }
+        if (x86.op_count >= 1 && x86.operands[0].type == X86_OP_REG) {
+            d.first_register = regs.canonical[x86.operands[0].reg];
+            d.first_size = x86.operands[0].size;
+        }
+        for (int k = 0; k < x86.op_count; ++k)
+            if (x86.operands[k].type == X86_OP_IMM) {
+                d.has_immediate = true;
+                d.immediate = x86.operands[k].imm;
+            }
         if (is_register_move(insn->id) && x86.op_count == 2 && x86.operands[0].type == X86_OP_REG &&
             x86.operands[1].type == X86_OP_REG)
             d.reg_move = true;

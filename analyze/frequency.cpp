@@ -15,6 +15,7 @@ const char* confidence_name(Confidence c) {
         case Confidence::kLow: return "low";
         case Confidence::kMedium: return "medium";
         case Confidence::kHigh: return "high";
+        case Confidence::kMeasured: return "measured";
     }
     return "?";
 }
@@ -26,6 +27,7 @@ const char* estimate_source_name(EstimateSource s) {
         case EstimateSource::kInstructionCounts: return "instruction-counts";
         case EstimateSource::kPropagated: return "propagated";
         case EstimateSource::kPooled: return "pooled";
+        case EstimateSource::kRegisterProgress: return "register-progress";
         case EstimateSource::kNone: return "none";
     }
     return "?";
@@ -332,248 +334,311 @@ ClassEstimate estimate_class(std::span<const std::pair<std::uint32_t, std::uint3
     return est;
 }
 
-Confidence lower(Confidence c) { return c == Confidence::kHigh ? Confidence::kMedium : Confidence::kLow; }
-
-}  // namespace
-
-FrequencyEstimate estimate_frequencies(const Cfg& cfg, const FrequencyClasses& fc,
-                                       const std::vector<BlockTiming>& timing, std::span<const std::uint64_t> samples,
-                                       const EstimatorOptions& opt) {
-    FrequencyEstimate out;
-    const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
-    out.classes.assign(fc.count, {});
-    // Each class's instructions, (block, index in block), block by block: one
-    // array for all classes (a vector per class was the most frequent
-    // allocation of `calc --all`).
-    std::vector<std::uint32_t> member_start(fc.count + 1, 0);
-    for (std::uint32_t b = 0; b < nb; ++b) member_start[fc.block_class[b] + 1] += cfg.blocks[b].count;
-    for (std::uint32_t c = 0; c < fc.count; ++c) member_start[c + 1] += member_start[c];
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> member_list(member_start[fc.count]);
-    {
-        std::vector<std::uint32_t> fill(member_start.begin(), member_start.end() - 1);
-        for (std::uint32_t b = 0; b < nb; ++b)
-            for (std::uint32_t i = 0; i < cfg.blocks[b].count; ++i) member_list[fill[fc.block_class[b]]++] = {b, i};
+// A propagated estimate is less certain than what it came from, except
+// where everything it came from was measured: flow equations are exact.
+Confidence lower(Confidence c) {
+    switch (c) {
+        case Confidence::kMeasured: return Confidence::kMeasured;
+        case Confidence::kHigh: return Confidence::kMedium;
+        default: return Confidence::kLow;
     }
-    auto members = [&](std::uint32_t c) {
-        return std::span<const std::pair<std::uint32_t, std::uint32_t>>(member_list.data() + member_start[c],
-                                                                        member_start[c + 1] - member_start[c]);
-    };
+}
 
-    // Each block's first call (index in the block; kNoInstruction: none).
-    std::vector<std::uint32_t> first_call(nb, kNoInstruction);
-    for (std::uint32_t b = 0; b < nb; ++b)
-        for (std::uint32_t i = 0; i < cfg.blocks[b].count; ++i) {
+
+
+// Each class's instructions, (block, index in block), block by block: one
+// array for all classes (a vector per class was the most frequent
+// allocation of `calc --all`).
+class ClassMembers {
+public:
+    ClassMembers(const Cfg& cfg, const FrequencyClasses& fc) : start_(fc.count + 1, 0) {
+        const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
+        for (std::uint32_t b = 0; b < nb; ++b) start_[fc.block_class[b] + 1] += cfg.blocks[b].count;
+        for (std::uint32_t c = 0; c < fc.count; ++c) start_[c + 1] += start_[c];
+        list_.resize(start_[fc.count]);
+        std::vector<std::uint32_t> fill(start_.begin(), start_.end() - 1);
+        for (std::uint32_t b = 0; b < nb; ++b)
+            for (std::uint32_t i = 0; i < cfg.blocks[b].count; ++i) list_[fill[fc.block_class[b]]++] = {b, i};
+    }
+    std::span<const std::pair<std::uint32_t, std::uint32_t>> operator()(std::uint32_t c) const {
+        return {list_.data() + start_[c], start_[c + 1] - start_[c]};
+    }
+
+private:
+    std::vector<std::uint32_t> start_;
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> list_;
+};
+
+// Each block's first call (index in the block; kNoInstruction: none).
+std::vector<std::uint32_t> first_calls(const Cfg& cfg) {
+    std::vector<std::uint32_t> first_call(cfg.blocks.size(), kNoInstruction);
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b)
+        for (std::uint32_t i = 0; i < cfg.blocks[b].count; ++i)
             if (is_call(cfg.instructions[cfg.blocks[b].first + i].flow)) {
                 first_call[b] = i;
                 break;
             }
+    return first_call;
+}
+
+// Counted instructions: every instruction of the class retires F*P times,
+// so the class's instruction samples give F directly.
+void use_instruction_counts(ClassEstimate& e, std::span<const std::pair<std::uint32_t, std::uint32_t>> members,
+                            const Cfg& cfg, const EstimatorOptions& opt) {
+    if (opt.instruction_samples.empty() || opt.instruction_period <= 0 || opt.cycle_period <= 0) return;
+    double inst = 0;
+    for (auto [b, i] : members) inst += static_cast<double>(opt.instruction_samples[cfg.blocks[b].first + i]);
+    const double n = static_cast<double>(members.size());
+    if (inst < static_cast<double>(opt.few_samples) || (e.known && e.confidence >= Confidence::kHigh)) return;
+    e.frequency = inst / n * opt.instruction_period / opt.cycle_period;
+    e.known = true;
+    e.source = EstimateSource::kInstructionCounts;
+    e.confidence = inst >= 400 ? Confidence::kHigh : Confidence::kMedium;
+}
+
+// Samples that crossed a block boundary. A block B whose only predecessor is
+// A runs no more often than A (and A no more often than its only successor).
+// Where the two classes' own estimates say otherwise by more than
+// pool_contradiction, samples have moved across the edge between them: on an
+// out-of-order core a wait at the end of A lands on B's first instructions,
+// or B's latency on A's tail (`interp`'s dispatch: 0.37x and 3.27x for two
+// blocks that run equally often; the binary search's loop block 0.17x).
+// Together the two blocks still add up, so both classes take sum S / sum M
+// over the two blocks, rated low.
+void pool_contradictions(std::vector<ClassEstimate>& classes, const Cfg& cfg, const FrequencyClasses& fc,
+                         const std::vector<BlockTiming>& timing, std::span<const std::uint64_t> samples,
+                         std::span<const std::uint32_t> first_call, const EstimatorOptions& opt) {
+    if (opt.pool_contradiction <= 0) return;
+    auto block_samples = [&](std::uint32_t b) {
+        double sum = 0;
+        for (std::uint32_t i = 0; i < cfg.blocks[b].count; ++i) sum += static_cast<double>(samples[cfg.blocks[b].first + i]);
+        return sum;
+    };
+    auto estimated = [&](std::uint32_t c) { return classes[c].known && classes[c].source != EstimateSource::kNone; };
+    // a runs at least as often as b
+    auto pool = [&](std::uint32_t a, std::uint32_t b) {
+        const auto ca = fc.block_class[a], cb = fc.block_class[b];
+        // (a block with a call has cycles elsewhere: in the callee, and the
+        // call's own, which its class may have been estimated with)
+        if (ca == cb || !estimated(ca) || !estimated(cb) || first_call[a] != kNoInstruction ||
+            first_call[b] != kNoInstruction)
+            return;
+        if (classes[cb].frequency <= classes[ca].frequency * opt.pool_contradiction) return;
+        const double cycles = timing[a].cycles + timing[b].cycles;
+        if (cycles <= 0) return;
+        const double f = (block_samples(a) + block_samples(b)) / cycles;
+        for (auto c : {ca, cb}) {
+            classes[c].frequency = f;
+            classes[c].source = EstimateSource::kPooled;
+            classes[c].confidence = Confidence::kLow;
         }
-    for (std::uint32_t c = 0; c < fc.count; ++c) {
-        if (members(c).empty()) continue;
-        out.classes[c] = estimate_class(members(c), cfg, timing, samples, first_call, opt);
-        // Counted instructions: every instruction of the class retires F*P
-        // times, so the class's instruction samples give F directly.
-        if (!opt.instruction_samples.empty() && opt.instruction_period > 0 && opt.cycle_period > 0) {
-            double inst = 0;
-            for (auto [b, i] : members(c)) inst += static_cast<double>(opt.instruction_samples[cfg.blocks[b].first + i]);
-            double n = static_cast<double>(members(c).size());
-            if (inst >= static_cast<double>(opt.few_samples) &&
-                (!out.classes[c].known || out.classes[c].confidence != Confidence::kHigh)) {
-                auto& e = out.classes[c];
-                e.frequency = inst / n * opt.instruction_period / opt.cycle_period;
-                e.known = true;
-                e.source = EstimateSource::kInstructionCounts;
-                e.confidence = inst >= 400 ? Confidence::kHigh : Confidence::kMedium;
-            }
+    };
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b) {
+        if (cfg.blocks[b].in_edges.size() == 1) {
+            const auto a = cfg.edges[cfg.blocks[b].in_edges[0]].from;
+            if (a != kEntryBlock && a != b) pool(a, b);
+        }
+        if (cfg.blocks[b].out_edges.size() == 1) {
+            const auto c = cfg.edges[cfg.blocks[b].out_edges[0]].to;
+            if (c != kExitBlock && c != b) pool(c, b);
         }
     }
+}
 
-    // Samples that crossed a block boundary. A block B whose only
-    // predecessor is A runs no more often than A (and A no more often than
-    // its only successor). Where the two classes' own estimates say
-    // otherwise by more than pool_contradiction, samples have moved across
-    // the edge between them: on an out-of-order core a wait at the end of A
-    // lands on B's first instructions, or B's latency on A's tail (`interp`'s
-    // dispatch: 0.37x and 3.27x for two blocks that run equally often; the
-    // binary search's loop block 0.17x). Together the two blocks still add up, so
-    // both classes take sum S / sum M over the two blocks, rated low.
-    if (opt.pool_contradiction > 0) {
-        auto block_samples = [&](std::uint32_t b) {
-            double sum = 0;
-            for (std::uint32_t i = 0; i < cfg.blocks[b].count; ++i)
-                sum += static_cast<double>(samples[cfg.blocks[b].first + i]);
-            return sum;
-        };
-        auto estimated = [&](std::uint32_t c) {
-            return out.classes[c].known && out.classes[c].source != EstimateSource::kNone;
-        };
-        // a runs at least as often as b
-        auto pool = [&](std::uint32_t a, std::uint32_t b) {
-            const auto ca = fc.block_class[a], cb = fc.block_class[b];
-            // (a block with a call has cycles elsewhere: in the callee, and
-            // the call's own, which its class may have been estimated with)
-            if (ca == cb || !estimated(ca) || !estimated(cb) || first_call[a] != kNoInstruction ||
-                first_call[b] != kNoInstruction)
-                return;
-            if (out.classes[cb].frequency <= out.classes[ca].frequency * opt.pool_contradiction) return;
-            const double cycles = timing[a].cycles + timing[b].cycles;
-            if (cycles <= 0) return;
-            const double f = (block_samples(a) + block_samples(b)) / cycles;
-            for (auto c : {ca, cb}) {
-                out.classes[c].frequency = f;
-                out.classes[c].source = EstimateSource::kPooled;
-                out.classes[c].confidence = Confidence::kLow;
-            }
-        };
-        for (std::uint32_t b = 0; b < nb; ++b) {
-            if (cfg.blocks[b].in_edges.size() == 1) {
-                const auto a = cfg.edges[cfg.blocks[b].in_edges[0]].from;
-                if (a != kEntryBlock && a != b) pool(a, b);
-            }
-            if (cfg.blocks[b].out_edges.size() == 1) {
-                const auto c = cfg.edges[cfg.blocks[b].out_edges[0]].to;
-                if (c != kExitBlock && c != b) pool(c, b);
-            }
-        }
+// Anchors override whatever the samples' placement suggested for their class.
+void apply_anchors(std::vector<ClassEstimate>& classes, const FrequencyClasses& fc, const EstimatorOptions& opt) {
+    for (const auto& a : opt.anchors) {
+        if (a.block >= fc.block_class.size()) continue;
+        auto& e = classes[fc.block_class[a.block]];
+        e.frequency = a.frequency;
+        e.known = true;
+        e.source = EstimateSource::kRegisterProgress;
+        e.confidence = Confidence::kMeasured;
+    }
+}
+
+// The flow equations of the split graph (DCPI 6.1.4): at every node, the
+// classes of the in-edges sum to those of the out-edges. The terms live in
+// one array (equation q: terms[start[q], start[q + 1])), built in reused
+// buffers: per-block vectors were a large share of the allocations of
+// `calc --all`.
+struct FlowEquations {
+    struct Term {
+        std::uint32_t cls;
+        double coef;
+    };
+    std::vector<Term> terms;
+    std::vector<std::uint32_t> start = {0};
+    std::vector<std::uint32_t> by_class_start;  // equations each class appears in
+    std::vector<std::uint32_t> by_class_list;
+
+    std::uint32_t size() const { return static_cast<std::uint32_t>(start.size() - 1); }
+    std::span<const Term> operator[](std::uint32_t q) const {
+        return {terms.data() + start[q], start[q + 1] - start[q]};
+    }
+    std::span<const std::uint32_t> of_class(std::uint32_t c) const {
+        return {by_class_list.data() + by_class_start[c], by_class_start[c + 1] - by_class_start[c]};
     }
 
-    // Local propagation (DCPI 6.1.4) over the split graph's flow equations:
-    // at every node, the classes of the in-edges sum to those of the out-edges.
-    if (fc.from_cycle_equivalence) {
-        out.propagated = true;
-        struct Term {
-            std::uint32_t cls;
-            double coef;
-        };
-        // The equations' terms in one array (equation q: eq_terms[eq_start[q],
-        // eq_start[q + 1])), built in reused buffers: per-block vectors were
-        // a large share of the allocations of `calc --all`.
-        std::vector<Term> eq_terms;
-        std::vector<std::uint32_t> eq_start = {0};
-        std::vector<Term> scratch;
-        auto add_equation = [&](std::span<const std::uint32_t> in, std::span<const std::uint32_t> out_cls) {
-            // Combine the terms of each class (a class may appear on both sides).
-            scratch.clear();
-            for (auto c : in) scratch.push_back({c, 1});
-            for (auto c : out_cls) scratch.push_back({c, -1});
-            std::sort(scratch.begin(), scratch.end(), [](const Term& x, const Term& y) { return x.cls < y.cls; });
-            const std::size_t first = eq_terms.size();
-            for (const auto& t : scratch) {
-                if (eq_terms.size() > first && eq_terms.back().cls == t.cls) eq_terms.back().coef += t.coef;
-                else eq_terms.push_back(t);
-            }
-            auto zero = std::remove_if(eq_terms.begin() + static_cast<std::ptrdiff_t>(first), eq_terms.end(),
-                                       [](const Term& t) { return t.coef == 0; });
-            eq_terms.erase(zero, eq_terms.end());
-            if (eq_terms.size() > first) eq_start.push_back(static_cast<std::uint32_t>(eq_terms.size()));
-        };
-        std::vector<std::uint32_t> entry_out, exit_in;
-        for (std::uint32_t e = 0; e < cfg.edges.size(); ++e) {
-            if (cfg.edges[e].from == kEntryBlock) entry_out.push_back(fc.edge_class[e]);
-            if (cfg.edges[e].to == kExitBlock) exit_in.push_back(fc.edge_class[e]);
+    void add(std::span<const std::uint32_t> in, std::span<const std::uint32_t> out_cls) {
+        // Combine the terms of each class (a class may appear on both sides).
+        scratch_.clear();
+        for (auto c : in) scratch_.push_back({c, 1});
+        for (auto c : out_cls) scratch_.push_back({c, -1});
+        std::sort(scratch_.begin(), scratch_.end(), [](const Term& x, const Term& y) { return x.cls < y.cls; });
+        const std::size_t first = terms.size();
+        for (const auto& t : scratch_) {
+            if (terms.size() > first && terms.back().cls == t.cls) terms.back().coef += t.coef;
+            else terms.push_back(t);
         }
-        const std::uint32_t invocation[1] = {fc.invocation_class};
-        add_equation(invocation, entry_out);
-        add_equation(exit_in, invocation);
-        std::vector<std::uint32_t> in, outs;
-        for (std::uint32_t b = 0; b < nb; ++b) {
-            in.clear();
-            outs.clear();
-            for (auto e : cfg.blocks[b].in_edges) in.push_back(fc.edge_class[e]);
-            for (auto e : cfg.blocks[b].out_edges) outs.push_back(fc.edge_class[e]);
-            const std::uint32_t self[1] = {fc.block_class[b]};
-            add_equation(in, self);
-            add_equation(self, outs);
-        }
-        const auto n_equations = static_cast<std::uint32_t>(eq_start.size() - 1);
-        auto equation = [&](std::uint32_t q) {
-            return std::span<const Term>(eq_terms.data() + eq_start[q], eq_start[q + 1] - eq_start[q]);
-        };
-        // The equations each class appears in, likewise in one array.
-        std::vector<std::uint32_t> by_class_start(fc.count + 1, 0);
-        for (const auto& t : eq_terms) ++by_class_start[t.cls + 1];
-        for (std::uint32_t c = 0; c < fc.count; ++c) by_class_start[c + 1] += by_class_start[c];
-        std::vector<std::uint32_t> by_class_list(eq_terms.size());
-        {
-            std::vector<std::uint32_t> fill(by_class_start.begin(), by_class_start.end() - 1);
-            for (std::uint32_t q = 0; q < n_equations; ++q)
-                for (const auto& t : equation(q)) by_class_list[fill[t.cls]++] = q;
-        }
+        auto zero = std::remove_if(terms.begin() + static_cast<std::ptrdiff_t>(first), terms.end(),
+                                   [](const Term& t) { return t.coef == 0; });
+        terms.erase(zero, terms.end());
+        if (terms.size() > first) start.push_back(static_cast<std::uint32_t>(terms.size()));
+    }
 
-        std::vector<bool> known(fc.count, false);
-        auto propagate = [&] {
-            std::vector<std::uint32_t> work(n_equations);
-            for (std::uint32_t q = 0; q < n_equations; ++q) work[q] = q;
-            while (!work.empty()) {
-                std::uint32_t q = work.back();
-                work.pop_back();
-                const auto eq = equation(q);
-                std::uint32_t unknown = 0, which = 0;
-                double coef = 0, sum = 0;
-                Confidence conf = Confidence::kHigh;
-                for (const auto& t : eq) {
-                    if (known[t.cls]) {
-                        sum += t.coef * out.classes[t.cls].frequency;
-                        conf = std::min(conf, out.classes[t.cls].confidence);
-                    } else {
-                        ++unknown;
-                        which = t.cls;
-                        coef = t.coef;
-                    }
-                }
-                if (unknown != 1) continue;
-                double value = std::max(0.0, -sum / coef);  // no negative estimates
-                auto& e = out.classes[which];
-                e.frequency = value;
-                e.known = true;
-                e.source = EstimateSource::kPropagated;
-                e.confidence = lower(conf);
-                known[which] = true;
-                for (std::uint32_t k = by_class_start[which]; k < by_class_start[which + 1]; ++k) work.push_back(by_class_list[k]);
-            }
-        };
-        // Confident estimates first; then let the weak ones in for classes
-        // propagation could not reach.
-        std::vector<ClassEstimate> weak(fc.count);
-        for (std::uint32_t c = 0; c < fc.count; ++c) {
-            if (!out.classes[c].known) continue;
-            if (out.classes[c].confidence == Confidence::kLow) {
-                weak[c] = out.classes[c];
-                out.classes[c].known = false;
+    void index(std::uint32_t classes) {
+        by_class_start.assign(classes + 1, 0);
+        for (const auto& t : terms) ++by_class_start[t.cls + 1];
+        for (std::uint32_t c = 0; c < classes; ++c) by_class_start[c + 1] += by_class_start[c];
+        by_class_list.resize(terms.size());
+        std::vector<std::uint32_t> fill(by_class_start.begin(), by_class_start.end() - 1);
+        for (std::uint32_t q = 0; q < size(); ++q)
+            for (const auto& t : (*this)[q]) by_class_list[fill[t.cls]++] = q;
+    }
+
+private:
+    std::vector<Term> scratch_;
+};
+
+FlowEquations flow_equations(const Cfg& cfg, const FrequencyClasses& fc) {
+    FlowEquations eqs;
+    std::vector<std::uint32_t> entry_out, exit_in;
+    for (std::uint32_t e = 0; e < cfg.edges.size(); ++e) {
+        if (cfg.edges[e].from == kEntryBlock) entry_out.push_back(fc.edge_class[e]);
+        if (cfg.edges[e].to == kExitBlock) exit_in.push_back(fc.edge_class[e]);
+    }
+    const std::uint32_t invocation[1] = {fc.invocation_class};
+    eqs.add(invocation, entry_out);
+    eqs.add(exit_in, invocation);
+    std::vector<std::uint32_t> in, outs;
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b) {
+        in.clear();
+        outs.clear();
+        for (auto e : cfg.blocks[b].in_edges) in.push_back(fc.edge_class[e]);
+        for (auto e : cfg.blocks[b].out_edges) outs.push_back(fc.edge_class[e]);
+        const std::uint32_t self[1] = {fc.block_class[b]};
+        eqs.add(in, self);
+        eqs.add(self, outs);
+    }
+    eqs.index(fc.count);
+    return eqs;
+}
+
+// Solves every equation with exactly one unknown class, repeatedly; never
+// negative.
+void solve_known(std::vector<ClassEstimate>& classes, std::vector<bool>& known, const FlowEquations& eqs) {
+    std::vector<std::uint32_t> work(eqs.size());
+    for (std::uint32_t q = 0; q < eqs.size(); ++q) work[q] = q;
+    while (!work.empty()) {
+        std::uint32_t q = work.back();
+        work.pop_back();
+        std::uint32_t unknown = 0, which = 0;
+        double coef = 0, sum = 0;
+        bool any_known = false;
+        Confidence conf = Confidence::kMeasured;
+        for (const auto& t : eqs[q]) {
+            if (known[t.cls]) {
+                sum += t.coef * classes[t.cls].frequency;
+                conf = std::min(conf, classes[t.cls].confidence);
+                any_known = true;
             } else {
-                known[c] = true;
+                ++unknown;
+                which = t.cls;
+                coef = t.coef;
             }
         }
-        propagate();
-        bool added = false;
-        for (std::uint32_t c = 0; c < fc.count; ++c)
-            if (!known[c] && weak[c].known) {
-                out.classes[c] = weak[c];
-                known[c] = true;
-                added = true;
-            }
-        if (added) propagate();
+        if (unknown != 1) continue;
+        auto& e = classes[which];
+        e.frequency = std::max(0.0, -sum / coef);  // no negative estimates
+        e.known = true;
+        e.source = EstimateSource::kPropagated;
+        e.confidence = any_known ? lower(conf) : Confidence::kMedium;
+        known[which] = true;
+        for (auto k : eqs.of_class(which)) work.push_back(k);
     }
-    for (auto& e : out.classes)
+}
+
+// Local propagation (DCPI 6.1.4): confident estimates first; then the weak
+// ones join for classes propagation could not reach.
+void propagate_flow(std::vector<ClassEstimate>& classes, const Cfg& cfg, const FrequencyClasses& fc) {
+    const FlowEquations eqs = flow_equations(cfg, fc);
+    std::vector<bool> known(fc.count, false);
+    std::vector<ClassEstimate> weak(fc.count);
+    for (std::uint32_t c = 0; c < fc.count; ++c) {
+        if (!classes[c].known) continue;
+        if (classes[c].confidence == Confidence::kLow) {
+            weak[c] = classes[c];
+            classes[c].known = false;
+        } else {
+            known[c] = true;
+        }
+    }
+    solve_known(classes, known, eqs);
+    bool added = false;
+    for (std::uint32_t c = 0; c < fc.count; ++c)
+        if (!known[c] && weak[c].known) {
+            classes[c] = weak[c];
+            known[c] = true;
+            added = true;
+        }
+    if (added) solve_known(classes, known, eqs);
+}
+
+FrequencyEstimate per_block_and_edge(std::vector<ClassEstimate> classes, const Cfg& cfg, const FrequencyClasses& fc) {
+    FrequencyEstimate out;
+    for (auto& e : classes)
         if (!e.known) {
             e.frequency = 0;
             e.known = true;
             e.source = EstimateSource::kNone;
             e.confidence = Confidence::kLow;
         }
-
+    const auto nb = cfg.blocks.size();
     out.block_frequency.resize(nb);
     out.block_confidence.resize(nb);
     out.block_source.resize(nb);
     for (std::uint32_t b = 0; b < nb; ++b) {
-        const auto& e = out.classes[fc.block_class[b]];
+        const auto& e = classes[fc.block_class[b]];
         out.block_frequency[b] = e.frequency;
         out.block_confidence[b] = e.confidence;
         out.block_source[b] = e.source;
     }
     out.edge_frequency.resize(cfg.edges.size());
-    for (std::uint32_t e = 0; e < cfg.edges.size(); ++e) out.edge_frequency[e] = out.classes[fc.edge_class[e]].frequency;
-    out.invocations = out.classes[fc.invocation_class].frequency;
+    for (std::uint32_t e = 0; e < cfg.edges.size(); ++e) out.edge_frequency[e] = classes[fc.edge_class[e]].frequency;
+    out.invocations = classes[fc.invocation_class].frequency;
+    out.classes = std::move(classes);
+    return out;
+}
+
+}  // namespace
+
+FrequencyEstimate estimate_frequencies(const Cfg& cfg, const FrequencyClasses& fc,
+                                       const std::vector<BlockTiming>& timing, std::span<const std::uint64_t> samples,
+                                       const EstimatorOptions& opt) {
+    const ClassMembers members(cfg, fc);
+    const std::vector<std::uint32_t> first_call = first_calls(cfg);
+    std::vector<ClassEstimate> classes(fc.count);
+    for (std::uint32_t c = 0; c < fc.count; ++c) {
+        if (members(c).empty()) continue;
+        classes[c] = estimate_class(members(c), cfg, timing, samples, first_call, opt);
+        use_instruction_counts(classes[c], members(c), cfg, opt);
+    }
+    pool_contradictions(classes, cfg, fc, timing, samples, first_call, opt);
+    apply_anchors(classes, fc, opt);
+    if (fc.from_cycle_equivalence) propagate_flow(classes, cfg, fc);
+    FrequencyEstimate out = per_block_and_edge(std::move(classes), cfg, fc);
+    out.propagated = fc.from_cycle_equivalence;
     return out;
 }
 

@@ -99,11 +99,25 @@ struct DecodedInstruction {
     bool zero_idiom = false;           // xor r,r / sub r,r / pxor x,x ...: no input dependency
     bool reg_move = false;             // register-to-register move (candidate for move elimination)
     bool vector = false;               // uses xmm/ymm/zmm registers
+    // The first operand when it is a register (canonical id; 0: not a
+    // register) and its width in bytes; the immediate operand, if any. Loop
+    // analysis (loops.h) reads induction steps from them.
+    std::uint16_t first_register = 0;
+    std::uint8_t first_size = 0;
+    bool has_immediate = false;
+    std::int64_t immediate = 0;
     std::string text() const;          // "mnemonic operands"
 };
 
 inline constexpr std::uint16_t kFlagsRegister = 1;
 inline constexpr std::uint16_t kStackPointer = 2;
+
+// The hardware number (0 = rax, 1 = rcx, ... 4 = rsp, ... 15 = r15; the
+// order of store::GpRegister) of a canonical general-purpose register id,
+// or -1 for any other register.
+int gp_register_number(std::uint16_t canonical);
+// The canonical id of general-purpose register number n (0..15).
+std::uint16_t gp_register_id(int n);
 
 // Decodes `bytes` (loaded at `address`) as x86-64. Undecodable bytes become
 // one-byte "(bad)" instructions with FlowKind::kTrap so the listing covers

@@ -35,7 +35,9 @@
 
 namespace ecpi::analyze {
 
-enum class Confidence : std::uint8_t { kLow, kMedium, kHigh };
+// kMeasured: the count rests on an anchor (register progress, loops.h and
+// register_progress.h), or was propagated from anchors alone.
+enum class Confidence : std::uint8_t { kLow, kMedium, kHigh, kMeasured };
 const char* confidence_name(Confidence c);
 
 enum class EstimateSource : std::uint8_t {
@@ -44,6 +46,7 @@ enum class EstimateSource : std::uint8_t {
     kInstructionCounts,  // samples of an event counting retired instructions
     kPropagated,   // flow constraints (DCPI 6.1.4)
     kPooled,       // with a neighbouring block whose estimate contradicted the flow between them
+    kRegisterProgress,  // an anchor: a loop's iteration rate from register snapshots times its time
     kNone,         // nothing to go on: taken as 0
 };
 const char* estimate_source_name(EstimateSource s);
@@ -57,6 +60,14 @@ struct ClassEstimate {
     std::uint32_t issue_points_used = 0;
     double spread = 0;                 // max/min ratio of the cluster used (1 = tight)
     std::uint64_t samples = 0;         // samples of the class's instructions
+};
+
+// A count measured independently of the samples' placement: a loop's
+// iterations from register progress (register_progress.h). It holds for the
+// class of `block`, overriding the class's own estimate, and propagates.
+struct Anchor {
+    std::uint32_t block = 0;
+    double frequency = 0;              // F, executions per sampling period
 };
 
 struct EstimatorOptions {
@@ -93,6 +104,7 @@ struct EstimatorOptions {
     std::vector<std::uint64_t> instruction_samples;
     double instruction_period = 0;
     double cycle_period = 0;           // P in cycles (needed with instruction_samples)
+    std::vector<Anchor> anchors;       // measured counts (override estimates, rated kMeasured)
 };
 
 struct FrequencyEstimate {
