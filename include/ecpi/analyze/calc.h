@@ -11,6 +11,7 @@
 #include <iosfwd>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 
 #include "ecpi/analyze/culprits.h"
 #include "ecpi/analyze/frequency.h"
+#include "ecpi/analyze/register_progress.h"
 #include "ecpi/analyze/symbolizer.h"
 #include "ecpi/result.h"
 #include "ecpi/store/profile.h"
@@ -49,6 +51,7 @@ struct CalcInstruction {
     double best_cycles = 0;                   // M_i (model, in the profile's attribution)
     bool best_known = false;
     double executions = 0;                    // estimated execution count
+    double executions_min = 0, executions_max = 0;  // == executions unless its block's count is a range
     std::optional<double> cpi;                // cycles per execution (none when executions == 0)
     Confidence confidence = Confidence::kLow;
     std::string file;                         // source file:line from DWARF ("" when none)
@@ -65,6 +68,10 @@ struct CalcBlock {
     std::uint32_t frequency_class = 0;
     std::uint64_t samples = 0;
     double executions = 0;
+    // The range the samples allow where they cannot decide (ranges.h);
+    // both == executions when the count is not a range.
+    double executions_min = 0, executions_max = 0;
+    bool ranged = false;
     double best_cycles = 0;                   // best-case cycles per execution
     double best_cpi = 0;                      // best_cycles / instructions
     std::optional<double> actual_cpi;         // samples * P / executions / instructions
@@ -80,6 +87,23 @@ struct CalcEdge {
     double executions = 0;
 };
 
+// A natural loop (loops.h) and what register progress said of it.
+struct CalcLoop {
+    std::uint64_t header = 0;                 // address of the header block
+    std::uint32_t depth = 1;
+    std::uint32_t blocks = 0;
+    std::uint64_t samples = 0;                // samples in its blocks (nested loops included)
+    std::string induction;                    // the induction register ("rax", "esi"); "" when none
+    std::int64_t step = 0;                    // per iteration
+    std::uint64_t step_address = 0;           // the stepping instruction
+    bool anchored = false;                    // its count comes from register progress
+    std::string why_not;                      // when not anchored: why
+    double iterations = 0;                    // anchored: executions of the stepping block
+    double iterations_min = 0, iterations_max = 0;  // from the spread of the rate
+    double iterations_per_second = 0;
+    PairCounts pairs;                         // register_progress.h
+};
+
 struct CalcProcedure {
     std::string name;
     std::string image;                        // recorded path
@@ -93,7 +117,10 @@ struct CalcProcedure {
     bool missing_edges = false;
     std::vector<std::uint64_t> unresolved_jumps;
     std::uint32_t jump_tables = 0;
-    StallSummary stalls;                      // DCPI Figure 4
+    StallSummary stalls;                      // DCPI Figure 4 (each cause's range covers both ends of every count range)
+    std::uint64_t anchored_samples = 0;       // samples of blocks whose count is measured (register progress)
+    std::uint64_t ranged_samples = 0;         // samples of blocks whose count is a range
+    std::vector<CalcLoop> loops;
     std::vector<CalcBlock> blocks;
     std::vector<CalcInstruction> instructions;
     std::vector<CalcEdge> edges;
@@ -150,6 +177,17 @@ struct ProcedureInput {
     std::map<std::string, EventProfile> bounding_events;
     bool kernel_sampled = true;               // the profile holds kernel samples for the cycle event
     bool details = true;                      // false: leave blocks, instructions and edges out
+    // Register snapshots (register_progress.h), when the epoch kept them for
+    // the cycle event: the whole stream of the profile, this image's index in
+    // it, and the positions of the snapshots in [start, end) of the image.
+    struct Registers {
+        std::span<const store::RegisterSample> stream;
+        std::uint32_t image = 0;
+        std::vector<std::uint32_t> candidates;
+        double period_ns = 0;                 // wall-clock time one sample stands for
+        double max_gap_ns = 0;                // pairs further apart are not used
+    };
+    std::optional<Registers> registers;
 };
 [[nodiscard]] Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const MachineModel& model,
                                                       double period_cycles, const EstimatorOptions& options = {});
@@ -157,8 +195,10 @@ struct ProcedureInput {
 [[nodiscard]] Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOptions& options,
                                           Symbolizer& symbolizer);
 
+bool is_clock_event(const std::string& event);  // cpu-clock, task-clock
+
 std::string render_calc_text(const CalcReport& report);
-// {"schema":"ecpi.calc","version":1,...}; documented in docs/json-schema.md.
+// {"schema":"ecpi.calc","version":2,...}; documented in docs/json-schema.md.
 nlohmann::json render_calc_json(const CalcReport& report);
 // Writes render_calc_json(report).dump(2) without building the whole tree
 // (`calc --all` on a large library: one procedure's tree at a time).

@@ -1,0 +1,62 @@
+// Honest ranges where the samples cannot decide (calc: DCPI 6.1 warns that
+// on an out-of-order core a class whose samples all land on one issue point
+// cannot tell "runs often and fast" from "runs less often and stalls").
+//
+// A class estimated from placement alone with low confidence, and not
+// anchored by register progress, gets a range of counts instead of a number
+// it cannot defend:
+//  - at most its samples over its best-case cycles (no stall at all), and at
+//    most what an anchored enclosing loop allows (a block outside nested
+//    loops runs at most once per iteration of its loop, plus the loop's
+//    entries);
+//  - at least its samples over its best-case cycles plus the longest stall
+//    each of its instructions can take by the machine model (a load: a
+//    memory access plus a page walk; a branch, return or call: a
+//    misprediction).
+// The point estimate is kept, moved into the range. A class with a confident
+// estimate that breaks its anchored loop's bound is ranged too.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ecpi/analyze/cfg.h"
+#include "ecpi/analyze/cycle_equivalence.h"
+#include "ecpi/analyze/frequency.h"
+#include "ecpi/analyze/loops.h"
+#include "ecpi/analyze/machine_model.h"
+
+namespace ecpi::analyze {
+
+struct ClassRange {
+    bool ranged = false;
+    double min = 0, max = 0;              // F (executions per sampling period)
+};
+
+struct RangeInput {
+    const Cfg* cfg = nullptr;
+    const FrequencyClasses* classes = nullptr;
+    const std::vector<BlockTiming>* timing = nullptr;
+    const FrequencyEstimate* estimate = nullptr;
+    const LoopInfo* loops = nullptr;
+    const MachineModel* model = nullptr;
+    std::span<const std::uint64_t> samples;      // per instruction
+    std::vector<double> loop_anchor;             // per loop: its anchored F (0: none)
+    std::uint64_t min_samples = 8;               // classes with fewer samples are left as they are
+};
+
+// Per class.
+std::vector<ClassRange> class_ranges(const RangeInput& input);
+
+// The estimate with every ranged class's F replaced by its range's low (or
+// high) end, blocks and edges recomputed: what the culprit analysis runs on
+// to find each cause's range at both ends.
+FrequencyEstimate estimate_at(const FrequencyEstimate& estimate, const Cfg& cfg, const FrequencyClasses& classes,
+                              std::span<const ClassRange> ranges, bool high);
+
+// The point estimate moved into each range (in place).
+void clamp_to_ranges(FrequencyEstimate& estimate, const Cfg& cfg, const FrequencyClasses& classes,
+                     std::span<const ClassRange> ranges);
+
+}  // namespace ecpi::analyze
