@@ -1,0 +1,106 @@
+// Anchors and honest ranges on the plain pointer chase's loop as GCC -O2
+// emits it: `mov esi, [rbp + rsi*4]; sub rax, 1; jne`. Every sample lands on
+// the instruction after the load, so placement alone cannot tell a fast
+// frequent loop from a slow rare one (DCPI 6.1).
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "ecpi/analyze/cycle_equivalence.h"
+#include "ecpi/analyze/frequency.h"
+#include "ecpi/analyze/loops.h"
+#include "ecpi/analyze/machine_model.h"
+#include "ecpi/analyze/ranges.h"
+
+using namespace ecpi::analyze;
+
+namespace {
+
+struct Chase {
+    Cfg cfg;
+    FrequencyClasses classes;
+    std::vector<BlockTiming> timing;
+    LoopInfo loops;
+    MachineModel model;
+    std::vector<std::uint64_t> samples;
+};
+
+Chase chase(std::uint64_t samples_after_load) {
+    // 0x1000: xor eax, eax?  No: the loop as compiled, entered from a
+    // prologue that sets rax (the count) and falls into it.
+    const std::vector<std::uint8_t> code = {
+        0x48, 0x89, 0xd0,              // 0x1000 mov rax, rdx
+        0x8b, 0x74, 0xb5, 0x00,        // 0x1003 mov esi, [rbp + rsi*4]
+        0x48, 0x83, 0xe8, 0x01,        // 0x1007 sub rax, 1
+        0x75, 0xf6,                    // 0x100b jne 0x1003
+        0x89, 0xf0,                    // 0x100d mov eax, esi
+        0xc3,                          // 0x100f ret
+    };
+    auto insns = decode_x86_64(0x1000, code);
+    REQUIRE(insns.ok());
+    auto model = MachineModel::load(MachineModel::kDefault);
+    REQUIRE(model.ok());
+    Chase c{build_cfg(0x1000, 0x1010, std::move(*insns), {}), {}, {}, {}, std::move(*model), {}};
+    c.classes = frequency_classes(c.cfg);
+    c.timing = c.model.time_blocks(c.cfg);
+    c.loops = find_loops(c.cfg);
+    c.samples.assign(c.cfg.instructions.size(), 0);
+    c.samples[2] = samples_after_load;  // sub rax, 1
+    c.samples[0] = 1;
+    return c;
+}
+
+RangeInput range_input(const Chase& c, const FrequencyEstimate& est, std::vector<double> anchors) {
+    RangeInput in;
+    in.cfg = &c.cfg;
+    in.classes = &c.classes;
+    in.timing = &c.timing;
+    in.estimate = &est;
+    in.loops = &c.loops;
+    in.model = &c.model;
+    in.samples = c.samples;
+    in.loop_anchor = std::move(anchors);
+    return in;
+}
+
+}  // namespace
+
+TEST_CASE("ranges: the chase's loop has one induction variable, rax, stepping -1") {
+    Chase c = chase(1000);
+    REQUIRE(c.loops.loops.size() == 1);
+    REQUIRE(c.loops.induction.size() == 1);
+    CHECK(c.loops.induction[0].gp == 0);
+    CHECK(c.loops.induction[0].step == -1);
+    CHECK(c.loops.invariant[0] == std::vector<int>{5});  // rbp
+}
+
+TEST_CASE("ranges: without an anchor the chase's count is a range that holds the truth, not a number") {
+    Chase c = chase(10000);
+    FrequencyEstimate est = estimate_frequencies(c.cfg, c.classes, c.timing, c.samples);
+    const std::uint32_t loop_class = c.classes.block_class[1];
+    auto ranges = class_ranges(range_input(c, est, {0}));
+    REQUIRE(ranges[loop_class].ranged);
+    const auto& r = ranges[loop_class];
+    double best = c.timing[1].cycles;
+    CHECK(r.max == doctest::Approx(10000.0 / best));
+    // A load that misses every time (memory plus a page walk) is allowed:
+    // 300 stall cycles per iteration (a DRAM miss on this VM) is inside.
+    CHECK(r.min < 10000.0 / (best + 300));
+    CHECK(r.min > 0);
+    clamp_to_ranges(est, c.cfg, c.classes, ranges);
+    CHECK(est.block_frequency[1] >= r.min);
+    CHECK(est.block_frequency[1] <= r.max);
+}
+
+TEST_CASE("ranges: an anchor overrides placement, is rated measured, propagates, and leaves no range") {
+    Chase c = chase(10000);
+    EstimatorOptions opt;
+    opt.anchors.push_back({1, 5.0});  // block 1 (the loop) runs 5 times per sampling period
+    FrequencyEstimate est = estimate_frequencies(c.cfg, c.classes, c.timing, c.samples, opt);
+    CHECK(est.block_frequency[1] == doctest::Approx(5.0));
+    CHECK(est.block_confidence[1] == Confidence::kMeasured);
+    CHECK(est.block_source[1] == EstimateSource::kRegisterProgress);
+    auto ranges = class_ranges(range_input(c, est, {5.0}));
+    CHECK(!ranges[c.classes.block_class[1]].ranged);
+    CHECK(std::string(confidence_name(Confidence::kMeasured)) == "measured");
+}

@@ -1,0 +1,153 @@
+// Pairing register snapshots into loop rates, on synthetic sample streams:
+// one thread at a known rate, thread switches, a loop re-entered between
+// samples, a 32-bit counter that wraps, a thread that leaves the loop.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "ecpi/analyze/register_progress.h"
+
+using namespace ecpi::analyze;
+using ecpi::store::RegisterSample;
+
+namespace {
+
+constexpr int kRax = 0, kRbp = 5, kRsi = 6;
+constexpr std::uint64_t kLoopStart = 0x1000, kLoopEnd = 0x1010;
+
+RegisterSample snap(std::uint32_t tid, std::uint64_t t_ns, std::uint64_t pc, std::uint64_t rax, std::uint64_t rbp = 7) {
+    RegisterSample s;
+    s.pid = 100;
+    s.tid = tid;
+    s.time_ns = t_ns;
+    s.image = 0;
+    s.offset = pc;
+    s.regs[kRax] = rax;
+    s.regs[kRbp] = rbp;
+    return s;
+}
+
+ProgressQuery query(const std::vector<RegisterSample>& stream, int gp = kRax, std::int64_t step = -1, std::uint8_t width = 8) {
+    ProgressQuery q;
+    q.stream = stream;
+    q.image = 0;
+    q.in_loop = [](std::uint64_t pc) { return pc >= kLoopStart && pc < kLoopEnd; };
+    q.gp = gp;
+    q.step = step;
+    q.width = width;
+    q.invariant = {kRbp};
+    return q;
+}
+
+void sort_stream(std::vector<RegisterSample>& v) { std::sort(v.begin(), v.end()); }
+
+}  // namespace
+
+TEST_CASE("register progress: one thread counting down at 10 iterations per microsecond") {
+    std::vector<RegisterSample> v;
+    // 200 us apart, +-10% (randomized periods), 10 iterations per us.
+    std::uint64_t t = 1'000'000, rax = 100'000'000;
+    for (int k = 0; k < 50; ++k) {
+        v.push_back(snap(1, t, kLoopStart + (k % 3) * 4, rax));
+        std::uint64_t dt = 180'000 + static_cast<std::uint64_t>(k % 5) * 10'000;
+        t += dt;
+        rax -= dt / 100;
+    }
+    LoopRate r = loop_rate(query(v));
+    REQUIRE(r.known);
+    CHECK(r.iterations_per_ns == doctest::Approx(0.01).epsilon(1e-9));
+    CHECK(r.pairs.used == 49);
+    CHECK(r.low <= r.iterations_per_ns);
+    CHECK(r.high >= r.iterations_per_ns);
+}
+
+TEST_CASE("register progress: pairs never cross threads") {
+    std::vector<RegisterSample> v;
+    for (int k = 0; k < 20; ++k) {
+        v.push_back(snap(1, 1000 + k * 1000, kLoopStart, 1'000'000 - k * 10));     // 0.01/ns
+        v.push_back(snap(2, 1500 + k * 1000, kLoopStart, 5'000'000 - k * 1000));   // 1/ns
+    }
+    sort_stream(v);
+    LoopRate r = loop_rate(query(v));
+    REQUIRE(r.known);
+    CHECK(r.pairs.used == 38);
+    CHECK(r.pairs.other_thread == 1);
+    // Both threads' pairs: total iterations over total time.
+    CHECK(r.iterations_per_ns == doctest::Approx((19 * 10 + 19 * 1000) / (38.0 * 1000)));
+}
+
+TEST_CASE("register progress: a loop re-entered between samples is not paired") {
+    std::vector<RegisterSample> v;
+    std::uint64_t t = 0;
+    for (int invocation = 0; invocation < 4; ++invocation) {
+        // A new invocation: another base pointer (rbp), the counter restarts.
+        std::uint64_t rax = 10'000;
+        for (int k = 0; k < 5; ++k) {
+            v.push_back(snap(1, t, kLoopStart, rax, 0x5000 + static_cast<std::uint64_t>(invocation) * 0x100));
+            t += 1000;
+            rax -= 100;
+        }
+    }
+    LoopRate r = loop_rate(query(v));
+    CHECK(r.pairs.invariant_changed == 3);
+    CHECK(r.pairs.used == 16);
+    REQUIRE(r.known);
+    CHECK(r.iterations_per_ns == doctest::Approx(0.1));
+
+    // Same base pointer each time: the restart moves the counter against its
+    // step and is refused.
+    for (auto& s : v) s.regs[kRbp] = 0x5000;
+    LoopRate same = loop_rate(query(v));
+    CHECK(same.pairs.wrong_direction == 3);
+    CHECK(same.iterations_per_ns == doctest::Approx(0.1));
+}
+
+TEST_CASE("register progress: a 32-bit counter that wraps past 2^32") {
+    std::vector<RegisterSample> v;
+    std::uint32_t esi = 0xffffff00u;
+    for (int k = 0; k < 12; ++k) {
+        RegisterSample s = snap(1, 1000 + static_cast<std::uint64_t>(k) * 1000, kLoopStart, 0);
+        // Written as a 32-bit register: the upper half is zero.
+        s.regs[kRsi] = esi;
+        v.push_back(s);
+        esi += 0x40;  // 64 iterations of step 1 per microsecond, crossing 2^32 after 4
+    }
+    LoopRate wide = loop_rate(query(v, kRsi, 1, 8));
+    // As a 64-bit register the wrap looks like a move of almost -2^32.
+    CHECK(wide.pairs.wrong_direction == 1);
+    LoopRate r = loop_rate(query(v, kRsi, 1, 4));
+    REQUIRE(r.known);
+    CHECK(r.pairs.used == 11);
+    CHECK(r.iterations_per_ns == doctest::Approx(0.064));
+}
+
+TEST_CASE("register progress: a thread that leaves the loop between two samples") {
+    std::vector<RegisterSample> v;
+    std::uint64_t rax = 1'000'000;
+    for (int k = 0; k < 30; ++k) {
+        std::uint64_t pc = (k % 10 == 5) ? 0x2000 : kLoopStart;  // a sample in other code
+        v.push_back(snap(1, static_cast<std::uint64_t>(k) * 1000, pc, rax));
+        rax -= 50;
+    }
+    LoopRate r = loop_rate(query(v));
+    CHECK(r.pairs.left_loop == 3);
+    REQUIRE(r.known);
+    CHECK(r.iterations_per_ns == doctest::Approx(0.05));
+}
+
+TEST_CASE("register progress: too few pairs give no rate, and a long gap is not used") {
+    std::vector<RegisterSample> v;
+    for (int k = 0; k < 5; ++k) v.push_back(snap(1, static_cast<std::uint64_t>(k) * 1000, kLoopStart, 1000 - static_cast<std::uint64_t>(k)));
+    CHECK(!loop_rate(query(v)).known);
+    std::vector<RegisterSample> g;
+    for (int k = 0; k < 20; ++k)
+        g.push_back(snap(1, static_cast<std::uint64_t>(k) * 1000 + (k >= 10 ? 1'000'000 : 0), kLoopStart,
+                         100'000 - static_cast<std::uint64_t>(k) * 10));
+    ProgressQuery q = query(g);
+    q.max_gap_ns = 4000;
+    LoopRate r = loop_rate(q);
+    CHECK(r.pairs.gap == 1);
+    REQUIRE(r.known);
+    CHECK(r.iterations_per_ns == doctest::Approx(0.01));
+}
