@@ -139,7 +139,8 @@ def rows(args):
                 else:
                     true = n1 + (n2 - n1) * (reps - r1) / (r2 - r1)
                 out.append((name, p["name"], ins["address"], ins["samples"], ins["executions"], true,
-                            ins["confidence"]))
+                            ins["confidence"], ins.get("executions_min", ins["executions"]),
+                            ins.get("executions_max", ins["executions"])))
     # A procedure with native samples of which callgrind ran no instruction
     # has no truth to compare with: glibc picks another ifunc variant under
     # valgrind's emulated CPU (__memcpy_avx512_unaligned_erms, *_evex), and
@@ -177,7 +178,9 @@ def report(paths):
             f = line.rstrip("\n").split("\t")
             if len(f) < 7:
                 continue
-            data.append((f[0], f[1], f[2], int(f[3]), float(f[4]), float(f[5]), f[6]))
+            lo = float(f[7]) if len(f) > 8 else float(f[4])
+            hi = float(f[8]) if len(f) > 8 else float(f[4])
+            data.append((f[0], f[1], f[2], int(f[3]), float(f[4]), float(f[5]), f[6], lo, hi))
     if not data:
         print("no rows")
         return 1
@@ -189,7 +192,7 @@ def report(paths):
         bad_conf = collections.Counter()
         conf_all = collections.Counter()
         off3x = 0  # estimate/true outside [1/3, 3], an estimate of 0 included
-        for _, _, _, s, est, true, conf in rows:
+        for _, _, _, s, est, true, conf, _, _ in rows:
             err = (est - true) / true if true > 0 else (1e9 if est > 0 else 0)
             if true > 0 and not (1 / 3 <= est / true <= 3):
                 off3x += s
@@ -210,7 +213,7 @@ def report(paths):
             shares = ", ".join(f"{c} {100 * bad_conf[c] / bad:.0f}%" for c in ("low", "medium", "high"))
             print(f"   off by >15%: {100 * bad / total:.1f}% of samples, rated {shares}")
         print(f"   off by more than 3x (either way): {100 * off3x / total:.1f}% of samples")
-        shares = ", ".join(f"{c} {100 * conf_all[c] / total:.0f}%" for c in ("low", "medium", "high"))
+        shares = ", ".join(f"{c} {100 * conf_all[c] / total:.0f}%" for c in ("low", "medium", "high", "measured"))
         print(f"   confidence of all samples: {shares}")
         return hist, total
 
@@ -220,6 +223,25 @@ def report(paths):
     for name, rs in per_workload.items():
         summarize(rs, name)
     hist, total = summarize(data, "all workloads")
+    # Anchored code (counts measured by register progress) apart from the
+    # rest; and whether the ranges given where the samples cannot decide
+    # hold the truth.
+    anchored = [r for r in data if r[6] == "measured"]
+    rest = [r for r in data if r[6] != "measured"]
+    if anchored:
+        summarize(anchored, "anchored (measured by register progress), all workloads")
+        for name in per_workload:
+            a = [r for r in anchored if r[0] == name]
+            if a:
+                summarize(a, f"anchored, {name}")
+    if rest:
+        summarize(rest, "not anchored, all workloads")
+    ranged = [r for r in data if r[7] != r[8]]
+    if ranged:
+        held = sum(r[3] for r in ranged if r[7] * 0.999 <= r[5] <= r[8] * 1.001)
+        rs = sum(r[3] for r in ranged)
+        print(f"== ranges: {100 * rs / total:.1f}% of samples are on ranged counts; "
+              f"the range holds the truth for {100 * held / rs:.1f}% of them")
     print("\nFigure 8: samples by error of the estimated execution count (estimate/true - 1)")
     for lo, hi in BUCKETS:
         share = 100 * hist[(lo, hi)] / total

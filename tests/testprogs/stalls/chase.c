@@ -1,50 +1,50 @@
-/* D-cache: pointer chasing through a random cycle over 64 MiB, far larger
- * than every cache level, so nearly every load misses (tests/bpf/calc_culprits.sh).
- * Each loaded pointer goes through a chain of multiplies before the next load
- * (x & zero is 0 at run time, but the hardware must wait for it): those
- * unstalled issue points are what frequency estimation needs (DCPI 6.1.3) to
- * tell a loop that runs often from one that stalls long.
+/* D-cache: the plain pointer chase, `for (i = 0; i < steps; i++) p = next[p];`,
+ * through one random cycle over 32 MiB, far larger than every cache level, so
+ * nearly every load misses (tests/bpf/calc_culprits.sh, calc_chase.sh). The
+ * loop has one issue point: every cycle lands after the load, so placement
+ * alone cannot tell how often it ran (DCPI 6.1); its count comes from
+ * register progress.
  * Usage: chase STEPS */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#define SLOTS (8u << 20) /* 8 Mi pointers = 64 MiB */
+#define SLOTS (8u << 20) /* 8 Mi indices = 32 MiB */
 
-__attribute__((noinline)) void **chase(void **p, long steps, uintptr_t zero)
+__attribute__((noinline)) unsigned chase(const unsigned *next, unsigned p, long steps)
 {
-	uintptr_t x = 1;
-	while (steps-- > 0) {
-		uintptr_t v = (uintptr_t)*p;
-		x = (x * v) * v;
-		x = (x * v) * v;
-		x = (x * v) * v;
-		x = (x * v) * v;
-		p = (void **)(v ^ (x & zero));
-	}
+	for (long i = 0; i < steps; i++)
+		p = next[p];
 	return p;
+}
+
+/* Sattolo's shuffle: one cycle through every slot. */
+static void random_cycle(unsigned *next, unsigned n)
+{
+	unsigned *order = malloc(n * sizeof *order);
+	if (!order)
+		exit(1);
+	for (unsigned i = 0; i < n; i++)
+		order[i] = i;
+	uint64_t x = 88172645463325252ull; /* xorshift: deterministic */
+	for (unsigned i = n - 1; i > 0; i--) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		unsigned j = (unsigned)(x % i);
+		unsigned t = order[i];
+		order[i] = order[j], order[j] = t;
+	}
+	for (unsigned i = 0; i < n; i++)
+		next[order[i]] = order[(i + 1) % n];
+	free(order);
 }
 
 int main(int argc, char **argv)
 {
 	long steps = argc > 1 ? atol(argv[1]) : 20000000;
-	void **slots = malloc(SLOTS * sizeof *slots);
-	uint32_t *order = malloc(SLOTS * sizeof *order);
-	if (!slots || !order)
+	unsigned *next = malloc(SLOTS * sizeof *next);
+	if (!next)
 		return 1;
-	for (uint32_t i = 0; i < SLOTS; i++)
-		order[i] = i;
-	uint64_t x = 88172645463325252ull; /* xorshift: deterministic */
-	for (uint32_t i = SLOTS - 1; i > 0; i--) {
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		uint32_t j = (uint32_t)(x % (i + 1));
-		uint32_t t = order[i];
-		order[i] = order[j], order[j] = t;
-	}
-	for (uint32_t i = 0; i < SLOTS; i++)
-		slots[order[i]] = &slots[order[(i + 1) % SLOTS]];
-	free(order);
-	void **end = chase(&slots[0], steps, (uintptr_t)(argc > 2));
-	printf("%td\n", end - slots);
+	random_cycle(next, SLOTS);
+	printf("%u\n", chase(next, 0, steps));
 	return 0;
 }
