@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "ecpi/analyze/branch_odds.h"
 #include "ecpi/analyze/calc.h"
 #include "ecpi/analyze/loops.h"
 #include "ecpi/analyze/ranges.h"
@@ -37,6 +38,7 @@ struct Analysis {
     LoopInfo loops;
     std::vector<CalcLoop> loop_reports;       // per loop
     std::vector<double> loop_anchor;          // per loop: anchored F (0: none)
+    std::vector<CalcBranch> branch_reports;
     EstimatorOptions options;
     FrequencyEstimate estimate;
     std::vector<ClassRange> ranges;
@@ -169,7 +171,7 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
         r.iterations_min = best.low * loop_ns;
         r.iterations_max = best.high * loop_ns;
         a.loop_anchor[l] = r.iterations / period_cycles;
-        a.options.anchors.push_back({best_iv->block, a.loop_anchor[l]});
+        a.options.anchors.push_back({best_iv->block, a.loop_anchor[l], false});
     }
 }
 
@@ -243,6 +245,35 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
                    culprits_at(a, input, model, period_cycles, high));
 }
 
+// A branch's share of snapshots going each way splits its block's measured
+// count between its edges, when the share is known well enough: the rarer
+// way seen at least kMinRarer times (its count then within about 10%), or
+// never in kMinNever snapshots (the rarer way below about 1% of the block).
+constexpr std::uint32_t kMinRarer = 100, kMinNever = 400;
+
+bool anchor_branches(Analysis& a, const ProcedureInput& input) {
+    if (!input.registers || input.registers->stream.empty()) return false;
+    bool added = false;
+    for (const auto& o : branch_odds(a.cfg, input.registers->stream, input.registers->image, input.registers->candidates)) {
+        CalcBranch r;
+        r.jump = a.cfg.instructions[a.cfg.blocks[o.block].first + a.cfg.blocks[o.block].count - 1].address;
+        r.taken = o.taken;
+        r.snapshots = o.total;
+        const std::uint32_t rarer = std::min(o.taken, o.total - o.taken);
+        r.anchored = a.estimate.block_confidence[o.block] == Confidence::kMeasured &&
+                     (rarer >= kMinRarer || (rarer == 0 && o.total >= kMinNever));
+        if (r.anchored) {
+            const double f = a.estimate.block_frequency[o.block];
+            const double p = static_cast<double>(o.taken) / static_cast<double>(o.total);
+            a.options.anchors.push_back({o.taken_edge, p * f, true});
+            a.options.anchors.push_back({o.fall_edge, (1 - p) * f, true});
+            added = true;
+        }
+        a.branch_reports.push_back(r);
+    }
+    return added;
+}
+
 CalcBlock block_report(const Analysis& a, std::uint32_t b, double period_cycles) {
     const auto& blk = a.cfg.blocks[b];
     const std::uint32_t cls = a.classes.block_class[b];
@@ -305,6 +336,7 @@ CalcProcedure procedure_report(const Analysis& a, const ProcedureInput& input, d
     proc.invocations = a.estimate.invocations * period_cycles;
     proc.stalls = a.culprits.summary;
     proc.loops = a.loop_reports;
+    proc.branches = a.branch_reports;
     double weighted_best = 0, weighted_insns = 0, weighted_samples = 0;
     for (std::uint32_t b = 0; b < a.cfg.blocks.size(); ++b) {
         CalcBlock cb = block_report(a, b, period_cycles);
@@ -342,6 +374,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     a.loops = find_loops(a.cfg);
     measure_loops(a, input, period_cycles);
     estimate_with_ranges(a, input, model, period_cycles);
+    if (anchor_branches(a, input)) estimate_with_ranges(a, input, model, period_cycles);
     return procedure_report(a, input, period_cycles);
 }
 

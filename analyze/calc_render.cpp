@@ -175,6 +175,11 @@ std::string share(std::uint64_t part, std::uint64_t whole) {
 }
 
 void render_loops(std::ostringstream& o, const CalcProcedure& p) {
+    for (const auto& b : p.branches)
+        if (b.anchored)
+            o << "*** Branch at " << hex(b.jump) << ": taken in " << b.taken << " of " << b.snapshots
+              << " register snapshots (" << fmt("%.1f%%", 100.0 * b.taken / b.snapshots)
+              << "): its edges' counts are measured\n";
     for (const auto& l : p.loops) {
         if (l.samples == 0) continue;
         o << "*** Loop at " << hex(l.header) << " (depth " << l.depth << ", " << l.blocks << " blocks, " << l.samples
@@ -373,6 +378,10 @@ nlohmann::json procedure_json(const CalcReport& r, const CalcProcedure& p) {
         loops.push_back(std::move(jl));
     }
     jp["loops"] = std::move(loops);
+    json branches = json::array();
+    for (const auto& b : p.branches)
+        branches.push_back({{"jump", hex(b.jump)}, {"taken", b.taken}, {"snapshots", b.snapshots}, {"anchored", b.anchored}});
+    jp["branches"] = std::move(branches);
     json unresolved = json::array();
     for (auto a : p.unresolved_jumps) unresolved.push_back(hex(a));
     jp["unresolved_jumps"] = std::move(unresolved);

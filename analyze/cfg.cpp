@@ -260,10 +260,15 @@ Result<std::vector<DecodedInstruction>> decode_x86_64(std::uint64_t address, std
                 d.reads.clear();
             }
         }
-        if (x86.op_count >= 1 && x86.operands[0].type == X86_OP_REG) {
+        auto plain_register = [](const cs_x86_op& op) {
+            return op.type == X86_OP_REG && op.reg != X86_REG_AH && op.reg != X86_REG_BH && op.reg != X86_REG_CH &&
+                   op.reg != X86_REG_DH;
+        };
+        if (x86.op_count >= 1 && plain_register(x86.operands[0])) {
             d.first_register = regs.canonical[x86.operands[0].reg];
             d.first_size = x86.operands[0].size;
         }
+        if (x86.op_count >= 2 && plain_register(x86.operands[1])) d.second_register = regs.canonical[x86.operands[1].reg];
         for (int k = 0; k < x86.op_count; ++k)
             if (x86.operands[k].type == X86_OP_IMM) {
                 d.has_immediate = true;

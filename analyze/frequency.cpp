@@ -448,8 +448,9 @@ void pool_contradictions(std::vector<ClassEstimate>& classes, const Cfg& cfg, co
 // Anchors override whatever the samples' placement suggested for their class.
 void apply_anchors(std::vector<ClassEstimate>& classes, const FrequencyClasses& fc, const EstimatorOptions& opt) {
     for (const auto& a : opt.anchors) {
-        if (a.block >= fc.block_class.size()) continue;
-        auto& e = classes[fc.block_class[a.block]];
+        const auto& class_of = a.edge ? fc.edge_class : fc.block_class;
+        if (a.index >= class_of.size()) continue;
+        auto& e = classes[class_of[a.index]];
         e.frequency = a.frequency;
         e.known = true;
         e.source = EstimateSource::kRegisterProgress;

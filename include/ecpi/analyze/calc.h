@@ -104,6 +104,13 @@ struct CalcLoop {
     PairCounts pairs;                         // register_progress.h
 };
 
+// A conditional branch whose way was read off register snapshots (branch_odds.h).
+struct CalcBranch {
+    std::uint64_t jump = 0;                   // address of the jcc
+    std::uint32_t taken = 0, snapshots = 0;   // snapshots that decided it, and of them the taken way
+    bool anchored = false;                    // its edges' counts are measured: its block's count split by the share
+};
+
 struct CalcProcedure {
     std::string name;
     std::string image;                        // recorded path
@@ -121,6 +128,7 @@ struct CalcProcedure {
     std::uint64_t anchored_samples = 0;       // samples of blocks whose count is measured (register progress)
     std::uint64_t ranged_samples = 0;         // samples of blocks whose count is a range
     std::vector<CalcLoop> loops;
+    std::vector<CalcBranch> branches;
     std::vector<CalcBlock> blocks;
     std::vector<CalcInstruction> instructions;
     std::vector<CalcEdge> edges;

@@ -102,8 +102,11 @@ struct DecodedInstruction {
     // The first operand when it is a register (canonical id; 0: not a
     // register) and its width in bytes; the immediate operand, if any. Loop
     // analysis (loops.h) reads induction steps from them.
+    // (ah, bh, ch, dh are not plain registers here: 0.) The second operand
+    // likewise, when it is a register.
     std::uint16_t first_register = 0;
     std::uint8_t first_size = 0;
+    std::uint16_t second_register = 0;
     bool has_immediate = false;
     std::int64_t immediate = 0;
     std::string text() const;          // "mnemonic operands"

@@ -65,9 +65,12 @@ struct ClassEstimate {
 // A count measured independently of the samples' placement: a loop's
 // iterations from register progress (register_progress.h). It holds for the
 // class of `block`, overriding the class's own estimate, and propagates.
+// A branch's edges get anchors too: its block's measured count split by the
+// share of snapshots that went each way (branch_odds.h).
 struct Anchor {
-    std::uint32_t block = 0;
+    std::uint32_t index = 0;           // a block, or with `edge` a CFG edge
     double frequency = 0;              // F, executions per sampling period
+    bool edge = false;
 };
 
 struct EstimatorOptions {

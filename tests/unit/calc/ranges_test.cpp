@@ -95,7 +95,7 @@ TEST_CASE("ranges: without an anchor the chase's count is a range that holds the
 TEST_CASE("ranges: an anchor overrides placement, is rated measured, propagates, and leaves no range") {
     Chase c = chase(10000);
     EstimatorOptions opt;
-    opt.anchors.push_back({1, 5.0});  // block 1 (the loop) runs 5 times per sampling period
+    opt.anchors.push_back({1, 5.0, false});  // block 1 (the loop) runs 5 times per sampling period
     FrequencyEstimate est = estimate_frequencies(c.cfg, c.classes, c.timing, c.samples, opt);
     CHECK(est.block_frequency[1] == doctest::Approx(5.0));
     CHECK(est.block_confidence[1] == Confidence::kMeasured);
