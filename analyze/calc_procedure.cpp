@@ -224,8 +224,14 @@ CulpritAnalysis culprits_at(const Analysis& a, const ProcedureInput& input, cons
     return find_culprits(in);
 }
 
-void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const MachineModel& model, double period_cycles) {
+void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const MachineModel& model, double period_cycles,
+                          bool sampled) {
     a.estimate = estimate_frequencies(a.cfg, a.classes, a.timing, a.samples, a.options);
+    if (!sampled) {
+        a.ranges.assign(a.classes.count, {});
+        a.culprits = culprits_at(a, input, model, period_cycles, a.estimate);
+        return;
+    }
     RangeInput ri;
     ri.cfg = &a.cfg;
     ri.classes = &a.classes;
@@ -371,10 +377,15 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     a.timing = model.time_blocks(a.cfg);
     a.samples = per_instruction(a.cfg, input.samples);
     a.options = estimator_options(input, a, model, period_cycles, options);
-    a.loops = find_loops(a.cfg);
-    measure_loops(a, input, period_cycles);
-    estimate_with_ranges(a, input, model, period_cycles);
-    if (anchor_branches(a, input)) estimate_with_ranges(a, input, model, period_cycles);
+    // Loops, anchors and ranges only matter where there are samples (most
+    // procedures of `calc --all --unsampled` have none).
+    const bool sampled = std::any_of(a.samples.begin(), a.samples.end(), [](std::uint64_t s) { return s > 0; });
+    if (sampled) {
+        a.loops = find_loops(a.cfg);
+        measure_loops(a, input, period_cycles);
+    }
+    estimate_with_ranges(a, input, model, period_cycles, sampled);
+    if (sampled && anchor_branches(a, input)) estimate_with_ranges(a, input, model, period_cycles, sampled);
     return procedure_report(a, input, period_cycles);
 }
 
