@@ -220,6 +220,8 @@ std::string render_calc_text(const CalcReport& r) {
     if (r.summary && r.images.empty()) {
         for (const auto& p : r.procedures) {
             o << "\n" << p.name << "  (" << p.image << ")\n";
+            o << "*** Counts: " << share(p.anchored_samples, p.samples) << " of the samples measured by register "
+              << "progress, " << share(p.ranged_samples, p.samples) << " on ranges (the samples cannot decide)\n";
             render_summary(o, p.stalls, r.event_samples);
         }
         return o.str();
