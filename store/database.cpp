@@ -37,6 +37,7 @@ constexpr const char* kEpochMetaSchema = "ecpi.epoch";
 constexpr std::int64_t kEpochMetaVersion = 1;
 constexpr std::string_view kProfileSuffix = ".prof";
 constexpr std::string_view kStacksSuffix = ".stk";
+constexpr std::string_view kRegistersSuffix = ".reg";
 constexpr int kEpochNameWidth = 5;
 // Sanitized names can collide (two images with one basename and one 32-bit
 // hash; two events that sanitize alike); the next free "~N" name is used.
@@ -108,6 +109,10 @@ std::string profile_file_name(const ImageProfile& p, int probe) {
 
 std::string stacks_file_name(const StackProfile& s, int probe) {
     return "stacks." + sanitize(s.event) + probe_suffix(probe) + std::string(kStacksSuffix);
+}
+
+std::string registers_file_name(const RegisterProfile& r, int probe) {
+    return "registers." + sanitize(r.event) + probe_suffix(probe) + std::string(kRegistersSuffix);
 }
 
 bool ends_with(std::string_view s, std::string_view suffix) {
@@ -495,6 +500,12 @@ Result<void> Database::merge(const std::string& epoch, const StackProfile& stack
                       [](const StackProfile& a, const StackProfile& b) { return a.event == b.event; });
 }
 
+Result<void> Database::merge(const std::string& epoch, const RegisterProfile& registers) {
+    if (mode_ == Mode::kReadOnly) return read_only(dir_);
+    return merge_file(dir_, epoch, registers, &decode_registers, &encode_registers, &registers_file_name,
+                      [](const RegisterProfile& a, const RegisterProfile& b) { return a.event == b.event; });
+}
+
 Result<void> Database::merge(const std::string& epoch, const EpochMeta& meta) {
     if (mode_ == Mode::kReadOnly) return read_only(dir_);
     ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
@@ -525,8 +536,9 @@ Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
         if (is_temp_name(name)) continue;
         const bool is_profile = ends_with(name, kProfileSuffix);
         const bool is_stacks = ends_with(name, kStacksSuffix);
+        const bool is_registers = ends_with(name, kRegistersSuffix);
         const bool is_meta = name == kEpochMetaFile;
-        if (!is_profile && !is_stacks && !is_meta) continue;
+        if (!is_profile && !is_stacks && !is_registers && !is_meta) continue;
         const fs::path path = dir / name;
         auto bytes = detail::read_file(path);
         if (!bytes.ok()) {
@@ -546,6 +558,13 @@ Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
                 out.stacks.push_back(std::move(*s));
             } else {
                 out.skipped.push_back(skip_line(path, s.error()));
+            }
+        } else if (is_registers) {
+            auto r = decode_registers(*bytes);
+            if (r.ok()) {
+                out.registers.push_back(std::move(*r));
+            } else {
+                out.skipped.push_back(skip_line(path, r.error()));
             }
         } else {
             auto m = meta_from_json(*bytes);

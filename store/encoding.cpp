@@ -1,4 +1,4 @@
-// Binary encoding of profile (.prof) and stack (.stk) files.
+// Binary encoding of profile (.prof), stack (.stk) and register (.reg) files.
 // store/FORMAT.md is the authority on the layout; change it in the same
 // commit as anything here (STYLE.md rule 9).
 //
@@ -28,6 +28,7 @@ namespace {
 using Magic = std::array<std::uint8_t, 4>;
 constexpr Magic kProfileMagic{'E', 'C', 'P', 'P'};
 constexpr Magic kStacksMagic{'E', 'C', 'P', 'S'};
+constexpr Magic kRegistersMagic{'E', 'C', 'P', 'R'};
 
 // FORMAT.md "Versioning": readers accept any minor of their major (a minor
 // version only adds data a reader may skip, in the header extension) and
@@ -45,6 +46,11 @@ constexpr std::size_t kMinPairBytes = 2;     // offset delta, count
 constexpr std::size_t kMinImageBytes = 2;    // path length, build id length
 constexpr std::size_t kMinStackBytes = 3;    // pid, depth, count
 constexpr std::size_t kMinFrameBytes = 2;    // image index, offset
+// A register snapshot: time delta, pid delta, image index, offset delta and
+// 16 register deltas, one byte each at least; a thread section adds its tid
+// and snapshot count and holds at least one snapshot.
+constexpr std::size_t kMinRegisterSampleBytes = 4 + kGpRegisters;
+constexpr std::size_t kMinThreadBytes = 2 + kMinRegisterSampleBytes;
 
 // CRC-32 (ISO-HDLC, as in gzip and PNG). zlib takes a 32-bit length, so feed
 // it in chunks.
@@ -85,6 +91,11 @@ public:
             v >>= 7;
         }
         out_.push_back(static_cast<std::uint8_t>(v));
+    }
+
+    // Zigzag: a signed delta as an unsigned varint (0, -1, 1, -2 -> 0, 1, 2, 3).
+    void zigzag(std::int64_t v) {
+        varint((static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63));
     }
 
     void string(std::string_view s) {
@@ -136,6 +147,13 @@ public:
             }
         }
         return invalid(start, std::string(what) + " overflows 64 bits");  // unreachable
+    }
+
+    bool zigzag(std::int64_t& out, std::string_view what) {
+        std::uint64_t v = 0;
+        if (!varint(v, what)) return false;
+        out = static_cast<std::int64_t>((v >> 1) ^ (~(v & 1) + 1));
+        return true;
     }
 
     bool varint32(std::uint32_t& out, std::string_view what) {
@@ -246,13 +264,12 @@ bool parse_profile_body(Reader& r, ImageProfile& p) {
     return true;
 }
 
-bool parse_stacks_body(Reader& r, StackProfile& s) {
-    if (!r.string(s.event, "event name") || !r.varint(s.period, "sampling period") || !r.skip_extension()) {
-        return false;
-    }
+// The image table of .stk and .reg files: count, then (path, build id)
+// pairs, no duplicates.
+bool parse_image_table(Reader& r, std::vector<ImageId>& images) {
     std::uint64_t num_images = 0;
     if (!r.count(num_images, kMinImageBytes, "image count")) return false;
-    s.images.reserve(static_cast<std::size_t>(num_images));
+    images.reserve(static_cast<std::size_t>(num_images));
     std::set<ImageId> seen;
     for (std::uint64_t i = 0; i < num_images; ++i) {
         const std::size_t image_at = r.pos();
@@ -261,8 +278,16 @@ bool parse_stacks_body(Reader& r, StackProfile& s) {
         if (!seen.insert(id).second) {
             return r.invalid(image_at, "image " + id.path + " appears twice in the image table");
         }
-        s.images.push_back(std::move(id));
+        images.push_back(std::move(id));
     }
+    return true;
+}
+
+bool parse_stacks_body(Reader& r, StackProfile& s) {
+    if (!r.string(s.event, "event name") || !r.varint(s.period, "sampling period") || !r.skip_extension()) {
+        return false;
+    }
+    if (!parse_image_table(r, s.images)) return false;
     std::uint64_t num_stacks = 0;
     if (!r.count(num_stacks, kMinStackBytes, "stack count")) return false;
     s.stacks.reserve(static_cast<std::size_t>(num_stacks));
@@ -300,17 +325,91 @@ bool parse_stacks_body(Reader& r, StackProfile& s) {
     return true;
 }
 
+// One thread section of a .reg file: snapshots delta-encoded against the
+// thread's previous one (the first against all zeros), so that a register
+// that did not move costs one byte. Differences wrap modulo 2^64 and are
+// zigzag-encoded: lossless for every value.
+bool parse_register_thread(Reader& r, std::size_t num_images, RegisterProfile& out) {
+    std::uint32_t tid = 0;
+    std::uint64_t num_samples = 0;
+    const std::size_t tid_at = r.pos();
+    if (!r.varint32(tid, "tid")) return false;
+    if (!out.samples.empty() && tid <= out.samples.back().tid) {
+        return r.invalid(tid_at, "thread " + std::to_string(tid) + " follows thread " +
+                                     std::to_string(out.samples.back().tid) + " (tids must increase)");
+    }
+    const std::size_t count_at = r.pos();
+    if (!r.count(num_samples, kMinRegisterSampleBytes, "snapshot count")) return false;
+    if (num_samples == 0) return r.invalid(count_at, "thread " + std::to_string(tid) + " has no snapshots");
+    RegisterSample prev;
+    prev.tid = tid;
+    for (std::uint64_t i = 0; i < num_samples; ++i) {
+        const std::size_t sample_at = r.pos();
+        RegisterSample s = prev;
+        std::uint64_t time_delta = 0;
+        std::int64_t pid_delta = 0;
+        std::int64_t offset_delta = 0;
+        if (!r.varint(time_delta, "time delta") || !r.zigzag(pid_delta, "pid delta") ||
+            !r.varint32(s.image, "image index") || !r.zigzag(offset_delta, "offset delta")) {
+            return false;
+        }
+        if (time_delta > std::numeric_limits<std::uint64_t>::max() - prev.time_ns) {
+            return r.invalid(sample_at, "time overflows 64 bits in thread " + std::to_string(tid));
+        }
+        s.time_ns = prev.time_ns + time_delta;
+        const std::int64_t pid = static_cast<std::int64_t>(prev.pid) + pid_delta;  // |pid_delta| < 2^63
+        if ((pid_delta > 0 && pid < static_cast<std::int64_t>(prev.pid)) || pid < 0 ||
+            pid > std::numeric_limits<std::uint32_t>::max()) {
+            return r.invalid(sample_at, "pid does not fit in 32 bits in thread " + std::to_string(tid));
+        }
+        s.pid = static_cast<std::uint32_t>(pid);
+        if (s.image >= num_images) {
+            return r.invalid(sample_at, "image index " + std::to_string(s.image) + " is outside the " +
+                                            std::to_string(num_images) + "-entry image table");
+        }
+        s.offset = prev.offset + static_cast<std::uint64_t>(offset_delta);
+        for (std::size_t reg = 0; reg < kGpRegisters; ++reg) {
+            std::int64_t delta = 0;
+            if (!r.zigzag(delta, "register delta")) return false;
+            s.regs[reg] = prev.regs[reg] + static_cast<std::uint64_t>(delta);
+        }
+        if (i > 0 && !detail::register_sample_less(prev, s)) {
+            return r.invalid(sample_at, "snapshot of thread " + std::to_string(tid) + " at time " +
+                                            std::to_string(s.time_ns) +
+                                            " out of order or repeated (snapshots must increase by time)");
+        }
+        out.samples.push_back(s);
+        prev = s;
+    }
+    return true;
+}
+
+bool parse_registers_body(Reader& r, RegisterProfile& p) {
+    if (!r.string(p.event, "event name") || !r.varint(p.period, "sampling period")) return false;
+    const std::size_t every_field_at = r.pos();
+    if (!r.varint32(p.every, "snapshot interval") || !r.skip_extension()) return false;
+    if (p.every == 0) return r.invalid(every_field_at, "snapshot interval 0 (one sample in N, N >= 1)");
+    if (!parse_image_table(r, p.images)) return false;
+    std::uint64_t num_threads = 0;
+    if (!r.count(num_threads, kMinThreadBytes, "thread count")) return false;
+    for (std::uint64_t t = 0; t < num_threads; ++t) {
+        if (!parse_register_thread(r, p.images.size(), p)) return false;
+    }
+    return true;
+}
+
 template <typename T>
 using BodyParser = bool (*)(Reader&, T&);
 
 struct FileKind {
     const Magic& magic;
     std::string_view name;
-    const Magic& other_magic;  // the other kind, to name a mix-up precisely
-    std::string_view other_name;
 };
-constexpr FileKind kProfileFile{kProfileMagic, "profile file", kStacksMagic, "stack file"};
-constexpr FileKind kStacksFile{kStacksMagic, "stack file", kProfileMagic, "profile file"};
+constexpr FileKind kProfileFile{kProfileMagic, "profile file"};
+constexpr FileKind kStacksFile{kStacksMagic, "stack file"};
+constexpr FileKind kRegistersFile{kRegistersMagic, "register file"};
+// Every kind, to name a mix-up precisely.
+constexpr std::array<const FileKind*, 3> kFileKinds{&kProfileFile, &kStacksFile, &kRegistersFile};
 
 // The shared frame of both file kinds: preamble, body, checksum.
 template <typename T>
@@ -320,9 +419,10 @@ Result<T> decode_file(std::span<const std::uint8_t> bytes, const FileKind& file,
     if (n == 0) return Error("truncated at byte 0 (empty file)");
     const std::size_t magic_bytes = std::min(n, file.magic.size());
     if (std::memcmp(bytes.data(), file.magic.data(), magic_bytes) != 0) {
-        if (n >= file.other_magic.size() &&
-            std::memcmp(bytes.data(), file.other_magic.data(), file.other_magic.size()) == 0) {
-            return Error("bad magic: this is an ecpi " + std::string(file.other_name) + ", not a " + kind);
+        for (const FileKind* other : kFileKinds) {
+            if (n >= other->magic.size() && std::memcmp(bytes.data(), other->magic.data(), other->magic.size()) == 0) {
+                return Error("bad magic: this is an ecpi " + std::string(other->name) + ", not a " + kind);
+            }
         }
         std::string first;
         for (std::size_t i = 0; i < magic_bytes; ++i) {
@@ -391,6 +491,14 @@ Result<T> decode_file(std::span<const std::uint8_t> bytes, const FileKind& file,
     return Error("truncated at byte " + std::to_string(n) + " (" + what + ")");
 }
 
+void write_image_table(Writer& w, const std::vector<ImageId>& images) {
+    w.varint(images.size());
+    for (const ImageId& id : images) {
+        w.string(id.path);
+        w.string(id.build_id);
+    }
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> encode_profile(const ImageProfile& profile) {
@@ -437,11 +545,7 @@ std::vector<std::uint8_t> encode_stacks(const StackProfile& stacks) {
     w.string(s->event);
     w.varint(s->period);
     w.varint(0);  // header extension: none in 1.0
-    w.varint(s->images.size());
-    for (const ImageId& id : s->images) {
-        w.string(id.path);
-        w.string(id.build_id);
-    }
+    write_image_table(w, s->images);
     w.varint(s->stacks.size());
     for (const StackSample& sample : s->stacks) {
         w.varint(sample.pid);
@@ -457,6 +561,51 @@ std::vector<std::uint8_t> encode_stacks(const StackProfile& stacks) {
 
 Result<StackProfile> decode_stacks(std::span<const std::uint8_t> bytes) {
     return decode_file<StackProfile>(bytes, kStacksFile, &parse_stacks_body);
+}
+
+std::vector<std::uint8_t> encode_registers(const RegisterProfile& registers) {
+    const RegisterProfile* p = &registers;
+    RegisterProfile copy;
+    if (!detail::is_canonical(registers)) {
+        copy = detail::canonical(registers);
+        p = &copy;
+    }
+    Writer w(kRegistersMagic);
+    w.string(p->event);
+    w.varint(p->period);
+    w.varint(p->every);
+    w.varint(0);  // header extension: none in 1.0
+    write_image_table(w, p->images);
+    std::size_t threads = 0;
+    for (std::size_t i = 0; i < p->samples.size(); ++i) {
+        if (i == 0 || p->samples[i].tid != p->samples[i - 1].tid) ++threads;
+    }
+    w.varint(threads);
+    for (std::size_t begin = 0; begin < p->samples.size();) {
+        const std::uint32_t tid = p->samples[begin].tid;
+        std::size_t end = begin;
+        while (end < p->samples.size() && p->samples[end].tid == tid) ++end;
+        w.varint(tid);
+        w.varint(end - begin);
+        RegisterSample prev;  // the first snapshot is written against zeros
+        for (std::size_t i = begin; i < end; ++i) {
+            const RegisterSample& s = p->samples[i];
+            w.varint(s.time_ns - prev.time_ns);
+            w.zigzag(static_cast<std::int64_t>(s.pid) - static_cast<std::int64_t>(prev.pid));
+            w.varint(s.image);
+            w.zigzag(static_cast<std::int64_t>(s.offset - prev.offset));
+            for (std::size_t reg = 0; reg < kGpRegisters; ++reg) {
+                w.zigzag(static_cast<std::int64_t>(s.regs[reg] - prev.regs[reg]));
+            }
+            prev = s;
+        }
+        begin = end;
+    }
+    return std::move(w).finish();
+}
+
+Result<RegisterProfile> decode_registers(std::span<const std::uint8_t> bytes) {
+    return decode_file<RegisterProfile>(bytes, kRegistersFile, &parse_registers_body);
 }
 
 }  // namespace ecpi::store

@@ -137,6 +137,41 @@ StackProfile canonical(StackProfile stacks) {
     return stacks;
 }
 
+bool is_canonical(const RegisterProfile& registers) {
+    if (registers.every == 0) return false;
+    std::set<ImageId> seen(registers.images.begin(), registers.images.end());
+    if (seen.size() != registers.images.size()) return false;
+    for (std::size_t i = 0; i < registers.samples.size(); ++i) {
+        const RegisterSample& s = registers.samples[i];
+        if (s.image >= registers.images.size()) return false;
+        if (i > 0 && !register_sample_less(registers.samples[i - 1], s)) return false;
+    }
+    return true;
+}
+
+RegisterProfile canonical(RegisterProfile registers) {
+    if (is_canonical(registers)) return registers;
+    if (registers.every == 0) registers.every = 1;
+    std::vector<ImageId> images;
+    std::map<ImageId, std::uint32_t> index;
+    auto intern = [&](const ImageId& id) {
+        auto [it, inserted] = index.emplace(id, static_cast<std::uint32_t>(images.size()));
+        if (inserted) images.push_back(id);
+        return it->second;
+    };
+    std::vector<std::uint32_t> remap;
+    remap.reserve(registers.images.size());
+    for (const ImageId& id : registers.images) remap.push_back(intern(id));
+    for (RegisterSample& s : registers.samples) {
+        s.image = s.image < remap.size() ? remap[s.image] : intern(ImageId{kUnknownImage, ""});
+    }
+    registers.images = std::move(images);
+    std::sort(registers.samples.begin(), registers.samples.end(), register_sample_less);
+    registers.samples.erase(std::unique(registers.samples.begin(), registers.samples.end()),
+                            registers.samples.end());
+    return registers;
+}
+
 }  // namespace detail
 
 std::uint64_t ImageProfile::total() const {
@@ -230,6 +265,39 @@ Result<void> merge_into(StackProfile& into, const StackProfile& from) {
             f.image = f.image < from.images.size() ? base + f.image : static_cast<std::uint32_t>(all.images.size());
         }
         all.stacks.push_back(std::move(copy));
+    }
+    into = detail::canonical(std::move(all));
+    return ok();
+}
+
+Result<void> merge_into(RegisterProfile& into, const RegisterProfile& from) {
+    if (into == RegisterProfile{}) {
+        into = detail::canonical(from);
+        return ok();
+    }
+    if (into.event != from.event) {
+        return Error("cannot merge '" + from.event + "' register snapshots into the '" + into.event +
+                     "' register file: different events (each event has its own register file)");
+    }
+    if (into.period != from.period || into.every != from.every) {
+        return Error("cannot merge '" + from.event + "' register snapshots taken with period " +
+                     std::to_string(from.period) + ", one sample in " + std::to_string(from.every) +
+                     ", into snapshots taken with period " + std::to_string(into.period) + ", one sample in " +
+                     std::to_string(into.every) +
+                     ": snapshot rates would not add up; record with the same period and --registers, "
+                     "or record into a new epoch");
+    }
+    // Appending `from` (image indices shifted) and canonicalizing merges the
+    // image tables and keeps each snapshot once, in order.
+    RegisterProfile all = detail::canonical(std::move(into));
+    const auto base = static_cast<std::uint32_t>(all.images.size());
+    all.images.insert(all.images.end(), from.images.begin(), from.images.end());
+    all.samples.reserve(all.samples.size() + from.samples.size());
+    for (RegisterSample s : from.samples) {
+        // Out-of-range indices stay out of range, so canonical() attributes
+        // them to [unknown].
+        s.image = s.image < from.images.size() ? base + s.image : static_cast<std::uint32_t>(all.images.size());
+        all.samples.push_back(s);
     }
     into = detail::canonical(std::move(all));
     return ok();

@@ -108,4 +108,36 @@ inline StackProfile sample_stacks() {
     return s;
 }
 
+// Two threads of one process and one of another; rbx counts down in a loop,
+// rsi strides by 8, the rest mostly stays put (FORMAT.md §5a example shape).
+inline RegisterProfile sample_registers() {
+    RegisterProfile r;
+    r.event = "cpu-clock";
+    r.period = 200'000;
+    r.every = 1;
+    r.images = {{"/usr/bin/chase", "aabbcc"}, {"/usr/lib/libc.so.6", "3f2a"}};
+    auto snapshot = [](std::uint32_t pid, std::uint32_t tid, std::uint64_t t, std::uint32_t image,
+                       std::uint64_t offset, std::uint64_t rbx, std::uint64_t rsi) {
+        RegisterSample s;
+        s.pid = pid;
+        s.tid = tid;
+        s.time_ns = t;
+        s.image = image;
+        s.offset = offset;
+        for (std::size_t i = 0; i < kGpRegisters; ++i) s.regs[i] = 0x1000 * (i + 1);
+        s.regs[static_cast<std::size_t>(GpRegister::kRbx)] = rbx;
+        s.regs[static_cast<std::size_t>(GpRegister::kRsi)] = rsi;
+        s.regs[static_cast<std::size_t>(GpRegister::kRsp)] = 0x7ffd'1234'5670;
+        return s;
+    };
+    r.samples = {
+        snapshot(7, 7, 1'000'000'000, 0, 0x1130, 20'000'000, 0x5555'0000),
+        snapshot(7, 7, 1'000'200'013, 0, 0x1134, 19'950'123, 0x5555'0000 + 8 * 49'877),
+        snapshot(7, 7, 1'000'400'020, 1, 0x29d90, 19'900'000, 0x5555'0000 + 8 * 100'000),
+        snapshot(7, 8, 1'000'100'000, 0, 0x1130, 5, 0),
+        snapshot(9, 12, 999'000'000, 0, 0x1200, ~std::uint64_t{0}, 1),
+    };
+    return r;
+}
+
 }  // namespace ecpi::store::testing
