@@ -8,7 +8,7 @@
 #include <linux/types.h>
 #endif
 
-#define ECPI_ABI_VERSION 1
+#define ECPI_ABI_VERSION 2
 
 /* Events one recording may sample at once (-e ...). The event index travels
  * as the perf link's bpf cookie. */
@@ -23,6 +23,7 @@ enum ecpi_record_kind {
 	ECPI_RECORD_STACK_SAMPLE = 2, /* one sample with its call stacks (-g) */
 	ECPI_RECORD_PROBE_ENTRY = 3,  /* ecpi probe: one call of a probed function, with its call path */
 	ECPI_RECORD_PROBE_EXIT = 4,   /* ecpi probe: the return of a timed call, with its timers */
+	ECPI_RECORD_REGISTERS = 5,    /* the user registers of one sample (--registers), own ring buffer */
 };
 
 /* DCPI 4.2.1: samples aggregate by (process, pc, event); we add the privilege
@@ -49,6 +50,23 @@ struct ecpi_stack_record {
 	__u64 ips[2 * ECPI_MAX_STACK_DEPTH]; /* leaf first on each side */
 };
 
+/* x86-64 general-purpose registers in hardware encoding order (ModRM/REX
+ * number), as store::GpRegister: rax rcx rdx rbx rsp rbp rsi rdi r8..r15. */
+#define ECPI_GP_REGISTERS 16
+
+/* The user-mode registers of one sample, with its thread and time, so that
+ * user space can pair consecutive snapshots of a thread (issue 21, DCPI 6.1). */
+struct ecpi_register_record {
+	__u32 kind;  /* ECPI_RECORD_REGISTERS */
+	__u16 event; /* index into the loader's event list */
+	__u16 pad;
+	__u32 tgid;
+	__u32 tid;
+	__u64 time_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	__u64 pc;
+	__u64 regs[ECPI_GP_REGISTERS];
+};
+
 /* Per-CPU counters, one block of ECPI_COUNTER_MAX per event:
  * index = event * ECPI_COUNTER_MAX + counter. */
 enum ecpi_counter {
@@ -56,7 +74,8 @@ enum ecpi_counter {
 	ECPI_COUNTER_TABLE_FULL = 1,   /* samples sent to the ring buffer because the table was full */
 	ECPI_COUNTER_RINGBUF_LOST = 2, /* samples the ring buffer could not take: lost */
 	ECPI_COUNTER_STACK_ERRORS = 3, /* stack walks that failed (sample kept, stack empty) */
-	ECPI_COUNTER_MAX = 4,
+	ECPI_COUNTER_REGISTERS_LOST = 4, /* register snapshots the register ring buffer could not take */
+	ECPI_COUNTER_MAX = 5,
 };
 #define ECPI_COUNTER_SLOTS (ECPI_MAX_EVENTS * ECPI_COUNTER_MAX)
 

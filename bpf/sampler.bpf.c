@@ -15,6 +15,9 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile bool filter_tgids = false;   /* only count tgids in tracked_tgids */
 const volatile bool capture_stacks = false; /* -g: every sample goes to the ring buffer with stacks */
 const volatile __u32 exclude_tgid = 0;      /* the daemon's own tgid with --exclude-self (0: none) */
+/* --registers N: one user-mode sample in N (per CPU) keeps its registers;
+ * 0: none, 1: every one. */
+const volatile __u32 registers_every = 0;
 
 /* Which of the two tables the handler writes. The loader flips it, waits for
  * an RCU grace period (every handler runs under rcu_read_lock), then drains
@@ -36,6 +39,21 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20);
 } samples_rb SEC(".maps");
+
+/* Register snapshots have a ring of their own, so that their volume never
+ * costs an ordinary sample its place (the loader sizes it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} registers_rb SEC(".maps");
+
+/* Samples since the last snapshot, per CPU (registers_every > 1 only). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} register_ticks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -133,11 +151,70 @@ static __always_inline int record_stack(struct bpf_perf_event_data *ctx, const s
 	return 0;
 }
 
+/* Whether this sample is the one in registers_every that keeps its registers. */
+static __always_inline bool registers_turn(void)
+{
+	__u32 zero = 0, *tick;
+
+	if (registers_every == 1)
+		return true;
+	tick = bpf_map_lookup_elem(&register_ticks, &zero);
+	if (!tick)
+		return false;
+	if (++*tick < registers_every)
+		return false;
+	*tick = 0;
+	return true;
+}
+
+/* The context only allows full-width loads of the registers. */
+#define ECPI_REG(ctx, name) (*(volatile __u64 *)&(ctx)->regs.name)
+
+static __always_inline void record_registers(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key,
+					     __u64 pid_tgid)
+{
+	struct ecpi_register_record *rec;
+
+	if (!registers_turn())
+		return;
+	rec = bpf_ringbuf_reserve(&registers_rb, sizeof(*rec), 0);
+	if (!rec) {
+		count(key->event, ECPI_COUNTER_REGISTERS_LOST);
+		return;
+	}
+	rec->kind = ECPI_RECORD_REGISTERS;
+	rec->event = key->event;
+	rec->pad = 0;
+	rec->tgid = key->tgid;
+	rec->tid = (__u32)pid_tgid;
+	rec->time_ns = bpf_ktime_get_ns();
+	rec->pc = key->pc;
+	/* Hardware encoding order (ecpi_abi.h). */
+	rec->regs[0] = ECPI_REG(ctx, ax);
+	rec->regs[1] = ECPI_REG(ctx, cx);
+	rec->regs[2] = ECPI_REG(ctx, dx);
+	rec->regs[3] = ECPI_REG(ctx, bx);
+	rec->regs[4] = ECPI_REG(ctx, sp);
+	rec->regs[5] = ECPI_REG(ctx, bp);
+	rec->regs[6] = ECPI_REG(ctx, si);
+	rec->regs[7] = ECPI_REG(ctx, di);
+	rec->regs[8] = ECPI_REG(ctx, r8);
+	rec->regs[9] = ECPI_REG(ctx, r9);
+	rec->regs[10] = ECPI_REG(ctx, r10);
+	rec->regs[11] = ECPI_REG(ctx, r11);
+	rec->regs[12] = ECPI_REG(ctx, r12);
+	rec->regs[13] = ECPI_REG(ctx, r13);
+	rec->regs[14] = ECPI_REG(ctx, r14);
+	rec->regs[15] = ECPI_REG(ctx, r15);
+	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+}
+
 SEC("perf_event")
 int ecpi_sample(struct bpf_perf_event_data *ctx)
 {
 	struct ecpi_sample_key key;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
 
 	if (filter_tgids && !bpf_map_lookup_elem(&tracked_tgids, &tgid))
 		return 0;
@@ -146,13 +223,14 @@ int ecpi_sample(struct bpf_perf_event_data *ctx)
 
 	key.tgid = tgid;
 	key.event = (__u16)bpf_get_attach_cookie(ctx);
-	/* The context only allows full-width loads of the registers. */
-	key.kernel = (*(volatile __u64 *)&ctx->regs.cs & 3) != 3;
+	key.kernel = (ECPI_REG(ctx, cs) & 3) != 3;
 	key.pad = 0;
-	key.pc = *(volatile __u64 *)&ctx->regs.ip;
+	key.pc = ECPI_REG(ctx, ip);
 	if (key.event >= ECPI_MAX_EVENTS)
 		return 0;
 	count(key.event, ECPI_COUNTER_SAMPLES);
+	if (registers_every && !key.kernel)
+		record_registers(ctx, &key, pid_tgid);
 
 	if (capture_stacks)
 		return record_stack(ctx, &key);

@@ -239,6 +239,9 @@ private:
     void drain_sideband();
     void consume_ringbuf();
     void resolve_pending();
+    void resolve_registers();
+    Result<void> flush_registers();
+    std::uint32_t registers_ringbuf_bytes() const;
     Result<void> flush();
     void jitter_periods();
     std::string handle_control(const std::string& request);
@@ -280,6 +283,11 @@ private:
 
     std::vector<RawSample> pending_flat_;
     std::vector<RawStackSample> pending_stacks_;
+    std::vector<RawRegisterSample> pending_registers_;
+    // Per event, resolved; `image` is an index into processes_.images() (or
+    // kKernelImageIndex/kUnknownImageIndex) until flush() builds the table.
+    std::vector<std::vector<store::RegisterSample>> registers_;
+    std::vector<std::uint64_t> flushed_registers_lost_;  // per event, register losses already written
     std::unordered_map<FlatKey, std::uint64_t, FlatKeyHash> flat_;
     std::unordered_map<StackKey, std::uint64_t, StackKeyHash> stacks_;
     std::vector<store::EventMeta> unflushed_meta_;   // per event, since the last flush
@@ -326,6 +334,8 @@ Result<void> Session::setup() {
         }
     unflushed_meta_.assign(events_.size(), {});
     flushed_lost_.assign(events_.size(), 0);
+    registers_.assign(events_.size(), {});
+    flushed_registers_lost_.assign(events_.size(), 0);
     total_samples_.assign(events_.size(), 0);
     interval_base_.assign(events_.size(), 0);
 
@@ -386,6 +396,8 @@ Result<void> Session::setup() {
     if (options_.exclude_self) sopts.exclude_tgid = static_cast<std::uint32_t>(getpid());
     sopts.table_entries = options_.table_entries;
     sopts.ringbuf_bytes = options_.ringbuf_bytes;
+    sopts.registers_every = options_.registers_every;
+    sopts.registers_ringbuf_bytes = registers_ringbuf_bytes();
     ECPI_ASSIGN_OR_RETURN(auto sampler, Sampler::load(sopts));
     sampler_.emplace(std::move(sampler));
 
@@ -434,8 +446,25 @@ void Session::jitter_periods() {
     }
 }
 
+// The register ring holds at least 4 s of snapshots at the sampling rate on
+// every CPU (the ring is read every tick; a flush can hold the loop up for
+// a while), so a one-shot recording loses none: 4999 Hz on 2 CPUs with every
+// sample is 1.7 MB/s, an 8 MB ring. A page when snapshots are off.
+std::uint32_t Session::registers_ringbuf_bytes() const {
+    constexpr std::uint64_t kPage = 4096, kMinBytes = 256 << 10, kMaxBytes = 256u << 20;
+    constexpr double kSeconds = 4.0, kRecordBytes = 160 + 8;  // record + ring-buffer header
+    if (options_.registers_every == 0) return kPage;
+    const double rate = static_cast<double>(options_.frequency) * static_cast<double>(std::max<std::size_t>(1, cpus_.size())) *
+                        static_cast<double>(std::max<std::size_t>(1, options_.events.size())) /
+                        static_cast<double>(options_.registers_every);
+    const auto wanted = static_cast<std::uint64_t>(rate * kRecordBytes * kSeconds);
+    std::uint64_t bytes = kMinBytes;
+    while (bytes < wanted && bytes < kMaxBytes) bytes <<= 1;
+    return static_cast<std::uint32_t>(bytes);
+}
+
 void Session::consume_ringbuf() {
-    auto r = sampler_->drain_ringbuf(pending_flat_, pending_stacks_);
+    auto r = sampler_->drain_ringbuf(pending_flat_, pending_stacks_, pending_registers_);
     if (!r.ok()) warn_once(r.error().message());
 }
 
@@ -475,6 +504,27 @@ void Session::resolve_pending() {
     }
     summary_.distinct_stacks_per_drain += distinct.size();
     pending_stacks_.clear();
+    resolve_registers();
+}
+
+// Register snapshots map their pc like any user-mode sample; the snapshots
+// are sorted by (tgid, pc) first, like the flat samples (DCPI 5.4).
+void Session::resolve_registers() {
+    std::sort(pending_registers_.begin(), pending_registers_.end(),
+              [](const RawRegisterSample& a, const RawRegisterSample& b) {
+                  return std::tie(a.tgid, a.pc) < std::tie(b.tgid, b.pc);
+              });
+    for (const auto& raw : pending_registers_) {
+        if (raw.event >= events_.size()) continue;
+        store::RegisterSample s;
+        s.pid = raw.tgid;
+        s.tid = raw.tid;
+        s.time_ns = raw.time_ns;
+        std::tie(s.image, s.offset) = resolve_pc(raw.tgid, raw.pc, false);
+        s.regs = raw.regs;
+        registers_[raw.event].push_back(s);
+    }
+    pending_registers_.clear();
 }
 
 // Side-band records only add mappings and mark exits (forgetting waits for
@@ -532,6 +582,9 @@ Result<void> Session::flush() {
             auto lost = (*counters)[i].ringbuf_lost;
             unflushed_meta_[i].lost += lost - flushed_lost_[i];
             flushed_lost_[i] = lost;
+            const auto registers_lost = (*counters)[i].registers_lost;
+            unflushed_meta_[i].registers_lost += registers_lost - flushed_registers_lost_[i];
+            flushed_registers_lost_[i] = registers_lost;
         }
     }
     // Group the flat samples into one ImageProfile per (image, event).
@@ -599,6 +652,8 @@ Result<void> Session::flush() {
         if (stacks_ok) stacks_.clear();
     }
 
+    if (auto r = flush_registers(); !r.ok() && first_error.empty()) first_error = r.error().message();
+
     store::EpochMeta meta;
     for (std::size_t i = 0; i < events_.size(); ++i) {
         auto m = unflushed_meta_[i];
@@ -640,6 +695,42 @@ Result<void> Session::flush() {
     return ok();
 }
 
+// One RegisterProfile per event, its image table built from the loader's
+// image indices. Snapshots that could not be written stay for the next flush.
+Result<void> Session::flush_registers() {
+    auto image_id = [&](std::uint32_t index) -> store::ImageId {
+        if (index == kKernelImageIndex) return {store::kKernelImage, ""};
+        if (index == kUnknownImageIndex) return {store::kUnknownImage, ""};
+        return processes_.images()[index].id;
+    };
+    std::string first_error;
+    for (std::size_t i = 0; i < events_.size(); ++i) {
+        if (registers_[i].empty()) continue;
+        store::RegisterProfile profile;
+        profile.event = events_[i].name;
+        profile.period = mean_periods_[i];
+        profile.every = options_.registers_every;
+        std::map<std::uint32_t, std::uint32_t> slots;
+        profile.samples.reserve(registers_[i].size());
+        for (store::RegisterSample s : registers_[i]) {
+            auto [it, inserted] = slots.emplace(s.image, static_cast<std::uint32_t>(profile.images.size()));
+            if (inserted) profile.images.push_back(image_id(s.image));
+            s.image = it->second;
+            profile.samples.push_back(s);
+        }
+        auto r = db_->merge(epoch_, profile);
+        if (!r.ok()) {
+            if (first_error.empty()) first_error = r.error().message();
+            continue;
+        }
+        summary_.events[i].registers += registers_[i].size();
+        registers_[i].clear();
+        registers_[i].shrink_to_fit();
+    }
+    if (!first_error.empty()) return Error(first_error);
+    return ok();
+}
+
 std::uint64_t rss_bytes() {
     std::ifstream in("/proc/self/statm");
     std::uint64_t size = 0, resident = 0;
@@ -676,7 +767,9 @@ nlohmann::json Session::status_json() {
             ev["samples_taken"] = (*counters)[i].samples;
             ev["table_evictions"] = (*counters)[i].table_full;
             ev["ringbuf_lost"] = (*counters)[i].ringbuf_lost;
+            ev["registers_lost"] = (*counters)[i].registers_lost;
         }
+        ev["registers"] = e.registers + registers_[i].size();  // stored + waiting for the next flush
         events.push_back(ev);
     }
     // Zero unless kernel.bpf_stats_enabled=1.
@@ -826,6 +919,7 @@ Result<RecordSummary> Session::run() {
         for (std::size_t i = 0; i < events_.size(); ++i) {
             summary_.events[i].spilled = (*counters)[i].table_full;
             summary_.events[i].taken = (*counters)[i].samples;
+            summary_.events[i].registers_lost = (*counters)[i].registers_lost;
         }
     if (auto stats = sampler_->prog_stats(); stats.ok()) {
         summary_.bpf_run_time_ns = stats->run_time_ns;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "ecpi_abi.h"
 #include "sampler.skel.h"
@@ -22,7 +23,11 @@ static_assert(sizeof(ecpi_sample_record) == 24, "ABI: ecpi_sample_record");
 static_assert(offsetof(ecpi_stack_record, key) == 8, "ABI: ecpi_stack_record.key");
 static_assert(offsetof(ecpi_stack_record, ips) == 24, "ABI: ecpi_stack_record.ips");
 static_assert(sizeof(ecpi_stack_record) == 24 + 2 * ECPI_MAX_STACK_DEPTH * 8, "ABI: ecpi_stack_record");
-static_assert(ECPI_ABI_VERSION == 1, "update the loader for the new ABI");
+static_assert(offsetof(ecpi_register_record, time_ns) == 16, "ABI: ecpi_register_record.time_ns");
+static_assert(offsetof(ecpi_register_record, regs) == 32, "ABI: ecpi_register_record.regs");
+static_assert(sizeof(ecpi_register_record) == 32 + ECPI_GP_REGISTERS * 8, "ABI: ecpi_register_record");
+static_assert(ECPI_GP_REGISTERS == std::tuple_size_v<decltype(RawRegisterSample::regs)>, "ABI: register count");
+static_assert(ECPI_ABI_VERSION == 2, "update the loader for the new ABI");
 
 namespace {
 
@@ -60,6 +65,7 @@ struct Sampler::Impl {
     std::uint64_t unknown_kinds = 0;
     std::vector<RawSample>* flat_out = nullptr;
     std::vector<RawStackSample>* stack_out = nullptr;
+    std::vector<RawRegisterSample>* register_out = nullptr;
 
     ~Impl() {
         if (rb) ring_buffer__free(rb);
@@ -92,6 +98,16 @@ struct Sampler::Impl {
             s.kernel_ips.assign(rec->ips, rec->ips + kd);
             s.user_ips.assign(rec->ips + ECPI_MAX_STACK_DEPTH, rec->ips + ECPI_MAX_STACK_DEPTH + ud);
             self->stack_out->push_back(std::move(s));
+        } else if (kind == ECPI_RECORD_REGISTERS && size >= sizeof(ecpi_register_record)) {
+            ecpi_register_record rec;
+            std::memcpy(&rec, data, sizeof rec);
+            RawRegisterSample& s = self->register_out->emplace_back();
+            s.tgid = rec.tgid;
+            s.tid = rec.tid;
+            s.event = rec.event;
+            s.time_ns = rec.time_ns;
+            s.pc = rec.pc;
+            std::memcpy(s.regs.data(), rec.regs, sizeof rec.regs);
         } else {
             // A record this loader does not understand: count it, loudly, at the end.
             ++self->unknown_kinds;
@@ -119,12 +135,15 @@ Result<Sampler> Sampler::load(const SamplerOptions& options) {
     impl.skel->rodata->filter_tgids = options.filter_tgids;
     impl.skel->rodata->capture_stacks = options.capture_stacks;
     impl.skel->rodata->exclude_tgid = options.exclude_tgid;
+    impl.skel->rodata->registers_every = options.registers_every;
     for (bpf_map* m : {impl.skel->maps.counts_0, impl.skel->maps.counts_1}) {
         if (int err = bpf_map__set_max_entries(m, options.table_entries))
             return libbpf_error(err, "sizing the sample table");
     }
     if (int err = bpf_map__set_max_entries(impl.skel->maps.samples_rb, options.ringbuf_bytes))
         return libbpf_error(err, "sizing the ring buffer");
+    if (int err = bpf_map__set_max_entries(impl.skel->maps.registers_rb, options.registers_ringbuf_bytes))
+        return libbpf_error(err, "sizing the register ring buffer");
     if (int err = sampler_bpf__load(impl.skel)) {
         if (geteuid() == 0 && (err == -EACCES || err == -EINVAL))
             return Error("the kernel's verifier rejected the sampler BPF program (" + std::string(std::strerror(-err)) +
@@ -137,6 +156,8 @@ Result<Sampler> Sampler::load(const SamplerOptions& options) {
     if (!impl.skel->links.ecpi_fork) return libbpf_error(errno, "attaching the sched_process_fork tracepoint");
     impl.rb = ring_buffer__new(bpf_map__fd(impl.skel->maps.samples_rb), &Impl::on_record, &impl, nullptr);
     if (!impl.rb) return libbpf_error(errno, "creating the ring buffer reader");
+    if (int err = ring_buffer__add(impl.rb, bpf_map__fd(impl.skel->maps.registers_rb), &Impl::on_record, &impl))
+        return libbpf_error(err, "adding the register ring buffer to its reader");
     return s;
 }
 
@@ -204,12 +225,15 @@ Result<void> Sampler::drain_table(std::vector<RawSample>& out) {
     return ok();
 }
 
-Result<void> Sampler::drain_ringbuf(std::vector<RawSample>& flat, std::vector<RawStackSample>& stacks) {
+Result<void> Sampler::drain_ringbuf(std::vector<RawSample>& flat, std::vector<RawStackSample>& stacks,
+                                    std::vector<RawRegisterSample>& registers) {
     impl_->flat_out = &flat;
     impl_->stack_out = &stacks;
+    impl_->register_out = &registers;
     int n = ring_buffer__consume(impl_->rb);
     impl_->flat_out = nullptr;
     impl_->stack_out = nullptr;
+    impl_->register_out = nullptr;
     if (n < 0) return libbpf_error(n, "reading the ring buffer");
     return ok();
 }
@@ -229,6 +253,7 @@ Result<std::vector<SamplerCounters>> Sampler::counters() const {
         case ECPI_COUNTER_TABLE_FULL: c.table_full = sum; break;
         case ECPI_COUNTER_RINGBUF_LOST: c.ringbuf_lost = sum; break;
         case ECPI_COUNTER_STACK_ERRORS: c.stack_errors = sum; break;
+        case ECPI_COUNTER_REGISTERS_LOST: c.registers_lost = sum; break;
         default: break;
         }
     }

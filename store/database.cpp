@@ -207,7 +207,8 @@ Result<void> check_schema(const json& j, const char* schema, std::int64_t versio
 std::string meta_to_json(const EpochMeta& m) {
     json events = json::object();
     for (const auto& [name, e] : m.events) {
-        events[name] = {{"period", e.period}, {"samples", e.samples}, {"unknown", e.unknown}, {"lost", e.lost}};
+        events[name] = {{"period", e.period}, {"samples", e.samples}, {"unknown", e.unknown}, {"lost", e.lost},
+                          {"registers_lost", e.registers_lost}};
     }
     json processes = json::object();
     for (const auto& [pid, p] : m.processes) {
@@ -255,6 +256,7 @@ Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& byte
             ECPI_RETURN_IF_ERROR(read_field(e, "samples", em.samples));
             ECPI_RETURN_IF_ERROR(read_field(e, "unknown", em.unknown));
             ECPI_RETURN_IF_ERROR(read_field(e, "lost", em.lost));
+            ECPI_RETURN_IF_ERROR(read_field(e, "registers_lost", em.registers_lost));
         }
     }
     if (const auto processes = j.find("processes"); processes != j.end()) {

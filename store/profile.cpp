@@ -310,6 +310,7 @@ void merge_into(EpochMeta& into, const EpochMeta& from) {
         dst.samples = saturating_add(dst.samples, event.samples);
         dst.unknown = saturating_add(dst.unknown, event.unknown);
         dst.lost = saturating_add(dst.lost, event.lost);
+        dst.registers_lost = saturating_add(dst.registers_lost, event.registers_lost);
     }
     for (const auto& [pid, process] : from.processes) {
         ProcessMeta& dst = into.processes[pid];

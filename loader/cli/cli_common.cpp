@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <charconv>
 
 namespace ecpi::cli {
 namespace {
@@ -49,6 +50,16 @@ void add_format_option(CLI::App& app, Format& format) {
     app.add_option("--format", format, "Output format: text or json")
         ->transform(CLI::CheckedTransformer(names, CLI::ignore_case))
         ->default_str("text");
+}
+
+std::uint32_t parse_registers_option(const std::string& value) {
+    if (value == "off") return 0;
+    std::uint32_t every = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), every);
+    if (ec != std::errc() || end != value.data() + value.size())
+        throw UsageError{"--registers takes N (one sample in N keeps its registers; 1: every sample) or off, not '" +
+                         value + "'"};
+    return every;
 }
 
 }  // namespace ecpi::cli

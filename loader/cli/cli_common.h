@@ -42,6 +42,10 @@ enum class Format { kText, kJson };
 // Adds --format text|json to a verb.
 void add_format_option(CLI::App& app, Format& format);
 
+// --registers N|off (record, daemon): one sample in N keeps its registers;
+// "off" or 0 keeps none. Throws UsageError otherwise.
+std::uint32_t parse_registers_option(const std::string& value);
+
 // Opens a database read-only and reads one epoch of it: `epoch`, or the
 // newest when empty (a database without epochs is a runtime error).
 struct OpenedEpoch {

@@ -34,6 +34,10 @@ void print_status_text(const nlohmann::json& s) {
                     static_cast<unsigned long long>(e.value("samples_taken", 0ull)), e.value("unknown_percent", 0.0),
                     static_cast<unsigned long long>(e.value("table_evictions", 0ull)),
                     static_cast<unsigned long long>(e.value("ringbuf_lost", 0ull)));
+        if (e.value("registers", 0ull) || e.value("registers_lost", 0ull))
+            std::printf("%s: %llu register snapshots kept, %llu lost\n", e.value("event", "").c_str(),
+                        static_cast<unsigned long long>(e.value("registers", 0ull)),
+                        static_cast<unsigned long long>(e.value("registers_lost", 0ull)));
     }
 }
 

@@ -31,6 +31,9 @@ struct RecordOptions {
     double flush_interval_s = 10.0;                 // merge into the store
     std::uint32_t table_entries = 16384;            // per table (two tables)
     std::uint32_t ringbuf_bytes = 8u << 20;
+    // One user-mode sample in N (per CPU) keeps its general-purpose registers
+    // with its thread and time (a .reg file per event, issue 21); 0: none.
+    std::uint32_t registers_every = 0;
     std::function<void(const std::string&)> log;    // progress and warnings, one line each
 
     // Daemon mode (`ecpi daemon`): runs until `stop`, merges after every drain,
@@ -50,6 +53,8 @@ struct EventSummary {
     std::uint64_t lost = 0;           // ring buffer full
     std::uint64_t spilled = 0;        // table full, went through the ring buffer (not lost)
     std::uint64_t taken = 0;          // samples the BPF handler counted: taken == samples + lost
+    std::uint64_t registers = 0;      // register snapshots stored
+    std::uint64_t registers_lost = 0; // register snapshots the register ring buffer could not take
 };
 
 struct RecordSummary {

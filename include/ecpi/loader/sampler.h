@@ -3,6 +3,7 @@
 // or double counting a sample.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,11 +36,23 @@ struct RawStackSample {
     std::vector<std::uint64_t> user_ips;
 };
 
+// The user-mode registers of one sample (--registers), in hardware encoding
+// order (store::GpRegister).
+struct RawRegisterSample {
+    std::uint32_t tgid = 0;
+    std::uint32_t tid = 0;
+    std::uint16_t event = 0;
+    std::uint64_t time_ns = 0;
+    std::uint64_t pc = 0;
+    std::array<std::uint64_t, 16> regs{};
+};
+
 struct SamplerCounters {
     std::uint64_t samples = 0;
     std::uint64_t table_full = 0;     // sent to the ring buffer instead
     std::uint64_t ringbuf_lost = 0;   // lost: the ring buffer was full
     std::uint64_t stack_errors = 0;
+    std::uint64_t registers_lost = 0; // register snapshots the register ring buffer could not take
 };
 
 struct SamplerOptions {
@@ -48,6 +61,8 @@ struct SamplerOptions {
     std::uint32_t exclude_tgid = 0;
     std::uint32_t table_entries = 16384;
     std::uint32_t ringbuf_bytes = 8u << 20;
+    std::uint32_t registers_every = 0;  // one user-mode sample in N keeps its registers; 0: none
+    std::uint32_t registers_ringbuf_bytes = 8u << 20;  // power of two, >= one page
 };
 
 class Sampler {
@@ -67,8 +82,10 @@ public:
     // Flip the active table, wait until no handler still writes the old one,
     // and append its contents to `out`. Then empty it.
     Result<void> drain_table(std::vector<RawSample>& out);
-    // Consume the ring buffer: spilled samples into `flat`, -g samples into `stacks`.
-    Result<void> drain_ringbuf(std::vector<RawSample>& flat, std::vector<RawStackSample>& stacks);
+    // Consume the ring buffers: spilled samples into `flat`, -g samples into
+    // `stacks`, register snapshots into `registers`.
+    Result<void> drain_ringbuf(std::vector<RawSample>& flat, std::vector<RawStackSample>& stacks,
+                               std::vector<RawRegisterSample>& registers);
 
     // Per-event counters summed over CPUs.
     Result<std::vector<SamplerCounters>> counters() const;

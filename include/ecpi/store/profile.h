@@ -129,6 +129,7 @@ struct EventMeta {
     std::uint64_t samples = 0;           // samples stored (including [unknown])
     std::uint64_t unknown = 0;           // samples that mapped to no image
     std::uint64_t lost = 0;              // samples the ring buffer could not take
+    std::uint64_t registers_lost = 0;    // register snapshots the register ring buffer could not take
     bool operator==(const EventMeta&) const = default;
 };
 struct ProcessMeta {
