@@ -2,6 +2,7 @@
 #include "ecpi/analyze/ranges.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <capstone/capstone.h>
 
@@ -111,10 +112,15 @@ std::vector<ClassRange> class_ranges(const RangeInput& in) {
 }
 
 FrequencyEstimate estimate_at(const FrequencyEstimate& estimate, const Cfg& cfg, const FrequencyClasses& fc,
-                              std::span<const ClassRange> ranges, bool high) {
+                              std::span<const ClassRange> ranges, double position) {
+    position = std::clamp(position, 0.0, 1.0);
+    auto along = [&](const ClassRange& r) {
+        if (r.min <= 0 || r.max <= r.min) return r.min + position * (r.max - r.min);
+        return r.min * std::pow(r.max / r.min, position);
+    };
     std::vector<double> f(fc.count);
     for (std::uint32_t c = 0; c < fc.count; ++c)
-        f[c] = ranges[c].ranged ? (high ? ranges[c].max : ranges[c].min) : estimate.classes[c].frequency;
+        f[c] = ranges[c].ranged ? along(ranges[c]) : estimate.classes[c].frequency;
     return with_class_frequencies(estimate, cfg, fc, f);
 }
 

@@ -49,11 +49,14 @@ struct RangeInput {
 // Per class.
 std::vector<ClassRange> class_ranges(const RangeInput& input);
 
-// The estimate with every ranged class's F replaced by its range's low (or
-// high) end, blocks and edges recomputed: what the culprit analysis runs on
-// to find each cause's range at both ends.
+// The estimate with every ranged class's F moved to `position` along its
+// range (0: the low end, 1: the high end; geometric in between, as ranges
+// span orders of magnitude), blocks and edges recomputed: what the culprit
+// analysis runs on to find each cause's range over the counts the samples
+// allow (a cause can peak inside the range: at the low end a stall can be
+// longer than any one cause explains).
 FrequencyEstimate estimate_at(const FrequencyEstimate& estimate, const Cfg& cfg, const FrequencyClasses& classes,
-                              std::span<const ClassRange> ranges, bool high);
+                              std::span<const ClassRange> ranges, double position);
 
 // The point estimate moved into each range (in place).
 void clamp_to_ranges(FrequencyEstimate& estimate, const Cfg& cfg, const FrequencyClasses& classes,

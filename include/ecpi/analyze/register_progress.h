@@ -59,7 +59,22 @@ struct LoopRate {
     double iterations = 0;               // over the pairs used
     double seconds = 0;                  // over the pairs used
     PairCounts pairs;
+    // The induction register's values over the loop's snapshots span this
+    // many iterations; the pairs used moved a median of `median_iterations`.
+    double span_iterations = 0;
+    double median_iterations = 0;
+    // The pairs moved too far for the span: the loop's trips are too short
+    // for the time between snapshots, and a pair may cross one or more ends
+    // of the loop with the register back at its start (not `known`).
+    bool short_trips = false;
 };
+
+// A pair that crosses an end of the loop, when the register restarts from the
+// same place, moves backwards and is dropped, as long as the loop runs several
+// pairs' worth of iterations per trip. A loop whose whole trip is not this
+// many times what a pair moves cannot tell crossings from progress: its
+// iteration counts between snapshots look random in [0, span].
+inline constexpr double kMinSpanPerMove = 8;
 
 // At least this many pairs make a rate.
 inline constexpr std::uint32_t kMinPairs = 8;
