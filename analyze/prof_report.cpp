@@ -110,7 +110,12 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
         if (auto it = contents.meta.events.find(event); it != contents.meta.events.end()) {
             total.period = it->second.period;
             total.lost = it->second.lost;  // not attributable to a process: epoch-wide even with a pid filter
+            total.registers_lost = it->second.registers_lost;
         }
+    }
+    for (const auto& registers : contents.registers) {
+        if (selected.count(registers.event) == 0) continue;
+        report.snapshots[registers.event] = {registers.samples.size(), registers.every};
     }
 
     const bool by_procedure = options.by == ProfOptions::By::kProcedure;
@@ -223,6 +228,10 @@ std::string render_prof_text(const ProfReport& report) {
         out += format("    Unknown (unmapped) samples: %llu (%.2f%%)\n", static_cast<unsigned long long>(t.unknown),
                       percent_of(t.unknown, t.samples));
         out += format("    Lost samples (ring buffer full): %llu\n", static_cast<unsigned long long>(t.lost));
+        if (auto it = report.snapshots.find(event); it != report.snapshots.end())
+            out += format("    Register snapshots: %llu (one sample in %u), lost %llu\n",
+                          static_cast<unsigned long long>(it->second.stored), it->second.every,
+                          static_cast<unsigned long long>(t.registers_lost));
     }
     out += "The counts given below are the number of samples for each listed event type.\n";
 
@@ -317,6 +326,9 @@ nlohmann::json render_prof_json(const ProfReport& report) {
         auto it = report.totals.find(event);
         store::EventMeta t = it != report.totals.end() ? it->second : store::EventMeta{};
         totals[event] = {{"samples", t.samples}, {"unknown", t.unknown}, {"lost", t.lost}, {"period", t.period}};
+        if (auto it = report.snapshots.find(event); it != report.snapshots.end())
+            totals[event]["register_snapshots"] = {
+                {"stored", it->second.stored}, {"every", it->second.every}, {"lost", t.registers_lost}};
     }
     doc["totals"] = std::move(totals);
     nlohmann::json rows = nlohmann::json::array();
