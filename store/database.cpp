@@ -38,6 +38,9 @@ constexpr std::int64_t kEpochMetaVersion = 1;
 constexpr std::string_view kProfileSuffix = ".prof";
 constexpr std::string_view kStacksSuffix = ".stk";
 constexpr std::string_view kRegistersSuffix = ".reg";
+// A register segment takes merges until it reaches this size (FORMAT.md §5a).
+constexpr std::uintmax_t kRegisterSegmentBytes = 4u << 20;
+constexpr std::uint32_t kMaxRegisterSegments = 100000;
 constexpr int kEpochNameWidth = 5;
 // Sanitized names can collide (two images with one basename and one 32-bit
 // hash; two events that sanitize alike); the next free "~N" name is used.
@@ -113,6 +116,13 @@ std::string stacks_file_name(const StackProfile& s, int probe) {
 
 std::string registers_file_name(const RegisterProfile& r, int probe) {
     return "registers." + sanitize(r.event) + probe_suffix(probe) + std::string(kRegistersSuffix);
+}
+
+// Segment 0 is the file above; later ones add ".sN" before the suffix.
+std::string registers_segment_name(const RegisterProfile& r, int probe, std::uint32_t segment) {
+    if (segment == 0) return registers_file_name(r, probe);
+    return "registers." + sanitize(r.event) + probe_suffix(probe) + ".s" + std::to_string(segment) +
+           std::string(kRegistersSuffix);
 }
 
 bool ends_with(std::string_view s, std::string_view suffix) {
@@ -502,10 +512,62 @@ Result<void> Database::merge(const std::string& epoch, const StackProfile& stack
                       [](const StackProfile& a, const StackProfile& b) { return a.event == b.event; });
 }
 
+// Register snapshots are not aggregated: a file grows with every merge, and
+// rewriting one file per event would cost a long recording (or a daemon
+// merging every second) time quadratic in its length. They go to segments
+// instead (FORMAT.md §5a): the newest one is merged into while smaller than
+// kRegisterSegmentBytes, then a new one starts; readers merge the segments.
 Result<void> Database::merge(const std::string& epoch, const RegisterProfile& registers) {
     if (mode_ == Mode::kReadOnly) return read_only(dir_);
-    return merge_file(dir_, epoch, registers, &decode_registers, &encode_registers, &registers_file_name,
-                      [](const RegisterProfile& a, const RegisterProfile& b) { return a.event == b.event; });
+    ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
+    ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(dir_ / kLockFile));
+    for (int probe = 0; probe < kMaxNameProbes; ++probe) {
+        const fs::path first = dir / registers_segment_name(registers, probe, 0);
+        auto bytes = detail::read_file(first);
+        if (!bytes.ok()) {
+            if (bytes.error().errno_value() != ENOENT) return bytes.error();
+            return detail::write_file_atomically(first, encode_registers(registers));
+        }
+        auto existing = decode_registers(std::span<const std::uint8_t>(*bytes));
+        if (!existing.ok())
+            return Error("cannot merge into " + first.string() + ": " + existing.error().message());
+        if (existing->event != registers.event) continue;
+        // The newest segment of this event.
+        std::uint32_t last = 0;
+        std::error_code ec;
+        while (last + 1 < kMaxRegisterSegments && fs::exists(dir / registers_segment_name(registers, probe, last + 1), ec))
+            ++last;
+        const fs::path newest = dir / registers_segment_name(registers, probe, last);
+        const auto size = fs::file_size(newest, ec);
+        if (ec) return Error::from_errno(ec.value(), "reading the size of " + newest.string());
+        if (size >= kRegisterSegmentBytes) {
+            // A new segment must still merge with the others when read.
+            RegisterProfile base = std::move(*existing), header = registers;
+            base.samples.clear();
+            header.samples.clear();
+            header.images.clear();
+            if (auto fits = merge_into(base, header); !fits.ok())
+                return Error("cannot merge into " + first.string() + ": " + fits.error().message());
+            if (last + 1 >= kMaxRegisterSegments)
+                return Error("cannot add register snapshots to epoch " + epoch + " of " + dir_.string() + ": it holds " +
+                             std::to_string(kMaxRegisterSegments) + " segments of " + registers.event +
+                             " already (start a new epoch, or record with fewer: --registers N)");
+            return detail::write_file_atomically(dir / registers_segment_name(registers, probe, last + 1),
+                                                 encode_registers(registers));
+        }
+        if (last > 0) {
+            bytes = detail::read_file(newest);
+            if (!bytes.ok()) return bytes.error();
+            existing = decode_registers(std::span<const std::uint8_t>(*bytes));
+            if (!existing.ok())
+                return Error("cannot merge into " + newest.string() + ": " + existing.error().message());
+        }
+        auto merged = merge_into(*existing, registers);
+        if (!merged.ok()) return merged.error().with_context(newest.string());
+        return detail::write_file_atomically(newest, encode_registers(*existing));
+    }
+    return Error("cannot merge into epoch " + epoch + " of " + dir_.string() + ": " + std::to_string(kMaxNameProbes) +
+                 " files named like " + registers_file_name(registers, 0) + " all belong to other events");
 }
 
 Result<void> Database::merge(const std::string& epoch, const EpochMeta& meta) {
@@ -564,7 +626,14 @@ Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
         } else if (is_registers) {
             auto r = decode_registers(*bytes);
             if (r.ok()) {
-                out.registers.push_back(std::move(*r));
+                // Segments of one event (§5a) read as one profile.
+                auto same = std::find_if(out.registers.begin(), out.registers.end(),
+                                         [&](const RegisterProfile& e) { return e.event == r->event; });
+                if (same == out.registers.end()) {
+                    out.registers.push_back(std::move(*r));
+                } else if (auto merged = merge_into(*same, *r); !merged.ok()) {
+                    out.skipped.push_back(skip_line(path, merged.error()));
+                }
             } else {
                 out.skipped.push_back(skip_line(path, r.error()));
             }
