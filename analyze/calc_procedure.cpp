@@ -166,6 +166,23 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
         r.step = best_iv->step;
         r.step_address = a.cfg.instructions[best_iv->instruction].address;
         r.pairs = best.pairs;
+        if (best.interrupted) {
+            const auto& c = best.pairs;
+            r.why_not = std::to_string(c.gap) + " of " + std::to_string(c.used + c.outlier + c.gap) +
+                        " pairs of register snapshots in the loop had samples without registers between them (the "
+                        "thread in the kernel, e.g. page faults, or off the CPU): the loop's time is not all in its "
+                        "samples";
+            continue;
+        }
+        if (best.few_usable) {
+            const auto& c = best.pairs;
+            r.why_not = "only " + std::to_string(c.used) + " of " +
+                        std::to_string(c.used + c.outlier + c.other_thread + c.left_loop + c.invariant_changed +
+                                       c.wrong_direction + c.too_far + c.gap) +
+                        " pairs of register snapshots stayed in one trip of the loop (trips are short, or the thread "
+                        "is often in the kernel or off the CPU)";
+            continue;
+        }
         if (best.short_trips) {
             r.why_not = "its trips are too short for the time between snapshots (" + r.induction + " spans " +
                         fmt_count(best.span_iterations) + " iterations, a pair moved " +

@@ -134,9 +134,23 @@ LoopRate loop_rate(const ProgressQuery& q) {
     std::vector<Pair> pairs = collect_pairs(q, out.pairs, span);
     trim(pairs, out.pairs);
     if (pairs.size() < kMinPairs) return out;
+    const auto& c = out.pairs;
+    const std::uint32_t considered = c.used + c.outlier + c.other_thread + c.left_loop + c.invariant_changed +
+                                     c.wrong_direction + c.too_far + c.gap;
+    const std::uint32_t stayed = c.used + c.outlier + c.gap;
+    if (static_cast<double>(c.gap) > kMaxInterruptedShare * static_cast<double>(stayed)) {
+        out.interrupted = true;
+        return out;
+    }
+    if (static_cast<double>(c.used) < kMinUsableShare * static_cast<double>(considered)) {
+        out.few_usable = true;
+        return out;
+    }
     out.span_iterations = span.width();
     out.median_iterations = median_iterations(pairs);
-    if (out.median_iterations * kMinSpanPerMove > out.span_iterations) {
+    // A loop whose pairs all moved 0 (iterations about a period long) still
+    // needs a span of several iterations to show its trips are long.
+    if (std::max(out.median_iterations, 1.0) * kMinSpanPerMove > out.span_iterations) {
         out.short_trips = true;
         return out;
     }

@@ -169,6 +169,23 @@ TEST_CASE("register progress: a thread that leaves the loop between two samples"
     CHECK(r.iterations_per_ns == doctest::Approx(0.05));
 }
 
+TEST_CASE("register progress: a loop the thread is seldom still in at its next snapshot is not measured") {
+    // 40 pairs stay in the loop and move steadily, 160 leave it: the few
+    // that stayed are no fair sample of the loop's trips.
+    std::vector<RegisterSample> v;
+    std::uint64_t rax = 10'000'000;
+    for (int k = 0; k < 400; ++k) {
+        const int at = k % 10;
+        const bool elsewhere = !(at == 0 || at == 1 || at == 3 || at == 5 || at == 7);
+        v.push_back(snap(1, static_cast<std::uint64_t>(k) * 1000, elsewhere ? 0x2000 : kLoopStart, rax));
+        rax -= 100;
+    }
+    LoopRate r = loop_rate(query(v));
+    CHECK(r.pairs.used * 4 < r.pairs.used + r.pairs.left_loop);
+    CHECK(r.few_usable);
+    CHECK(!r.known);
+}
+
 TEST_CASE("register progress: too few pairs give no rate, and a long gap is not used") {
     std::vector<RegisterSample> v;
     for (int k = 0; k < 5; ++k) v.push_back(snap(1, static_cast<std::uint64_t>(k) * 1000, kLoopStart, 1000 - static_cast<std::uint64_t>(k)));
