@@ -32,6 +32,9 @@ struct RecordOptions {
     std::uint32_t table_entries = 16384;            // per table (two tables)
     std::uint32_t ringbuf_bytes = 8u << 20;
     std::function<void(const std::string&)> log;    // progress and warnings, one line each
+    // Called on the recording thread after each successful merge into the
+    // store; must return at once (the daemon's pusher only wakes its thread).
+    std::function<void()> merged;
 
     // Daemon mode (`ecpi daemon`): runs until `stop`, merges after every drain,
     // serves the control socket, keeps memory and disk under their limits.
