@@ -6,6 +6,8 @@
 #
 #   clickhouse-local.sh start DIR [HTTP_PORT]   prints the HTTP port; DIR/pid holds the server's pid
 #   clickhouse-local.sh stop DIR                stops the server started in DIR (by its pid)
+#   clickhouse-local.sh ports DIR               picks DIR's ports now (prints "HTTP TCP"), so a
+#                                               cluster's config can name every shard before any starts
 #
 # Users: `ecpi` (password from DIR/ecpi.password, may write) and `reader`
 # (password from DIR/reader.password, readonly=1: enough for reports).
@@ -125,8 +127,16 @@ stop() {
 	rm -f "$dir/pid"
 }
 
+ports() {
+	local dir=$1
+	mkdir -p "$dir"
+	[ -f "$dir/ports" ] || echo "$(free_port) $(free_port) $(free_port)" >"$dir/ports"
+	cut -d' ' -f1,2 "$dir/ports"
+}
+
 case "${1:-}" in
 start) start "$2" "${3:-}" ;;
+ports) ports "$2" ;;
 stop) stop "$2" ;;
-*) echo "usage: clickhouse-local.sh start DIR [HTTP_PORT] | stop DIR" >&2; exit 2 ;;
+*) echo "usage: clickhouse-local.sh start DIR [HTTP_PORT] | stop DIR | ports DIR" >&2; exit 2 ;;
 esac

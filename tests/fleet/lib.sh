@@ -47,14 +47,18 @@ for r in d["rows"]:
 PY
 }
 
-# sum_rows FILE...: the rows of several prof JSON files summed by (procedure, image, build id).
+# sum_rows FILE...: the rows of several prof JSON files summed by (procedure,
+# image, build id). [kernel] rows are summed into one: a pusher names kernel
+# addresses when it pushes (BPF programs and modules loaded then), a later
+# local report when it runs, and the two can differ for the same sample.
 sum_rows() {
 	python3 - "$@" <<'PY'
 import json, sys, collections
 total = collections.Counter()
 for path in sys.argv[1:]:
     for r in json.load(open(path))["rows"]:
-        total[(r["procedure"], r["image"], r["build_id"])] += r["samples"]["cpu-clock"]
+        procedure = "(all kernel procedures)" if r["image"] == "[kernel]" else r["procedure"]
+        total[(procedure, r["image"], r["build_id"])] += r["samples"]["cpu-clock"]
 for k in sorted(total):
     if total[k]:
         print("%s\t%s\t%s\t%d" % (k + (total[k],)))
