@@ -251,7 +251,11 @@ std::string FleetSource::where(bool with_image) const {
 }
 
 Result<std::vector<std::string>> FleetSource::events() {
-    ECPI_ASSIGN_OR_RETURN(auto rows, client_.select("SELECT event FROM " + table("samples") + " WHERE " + where(true) +
+    // The event table has one row per batch and event: far fewer to read than
+    // the samples, unless an image filter needs the samples themselves.
+    const bool by_image = !filter_.images.empty();
+    ECPI_ASSIGN_OR_RETURN(auto rows, client_.select("SELECT event FROM " + table(by_image ? "samples" : "events") +
+                                                   " WHERE " + where(by_image) +
                                                    " GROUP BY event HAVING sum(samples) > 0 ORDER BY event"));
     std::vector<std::string> out;
     for (const auto& r : rows)
@@ -267,6 +271,17 @@ Result<std::vector<std::string>> FleetSource::hosts() {
     for (const auto& r : rows)
         if (!r.empty()) out.push_back(r[0]);
     return out;
+}
+
+Result<void> FleetSource::add_event_meta(analyze::ProfReport& report, const std::string& events_in) {
+    ECPI_ASSIGN_OR_RETURN(auto meta, client_.select("SELECT event, max(period), sum(lost) FROM " + table("events") + " WHERE " +
+                                                   where(false) + " AND " + events_in + " GROUP BY event"));
+    for (const auto& r : meta) {
+        if (r.size() != 3) continue;
+        report.totals[r[0]].period = to_u64(r[1]);
+        report.totals[r[0]].lost = to_u64(r[2]);
+    }
+    return ok();
 }
 
 Result<analyze::ProfReport> FleetSource::prof_report(const analyze::ProfOptions& options) {
@@ -294,39 +309,53 @@ Result<analyze::ProfReport> FleetSource::prof_report(const analyze::ProfOptions&
     const bool by_procedure = options.by == analyze::ProfOptions::By::kProcedure;
     const std::string keys = by_procedure ? "image, build_id, procedure" : "image, build_id";
 
-    // Totals per event: samples and unknown from the rows, period and lost from the event table.
-    ECPI_ASSIGN_OR_RETURN(auto totals, client_.select("SELECT event, sum(samples), sumIf(samples, image = '[unknown]') FROM " +
-                                                     table("samples") + " WHERE " + where(true) + " AND " + events_in +
-                                                     " GROUP BY event"));
-    for (const auto& r : totals) {
-        if (r.size() != 3) continue;
-        report.totals[r[0]].samples = to_u64(r[1]);
-        report.totals[r[0]].unknown = to_u64(r[2]);
-    }
-    ECPI_ASSIGN_OR_RETURN(auto meta, client_.select("SELECT event, max(period), sum(lost) FROM " + table("events") + " WHERE " +
-                                                   where(false) + " AND " + events_in + " GROUP BY event"));
-    for (const auto& r : meta) {
-        if (r.size() != 3) continue;
-        report.totals[r[0]].period = to_u64(r[1]);
-        report.totals[r[0]].lost = to_u64(r[2]);
-    }
-
-    // Rows: the top `limit` keys by the sort event are chosen in ClickHouse too.
-    std::string sql = "SELECT event, " + keys + ", sum(samples) FROM " + table("samples") + " WHERE " + where(true) +
-                      " AND " + events_in;
-    if (options.limit != 0) {
-        sql += " AND (" + keys + ") IN (SELECT " + keys + " FROM " + table("samples") + " WHERE " + where(true) +
-               " AND event = " + sql_string(report.sort_event) + " GROUP BY " + keys + " ORDER BY sum(samples) DESC, " +
-               (by_procedure ? "procedure, image, build_id" : "image, build_id") + " LIMIT " +
-               std::to_string(options.limit) + ")";
-    }
-    sql += " GROUP BY event, " + keys;
-    ECPI_ASSIGN_OR_RETURN(auto rows, client_.select(sql));
+    ECPI_RETURN_IF_ERROR(add_event_meta(report, events_in));
+    // Rows and totals: one scan when one event is shown (the common case),
+    // otherwise totals, then the rows of the top keys by the sort event.
+    const std::string order = by_procedure ? "procedure, image, build_id" : "image, build_id";
+    const std::string limit = options.limit != 0 ? " LIMIT " + std::to_string(options.limit) : std::string();
     std::map<std::tuple<std::string, std::string, std::string>, std::map<std::string, std::uint64_t>> grouped;
-    for (const auto& r : rows) {
-        if (r.size() != (by_procedure ? 5u : 4u)) continue;
-        std::string procedure = by_procedure ? r[3] : std::string();
-        grouped[{r[1], r[2], procedure}][r[0]] += to_u64(r.back());
+    const std::size_t key_count = by_procedure ? 3 : 2;
+    if (report.events.size() == 1) {
+        ECPI_ASSIGN_OR_RETURN(auto rows, client_.select("SELECT " + keys + ", sum(samples) AS n, sumIf(samples, image = "
+                                                       "'[unknown]') FROM " + table("samples") + " WHERE " + where(true) +
+                                                       " AND " + events_in + " GROUP BY " + keys +
+                                                       " WITH TOTALS ORDER BY n DESC, " + order + limit));
+        bool totals_next = false;
+        for (const auto& r : rows) {
+            if (r.size() == 1 && r[0].empty()) {  // WITH TOTALS: a blank line, then the totals row
+                totals_next = true;
+                continue;
+            }
+            if (r.size() != key_count + 2) continue;
+            if (totals_next) {
+                report.totals[report.sort_event].samples = to_u64(r[key_count]);
+                report.totals[report.sort_event].unknown = to_u64(r[key_count + 1]);
+                continue;
+            }
+            grouped[{r[0], r[1], by_procedure ? r[2] : std::string()}][report.sort_event] += to_u64(r[key_count]);
+        }
+    } else {
+        ECPI_ASSIGN_OR_RETURN(auto totals, client_.select("SELECT event, sum(samples), sumIf(samples, image = '[unknown]') FROM " +
+                                                         table("samples") + " WHERE " + where(true) + " AND " + events_in +
+                                                         " GROUP BY event"));
+        for (const auto& r : totals) {
+            if (r.size() != 3) continue;
+            report.totals[r[0]].samples = to_u64(r[1]);
+            report.totals[r[0]].unknown = to_u64(r[2]);
+        }
+        std::string sql = "SELECT event, " + keys + ", sum(samples) FROM " + table("samples") + " WHERE " + where(true) +
+                          " AND " + events_in;
+        if (options.limit != 0) {
+            sql += " AND (" + keys + ") IN (SELECT " + keys + " FROM " + table("samples") + " WHERE " + where(true) +
+                   " AND event = " + sql_string(report.sort_event) + " GROUP BY " + keys +
+                   " ORDER BY sum(samples) DESC, " + order + limit + ")";
+        }
+        ECPI_ASSIGN_OR_RETURN(auto rows, client_.select(sql + " GROUP BY event, " + keys));
+        for (const auto& r : rows) {
+            if (r.size() != key_count + 2) continue;
+            grouped[{r[1], r[2], by_procedure ? r[3] : std::string()}][r[0]] += to_u64(r.back());
+        }
     }
     for (auto& [key, samples] : grouped) {
         analyze::ProfRow row;
@@ -393,7 +422,7 @@ Result<analyze::ExportModel> FleetSource::export_model(const analyze::ExportOpti
         auto [fn, new_function] = functions.try_emplace({img->second, procedure}, static_cast<std::uint32_t>(model.functions.size()));
         if (new_function) {
             analyze::ExportFunction f;
-            f.name = procedure == kUnknownProcedure && path.front() != '[' ? "[" + path.substr(path.rfind('/') + 1) + "]" : procedure;
+            f.name = procedure == kUnknownProcedure && !path.empty() && path.front() != '[' ? "[" + path.substr(path.rfind('/') + 1) + "]" : procedure;
             f.image = img->second;
             f.kernel = path == store::kKernelImage;
             f.symbolized = procedure != kUnknownProcedure;

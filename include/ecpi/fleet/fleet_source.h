@@ -72,6 +72,8 @@ private:
     // "AND ..." conditions for a table with host/date/time columns (and image when `with_image`).
     std::string where(bool with_image) const;
     std::string table(const char* name) const;
+    // Period and lost samples per event (the event table) into report.totals.
+    Result<void> add_event_meta(analyze::ProfReport& report, const std::string& events_in);
 
     ClickHouseClient client_;
     FleetFilter filter_;
