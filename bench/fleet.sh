@@ -118,16 +118,26 @@ PY
 bytes_report "synthetic database (one push)" push1 synth "$TMP/synth.db"
 
 # ---- (3) fleet-wide top procedures for one day -----------------------------------------
-for r in 1 2 3; do
-	t0=$(now)
-	"$ECPI" prof "$URL/sim" --since 2025-11-24 --until 2025-11-25 --limit 20 --format json >"$TMP/top.json"
-	echo "# (3) run $r: $(secs "$t0" "$(now)") s"
+# Whole-hour filters read the hourly rollup; one second off the hour makes
+# the same report read the samples themselves.
+for how in rollup samples; do
+	since=@$day
+	[ "$how" = samples ] && since=@$((day - 1))
+	for r in 1 2 3; do
+		t0=$(now)
+		"$ECPI" prof "$URL/sim" --since "$since" --until @$((day + 86400)) --limit 20 --format json >"$TMP/top-$how.json"
+		echo "# (3) $how, run $r: $(secs "$t0" "$(now)") s"
+	done
 done
-python3 - "$TMP/top.json" <<'PY'
+cmp -s <(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$TMP/top-rollup.json") \
+	<(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$TMP/top-samples.json") ||
+	echo "(3) WARNING: the rollup and the samples gave different rows"
+python3 - "$TMP/top-rollup.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-print(f"(3) top 20 of {len(d['rows'])} rows returned, {d['totals']['cpu-clock']['samples']} samples; hottest {d['rows'][0]['procedure']} {d['rows'][0]['percent']:.2f}%")
+print(f"(3) top 20 rows returned, {d['totals']['cpu-clock']['samples']} samples; hottest {d['rows'][0]['procedure']} {d['rows'][0]['percent']:.2f}%")
 PY
+echo "# rollup: $(q "SELECT count() FROM sim.procedures_hourly") rows before merges, $(q "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = 'sim' AND table = 'procedures_hourly' AND active") bytes"
 
 # ---- (4) daemon CPU and RSS with and without --push -------------------------------------
 "$ECPI" push --init --to "$URL/daemon" >/dev/null

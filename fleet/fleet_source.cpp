@@ -229,16 +229,35 @@ std::string FleetSource::table(const char* name) const {
     return sql_identifier(client_.url().database) + "." + name;
 }
 
+bool FleetSource::hourly() const {
+    return (!filter_.since || *filter_.since % 3600 == 0) && (!filter_.until || *filter_.until % 3600 == 0);
+}
+
+std::string FleetSource::procedure_table() const { return table(hourly() ? "procedures_hourly" : "samples"); }
+
+std::string FleetSource::procedure_where() const {
+    if (!hourly()) return where(true);
+    std::string w = where_hosts_images(true);
+    if (filter_.since) w += " AND date >= " + date_literal(*filter_.since - 86400) + " AND hour >= toDateTime(" + std::to_string(*filter_.since) + ")";
+    if (filter_.until) w += " AND date <= " + date_literal(*filter_.until + 86400) + " AND hour < toDateTime(" + std::to_string(*filter_.until) + ")";
+    return w;
+}
+
 std::string FleetSource::where(bool with_image) const {
+    std::string w = where_hosts_images(with_image);
+    // The date conditions let ClickHouse skip whole partitions; the time ones are exact.
+    if (filter_.since) w += " AND date >= " + date_literal(*filter_.since - 86400) + " AND time >= toDateTime(" + std::to_string(*filter_.since) + ")";
+    if (filter_.until) w += " AND date <= " + date_literal(*filter_.until + 86400) + " AND time < toDateTime(" + std::to_string(*filter_.until) + ")";
+    return w;
+}
+
+std::string FleetSource::where_hosts_images(bool with_image) const {
     std::string w = "1";
     if (!filter_.hosts.empty()) {
         std::vector<std::string> quoted;
         for (const auto& h : filter_.hosts) quoted.push_back(sql_string(h));
         w += " AND host IN (" + join(quoted, ", ") + ")";
     }
-    // The date conditions let ClickHouse skip whole partitions; the time ones are exact.
-    if (filter_.since) w += " AND date >= " + date_literal(*filter_.since - 86400) + " AND time >= toDateTime(" + std::to_string(*filter_.since) + ")";
-    if (filter_.until) w += " AND date <= " + date_literal(*filter_.until + 86400) + " AND time < toDateTime(" + std::to_string(*filter_.until) + ")";
     if (with_image && !filter_.images.empty()) {
         std::vector<std::string> alternatives;
         for (const auto& image : filter_.images) {
@@ -265,7 +284,7 @@ Result<std::vector<std::string>> FleetSource::events() {
 }
 
 Result<std::vector<std::string>> FleetSource::hosts() {
-    ECPI_ASSIGN_OR_RETURN(auto rows, client_.select("SELECT host FROM " + table("samples") + " WHERE " + where(true) +
+    ECPI_ASSIGN_OR_RETURN(auto rows, client_.select("SELECT host FROM " + procedure_table() + " WHERE " + procedure_where() +
                                                    " GROUP BY host HAVING sum(samples) > 0 ORDER BY host"));
     std::vector<std::string> out;
     for (const auto& r : rows)
@@ -318,7 +337,7 @@ Result<analyze::ProfReport> FleetSource::prof_report(const analyze::ProfOptions&
     const std::size_t key_count = by_procedure ? 3 : 2;
     if (report.events.size() == 1) {
         ECPI_ASSIGN_OR_RETURN(auto rows, client_.select("SELECT " + keys + ", sum(samples) AS n, sumIf(samples, image = "
-                                                       "'[unknown]') FROM " + table("samples") + " WHERE " + where(true) +
+                                                       "'[unknown]') FROM " + procedure_table() + " WHERE " + procedure_where() +
                                                        " AND " + events_in + " GROUP BY " + keys +
                                                        " WITH TOTALS ORDER BY n DESC, " + order + limit));
         bool totals_next = false;
@@ -337,17 +356,17 @@ Result<analyze::ProfReport> FleetSource::prof_report(const analyze::ProfOptions&
         }
     } else {
         ECPI_ASSIGN_OR_RETURN(auto totals, client_.select("SELECT event, sum(samples), sumIf(samples, image = '[unknown]') FROM " +
-                                                         table("samples") + " WHERE " + where(true) + " AND " + events_in +
+                                                         procedure_table() + " WHERE " + procedure_where() + " AND " + events_in +
                                                          " GROUP BY event"));
         for (const auto& r : totals) {
             if (r.size() != 3) continue;
             report.totals[r[0]].samples = to_u64(r[1]);
             report.totals[r[0]].unknown = to_u64(r[2]);
         }
-        std::string sql = "SELECT event, " + keys + ", sum(samples) FROM " + table("samples") + " WHERE " + where(true) +
+        std::string sql = "SELECT event, " + keys + ", sum(samples) FROM " + procedure_table() + " WHERE " + procedure_where() +
                           " AND " + events_in;
         if (options.limit != 0) {
-            sql += " AND (" + keys + ") IN (SELECT " + keys + " FROM " + table("samples") + " WHERE " + where(true) +
+            sql += " AND (" + keys + ") IN (SELECT " + keys + " FROM " + procedure_table() + " WHERE " + procedure_where() +
                    " AND event = " + sql_string(report.sort_event) + " GROUP BY " + keys +
                    " ORDER BY sum(samples) DESC, " + order + limit + ")";
         }
@@ -386,7 +405,7 @@ Result<analyze::FlatProfile> FleetSource::flat_profile(analyze::Grouping by, con
     const bool by_procedure = by == analyze::Grouping::kProcedure;
     ECPI_ASSIGN_OR_RETURN(auto rows, client_.select("SELECT image, build_id, " +
                                                    std::string(by_procedure ? "procedure" : "''") + " AS p, sum(samples) FROM " +
-                                                   table("samples") + " WHERE " + where(true) + " AND event = " +
+                                                   procedure_table() + " WHERE " + procedure_where() + " AND event = " +
                                                    sql_string(event) + " GROUP BY image, build_id, p"));
     flat.rows = merge_by_image_key(rows);
     for (const auto& row : flat.rows) flat.total += row.samples;

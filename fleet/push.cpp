@@ -220,6 +220,7 @@ private:
             }
             stacks_.varint(addresses.size());
             for (auto a : addresses) stacks_.u64(a);
+            stacks_.string(host_);
         }
         return id;
     }
@@ -237,6 +238,7 @@ private:
         symbols_.string(sym.name);
         symbols_.u64(sym.start);
         symbols_.u64(table.end_of(sym) - sym.start);
+        symbols_.string(host_);
     }
 
     void add_image(const store::ImageId& image) {
@@ -329,15 +331,18 @@ Result<void> Pusher::Impl::cut(PushProgress& progress) {
 Result<void> Pusher::Impl::forget_removed_epochs(const std::vector<std::string>& epochs, PushProgress& progress) {
     std::set<std::string> present(epochs.begin(), epochs.end());
     ECPI_ASSIGN_OR_RETURN(std::vector<std::string> cursors, queue.snapshot_epochs());
+    ECPI_ASSIGN_OR_RETURN(std::vector<std::string> pending, queue.pending());
+    std::set<std::string> queued;  // epochs with batches still to send: their cursors must stay (PushQueue::open)
+    for (const auto& name : pending) queued.insert(name.substr(0, name.find('-')));
     for (const auto& e : cursors) {
-        if (present.count(e) != 0) continue;
+        if (present.count(e) != 0 || queued.count(e) != 0) continue;
         ECPI_ASSIGN_OR_RETURN(std::optional<store::PushSnapshot> snap, queue.snapshot(e));
         if (snap && !snap->closed) {
             ++counters.epochs_lost;
             ++progress.epochs_lost;
             ECPI_RETURN_IF_ERROR(queue.save_counters(counters));
             log("epoch " + e + " was removed from " + database.string() +
-                " before it was pushed in full: samples it gained after its last push are missing from the fleet (" +
+                " before it was pushed in full: samples it gained after its last push may be missing from the fleet (" +
                 std::to_string(counters.epochs_lost) + " such epochs so far; raise --max-disk or --push-backlog)");
         }
         // Keep the newest closed cursor: it is cheap and shows where pushing stands.
@@ -505,7 +510,7 @@ PushLoop::PushLoop(Pusher pusher, double interval_s, std::function<void(const st
 }
 
 PushLoop::~PushLoop() {
-    if (thread_.joinable()) stop(0);
+    if (thread_.joinable()) stop(false);
 }
 
 void PushLoop::notify() {
@@ -519,8 +524,8 @@ void PushLoop::cycle() {
     if (r.ok()) r = pusher_.send(progress_);
     if (!r.ok()) {
         if (!failing_ && log_)
-            log_("push failed: " + r.error().message() + "; samples stay queued, retrying every " +
-                 std::to_string(static_cast<int>(interval_s_)) + " s (logged once until it works)");
+            log_("push failed: " + r.error().message() + "; samples stay queued, retrying after each merge "
+                 "(logged once until it works)");
         failing_ = true;
     } else if (failing_) {
         failing_ = false;
@@ -543,14 +548,14 @@ void PushLoop::run() {
     }
 }
 
-PushProgress PushLoop::stop(double grace_s) {
+PushProgress PushLoop::stop(bool final_push) {
     {
         std::lock_guard lock(mutex_);
         stopping_ = true;
         wake_.notify_one();
     }
     if (thread_.joinable()) thread_.join();
-    if (grace_s > 0) cycle();
+    if (final_push) cycle();
     return progress_;
 }
 

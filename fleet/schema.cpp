@@ -18,6 +18,8 @@ struct TableDef {
 // a pusher can ask whether a batch is already there before (re)sending it
 // (ClickHouse 18.16 deduplicates inserts only for Replicated tables). Images,
 // symbols and stacks are facts, not counts: ReplacingMergeTree folds repeats.
+// Every table is sharded by the pushing host, so one host's batch touches
+// one shard: a shard that is down holds back only its own hosts.
 constexpr TableDef kTables[] = {
     {"samples",
      "date Date, time DateTime, host String, event String, build_id String, image String, procedure String, "
@@ -29,15 +31,31 @@ constexpr TableDef kTables[] = {
      "MergeTree() PARTITION BY toYYYYMM(date) ORDER BY (host, time, event)", "cityHash64(host)"},
     {"images", "build_id String, image String, host String, seen DateTime",
      "ReplacingMergeTree(seen) ORDER BY (build_id, image, host)", "cityHash64(host)"},
-    {"symbols", "build_id String, image String, procedure String, start UInt64, size UInt64",
-     "ReplacingMergeTree() ORDER BY (build_id, image, procedure)", "cityHash64(build_id, image)"},
+    {"symbols", "build_id String, image String, procedure String, start UInt64, size UInt64, host String",
+     "ReplacingMergeTree() ORDER BY (build_id, image, procedure)", "cityHash64(host)"},
     {"stacks",
-     "stack_id UInt64, build_ids Array(String), images Array(String), procedures Array(String), addresses Array(UInt64)",
-     "ReplacingMergeTree() ORDER BY stack_id", "stack_id"},
+     "stack_id UInt64, build_ids Array(String), images Array(String), procedures Array(String), addresses Array(UInt64), "
+     "host String",
+     "ReplacingMergeTree() ORDER BY stack_id", "cityHash64(host)"},
     {"stack_samples",
      "date Date, time DateTime, host String, event String, stack_id UInt64, samples UInt64, batch UInt64",
      "MergeTree() PARTITION BY toYYYYMM(date) ORDER BY (host, time, event, stack_id)", "cityHash64(host)"},
+    // Samples per procedure per hour, filled by a materialized view on every
+    // insert into `samples` (which rows a batch check found there already are
+    // never inserted again, so the rollup counts nothing twice either).
+    // Reports whose time filter falls on hours read it instead of `samples`:
+    // one row per (hour, host, procedure) instead of one per (push, address).
+    {"procedures_hourly",
+     "date Date, hour DateTime, host String, event String, build_id String, image String, procedure String, "
+     "samples UInt64",
+     "SummingMergeTree(samples) PARTITION BY toYYYYMM(date) ORDER BY (event, hour, host, build_id, image, procedure)",
+     "cityHash64(host)"},
 };
+
+// UTC hours whatever the server's time zone (toStartOfHour would use it).
+constexpr const char* kRollupSelect =
+    "SELECT date, toDateTime(intDiv(toUInt32(time), 3600) * 3600) AS hour, host, event, build_id, image, procedure, "
+    "sum(samples) AS samples FROM {db}.samples GROUP BY date, hour, host, event, build_id, image, procedure";
 
 }  // namespace
 
@@ -51,6 +69,12 @@ std::vector<std::string> schema_statements(const std::string& database, const In
                                  : "Distributed(" + sql_identifier(options.cluster) + ", " +
                                        sql_identifier(options.shard_database) + ", " + t.name + ", " + t.sharding_key + ")";
         out.push_back("CREATE TABLE IF NOT EXISTS " + db + "." + t.name + " (" + t.columns + ") ENGINE = " + engine);
+    }
+    if (options.cluster.empty()) {  // shards fill their own rollups; a Distributed front only reads them
+        std::string select = kRollupSelect;
+        select.replace(select.find("{db}"), 4, db);
+        out.push_back("CREATE MATERIALIZED VIEW IF NOT EXISTS " + db + ".procedures_hourly_mv TO " + db +
+                      ".procedures_hourly AS " + select);
     }
     out.push_back("CREATE TABLE IF NOT EXISTS " + db +
                   ".schema_version (version UInt32, installed DateTime, layout String) ENGINE = TinyLog");

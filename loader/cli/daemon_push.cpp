@@ -45,7 +45,7 @@ std::unique_ptr<fleet::PushLoop> start_daemon_push(const DaemonPushArgs& args, l
 
 void stop_daemon_push(std::unique_ptr<fleet::PushLoop>& loop, const std::function<void(const std::string&)>& log) {
     if (!loop) return;
-    fleet::PushProgress p = loop->stop(10);
+    fleet::PushProgress p = loop->stop(true);
     log("push: " + std::to_string(p.samples_sent) + " samples sent in " + std::to_string(p.batches_sent) + " batches, " +
         std::to_string(p.batches_pending) + " batches queued for the next start");
     loop.reset();

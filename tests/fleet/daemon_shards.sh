@@ -52,8 +52,8 @@ wait_for 30 has_rows s1 d1 || { cat "$TMP/d1.log" >&2; fail "d1's samples never 
 kill -9 "${pids[d3]}"
 bash "$CLICKHOUSE_LOCAL" stop "$TMP/ch-s2"
 start_pusher d3
-sleep 2
-grep -q "push failed" "$TMP/d3.log" || fail "d3 did not report that shard 2 is down"
+wait_for 30 grep -q "push failed" "$TMP/d3.log" || { cat "$TMP/d3.log" >&2; fail "d3 did not report that shard 2 is down"; }
+sleep 1
 [ "$(grep -c "push failed" "$TMP/d3.log")" -eq 1 ] || fail "the outage was logged more than once: $(grep -c "push failed" "$TMP/d3.log")"
 ls "$TMP"/d3.db/push/*/*.batch >/dev/null 2>&1 || fail "d3 queued nothing while shard 2 was down"
 start_clickhouse s2

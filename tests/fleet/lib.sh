@@ -7,6 +7,9 @@ CH_DIRS=()
 
 fleet_cleanup() {
 	local rc=$?
+	for p in "${ECPI_TEST_PIDS[@]:-}"; do  # daemons first: they talk to the servers
+		[ -n "$p" ] && kill -9 "$p" 2>/dev/null || true
+	done
 	for d in "${CH_DIRS[@]:-}"; do
 		[ -n "$d" ] && bash "$CLICKHOUSE_LOCAL" stop "$d" || true
 	done
@@ -33,7 +36,7 @@ start_clickhouse() {
 ch_query() {
 	local dir="$TMP/ch-$1" port
 	read -r port _ <"$dir/ports"
-	curl -fsS --data-binary "$2" -H "X-ClickHouse-User: ecpi" -H "X-ClickHouse-Key: $(cat "$dir/ecpi.password")" \
+	curl -fsS --max-time 20 --data-binary "$2" -H "X-ClickHouse-User: ecpi" -H "X-ClickHouse-Key: $(cat "$dir/ecpi.password")" \
 		"http://127.0.0.1:$port/"
 }
 

@@ -32,6 +32,10 @@ diff <(sum_rows "$TMP/la.json" "$TMP/lb.json") <(sum_rows "$TMP/fleet.json") || 
 "$ECPI" prof "$url" --host a --format json >"$TMP/fa.json"
 diff <(sum_rows "$TMP/la.json") <(sum_rows "$TMP/fa.json") || fail "fleet prof --host a differs from a's local prof"
 json_check "$TMP/fleet.json" 'd["totals"]["cpu-clock"]["samples"] == sum(r["samples"]["cpu-clock"] for r in d["rows"])'
+# The hourly rollup (whole-hour filters) and the samples (any other) agree.
+"$ECPI" prof "$url" --since @1 --format json >"$TMP/raw.json"
+diff <(sum_rows "$TMP/fleet.json") <(sum_rows "$TMP/raw.json") || fail "the hourly rollup differs from the samples"
+[ "$(ch_query one "SELECT sum(samples) FROM ecpi.procedures_hourly")" -gt 0 ] || fail "the rollup is empty"
 "$ECPI" prof "$url" --limit 2 --format json >"$TMP/top2.json"
 json_check "$TMP/top2.json" 'len(d["rows"]) == 2'
 "$ECPI" prof "$url" --until 2000-01-01 --format json >"$TMP/none.json"
@@ -69,6 +73,19 @@ json_check "$TMP/push4.json" 'd["batches_sent"] == 1 and d["batches_already_ther
 diff <(sum_rows "$TMP/after.json") <(sum_rows "$TMP/again.json") || fail "a retried batch was counted twice"
 "$ECPI" prof "$TMP/a.db" --format json >"$TMP/la2.json"
 diff <(sum_rows "$TMP/la2.json" "$TMP/lb.json") <(sum_rows "$TMP/again.json") || fail "fleet differs from local after the outage"
+
+# A full backlog: new samples are not queued but wait in the database, and
+# go out (in full, once) when there is room again.
+bash "$CLICKHOUSE_LOCAL" stop "$TMP/ch-one"
+"$ECPI" record -q -o "$TMP/b.db" -- "$TESTPROGS/shares" 1 >/dev/null
+expect_exit 1 "cannot reach ClickHouse" "$ECPI" push "$TMP/b.db" --to "$url" --host b --push-backlog 0
+grep -q "push backlog is full" "$TMP/err" || fail "a full backlog was not reported"
+ls "$TMP"/b.db/push/*/*.batch >/dev/null 2>&1 && fail "a batch was queued past the backlog limit"
+start_clickhouse one
+"$ECPI" push "$TMP/b.db" --to "$url" --host b >/dev/null
+"$ECPI" prof "$TMP/b.db" --format json >"$TMP/lb.json"
+"$ECPI" prof "$url" --format json >"$TMP/again.json"
+diff <(sum_rows "$TMP/la2.json" "$TMP/lb.json") <(sum_rows "$TMP/again.json") || fail "fleet differs from local after a full backlog"
 
 # Credentials: never on the command line, never in messages.
 expect_exit 2 "password in the ClickHouse URL" "$ECPI" prof "http://ecpi:$password@127.0.0.1:$CH_PORT/ecpi"

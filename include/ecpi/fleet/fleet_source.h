@@ -71,6 +71,12 @@ private:
         : client_(std::move(client)), filter_(std::move(filter)), label_(std::move(label)) {}
     // "AND ..." conditions for a table with host/date/time columns (and image when `with_image`).
     std::string where(bool with_image) const;
+    std::string where_hosts_images(bool with_image) const;
+    // Per-procedure questions read the hourly rollup when the time filter
+    // falls on whole hours (UTC), the samples otherwise; both give the same sums.
+    bool hourly() const;
+    std::string procedure_table() const;
+    std::string procedure_where() const;
     std::string table(const char* name) const;
     // Period and lost samples per event (the event table) into report.totals.
     Result<void> add_event_meta(analyze::ProfReport& report, const std::string& events_in);

@@ -74,10 +74,11 @@ private:
 class PushLoop {
 public:
     PushLoop(Pusher pusher, double interval_s, std::function<void(const std::string&)> log);
-    ~PushLoop();                               // stop(0) when still running
+    ~PushLoop();                               // stop(false) when still running
     void notify();
-    // Stops the thread after one last cut and send, given at most `grace_s` seconds.
-    PushProgress stop(double grace_s);
+    // Stops the thread; with `final_push`, one last cut and send (bounded by
+    // the client's timeouts: 5 s to connect, 60 s per request).
+    PushProgress stop(bool final_push);
 
 private:
     void run();
