@@ -692,6 +692,7 @@ Result<void> Session::flush() {
         }
     }
     if (!first_error.empty()) return Error("writing to " + options_.database.string() + ": " + first_error);
+    if (options_.merged) options_.merged();
     return ok();
 }
 

@@ -11,10 +11,12 @@ packages=(
 	libcapstone-dev             # disassembly
 	libcli11-dev nlohmann-json3-dev doctest-dev
 	zlib1g-dev
+	libcurl4-openssl-dev        # fleet: ClickHouse over HTTP(S) (docs/FLEET.md)
 	python3                     # test assertions on JSON output
 	linux-perf                  # `perf record` as the benchmark's peer
 	golang-go protobuf-compiler # tests: read `ecpi export --format pprof` back (go tool pprof, protoc --decode)
 	chromium                    # tests: the html export in a real headless browser
+	clickhouse-server clickhouse-client curl  # tests: private ClickHouse servers for the fleet tests (tests/fleet/)
 )
 
 missing=()

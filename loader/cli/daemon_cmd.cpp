@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "ecpi/loader/perf_events.h"
 #include "ecpi/loader/recorder.h"
+#include "daemon_push.h"
 
 namespace ecpi::cli {
 namespace {
@@ -24,6 +25,7 @@ struct DaemonArgs {
     std::string socket;
     bool no_randomize = false;
     std::string registers = "off";
+    DaemonPushArgs push;
 };
 
 void log_line(const std::string& line) {
@@ -56,7 +58,9 @@ int run_daemon(DaemonArgs& args) {
 
     log_line("profiling the whole system into " + o.database.string() + " (control socket " +
              o.control_socket.string() + "); SIGTERM stops");
+    auto pusher = start_daemon_push(args.push, o, log_line);  // wakes after each merge (o.merged)
     auto summary = unwrap(loader::record(o, stop));
+    stop_daemon_push(pusher, log_line);
     for (const auto& e : summary.events)
         log_line("stopped: " + e.name + ": " + std::to_string(e.samples) + " samples, " + std::to_string(e.unknown) +
                  " unknown, " + std::to_string(e.lost) + " lost, " + std::to_string(e.registers) +
@@ -93,6 +97,7 @@ void add_daemon_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--table-entries", o.table_entries, "Entries per in-kernel aggregation table")
         ->default_str("16384")
         ->check(CLI::Range(64u, 1u << 22));
+    add_daemon_push_options(*app, args->push);
     verbs.push_back({app, [args] { return run_daemon(*args); }});
 }
 
