@@ -13,8 +13,11 @@
 //    each of its instructions can take by the machine model (a load: a
 //    memory access plus a page walk; a branch, return or call: a
 //    misprediction).
-// The point estimate is kept, moved into the range. A class with a confident
-// estimate that breaks its anchored loop's bound is ranged too.
+// The range also spans the estimator's own point (from the ratios of samples
+// at issue points), as the model's best case is no hard bound; only an
+// anchored loop's bound is: there the point is moved into the range. A class
+// with a confident estimate that breaks its anchored loop's bound is ranged
+// too.
 #pragma once
 
 #include <cstdint>
