@@ -96,8 +96,12 @@ std::vector<ClassRange> class_ranges(const RangeInput& in) {
         if (e.confidence == Confidence::kMeasured || t.samples < static_cast<double>(in.min_samples) ||
             t.best_cycles <= 0)
             continue;
-        double high = t.samples / t.best_cycles;
-        double low = t.samples / (t.best_cycles + t.worst_stall);
+        // The samples are themselves a count with sampling error (DCPI 6.2:
+        // about sqrt(S) for S samples): the bounds use S +- 2 sqrt(S), so a
+        // class of 25 samples is allowed 15 to 35 samples' worth of cycles.
+        const double spread = 2 * std::sqrt(t.samples);
+        double high = (t.samples + spread) / t.best_cycles;
+        double low = std::max(t.samples - spread, 0.0) / (t.best_cycles + t.worst_stall);
         bool over_bound = false;
         if (t.one_loop && t.loop != kNoLoop && in.loop_anchor[t.loop] > 0) {
             const double bound = loop_bound(in, t.loop);

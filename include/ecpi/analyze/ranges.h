@@ -5,6 +5,7 @@
 // A class estimated from placement alone with low confidence, and not
 // anchored by register progress, gets a range of counts instead of a number
 // it cannot defend:
+// (its samples taken as S +- 2 sqrt(S), their own sampling error)
 //  - at most its samples over its best-case cycles (no stall at all), and at
 //    most what an anchored enclosing loop allows (a block outside nested
 //    loops runs at most once per iteration of its loop, plus the loop's
