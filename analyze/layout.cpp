@@ -124,7 +124,9 @@ void add_calls(LayoutReport& r, const Functions& fs, std::uint32_t fn, const Cal
             const auto target = direct_call_target(insn.text);
             if (!target || insn.executions < 0.5) continue;
             const auto callee = fs.at(*target);
-            if (!callee || fs.list[*callee].start != *target) continue;
+            // PLT stubs are not functions BOLT or lld can place.
+            if (!callee || fs.list[*callee].start != *target || fs.list[*callee].name.find('@') != std::string::npos)
+                continue;
             r.branches.push_back({fn, insn.address - p.start, *callee, 0, insn.executions, true, b.ranged});
         }
     }
@@ -200,7 +202,8 @@ Result<LayoutReport> build_layout(const store::EpochContents& contents, const La
     Functions fs;
     std::vector<std::pair<std::uint32_t, const CalcProcedure*>> laid;
     for (const CalcProcedure& p : calc.procedures) {
-        if (p.image != r.image) continue;
+        // PLT stubs are the linker's, not functions BOLT or lld can place.
+        if (p.image != r.image || p.name.find("@plt") != std::string::npos) continue;
         const std::uint32_t fn = add_function(fs, p, symbolizer.lookup(id, p.start));
         if (p.samples >= options.min_samples) laid.push_back({fn, &p});
     }

@@ -17,6 +17,7 @@ packages=(
 	golang-go protobuf-compiler # tests: read `ecpi export --format pprof` back (go tool pprof, protoc --decode)
 	chromium                    # tests: the html export in a real headless browser
 	clickhouse-server clickhouse-client curl  # tests: private ClickHouse servers for the fleet tests (tests/fleet/)
+	bolt-16 lld valgrind        # tests and bench: ecpi layout's output through llvm-bolt and ld.lld; callgrind counts
 )
 
 missing=()
