@@ -95,8 +95,59 @@ std::vector<double> repaired_edges(const CalcProcedure& p) {
 // Jumps: a taken record from the jump to its target, and for a conditional
 // jump a record from it to the next block (BOLT's fall-through). Blocks that
 // end without a jump fall through implicitly; BOLT infers those.
+// A conditional jump whose condition calc evaluated on register snapshots
+// taken before it (branch_odds.h): its block's count is split between its
+// two edges by the share of snapshots that went each way. calc itself does
+// so only where the block's count is measured; for layout the direction is
+// what matters, and the snapshots' share is an observable where the
+// estimator's split rests on sample placement, which a stalling rare path
+// inflates (DCPI 6.1). A few snapshots decide the direction.
+constexpr std::uint32_t kMinOddsSnapshots = 8;
+
+// Where the samples cannot decide (a successor's count is a range), a
+// conditional block's count is split by what each successor's samples
+// guarantee at least (the low end of its range: its samples over its best
+// case plus the longest stall it can take). A rare path that misses the
+// cache holds many samples, which the estimator's point reads as many
+// executions (DCPI 6.1); its guaranteed count stays small.
+void split_by_guaranteed(const CalcProcedure& p, std::vector<double>& counts) {
+    for (std::uint32_t b = 0; b < p.blocks.size(); ++b) {
+        std::optional<std::size_t> taken, fall;
+        for (std::size_t e = 0; e < p.edges.size(); ++e) {
+            if (p.edges[e].from != b || p.edges[e].to >= p.blocks.size()) continue;
+            if (p.edges[e].kind == EdgeKind::kBranch) taken = e;
+            if (p.edges[e].kind == EdgeKind::kFallThrough) fall = e;
+        }
+        if (!taken || !fall) continue;
+        const CalcBlock& t = p.blocks[p.edges[*taken].to];
+        const CalcBlock& f = p.blocks[p.edges[*fall].to];
+        if ((!t.ranged && !f.ranged) || t.executions_min + f.executions_min <= 0) continue;
+        const double share = t.executions_min / (t.executions_min + f.executions_min);
+        counts[*taken] = share * p.blocks[b].executions;
+        counts[*fall] = (1 - share) * p.blocks[b].executions;
+    }
+}
+
+void split_by_odds(const CalcProcedure& p, std::vector<double>& counts) {
+    for (const CalcBranch& br : p.branches) {
+        if (br.snapshots < kMinOddsSnapshots) continue;
+        for (std::uint32_t b = 0; b < p.blocks.size(); ++b) {
+            const CalcBlock& blk = p.blocks[b];
+            if (blk.count == 0 || p.instructions[blk.first + blk.count - 1].address != br.jump) continue;
+            const double share = static_cast<double>(br.taken) / static_cast<double>(br.snapshots);
+            for (std::size_t e = 0; e < p.edges.size(); ++e) {
+                if (p.edges[e].from != b) continue;
+                if (p.edges[e].kind == EdgeKind::kBranch) counts[e] = share * blk.executions;
+                if (p.edges[e].kind == EdgeKind::kFallThrough) counts[e] = (1 - share) * blk.executions;
+            }
+        }
+    }
+}
+
 void add_jumps(LayoutReport& r, std::uint32_t fn, const CalcProcedure& p) {
-    const std::vector<double> counts = repaired_edges(p);
+    std::vector<double> counts = repaired_edges(p);
+    split_by_guaranteed(p, counts);
+    split_by_odds(p, counts);
     for (std::size_t k = 0; k < p.edges.size(); ++k) {
         const CalcEdge& e = p.edges[k];
         if (e.from >= p.blocks.size() || e.to >= p.blocks.size()) continue;
