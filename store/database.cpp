@@ -65,6 +65,15 @@ std::string epoch_name(std::uint64_t number) {
     return buf;
 }
 
+// What a user types for an epoch: its name ("00007") or its number ("7").
+std::string canonical_epoch(const std::string& epoch) {
+    if (epoch.empty() || epoch.size() >= static_cast<std::size_t>(kEpochNameWidth) || epoch[0] == '0') return epoch;
+    std::uint64_t value = 0;
+    const auto [end, ec] = std::from_chars(epoch.data(), epoch.data() + epoch.size(), value);
+    if (ec != std::errc() || end != epoch.data() + epoch.size() || value == 0) return epoch;
+    return epoch_name(value);
+}
+
 // A file-name part: [A-Za-z0-9._+-] kept, anything else '_'; no leading or
 // trailing '.'/'_' (so nothing is hidden or looks like a temp file).
 std::string sanitize(std::string_view s) {
@@ -416,9 +425,10 @@ namespace {
 
 // The directory of an existing epoch; the name is validated so that it can
 // never point outside DB/epochs.
-Result<fs::path> existing_epoch_dir(const fs::path& db, const std::string& epoch) {
+Result<fs::path> existing_epoch_dir(const fs::path& db, const std::string& given) {
+    const std::string epoch = canonical_epoch(given);
     if (!parse_epoch_name(epoch)) {
-        return Error("invalid epoch name '" + epoch + "' (epochs are numbered 00001, 00002, ...)");
+        return Error("invalid epoch name '" + given + "' (epochs are numbered 1, 2, ... and named 00001, 00002, ...)");
     }
     const fs::path dir = db / kEpochsDir / epoch;
     struct stat st {};
@@ -592,7 +602,7 @@ Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
     ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
     ECPI_ASSIGN_OR_RETURN(auto names, detail::list_directory(dir));
     EpochContents out;
-    out.epoch = epoch;
+    out.epoch = canonical_epoch(epoch);
     // Readers take no lock: every file is replaced by rename, so each read
     // sees a whole old or a whole new file. Unknown names are ignored (a
     // newer minor version may add file kinds).

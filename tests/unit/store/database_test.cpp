@@ -194,6 +194,24 @@ TEST_CASE("merge refuses a period mismatch and a file it cannot read") {
     CHECK(contains(bad.error().message(), "invalid epoch name"));
 }
 
+TEST_CASE("an epoch is read by its number as well as its name") {
+    TempDir tmp;
+    Database db = create(tmp.path());
+    REQUIRE(db.merge("00001", libc_profile()).ok());
+    auto by_number = db.read_epoch("1");
+    REQUIRE_MESSAGE(by_number.ok(), by_number.error().message());
+    CHECK(by_number->epoch == "00001");
+    CHECK(by_number->profiles.size() == 1);
+    auto missing = db.read_epoch("2");
+    REQUIRE_FALSE(missing.ok());
+    CHECK(contains(missing.error().message(), "no epoch 00002"));
+    for (const char* bad : {"0", "01", "-1", "1x", "000001"}) {
+        auto r = db.read_epoch(bad);
+        REQUIRE_FALSE(r.ok());
+        CHECK(contains(r.error().message(), "invalid epoch name"));
+    }
+}
+
 TEST_CASE("read_epoch skips a corrupted file by name and returns the rest") {
     TempDir tmp;
     Database db = create(tmp.path());
