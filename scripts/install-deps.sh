@@ -3,6 +3,7 @@
 # quiet when everything is present. Needs root (or sudo) only to install.
 set -euo pipefail
 
+# What `make demo` (and any build) needs.
 packages=(
 	build-essential cmake pkg-config
 	clang llvm                  # clang compiles the BPF programs at build time only
@@ -12,6 +13,9 @@ packages=(
 	libcli11-dev nlohmann-json3-dev doctest-dev
 	zlib1g-dev
 	libcurl4-openssl-dev        # fleet: ClickHouse over HTTP(S) (docs/FLEET.md)
+)
+# What only `make test` (and the benchmarks) need: `install-deps.sh --test`.
+test_packages=(
 	python3                     # test assertions on JSON output
 	linux-perf                  # `perf record` as the benchmark's peer
 	golang-go protobuf-compiler # tests: read `ecpi export --format pprof` back (go tool pprof, protoc --decode)
@@ -19,6 +23,11 @@ packages=(
 	clickhouse-server clickhouse-client curl  # tests: private ClickHouse servers for the fleet tests (tests/fleet/)
 	bolt-16 lld valgrind        # tests and bench: ecpi layout's output through llvm-bolt and ld.lld; callgrind counts
 )
+case "${1:-}" in
+	--test) packages+=("${test_packages[@]}") ;;
+	"") ;;
+	*) echo "install-deps: unknown option '$1' (use --test for what the tests need too)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
