@@ -98,6 +98,7 @@ void add_daemon_verb(CLI::App& root, std::vector<Verb>& verbs) {
         ->default_str("16384")
         ->check(CLI::Range(64u, 1u << 22));
     add_daemon_push_options(*app, args->push);
+    app->footer("\nExamples:\n  ecpi daemon --db /var/lib/ecpi --exclude-self\n  ecpi daemon --db /var/lib/ecpi -F 99 --registers 100\n");
     verbs.push_back({app, [args] { return run_daemon(*args); }});
 }
 

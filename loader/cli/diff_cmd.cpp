@@ -77,6 +77,7 @@ void add_diff_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--limit", args->limit, "Show at most N rows (0: all)");
     add_fleet_filter_options(*app, args->fleet);
     add_format_option(*app, args->format);
+    app->footer("\nExamples:\n  ecpi diff before.db after.db\n  ecpi diff ecpi.db@1 ecpi.db@2 --by image\n");
     verbs.push_back({app, [args, app] { return run_diff(*args, *app); }});
 }
 

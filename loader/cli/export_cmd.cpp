@@ -115,6 +115,7 @@ void add_export_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--pid", args->pid, "Only samples of this process");
     app->add_flag("--no-source-lines", args->no_source_lines, "Do not read DWARF for source lines and inlined functions");
     add_fleet_filter_options(*app, args->fleet);
+    app->footer("\nExamples:\n  ecpi export ecpi.db --format pprof -o profile.pb.gz\n  ecpi export ecpi.db --format html -o flame.html\n");
     verbs.push_back({app, [args] { return run_export(*args); }});
 }
 

@@ -78,6 +78,7 @@ void add_prof_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--epoch", args->epoch, "Epoch to read (default: the newest)");
     add_fleet_filter_options(*app, args->fleet);
     add_format_option(*app, args->format);
+    app->footer("\nExamples:\n  ecpi prof ecpi.db\n  ecpi prof ecpi.db --by image --epoch 1\n");
     verbs.push_back({app, [args] { return run_prof(*args); }});
 }
 

@@ -94,6 +94,7 @@ void add_push_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--password-file", args->password_file, "Read the ClickHouse password from this file's first line");
     app->add_option("--push-backlog", args->backlog_mb, "Queue at most this many MB of batches on disk")->default_str("256");
     add_format_option(*app, args->format);
+    app->footer("\nExamples:\n  ecpi push --init --to http://127.0.0.1:8123\n  ecpi push /var/lib/ecpi --to http://ch.example:8123 --host web1\n");
     verbs.push_back({app, [args] { return run_push(*args); }});
 }
 

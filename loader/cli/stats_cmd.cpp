@@ -65,6 +65,7 @@ void add_stats_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--limit", args->limit, "Show at most N rows (0: all)");
     add_fleet_filter_options(*app, args->fleet);
     add_format_option(*app, args->format);
+    app->footer("\nExamples:\n  ecpi stats run1.db run2.db run3.db\n  ecpi stats ecpi.db@1 ecpi.db@2 --limit 20\n");
     verbs.push_back({app, [args] { return run_stats(*args); }});
 }
 
