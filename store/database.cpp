@@ -142,6 +142,7 @@ bool is_temp_name(std::string_view name) { return name.starts_with(kTempPrefix);
 // "<path>: <reason>" lines for EpochContents::skipped; the reason of an
 // errno failure is just strerror, the path is already in front.
 std::string skip_line(const fs::path& path, const Error& error) {
+    if (error.errno_value() == 0 && error.message().starts_with(path.string())) return error.message();
     return path.string() + ": " + (error.errno_value() != 0 ? std::strerror(error.errno_value()) : error.message());
 }
 

@@ -50,12 +50,47 @@ Result<void> write_all(int fd, std::span<const std::uint8_t> bytes, const fs::pa
 
 }  // namespace
 
+// Anything in a database may have been put there by someone else: a FIFO
+// would block a reader forever, a device never end. Only regular files are
+// read (checked after opening with O_NONBLOCK, so that the open itself
+// cannot block), and none larger than kMaxReadBytes.
+namespace {
+constexpr std::uint64_t kMaxReadBytes = 4ull << 30;
+
+const char* file_kind(mode_t mode) {
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISDIR(mode)) return "a directory";
+    return "not a regular file";
+}
+}  // namespace
+
 Result<std::vector<std::uint8_t>> read_file(const fs::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return Error::from_errno(errno, "opening " + str(path));
     std::vector<std::uint8_t> out;
     struct stat st {};
-    if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return Error::from_errno(err, "reading the status of " + str(path));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        ::close(fd);
+        return Error::from_errno(EISDIR, "reading " + str(path));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return Error(str(path) + " is " + file_kind(st.st_mode) + ", not a regular file: not read (remove it)");
+    }
+    if (static_cast<std::uint64_t>(st.st_size) > kMaxReadBytes) {
+        ::close(fd);
+        return Error(str(path) + " is " + std::to_string(st.st_size) + " bytes, more than any ecpi file holds (" +
+                         std::to_string(kMaxReadBytes) + "): not read");
+    }
+    if (st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
     std::uint8_t buf[1 << 16];
     for (;;) {
         const ssize_t n = ::read(fd, buf, sizeof buf);

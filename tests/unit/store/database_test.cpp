@@ -1,5 +1,6 @@
 // The database directory: creation, epochs, merges, readers, the image cache.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -210,6 +211,21 @@ TEST_CASE("an epoch is read by its number as well as its name") {
         REQUIRE_FALSE(r.ok());
         CHECK(contains(r.error().message(), "invalid epoch name"));
     }
+}
+
+TEST_CASE("a FIFO or a device in an epoch is skipped by name, never read (a FIFO would block forever)") {
+    TempDir tmp;
+    Database db = create(tmp.path());
+    REQUIRE(db.merge("00001", libc_profile()).ok());
+    const fs::path edir = tmp.path() / "epochs" / "00001";
+    REQUIRE(::mkfifo((edir / "x.cpu-clock.prof").c_str(), 0600) == 0);
+    REQUIRE(::mkfifo((edir / "epoch.json.fifo").c_str(), 0600) == 0);  // an unknown name: ignored
+    auto c = db.read_epoch("00001");
+    REQUIRE(c.ok());
+    CHECK(c->profiles.size() == 1);
+    REQUIRE(c->skipped.size() == 1);
+    CHECK(contains(c->skipped[0], (edir / "x.cpu-clock.prof").string()));
+    CHECK(contains(c->skipped[0], "a FIFO, not a regular file"));
 }
 
 TEST_CASE("read_epoch skips a corrupted file by name and returns the rest") {
