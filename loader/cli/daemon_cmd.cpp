@@ -8,6 +8,8 @@
 #include <ctime>
 #include <iostream>
 
+#include <sys/stat.h>
+
 #include "cli_common.h"
 #include "ecpi/loader/perf_events.h"
 #include "ecpi/loader/recorder.h"
@@ -37,6 +39,10 @@ void log_line(const std::string& line) {
 }
 
 int run_daemon(DaemonArgs& args) {
+    // The database holds every profiled user's command lines and code
+    // addresses: everything the daemon creates is its user's alone
+    // (directories 0700, files 0600), whatever the caller's umask.
+    ::umask(077);
     auto& o = args.options;
     for (const auto& e : args.events) {
         auto parsed = loader::parse_event(e);
