@@ -2,6 +2,8 @@
 // image, sorted by decreasing samples of the first event.
 #include "ecpi/analyze/prof_report.h"
 
+#include "text_table.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
@@ -209,7 +211,7 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
 
 std::string render_prof_text(const ProfReport& report) {
     std::string out;
-    if (!report.database.empty()) out += "Database: " + report.database + "\n";
+    if (!report.database.empty()) out += "Database: " + detail::escape_control(report.database) + "\n";
     out += "Epoch: " + report.epoch + "\n";
     if (report.pid) out += format("Process: %u\n", *report.pid);
     if (report.events.empty()) {
@@ -273,11 +275,11 @@ std::string render_prof_text(const ProfReport& report) {
     }
     if (report.by == ProfOptions::By::kProcedure) {
         Column& procedure = add("procedure", false);
-        for (const auto& row : report.rows) procedure.cells.push_back(row.procedure);
+        for (const auto& row : report.rows) procedure.cells.push_back(detail::escape_control(row.procedure));
     }
     {
         Column& image = add("image", false);
-        for (const auto& row : report.rows) image.cells.push_back(image_label(row.image));
+        for (const auto& row : report.rows) image.cells.push_back(detail::escape_control(image_label(row.image)));
     }
     for (auto& column : columns) {
         column.width = column.header.size();

@@ -31,6 +31,39 @@ inline std::string format(const char* fmt, ...) {
     return out;
 }
 
+// Names come from the database or from a profiled program (image paths,
+// procedure names, command lines): a name with a newline breaks a line of a
+// report, and escape sequences would reach the terminal of whoever reads it
+// (often root, reading a daemon's database). Text reports print control
+// bytes escaped (\n, \t, \x1b, ...); JSON keeps names exact.
+inline std::string escape_control(const std::string& s) {
+    if (std::none_of(s.begin(), s.end(), [](char c) {
+            const auto u = static_cast<unsigned char>(c);
+            return u < 0x20 || u == 0x7f;
+        }))
+        return s;
+    std::string out;
+    out.reserve(s.size() + 8);
+    for (char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u >= 0x20 && u != 0x7f) {
+            out += c;
+            continue;
+        }
+        switch (c) {
+            case '\n': out += "\\n"; break;
+            case '\t': out += "\\t"; break;
+            case '\r': out += "\\r"; break;
+            default: {
+                char buf[8];
+                std::snprintf(buf, sizeof buf, "\\x%02x", u);
+                out += buf;
+            }
+        }
+    }
+    return out;
+}
+
 inline std::string u64(std::uint64_t v) { return format("%llu", static_cast<unsigned long long>(v)); }
 
 // Percentages and shares in JSON: 4 decimals, stable for golden comparisons.
@@ -50,7 +83,11 @@ public:
     void add_column(std::string header, bool numeric, std::size_t max_width = 60) {
         columns_.push_back({std::move(header), numeric, max_width});
     }
-    void add_row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+    void add_row(std::vector<std::string> cells) {
+        for (std::size_t c = 0; c < cells.size() && c < columns_.size(); ++c)
+            if (!columns_[c].numeric) cells[c] = escape_control(cells[c]);
+        rows_.push_back(std::move(cells));
+    }
 
     std::string render() const {
         std::vector<std::size_t> width(columns_.size());
