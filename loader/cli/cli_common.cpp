@@ -36,12 +36,28 @@ std::vector<VerbFactory> registered_verbs() {
 OpenedEpoch read_database_epoch(const std::string& database, const std::string& epoch) {
     auto db = unwrap(store::Database::open(database, store::Database::Mode::kReadOnly));
     std::string chosen = epoch;
+    std::vector<std::string> epochs;
     if (chosen.empty()) {
-        auto epochs = unwrap(db.epochs());
+        epochs = unwrap(db.epochs());
         if (epochs.empty()) throw RuntimeError{database + " holds no epochs yet: record into it first"};
         chosen = epochs.back();
     }
     auto contents = unwrap(db.read_epoch(chosen));
+    // The newest epoch of a daemon's database is often just started: say so,
+    // and where the data is, rather than show an empty report.
+    if (epoch.empty() && contents.profiles.empty() && epochs.size() > 1) {
+        std::string with_data;
+        for (auto it = epochs.rbegin() + 1; it != epochs.rend() && with_data.empty(); ++it) {
+            auto older = db.read_epoch(*it);
+            if (older.ok() && !older->profiles.empty()) with_data = *it;
+        }
+        std::fprintf(stderr, "ecpi: note: the newest epoch %s of %s holds no samples yet%s\n", chosen.c_str(),
+                     database.c_str(),
+                     with_data.empty() ? "; no older epoch has any either"
+                                       : ("; epoch " + with_data + " has data (--epoch " +
+                                          std::to_string(std::stoull(with_data)) + ")")
+                                             .c_str());
+    }
     return {std::move(db), std::move(contents)};
 }
 
