@@ -31,8 +31,8 @@ for round in $(seq "$ROUNDS"); do
 		db=$TMP/$cfg.$round.db
 		# The workload's throughput goes to a file of its own, never into
 		# the report's stream.
-		"$ECPI" record -F 4999 --registers "$cfg" -o "$db" --format json -- \
-			sh -c "exec '$WORKLOAD' $SECONDS_PER_RUN >'$TMP/tput'" >"$TMP/report.json" 2>"$TMP/err" ||
+		"$ECPI" record -F 4999 --registers "$cfg" -o "$db" --format json --report-file "$TMP/report.json" -- \
+			sh -c "exec '$WORKLOAD' $SECONDS_PER_RUN >'$TMP/tput'" 2>"$TMP/err" ||
 			{ cat "$TMP/err" >&2; die "record failed"; }
 		tput=$(head -1 "$TMP/tput")
 		reg_bytes=$(find "$db" -name 'registers.*.reg' -printf '%s\n' | awk '{s += $1} END {print s + 0}')

@@ -3,7 +3,11 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 
 namespace ecpi::cli {
 namespace {
@@ -66,6 +70,19 @@ void add_format_option(CLI::App& app, Format& format) {
     app.add_option("--format", format, "Output format: text or json")
         ->transform(CLI::CheckedTransformer(names, CLI::ignore_case))
         ->default_str("text");
+}
+
+void write_report(const std::string& text, const std::string& report_file, bool runs_command) {
+    if (!report_file.empty()) {
+        std::ofstream out(report_file, std::ios::binary | std::ios::trunc);
+        if (!out) throw RuntimeError{"cannot write the report to " + report_file + ": " + std::strerror(errno)};
+        out << text;
+        if (!out.flush()) throw RuntimeError{"writing the report to " + report_file + ": " + std::strerror(errno)};
+        return;
+    }
+    std::FILE* stream = runs_command ? stderr : stdout;
+    std::fwrite(text.data(), 1, text.size(), stream);
+    std::fflush(stream);
 }
 
 std::uint32_t parse_registers_option(const std::string& value) {

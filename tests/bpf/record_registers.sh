@@ -7,7 +7,7 @@ source "$TESTLIB"
 require_bpf
 
 # Default for a command: every user-mode sample.
-"$ECPI" record -F 4999 -o "$TMP/all.db" --format json -- "$TESTPROGS/burn" 1500 >"$TMP/all.json"
+"$ECPI" record -F 4999 -o "$TMP/all.db" --format json --report-file "$TMP/all.json" -- "$TESTPROGS/burn" 1500 >/dev/null
 json_check "$TMP/all.json" 'd["events"][0]["samples"] > 2000'
 json_check "$TMP/all.json" 'd["events"][0]["registers_lost"] == 0'
 # Kernel-mode samples keep none; a CPU-bound loop is nearly all user mode.
@@ -19,13 +19,13 @@ json_check "$TMP/all.prof.json" 'd["totals"]["cpu-clock"]["register_snapshots"] 
 	fail "prof's header does not count the register snapshots"
 
 # One in four (per CPU).
-"$ECPI" record -F 4999 --registers 4 -o "$TMP/quarter.db" --format json -- "$TESTPROGS/burn" 1500 >"$TMP/quarter.json"
+"$ECPI" record -F 4999 --registers 4 -o "$TMP/quarter.db" --format json --report-file "$TMP/quarter.json" -- "$TESTPROGS/burn" 1500 >/dev/null
 json_check "$TMP/quarter.json" '0.2 * d["events"][0]["samples"] <= d["events"][0]["registers"] <= 0.3 * d["events"][0]["samples"]'
 "$ECPI" prof "$TMP/quarter.db" --format json >"$TMP/quarter.prof.json"
 json_check "$TMP/quarter.prof.json" 'd["totals"]["cpu-clock"]["register_snapshots"]["every"] == 4'
 
 # Off: none kept, none reported.
-"$ECPI" record -F 4999 --registers off -o "$TMP/off.db" --format json -- "$TESTPROGS/burn" 300 >"$TMP/off.json"
+"$ECPI" record -F 4999 --registers off -o "$TMP/off.db" --format json --report-file "$TMP/off.json" -- "$TESTPROGS/burn" 300 >/dev/null
 json_check "$TMP/off.json" 'd["events"][0]["registers"] == 0 and d["events"][0]["samples"] > 0'
 "$ECPI" prof "$TMP/off.db" --format json >"$TMP/off.prof.json"
 json_check "$TMP/off.prof.json" '"register_snapshots" not in d["totals"]["cpu-clock"]'
