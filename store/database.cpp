@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <charconv>
 #include <cinttypes>
@@ -251,6 +252,30 @@ std::string meta_to_json(const EpochMeta& m) {
                  {"processes", std::move(processes)}});
 }
 
+// Numbers no real recording holds (FORMAT.md §9) mark a damaged or forged
+// file: reject them before they reach any report's totals and rates.
+Result<void> check_meta_bounds(const EpochMeta& m) {
+    for (const auto& [name, mhz] : {std::pair{"cpu_mhz", m.cpu_mhz}, std::pair{"cpu_mhz_measured", m.cpu_mhz_measured},
+                                    std::pair{"cpu_mhz_sampled", m.cpu_mhz_sampled}}) {
+        if (!std::isfinite(mhz) || mhz < 0 || mhz > kMaxCpuMhz)
+            return Error(std::string("\"") + name + "\" is " + std::to_string(mhz) +
+                         ", not a clock rate (0 to 100000 MHz)");
+    }
+    for (const auto& [event, e] : m.events) {
+        if (e.period > kMaxPeriod) return Error("event " + event + ": period " + std::to_string(e.period) + " is out of range");
+        for (const auto& [field, v] : {std::pair{"samples", e.samples}, std::pair{"unknown", e.unknown},
+                                       std::pair{"lost", e.lost}, std::pair{"registers_lost", e.registers_lost}}) {
+            if (v > kMaxSampleCount)
+                return Error("event " + event + ": " + field + " " + std::to_string(v) +
+                             " is more than any recording holds (2^50)");
+        }
+        if (e.unknown > e.samples)
+            return Error("event " + event + ": more unknown samples (" + std::to_string(e.unknown) + ") than samples (" +
+                         std::to_string(e.samples) + ")");
+    }
+    return ok();
+}
+
 Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& bytes) {
     const json j = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return Error("not valid JSON");
@@ -279,6 +304,7 @@ Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& byte
             ECPI_RETURN_IF_ERROR(read_field(e, "registers_lost", em.registers_lost));
         }
     }
+    ECPI_RETURN_IF_ERROR(check_meta_bounds(m));
     if (const auto processes = j.find("processes"); processes != j.end()) {
         if (!processes->is_object()) return Error("\"processes\" is not an object");
         for (const auto& [key, p] : processes->items()) {

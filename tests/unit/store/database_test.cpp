@@ -282,7 +282,7 @@ TEST_CASE("epoch.json round trip and merge") {
     Database db = create(tmp.path());
     EpochMeta m;
     m.events["cpu-clock"] = {1'000'000, 12345, 7, 2};
-    m.events["cycles"] = {std::numeric_limits<std::uint64_t>::max(), 1, 0, 0};
+    m.events["cycles"] = {kMaxPeriod, 1, 0, 0};
     m.processes[1] = {"systemd", "/sbin/init splash"};
     m.processes[kAllProcesses] = {"", ""};
     m.processes[42] = {"wéird \"name\"", std::string("a\0b\\c\n", 6)};
@@ -340,6 +340,40 @@ TEST_CASE("epoch.json: invalid UTF-8 is replaced, bad documents are skipped") {
     }
     c = db.read_epoch("00001");
     CHECK(contains(c->skipped[0], "not a pid"));
+}
+
+TEST_CASE("epoch.json: numbers no recording holds are rejected as damaged (forged totals, clock rates)") {
+    TempDir tmp;
+    Database db = create(tmp.path());
+    const fs::path file = tmp.path() / "epochs" / "00001" / "epoch.json";
+    const std::pair<std::string, std::string> forged[] = {
+        {R"({"schema":"ecpi.epoch","version":1,"events":{"cpu-clock":{"samples":18446744073709551615}}})",
+         "more than any recording holds"},
+        {R"({"schema":"ecpi.epoch","version":1,"cpu_mhz":-1})", "not a clock rate"},
+        {R"({"schema":"ecpi.epoch","version":1,"cpu_mhz":1e308})", "not a clock rate"},
+        {R"({"schema":"ecpi.epoch","version":1,"cpu_mhz_measured":100001})", "not a clock rate"},
+        {R"({"schema":"ecpi.epoch","version":1,"events":{"cpu-clock":{"period":18446744073709551615}}})",
+         "period"},
+        {R"({"schema":"ecpi.epoch","version":1,"events":{"cpu-clock":{"samples":5,"unknown":6}}})",
+         "more unknown samples"},
+    };
+    for (const auto& [bad, why] : forged) {
+        write_bytes(file, std::vector<std::uint8_t>(bad.begin(), bad.end()));
+        auto c = db.read_epoch("00001");
+        REQUIRE(c.ok());
+        CAPTURE(bad);
+        REQUIRE(c->skipped.size() == 1);
+        CHECK(contains(c->skipped[0], why));
+        CHECK(c->meta.events.empty());
+    }
+    // The largest honest values still read.
+    const std::string fine =
+        R"({"schema":"ecpi.epoch","version":1,"cpu_mhz":5000,"events":{"cpu-clock":{"samples":1125899906842624,"period":1000000}}})";
+    write_bytes(file, std::vector<std::uint8_t>(fine.begin(), fine.end()));
+    auto c = db.read_epoch("00001");
+    REQUIRE(c.ok());
+    CHECK(c->skipped.empty());
+    CHECK(c->meta.events.at("cpu-clock").samples == kMaxSampleCount);
 }
 
 TEST_CASE("stack files merge through the database") {
