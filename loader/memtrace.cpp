@@ -303,6 +303,9 @@ Result<LackeyRunResult> run_lackey(const std::vector<std::string>& argv,
                                    const std::atomic<bool>& stop) {
     int pipe_fds[2];
     if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Error::from_errno(errno, "creating a pipe for valgrind's trace");
+    // A large pipe, read in large gulps: lackey writes a line at a time, and
+    // waking up for each would cost more than simulating it.
+    fcntl(pipe_fds[0], F_SETPIPE_SZ, 1 << 20);
     std::vector<std::string> args = {"valgrind", "--tool=lackey", "--trace-mem=yes",
                                      "--log-fd=" + std::to_string(pipe_fds[1]), "--"};
     args.insert(args.end(), argv.begin(), argv.end());
@@ -328,6 +331,7 @@ Result<LackeyRunResult> run_lackey(const std::vector<std::string>& argv,
             break;
         }
         if (n == 0) break;  // valgrind closed its log: the program ended
+        if (n < (1 << 16)) sleep_briefly(2'000'000);
         if (Clock::now() - last_maps > std::chrono::milliseconds(100)) {
             read_maps(program.pid(), modules);
             last_maps = Clock::now();
