@@ -6,7 +6,8 @@ set -euo pipefail
 # What `make demo` (and any build) needs.
 packages=(
 	build-essential cmake pkg-config
-	clang llvm                  # clang compiles the BPF programs at build time only
+	clang llvm                  # clang compiles the BPF programs, and programs built with `ecpi flags`
+	valgrind                    # ecpi cachesim --valgrind (lackey); cachegrind is its tests' reference
 	libbpf-dev bpftool          # BPF loading and skeleton generation
 	libelf-dev libdw-dev        # elfutils: ELF, build ids, DWARF
 	libcapstone-dev             # disassembly
