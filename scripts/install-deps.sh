@@ -22,7 +22,7 @@ test_packages=(
 	golang-go protobuf-compiler # tests: read `ecpi export --format pprof` back (go tool pprof, protoc --decode)
 	chromium                    # tests: the html export in a real headless browser
 	clickhouse-server clickhouse-client curl  # tests: private ClickHouse servers for the fleet tests (tests/fleet/)
-	bolt-16 lld valgrind        # tests and bench: ecpi layout's output through llvm-bolt and ld.lld; callgrind counts
+	bolt-16 lld                 # tests and bench: ecpi layout's output through llvm-bolt and ld.lld
 )
 case "${1:-}" in
 	--test) packages+=("${test_packages[@]}") ;;
