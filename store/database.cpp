@@ -450,6 +450,21 @@ Result<std::string> Database::new_epoch() {
 
 namespace {
 
+// A database is data other people write: a symbolic link inside it (an
+// epoch directory, a profile file) that leads outside it is refused, by
+// readers and writers alike, and named. Links that stay inside are followed.
+Result<void> stays_inside(const fs::path& db, const fs::path& path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return ok();
+    std::error_code ec;
+    const fs::path target = fs::weakly_canonical(path, ec);
+    const fs::path root = fs::weakly_canonical(db, ec);
+    const auto [r, t] = std::mismatch(root.begin(), root.end(), target.begin(), target.end());
+    if (!ec && r == root.end()) return ok();
+    return Error(path.string() + " is a symbolic link to " + target.string() +
+                 ", outside the database: refused (remove the link)");
+}
+
 // The directory of an existing epoch; the name is validated so that it can
 // never point outside DB/epochs.
 Result<fs::path> existing_epoch_dir(const fs::path& db, const std::string& given) {
@@ -458,6 +473,7 @@ Result<fs::path> existing_epoch_dir(const fs::path& db, const std::string& given
         return Error("invalid epoch name '" + given + "' (epochs are numbered 1, 2, ... and named 00001, 00002, ...)");
     }
     const fs::path dir = db / kEpochsDir / epoch;
+    ECPI_RETURN_IF_ERROR(stays_inside(db, dir));
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0) {
         if (errno == ENOENT) return Error("no epoch " + epoch + " in " + db.string(), ENOENT);
@@ -641,6 +657,10 @@ Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
         const bool is_meta = name == kEpochMetaFile;
         if (!is_profile && !is_stacks && !is_registers && !is_meta) continue;
         const fs::path path = dir / name;
+        if (auto inside = stays_inside(dir_, path); !inside.ok()) {
+            out.skipped.push_back(inside.error().message());
+            continue;
+        }
         auto bytes = detail::read_file(path);
         if (!bytes.ok()) {
             out.skipped.push_back(skip_line(path, bytes.error()));

@@ -228,6 +228,37 @@ TEST_CASE("a FIFO or a device in an epoch is skipped by name, never read (a FIFO
     CHECK(contains(c->skipped[0], "a FIFO, not a regular file"));
 }
 
+TEST_CASE("symbolic links that leave the database are refused by name; links inside are followed") {
+    TempDir tmp;
+    const fs::path dir = tmp.path() / "db";
+    Database db = create(dir);
+    REQUIRE(db.merge("00001", libc_profile()).ok());
+    const fs::path edir = dir / "epochs" / "00001";
+    // A profile file linked to one outside.
+    fs::create_directories(tmp.path() / "outside");
+    fs::copy_file(edir / names_in(edir).front(), tmp.path() / "outside" / "x.prof");
+    fs::create_symlink(tmp.path() / "outside" / "x.prof", edir / "evil.cpu-clock.prof");
+    auto c = db.read_epoch("00001");
+    REQUIRE(c.ok());
+    REQUIRE(c->skipped.size() == 1);
+    CHECK(contains(c->skipped[0], "evil.cpu-clock.prof is a symbolic link to"));
+    CHECK(contains(c->skipped[0], "outside the database: refused"));
+    fs::remove(edir / "evil.cpu-clock.prof");
+    // An epoch directory linked outside: neither read nor written.
+    fs::create_symlink(tmp.path() / "outside", dir / "epochs" / "00002");
+    auto r = db.read_epoch("00002");
+    REQUIRE_FALSE(r.ok());
+    CHECK(contains(r.error().message(), "outside the database"));
+    CHECK_FALSE(db.merge("00002", libc_profile()).ok());
+    CHECK(names_in(tmp.path() / "outside") == std::vector<std::string>{"x.prof"});
+    // A link that stays inside is followed.
+    fs::remove(dir / "epochs" / "00002");
+    fs::create_directory_symlink(edir, dir / "epochs" / "00003");
+    auto inside = db.read_epoch("00003");
+    REQUIRE_MESSAGE(inside.ok(), inside.error().message());
+    CHECK(inside->profiles.size() == 1);
+}
+
 TEST_CASE("read_epoch skips a corrupted file by name and returns the rest") {
     TempDir tmp;
     Database db = create(tmp.path());
