@@ -29,6 +29,9 @@ head -c 3000000 /dev/zero >"$db/epochs/00001/padding"
 start_daemon "$db" --drain-interval 0.5 --max-disk 2
 for _ in $(seq 40); do [ -d "$db/epochs/00001" ] || break; sleep 0.25; done
 [ -d "$db/epochs/00001" ] && fail "the oldest epoch was not removed under --max-disk"
+# The directory is renamed away first and its files deleted after; the log
+# line follows the deletion.
+for _ in $(seq 40); do grep -q "removed epoch 00001" "$TMP/daemon.log" && break; sleep 0.25; done
 grep -q "removed epoch 00001" "$TMP/daemon.log" || fail "removal not logged"
 [ -d "$db/epochs/00002" ] || fail "the current epoch was removed"
 stop_daemon
