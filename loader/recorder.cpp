@@ -210,9 +210,25 @@ std::vector<std::uint32_t> existing_descendants(const std::vector<std::uint32_t>
     return out;
 }
 
+// A process may exit between open and read: read() then fails with ESRCH,
+// which libstdc++'s stream buffers throw from underflow through
+// istreambuf_iterator (it stopped the daemon under a burst of short-lived
+// processes). Plain read(), bounded, and "" when the process is gone.
 std::string read_cmdline(std::uint32_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    constexpr std::size_t kMaxCmdline = 64 << 10;
+    const std::string path = "/proc/" + std::to_string(pid) + "/cmdline";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return {};
+    std::string s;
+    char buf[4096];
+    while (s.size() < kMaxCmdline) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        s.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    if (s.size() > kMaxCmdline) s.resize(kMaxCmdline);
     std::replace(s.begin(), s.end(), '\0', ' ');
     while (!s.empty() && s.back() == ' ') s.pop_back();
     return s;
