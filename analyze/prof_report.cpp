@@ -2,6 +2,8 @@
 // image, sorted by decreasing samples of the first event.
 #include "ecpi/analyze/prof_report.h"
 
+#include "ecpi/terminal_text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
@@ -204,8 +206,8 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
 
 std::string render_prof_text(const ProfReport& report) {
     std::string out;
-    if (!report.database.empty()) out += "Database: " + report.database + "\n";
-    out += "Epoch: " + report.epoch + "\n";
+    if (!report.database.empty()) out += "Database: " + escape_for_terminal(report.database) + "\n";
+    out += "Epoch: " + escape_for_terminal(report.epoch) + "\n";
     if (report.pid) out += format("Process: %u\n", *report.pid);
     if (report.events.empty()) {
         out += "No samples in this epoch.\n";
@@ -217,7 +219,7 @@ std::string render_prof_text(const ProfReport& report) {
     };
     for (const auto& event : report.events) {
         store::EventMeta t = total_of(event);
-        out += format("Total samples for event type %s = %llu, period %llu %s\n", event.c_str(),
+        out += format("Total samples for event type %s = %llu, period %llu %s\n", escape_for_terminal(event).c_str(),
                       static_cast<unsigned long long>(t.samples), static_cast<unsigned long long>(t.period),
                       period_unit(event));
         out += format("    Unknown (unmapped) samples: %llu (%.2f%%)\n", static_cast<unsigned long long>(t.unknown),
@@ -241,7 +243,7 @@ std::string render_prof_text(const ProfReport& report) {
         return columns.back();
     };
     {
-        Column& samples = add(sort_event, true);
+        Column& samples = add(escape_for_terminal(sort_event), true);
         for (const auto& row : report.rows) samples.cells.push_back(format("%llu", static_cast<unsigned long long>(row.samples.at(sort_event))));
         Column& pct = add("%", true);
         for (const auto& row : report.rows) pct.cells.push_back(format("%.2f%%", row.percent));
@@ -251,7 +253,7 @@ std::string render_prof_text(const ProfReport& report) {
     for (std::size_t e = 1; e < report.events.size(); ++e) {
         const std::string& event = report.events[e];
         std::uint64_t event_total = total_of(event).samples;
-        Column& samples = add(event, true);
+        Column& samples = add(escape_for_terminal(event), true);
         for (const auto& row : report.rows) {
             auto it = row.samples.find(event);
             samples.cells.push_back(format("%llu", static_cast<unsigned long long>(it != row.samples.end() ? it->second : 0)));
@@ -264,11 +266,11 @@ std::string render_prof_text(const ProfReport& report) {
     }
     if (report.by == ProfOptions::By::kProcedure) {
         Column& procedure = add("procedure", false);
-        for (const auto& row : report.rows) procedure.cells.push_back(row.procedure);
+        for (const auto& row : report.rows) procedure.cells.push_back(escape_for_terminal(row.procedure));
     }
     {
         Column& image = add("image", false);
-        for (const auto& row : report.rows) image.cells.push_back(image_label(row.image));
+        for (const auto& row : report.rows) image.cells.push_back(escape_for_terminal(image_label(row.image)));
     }
     for (auto& column : columns) {
         column.width = column.header.size();

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "ecpi/terminal_text.h"
+
 namespace ecpi::analyze::detail {
 
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -50,7 +52,13 @@ public:
     void add_column(std::string header, bool numeric, std::size_t max_width = 60) {
         columns_.push_back({std::move(header), numeric, max_width});
     }
-    void add_row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+    // Cells hold names from the database or a target: escaped here, once,
+    // so that no report built on this table can break lines or reach the
+    // reader's terminal with control sequences.
+    void add_row(std::vector<std::string> cells) {
+        for (auto& cell : cells) cell = escape_for_terminal(cell);
+        rows_.push_back(std::move(cells));
+    }
 
     std::string render() const {
         std::vector<std::size_t> width(columns_.size());

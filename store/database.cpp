@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <charconv>
 #include <cinttypes>
@@ -276,11 +277,51 @@ Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& byte
     return m;
 }
 
+// What a real recording can hold (FORMAT.md §8 "Bounds"): a forged epoch.json
+// with counts of 2^64-1 or a clock of -1 MHz would otherwise flow into every
+// report's totals and rates.
+constexpr std::uint64_t kMaxEventCount = std::uint64_t{1} << 52;  // 100 kHz x 4096 CPUs x 127 days
+constexpr std::uint64_t kMaxPeriod = std::uint64_t{1} << 48;
+constexpr double kMaxCpuMhz = 100000;
+
+Result<void> check_mhz(double mhz, const char* field) {
+    if (std::isfinite(mhz) && mhz >= 0 && mhz <= kMaxCpuMhz) return ok();
+    return Error(std::string("damaged: \"") + field + "\" is " + std::to_string(mhz) +
+                 " (a recording holds 0 to 100000 MHz)");
+}
+
+Result<void> check_bounds(const EpochMeta& m) {
+    ECPI_RETURN_IF_ERROR(check_mhz(m.cpu_mhz, "cpu_mhz"));
+    ECPI_RETURN_IF_ERROR(check_mhz(m.cpu_mhz_measured, "cpu_mhz_measured"));
+    ECPI_RETURN_IF_ERROR(check_mhz(m.cpu_mhz_sampled, "cpu_mhz_sampled"));
+    for (const auto& [name, e] : m.events) {
+        const std::pair<const char*, std::uint64_t> counts[] = {
+            {"samples", e.samples}, {"unknown", e.unknown}, {"lost", e.lost}, {"registers_lost", e.registers_lost}};
+        for (const auto& [field, value] : counts) {
+            if (value > kMaxEventCount)
+                return Error("damaged: event \"" + name + "\" " + field + " = " + std::to_string(value) +
+                             " (a recording holds at most 2^52)");
+        }
+        if (e.unknown > e.samples)
+            return Error("damaged: event \"" + name + "\" has more unknown samples than samples");
+        if (e.period > kMaxPeriod)
+            return Error("damaged: event \"" + name + "\" period = " + std::to_string(e.period) +
+                         " (a recording holds at most 2^48)");
+    }
+    return ok();
+}
+
+Result<EpochMeta> meta_from_json_checked(const std::vector<std::uint8_t>& bytes) {
+    ECPI_ASSIGN_OR_RETURN(EpochMeta m, meta_from_json_unchecked(bytes));
+    ECPI_RETURN_IF_ERROR(check_bounds(m));
+    return m;
+}
+
 Result<EpochMeta> meta_from_json(const std::vector<std::uint8_t>& bytes) {
     // The checks above keep nlohmann from throwing; this keeps the "libraries
     // never throw" promise should one be missed.
     try {
-        return meta_from_json_unchecked(bytes);
+        return meta_from_json_checked(bytes);
     } catch (const std::exception& e) {
         return Error(std::string("malformed: ") + e.what());
     }
@@ -404,6 +445,31 @@ Result<std::string> Database::new_epoch() {
 
 namespace {
 
+// A database is data others write: a symbolic link inside it may point
+// anywhere. Links that stay inside the database are followed; a link that
+// leaves it is refused, by name, by readers and writers alike.
+Result<void> refuse_link_out_of(const fs::path& db, const fs::path& path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return ok();
+    std::error_code ec;
+    const fs::path root = fs::weakly_canonical(db, ec);
+    if (ec) return Error("resolving " + db.string() + ": " + ec.message());
+    std::error_code link_ec;
+    const fs::path written = fs::read_symlink(path, link_ec);
+    if (!link_ec) {
+        // Resolved from the link's own text so that a dangling link (a
+        // writer would create its target) is judged by where it points.
+        const fs::path target =
+            fs::weakly_canonical(written.is_absolute() ? written : path.parent_path() / written, ec);
+        if (!ec) {
+            auto [r, t] = std::mismatch(root.begin(), root.end(), target.begin(), target.end());
+            if (r == root.end()) return ok();
+        }
+    }
+    return Error(path.string() + " is a symbolic link to " + (link_ec ? std::string("?") : written.string()) +
+                 ", outside the database; refused it (remove the link or copy the data in)");
+}
+
 // The directory of an existing epoch; the name is validated so that it can
 // never point outside DB/epochs.
 Result<fs::path> existing_epoch_dir(const fs::path& db, const std::string& epoch) {
@@ -411,6 +477,8 @@ Result<fs::path> existing_epoch_dir(const fs::path& db, const std::string& epoch
         return Error("invalid epoch name '" + epoch + "' (epochs are numbered 00001, 00002, ...)");
     }
     const fs::path dir = db / kEpochsDir / epoch;
+    ECPI_RETURN_IF_ERROR(refuse_link_out_of(db, db / kEpochsDir));
+    ECPI_RETURN_IF_ERROR(refuse_link_out_of(db, dir));
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0) {
         if (errno == ENOENT) return Error("no epoch " + epoch + " in " + db.string(), ENOENT);
@@ -446,6 +514,7 @@ Result<void> merge_file(const fs::path& db, const std::string& epoch, const T& f
     ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(db / kLockFile));
     for (int probe = 0; probe < kMaxNameProbes; ++probe) {
         const fs::path path = dir / name(from, probe);
+        ECPI_RETURN_IF_ERROR(refuse_link_out_of(db, path));
         auto bytes = detail::read_file(path);
         if (!bytes.ok()) {
             if (bytes.error().errno_value() != ENOENT) return bytes.error();
@@ -513,6 +582,7 @@ Result<void> Database::merge(const std::string& epoch, const EpochMeta& meta) {
     ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
     ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(dir_ / kLockFile));
     const fs::path path = dir / kEpochMetaFile;
+    ECPI_RETURN_IF_ERROR(refuse_link_out_of(dir_, path));
     EpochMeta merged;
     auto bytes = detail::read_file(path);
     if (bytes.ok()) {
@@ -542,6 +612,10 @@ Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
         const bool is_meta = name == kEpochMetaFile;
         if (!is_profile && !is_stacks && !is_registers && !is_meta) continue;
         const fs::path path = dir / name;
+        if (auto inside = refuse_link_out_of(dir_, path); !inside.ok()) {
+            out.skipped.push_back(inside.error().message());
+            continue;
+        }
         auto bytes = detail::read_file(path);
         if (!bytes.ok()) {
             out.skipped.push_back(skip_line(path, bytes.error()));

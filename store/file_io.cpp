@@ -48,14 +48,35 @@ Result<void> write_all(int fd, std::span<const std::uint8_t> bytes, const fs::pa
     return ok();
 }
 
+const char* file_type_name(mode_t mode) {
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "a special file";
+}
+
 }  // namespace
 
 Result<std::vector<std::uint8_t>> read_file(const fs::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK so that opening a FIFO or device planted in a database
+    // cannot block; the type is checked on the open descriptor (no race).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return Error::from_errno(errno, "opening " + str(path));
     std::vector<std::uint8_t> out;
     struct stat st {};
-    if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return Error::from_errno(err, "checking " + str(path));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        if (S_ISDIR(st.st_mode)) return Error::from_errno(EISDIR, "opening " + str(path));
+        return Error("not a regular file (" + std::string(file_type_name(st.st_mode)) +
+                     "); skipped it, remove it from the database");
+    }
+    if (st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
     std::uint8_t buf[1 << 16];
     for (;;) {
         const ssize_t n = ::read(fd, buf, sizeof buf);

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+
+#include "ecpi/terminal_text.h"
 
 namespace ecpi::cli {
 namespace {
@@ -33,6 +36,34 @@ std::vector<VerbFactory> registered_verbs() {
     return out;
 }
 
+namespace {
+
+// The newest epoch is empty (a daemon just started one, or `ctl epoch` ran):
+// an empty table alone would look like "nothing ran". Say so on stderr, and
+// name the newest epoch that has samples.
+void say_where_data_is(const store::Database& db, const std::string& database, const std::string& newest) {
+    auto epochs = db.epochs();
+    std::string with_data;
+    if (epochs.ok()) {
+        for (auto it = epochs->rbegin(); it != epochs->rend() && with_data.empty(); ++it) {
+            if (*it == newest) continue;
+            auto older = db.read_epoch(*it);
+            if (older.ok() && !older->profiles.empty()) with_data = *it;
+        }
+    }
+    const std::string shown = escape_for_terminal(database);
+    if (with_data.empty()) {
+        std::fprintf(stderr, "ecpi: the newest epoch %s of %s has no samples, and no older epoch has any\n",
+                     newest.c_str(), shown.c_str());
+    } else {
+        std::fprintf(stderr,
+                     "ecpi: the newest epoch %s of %s has no samples yet; epoch %s has data (add --epoch %s)\n",
+                     newest.c_str(), shown.c_str(), with_data.c_str(), with_data.c_str());
+    }
+}
+
+}  // namespace
+
 OpenedEpoch read_database_epoch(const std::string& database, const std::string& epoch) {
     auto db = unwrap(store::Database::open(database, store::Database::Mode::kReadOnly));
     std::string chosen = epoch;
@@ -42,6 +73,7 @@ OpenedEpoch read_database_epoch(const std::string& database, const std::string& 
         chosen = epochs.back();
     }
     auto contents = unwrap(db.read_epoch(chosen));
+    if (epoch.empty() && contents.profiles.empty()) say_where_data_is(db, database, chosen);
     return {std::move(db), std::move(contents)};
 }
 

@@ -1,9 +1,13 @@
 // ecpi daemon: always-on, system-wide profiling into a database, controlled
 // through a socket (`ecpi ctl`). DCPI 4.3: the daemon and its profile database.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
@@ -34,6 +38,19 @@ void log_line(const std::string& line) {
     std::fflush(stderr);
 }
 
+// The daemon's database holds every user's command lines and code addresses:
+// everything it creates is 0700/0600 (umask 077), and an existing database
+// directory it owns is closed to others too. Files written before are replaced
+// 0600 as the daemon rewrites them.
+void make_database_private(const std::filesystem::path& db) {
+    ::umask(0077);
+    struct stat st {};
+    if (::stat(db.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) return;
+    if ((st.st_mode & 0077) != 0 && ::chmod(db.c_str(), 0700) != 0)
+        log_line("cannot make " + db.string() + " private (chmod 0700): " + std::strerror(errno) +
+                 "; other local users may read it, fix its mode by hand");
+}
+
 int run_daemon(DaemonArgs& args) {
     auto& o = args.options;
     for (const auto& e : args.events) {
@@ -50,6 +67,8 @@ int run_daemon(DaemonArgs& args) {
     o.registers_every = parse_registers_option(args.registers);
     o.control_socket = args.socket.empty() ? o.database / "control.sock" : std::filesystem::path(args.socket);
     o.log = log_line;
+
+    make_database_private(o.database);
 
     const auto& stop = stop_requested_by_signal();
     signal(SIGPIPE, SIG_IGN);

@@ -7,6 +7,10 @@ db="$TMP/db"
 start_daemon "$db" --drain-interval 1 --exclude-self
 "$TESTPROGS/shares" 2 >/dev/null
 "$ECPI" ctl --db "$db" flush >/dev/null
+# The daemon's database holds every user's command lines: 0700 / 0600.
+[ "$(stat -c %a "$db")" = 700 ] || fail "daemon database is $(stat -c %a "$db"), not 700"
+leaks=$(find "$db" \( -type d -perm /077 -o -type f -perm /077 \) -print)
+[ -z "$leaks" ] || fail "readable by other users: $leaks"
 "$ECPI" prof "$db" --format json >"$TMP/p1.json"
 json_check "$TMP/p1.json" 'any(r["procedure"] == "share_sixty" for r in d["rows"])'
 json_check "$TMP/p1.json" 'd["epoch"] == "00001"'

@@ -1,5 +1,6 @@
 // The database directory: creation, epochs, merges, readers, the image cache.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -223,6 +224,65 @@ TEST_CASE("read_epoch skips a corrupted file by name and returns the rest") {
     CHECK_FALSE(db.read_epoch("00007").ok());
 }
 
+TEST_CASE("read_epoch skips a FIFO by name without blocking") {
+    TempDir tmp;
+    Database db = create(tmp.path());
+    REQUIRE(db.merge("00001", libc_profile()).ok());
+    const fs::path edir = tmp.path() / "epochs" / "00001";
+    const fs::path fifo = edir / "x.cpu-clock.prof";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    REQUIRE(::mkfifo((edir / "epoch.json").c_str(), 0600) == 0);
+    // Before the fix, open() blocked here forever waiting for a writer.
+    auto c = db.read_epoch("00001");
+    REQUIRE(c.ok());
+    REQUIRE(c->profiles.size() == 1);
+    REQUIRE(c->skipped.size() == 2);
+    CHECK(c->skipped[0] == (edir / "epoch.json").string() +
+                               ": not a regular file (a FIFO); skipped it, remove it from the database");
+    CHECK(c->skipped[1] == fifo.string() + ": not a regular file (a FIFO); skipped it, remove it from the database");
+}
+
+TEST_CASE("symbolic links that leave the database are refused by readers and writers") {
+    TempDir tmp;
+    TempDir outside;
+    Database db = create(tmp.path());
+    REQUIRE(db.merge("00001", libc_profile()).ok());
+    const fs::path edir = tmp.path() / "epochs" / "00001";
+    const fs::path libc_file = edir / names_in(edir)[0];
+    // A profile file linked out of the database: skipped by name.
+    fs::copy_file(libc_file, outside.path() / "stolen.prof");
+    fs::create_symlink(outside.path() / "stolen.prof", edir / "z.cpu-clock.prof");
+    // A link that stays inside is followed.
+    fs::create_symlink(libc_file, edir / "inside.prof");
+    auto c = db.read_epoch("00001");
+    REQUIRE(c.ok());
+    CHECK(c->profiles.size() == 2);
+    REQUIRE(c->skipped.size() == 1);
+    CHECK(c->skipped[0] == (edir / "z.cpu-clock.prof").string() + " is a symbolic link to " +
+                               (outside.path() / "stolen.prof").string() +
+                               ", outside the database; refused it (remove the link or copy the data in)");
+
+    // An epoch directory linked out: readers and the writer refuse it.
+    fs::create_directory(outside.path() / "epoch");
+    fs::create_directory_symlink(outside.path() / "epoch", tmp.path() / "epochs" / "00002");
+    auto r = db.read_epoch("00002");
+    REQUIRE_FALSE(r.ok());
+    CHECK(contains(r.error().message(), "outside the database; refused it"));
+    auto w = db.merge("00002", libc_profile());
+    REQUIRE_FALSE(w.ok());
+    CHECK(contains(w.error().message(), "outside the database; refused it"));
+    EpochMeta m;
+    m.hostname = "h";
+    CHECK_FALSE(db.merge("00002", m).ok());
+    CHECK(fs::is_empty(outside.path() / "epoch"));  // nothing written out there
+
+    // epoch.json linked out of a real epoch: the meta writer refuses it.
+    fs::create_symlink(outside.path() / "meta.json", edir / "epoch.json");
+    auto wm = db.merge("00001", m);
+    REQUIRE_FALSE(wm.ok());
+    CHECK(contains(wm.error().message(), "epoch.json is a symbolic link to"));
+}
+
 TEST_CASE("temp files are ignored by readers and never left behind by writers") {
     TempDir tmp;
     Database db = create(tmp.path());
@@ -248,7 +308,7 @@ TEST_CASE("epoch.json round trip and merge") {
     Database db = create(tmp.path());
     EpochMeta m;
     m.events["cpu-clock"] = {1'000'000, 12345, 7, 2};
-    m.events["cycles"] = {std::numeric_limits<std::uint64_t>::max(), 1, 0, 0};
+    m.events["cycles"] = {std::uint64_t{1} << 48, 1, 0, 0};  // the largest period FORMAT.md §8 accepts
     m.processes[1] = {"systemd", "/sbin/init splash"};
     m.processes[kAllProcesses] = {"", ""};
     m.processes[42] = {"wéird \"name\"", std::string("a\0b\\c\n", 6)};
@@ -306,6 +366,42 @@ TEST_CASE("epoch.json: invalid UTF-8 is replaced, bad documents are skipped") {
     }
     c = db.read_epoch("00001");
     CHECK(contains(c->skipped[0], "not a pid"));
+}
+
+TEST_CASE("epoch.json: forged numbers are reported as damaged (FORMAT.md §8 bounds)") {
+    TempDir tmp;
+    Database db = create(tmp.path());
+    REQUIRE(db.merge("00001", libc_profile()).ok());
+    const fs::path file = tmp.path() / "epochs" / "00001" / "epoch.json";
+    const std::string head = R"({"schema":"ecpi.epoch","version":1,)";
+    const std::pair<std::string, std::string> forged[] = {
+        {R"("events":{"cpu-clock":{"samples":18446744073709551615}}})", "samples = 18446744073709551615"},
+        {R"("events":{"cpu-clock":{"samples":10,"lost":18446744073709551615}}})", "lost = "},
+        {R"("events":{"cpu-clock":{"samples":10,"unknown":11}}})", "more unknown samples than samples"},
+        {R"("events":{"cpu-clock":{"period":18446744073709551615}}})", "period = "},
+        {R"("cpu_mhz":-1})", "\"cpu_mhz\" is -1"},
+        {R"("cpu_mhz":1e308})", "\"cpu_mhz\" is "},
+        {R"("cpu_mhz_measured":-0.5})", "\"cpu_mhz_measured\""},
+        {R"("cpu_mhz_sampled":200000})", "\"cpu_mhz_sampled\""},
+    };
+    for (const auto& [body, message] : forged) {
+        const std::string doc = head + body;
+        write_bytes(file, std::vector<std::uint8_t>(doc.begin(), doc.end()));
+        auto c = db.read_epoch("00001");
+        REQUIRE(c.ok());
+        CAPTURE(doc);
+        REQUIRE(c->skipped.size() == 1);
+        CHECK(c->skipped[0].starts_with(file.string() + ": damaged: "));
+        CHECK(contains(c->skipped[0], message));
+        CHECK(c->meta.events.empty());
+        CHECK(c->profiles.size() == 1);  // the rest of the epoch still reads
+    }
+    const std::string real = head + R"("cpu_mhz":2893.4,"events":{"cpu-clock":{"period":1000000,"samples":4503599627370496,"unknown":3}}})";
+    write_bytes(file, std::vector<std::uint8_t>(real.begin(), real.end()));
+    auto c = db.read_epoch("00001");
+    REQUIRE(c.ok());
+    CHECK(c->skipped.empty());
+    CHECK(c->meta.events.at("cpu-clock").samples == (std::uint64_t{1} << 52));
 }
 
 TEST_CASE("stack files merge through the database") {
