@@ -3,12 +3,17 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test clean
+.PHONY: all deps test-deps build demo test clean
 
 all: build
 
+# `make demo` installs only what the build and the demo need; `make test`
+# adds what the tests need (a browser, Go, ClickHouse, BOLT, valgrind, ...).
 deps:
 	@bash scripts/install-deps.sh
+
+test-deps:
+	@bash scripts/install-deps.sh --test
 
 $(BUILD)/CMakeCache.txt:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -19,7 +24,7 @@ build: deps $(BUILD)/CMakeCache.txt
 demo: build
 	@bash scripts/demo.sh $(BUILD)
 
-test: build
+test: test-deps build
 	@ctest --test-dir $(BUILD) --output-on-failure -j1
 
 clean:

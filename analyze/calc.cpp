@@ -350,9 +350,13 @@ std::optional<ProcedureInput::Registers> registers_for(const RegisterIndex& inde
     r.period_ns = is_clock_event(report.event) ? static_cast<double>(report.period)
                                                : report.period_cycles / std::max(report.cpu_mhz, 1.0) * 1000.0;
     // Consecutive snapshots of a thread that ran throughout are one period
-    // (+-10% randomization) times the snapshot fraction apart; a pair much
-    // further apart had the thread off the CPU in between.
-    r.max_gap_ns = 4.0 * r.period_ns * std::max<std::uint32_t>(index.profile->every, 1);
+    // (+-10% randomization) times the snapshot fraction apart. A pair
+    // further apart had a sample in between that kept no registers: the
+    // thread was in the kernel (a page fault: seen to make a loop's pairs
+    // 100x slow while its samples count only its user time) or off the CPU.
+    // Half a period of slack admits the jitter and nothing more.
+    const double every = std::max<std::uint32_t>(index.profile->every, 1);
+    r.max_gap_ns = (1.1 * every + 0.5) * r.period_ns;
     return r;
 }
 

@@ -14,6 +14,13 @@ namespace ecpi::analyze {
 
 namespace {
 
+// A count for a sentence: 4 significant digits.
+std::string fmt_count(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return buf;
+}
+
 std::string hex(std::uint64_t v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
@@ -159,6 +166,29 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
         r.step = best_iv->step;
         r.step_address = a.cfg.instructions[best_iv->instruction].address;
         r.pairs = best.pairs;
+        if (best.interrupted) {
+            const auto& c = best.pairs;
+            r.why_not = std::to_string(c.gap) + " of " + std::to_string(c.used + c.outlier + c.gap) +
+                        " pairs of register snapshots in the loop had samples without registers between them (the "
+                        "thread in the kernel, e.g. page faults, or off the CPU): the loop's time is not all in its "
+                        "samples";
+            continue;
+        }
+        if (best.few_usable) {
+            const auto& c = best.pairs;
+            r.why_not = "only " + std::to_string(c.used) + " of " +
+                        std::to_string(c.used + c.outlier + c.other_thread + c.left_loop + c.invariant_changed +
+                                       c.wrong_direction + c.too_far + c.gap) +
+                        " pairs of register snapshots stayed in one trip of the loop (trips are short, or the thread "
+                        "is often in the kernel or off the CPU)";
+            continue;
+        }
+        if (best.short_trips) {
+            r.why_not = "its trips are too short for the time between snapshots (" + r.induction + " spans " +
+                        fmt_count(best.span_iterations) + " iterations, a pair moved " +
+                        fmt_count(best.median_iterations) + "): a pair may cross the loop's ends";
+            continue;
+        }
         if (!best.known) {
             r.why_not = "too few usable pairs of register snapshots (" + std::to_string(best.pairs.used) + ", need " +
                         std::to_string(kMinPairs) + ")";
@@ -175,29 +205,33 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
     }
 }
 
-// Each cause's range over both ends of every count range: the least at the
-// high end (fewest stall cycles), the most at the low end.
-void widen_culprits(CulpritAnalysis& point, const CulpritAnalysis& low_end, const CulpritAnalysis& high_end) {
+// Each cause's range widened by the analysis at another count the samples
+// allow: stall cycles fall as counts rise, but a cause's share can peak
+// inside a range (at the low end the stall may outrun what one cause
+// explains, leaving the rest unexplained).
+void widen_culprits(CulpritAnalysis& point, const CulpritAnalysis& at) {
+    // Static stall is reported at the point estimate, a single figure that
+    // adds up with execution to the best case (Figure 4's tally).
     for (std::size_t c = 0; c < kStallCauses; ++c) {
-        point.summary.min[c] = std::min({point.summary.min[c], low_end.summary.min[c], high_end.summary.min[c]});
-        point.summary.max[c] = std::max({point.summary.max[c], low_end.summary.max[c], high_end.summary.max[c]});
+        if (!is_dynamic(static_cast<StallCause>(c))) continue;
+        point.summary.min[c] = std::min(point.summary.min[c], at.summary.min[c]);
+        point.summary.max[c] = std::max(point.summary.max[c], at.summary.max[c]);
     }
     for (std::size_t k = 0; k < point.instructions.size(); ++k) {
         auto& mine = point.instructions[k].culprits;
-        for (const auto* other : {&low_end.instructions[k].culprits, &high_end.instructions[k].culprits}) {
-            for (const auto& o : *other) {
-                auto it = std::find_if(mine.begin(), mine.end(), [&](const Culprit& m) {
-                    return m.cause == o.cause && m.instruction == o.instruction;
-                });
-                if (it == mine.end()) mine.push_back({o.cause, 0, o.cycles_max, o.instruction});
-                else it->cycles_max = std::max(it->cycles_max, o.cycles_max);
-            }
-            for (auto& m : mine) {
-                auto it = std::find_if(other->begin(), other->end(), [&](const Culprit& o) {
-                    return m.cause == o.cause && m.instruction == o.instruction;
-                });
-                m.cycles_min = it == other->end() ? 0 : std::min(m.cycles_min, it->cycles_min);
-            }
+        const auto& other = at.instructions[k].culprits;
+        for (const auto& o : other) {
+            auto it = std::find_if(mine.begin(), mine.end(), [&](const Culprit& m) {
+                return m.cause == o.cause && m.instruction == o.instruction;
+            });
+            if (it == mine.end()) mine.push_back({o.cause, 0, o.cycles_max, o.instruction});
+            else it->cycles_max = std::max(it->cycles_max, o.cycles_max);
+        }
+        for (auto& m : mine) {
+            auto it = std::find_if(other.begin(), other.end(), [&](const Culprit& o) {
+                return m.cause == o.cause && m.instruction == o.instruction;
+            });
+            m.cycles_min = it == other.end() ? 0 : std::min(m.cycles_min, it->cycles_min);
         }
     }
 }
@@ -245,10 +279,12 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
     clamp_to_ranges(a.estimate, a.cfg, a.classes, a.ranges);
     a.culprits = culprits_at(a, input, model, period_cycles, a.estimate);
     if (std::none_of(a.ranges.begin(), a.ranges.end(), [](const ClassRange& r) { return r.ranged; })) return;
-    const FrequencyEstimate low = estimate_at(a.estimate, a.cfg, a.classes, a.ranges, false);
-    const FrequencyEstimate high = estimate_at(a.estimate, a.cfg, a.classes, a.ranges, true);
-    widen_culprits(a.culprits, culprits_at(a, input, model, period_cycles, low),
-                   culprits_at(a, input, model, period_cycles, high));
+    // Both ends and points between, a factor of (max/min)^(1/8) apart.
+    constexpr int kSteps = 8;
+    for (int step = 0; step <= kSteps; ++step) {
+        const FrequencyEstimate at = estimate_at(a.estimate, a.cfg, a.classes, a.ranges, double(step) / kSteps);
+        widen_culprits(a.culprits, culprits_at(a, input, model, period_cycles, at));
+    }
 }
 
 // A branch's share of snapshots going each way splits its block's measured

@@ -240,6 +240,11 @@ bool fusible_with_jcc(unsigned id) {
 
 }  // namespace
 
+// One block's instructions through an out-of-order core, in named steps:
+// dispatch in order, wait for operands (a load first for its address, then
+// its data, forwarded from an older store where one matches), execute on a
+// free unit, retire in order, and name why each instruction kept retirement
+// waiting (DCPI 6.3's static stall causes).
 struct MachineModel::Simulation {
     struct Step {
         const DecodedInstruction* insn;
@@ -260,217 +265,271 @@ struct MachineModel::Simulation {
     // time_blocks): a value the block loads from memory is not carried into
     // its next repetition, which really follows other code.
     static const Out& run(const MachineModel& model, const std::vector<Step>& steps, std::size_t repetition = 0) {
-        static thread_local Out out;
-        const std::size_t n = steps.size();
-        out.wait.assign(n, 0);
-        out.wait_known.assign(n, true);
-        out.producer.assign(n, kNoProducer);
-        out.cause.assign(n, StaticCause::kNone);
-        out.culprit.assign(n, kNoProducer);
-        // Per-register state, reused across calls (run is called once per
-        // block): only the registers the last call wrote are reset, not all
-        // 512 (that memset was 5% of `calc --all`).
-        static thread_local std::vector<double> reg_ready(kRegisters, 0);
-        static thread_local std::vector<std::uint32_t> reg_producer(kRegisters, kNoProducer);
-        static thread_local std::vector<std::uint16_t> reg_written;
-        for (auto r : reg_written) {
-            reg_ready[r] = 0;
-            reg_producer[r] = kNoProducer;
+        // The state's buffers are reused across calls (run is called once
+        // per block): only the registers the last call wrote are reset, not
+        // all 512 (that memset was 5% of `calc --all`).
+        static thread_local Simulation sim;
+        sim.start(model, steps.size());
+        for (std::size_t p = 0; p < steps.size(); ++p) {
+            if (repetition > 0 && p > 0 && p % repetition == 0) sim.forget_loaded_values(steps);
+            sim.simulate(steps, p);
         }
-        reg_written.clear();
-        // Port use per cycle (a calendar per port group), so an instruction
-        // issues in the first cycle at or after it is ready with a free unit
-        // of its group, however late older instructions issue: execution is
-        // out of order. Units that are not pipelined (occupancy > 1, e.g. the
-        // divider) are also kept busy for their occupancy.
-        static thread_local std::vector<std::vector<std::uint8_t>> calendar;
-        static thread_local std::vector<std::vector<double>> busy_until;
-        calendar.resize(model.port_counts_.size());
-        busy_until.resize(model.port_counts_.size());
-        for (std::size_t g = 0; g < calendar.size(); ++g) {
-            calendar[g].clear();
-            busy_until[g].assign(static_cast<std::size_t>(model.port_counts_[g]), 0);
+        return sim.out_;
+    }
+
+private:
+    // What one instruction's way through the core looked like.
+    struct Timing {
+        int uops = 0;
+        bool eliminated = false;  // zero idiom or register move: no unit
+        double dispatch_before = 0, dispatched = 0;
+        double ready = 0, address_ready = 0;  // register operands; a load's address registers
+        std::uint32_t producer = kNoProducer, address_producer = kNoProducer;
+        double operands = 0;  // every input, loaded value included
+        // What set `operands` (for the static stall's cause).
+        StaticCause operand_cause = StaticCause::kNone;
+        std::uint32_t operand_culprit = kNoProducer;
+        double port_delay = 0;
+        double complete = 0;
+    };
+    struct StoreRecord {
+        MemoryOperand mem;
+        double data_ready;
+        bool valid;  // false once a register of its address is written
+        std::uint32_t position;
+    };
+
+    const MachineModel* model_ = nullptr;
+    Out out_;
+    std::vector<double> reg_ready_ = std::vector<double>(kRegisters, 0);
+    std::vector<std::uint32_t> reg_producer_ = std::vector<std::uint32_t>(kRegisters, kNoProducer);
+    std::vector<std::uint16_t> reg_written_;
+    // Port use per cycle (a calendar per port group), so an instruction
+    // issues in the first cycle at or after it is ready with a free unit of
+    // its group, however late older instructions issue: execution is out of
+    // order. Units that are not pipelined (occupancy > 1, e.g. the divider)
+    // are also kept busy for their occupancy.
+    std::vector<std::vector<std::uint8_t>> calendar_;
+    std::vector<std::vector<double>> busy_until_;
+    std::array<StoreRecord, 16> stores_{};
+    std::size_t store_count_ = 0;
+    std::vector<double> retire_;  // retire cycle per position
+    double dispatch_cycle_ = 0;
+    int dispatch_used_ = 0;
+    double last_retire_ = 0;
+    int retire_used_ = 0;
+
+    void start(const MachineModel& model, std::size_t n) {
+        model_ = &model;
+        out_.wait.assign(n, 0);
+        out_.wait_known.assign(n, true);
+        out_.producer.assign(n, kNoProducer);
+        out_.cause.assign(n, StaticCause::kNone);
+        out_.culprit.assign(n, kNoProducer);
+        for (auto r : reg_written_) {
+            reg_ready_[r] = 0;
+            reg_producer_[r] = kNoProducer;
         }
-        int load_group = model.classes_[model.load_class_].port;
-        struct StoreRecord {
-            MemoryOperand mem;
-            double data_ready;
-            bool valid;  // false once a register of its address is written
-            std::uint32_t position;
-        };
-        std::array<StoreRecord, 16> stores{};
-        std::size_t store_count = 0;
-        static thread_local std::vector<double> retire;  // retire cycle per position, reused like the rest
-        retire.assign(n, 0);
-        double dispatch_cycle = 0;
-        int dispatch_used = 0;
-        double last_retire = 0;
-        int retire_used = 0;
-
-        auto take_port = [&](int group, double ready, double occupancy) {
-            if (group < 0) return ready;
-            const auto g = static_cast<std::size_t>(group);
-            const int units = model.port_counts_[g];
-            auto& cal = calendar[g];
-            std::size_t cycle = static_cast<std::size_t>(ready);
-            if (occupancy > 1) {
-                // A non-pipelined unit: the earliest unit free at or after `ready`.
-                auto best = std::min_element(busy_until[g].begin(), busy_until[g].end());
-                double start = std::max(ready, *best);
-                *best = start + occupancy;
-                cycle = static_cast<std::size_t>(start);
-            }
-            for (;; ++cycle) {
-                if (cycle >= cal.size()) cal.resize(cycle + 64, 0);
-                if (cal[cycle] < units) break;
-            }
-            ++cal[cycle];
-            return std::max(ready, static_cast<double>(cycle));
-        };
-
-        for (std::size_t p = 0; p < n; ++p) {
-            if (repetition > 0 && p > 0 && p % repetition == 0)
-                for (auto r : reg_written)
-                    if (reg_producer[r] != kNoProducer && steps[reg_producer[r]].cls->pure_load) reg_ready[r] = 0;
-            const DecodedInstruction& d = *steps[p].insn;
-            const InstructionClass& cls = *steps[p].cls;
-            bool stack_op = cls.stack_op;
-            bool eliminated = (model.zero_idioms_ && d.zero_idiom) ||
-                              (model.move_elimination_ && d.reg_move && !d.vector);
-            int uops = cls.uops;
-            if (d.stores && !cls.stores_itself)
-                uops += 1;  // read-modify-write: the store is a separate fused uop
-            if (model.macro_fusion_ && d.flow == FlowKind::kCondJump && p > 0 &&
-                fusible_with_jcc(steps[p - 1].insn->id) && !steps[p - 1].insn->loads)
-                uops = 0;
-
-            // Dispatch in order, dispatch_width uops per cycle, bounded by the ROB.
-            const double dispatch_before = dispatch_cycle;
-            if (dispatch_used + uops > model.dispatch_width_) {
-                dispatch_cycle += 1;
-                dispatch_used = 0;
-            }
-            dispatch_used += uops;
-            double dispatched = dispatch_cycle;
-            if (p >= static_cast<std::size_t>(model.rob_size_))
-                dispatched = std::max(dispatched, retire[p - static_cast<std::size_t>(model.rob_size_)]);
-            dispatch_cycle = std::max(dispatch_cycle, dispatched);
-
-            // A memory source is read by a load uop that needs only the
-            // address registers; the operation then waits for the loaded
-            // value and its other register operands.
-            auto is_address = [&](std::uint16_t r) {
-                return d.loads && (r == d.memory.base || r == d.memory.index);
-            };
-            double ready = dispatched, address_ready = dispatched;
-            std::uint32_t producer = kNoProducer, address_producer = kNoProducer;
-            for (auto r : d.reads) {
-                if (stack_op && r == kStackPointer) continue;  // the stack engine tracks rsp at decode
-                if (is_address(r)) {
-                    if (reg_ready[r] > address_ready) {
-                        address_ready = reg_ready[r];
-                        address_producer = reg_producer[r];
-                    }
-                } else if (reg_ready[r] > ready) {
-                    ready = reg_ready[r];
-                    producer = reg_producer[r];
-                }
-            }
-            double operands = ready;
-            bool pure_load = cls.pure_load;
-            // What set `operands` (for the static stall's cause).
-            StaticCause operand_cause = ready > dispatched ? StaticCause::kDependency : StaticCause::kNone;
-            std::uint32_t operand_culprit = ready > dispatched ? producer : kNoProducer;
-            double port_delay = 0;
-            if (d.loads) {
-                double start = take_port(load_group, address_ready, 1);
-                double data = start + model.load_latency_;
-                StaticCause load_cause = address_ready > dispatched ? StaticCause::kDependency : StaticCause::kLatency;
-                std::uint32_t load_culprit = address_ready > dispatched ? address_producer : kNoProducer;
-                if (start > address_ready) {
-                    load_cause = StaticCause::kPort;
-                    load_culprit = kNoProducer;
-                }
-                // A locked read-modify-write holds its line: no forwarding
-                // delay on top of its own time (Zen 5: `lock add [p], 1` in a
-                // loop, 19.8 cycles an iteration, its latency alone).
-                for (std::size_t k = 0; !cls.sync && k < std::min(store_count, stores.size()); ++k) {
-                    const auto& s = stores[k];
-                    if (s.valid && s.mem == d.memory && s.data_ready + model.store_forward_latency_ > data) {
-                        data = s.data_ready + model.store_forward_latency_;
-                        load_cause = StaticCause::kMemoryDependency;
-                        load_culprit = s.position;
-                    }
-                }
-                if (data > operands) {
-                    operands = data;
-                    producer = address_producer;
-                    operand_cause = load_cause;
-                    operand_culprit = load_culprit;
-                }
-            }
-            double complete;
-            if (eliminated) {
-                complete = operands;
-            } else if (pure_load) {
-                complete = operands;
-            } else {
-                double start = take_port(cls.port, operands, cls.occupancy);
-                port_delay = start - operands;
-                complete = start + cls.latency;
-            }
-            if (d.stores) {
-                stores[store_count % stores.size()] = {d.memory, complete, true, static_cast<std::uint32_t>(p)};
-                ++store_count;
-            }
-            for (auto r : d.writes) {
-                for (auto& s : stores)
-                    if (s.mem.base == r || s.mem.index == r) s.valid = false;
-                if (stack_op && r == kStackPointer) continue;
-                if (reg_producer[r] == kNoProducer) reg_written.push_back(r);
-                reg_ready[r] = complete;
-                reg_producer[r] = static_cast<std::uint32_t>(p);
-            }
-            // Retire in order, retire_width uops per cycle.
-            double r = std::max(complete, last_retire);
-            int retire_uops = uops;  // a macro-fused jcc retires with its cmp
-            if (r == last_retire && retire_used + retire_uops > model.retire_width_) r = last_retire + 1;
-            if (r > last_retire) retire_used = 0;
-            retire_used += retire_uops;
-            out.wait[p] = r - (p == 0 ? 0 : last_retire);
-            if (out.wait[p] > 0) {
-                // The largest delay on the way to completion names the cause.
-                const bool width_bound = complete < r;  // retired late only for the retire width
-                const double operand_delay = operands - dispatched;
-                // Of the retirement wait [previous retire, r]: the part spent
-                // waiting for operands against the part spent executing. A
-                // divide whose dividend came a cycle late waited for its own
-                // latency, not for that dependency.
-                const double waited_from = p == 0 ? 0 : last_retire;
-                const double own_start = eliminated || pure_load ? complete : complete - cls.latency;
-                const double operand_part =
-                    std::max(0.0, std::min(operands, r) - std::max(waited_from, dispatched));
-                const double latency_part = std::max(0.0, std::min(complete, r) - std::max(waited_from, own_start));
-                if (width_bound) {
-                    out.cause[p] = StaticCause::kFrontend;
-                } else if (port_delay > 0 && port_delay >= operand_delay) {
-                    out.cause[p] = StaticCause::kPort;
-                } else if (operand_cause != StaticCause::kNone && operand_delay > 0 && operand_part >= latency_part) {
-                    out.cause[p] = operand_cause;
-                    out.culprit[p] = operand_culprit;
-                } else if (dispatched > dispatch_before && dispatched >= complete - cls.latency) {
-                    out.cause[p] = StaticCause::kFrontend;
-                } else {
-                    out.cause[p] = cls.long_latency ? StaticCause::kDivider : StaticCause::kLatency;
-                    out.culprit[p] = static_cast<std::uint32_t>(p);
-                }
-            }
-            retire[p] = r;
-            last_retire = r;
-            out.producer[p] = producer;
-            out.wait_known[p] = !steps[p].segment_start && !cls.unknown && d.flow != FlowKind::kTrap;
+        reg_written_.clear();
+        calendar_.resize(model.port_counts_.size());
+        busy_until_.resize(model.port_counts_.size());
+        for (std::size_t g = 0; g < calendar_.size(); ++g) {
+            calendar_[g].clear();
+            busy_until_[g].assign(static_cast<std::size_t>(model.port_counts_[g]), 0);
         }
-        return out;
+        stores_ = {};
+        store_count_ = 0;
+        retire_.assign(n, 0);
+        dispatch_cycle_ = 0;
+        dispatch_used_ = 0;
+        last_retire_ = 0;
+        retire_used_ = 0;
+    }
+
+    void forget_loaded_values(const std::vector<Step>& steps) {
+        for (auto r : reg_written_)
+            if (reg_producer_[r] != kNoProducer && steps[reg_producer_[r]].cls->pure_load) reg_ready_[r] = 0;
+    }
+
+    void simulate(const std::vector<Step>& steps, std::size_t p) {
+        const DecodedInstruction& d = *steps[p].insn;
+        const InstructionClass& cls = *steps[p].cls;
+        Timing t;
+        t.eliminated = (model_->zero_idioms_ && d.zero_idiom) || (model_->move_elimination_ && d.reg_move && !d.vector);
+        t.uops = uops_of(steps, p);
+        dispatch(t, p);
+        read_registers(t, d, cls.stack_op);
+        if (d.loads) load(t, d, cls);
+        execute(t, cls);
+        if (d.stores) {
+            stores_[store_count_ % stores_.size()] = {d.memory, t.complete, true, static_cast<std::uint32_t>(p)};
+            ++store_count_;
+        }
+        write_registers(t, d, cls.stack_op, p);
+        retire(t, cls, p);
+        out_.producer[p] = t.producer;
+        out_.wait_known[p] = !steps[p].segment_start && !cls.unknown && d.flow != FlowKind::kTrap;
+    }
+
+    int uops_of(const std::vector<Step>& steps, std::size_t p) const {
+        const DecodedInstruction& d = *steps[p].insn;
+        int uops = steps[p].cls->uops;
+        if (d.stores && !steps[p].cls->stores_itself) uops += 1;  // read-modify-write: the store is a separate fused uop
+        if (model_->macro_fusion_ && d.flow == FlowKind::kCondJump && p > 0 &&
+            fusible_with_jcc(steps[p - 1].insn->id) && !steps[p - 1].insn->loads)
+            uops = 0;
+        return uops;
+    }
+
+    // In order, dispatch_width uops per cycle, bounded by the ROB.
+    void dispatch(Timing& t, std::size_t p) {
+        t.dispatch_before = dispatch_cycle_;
+        if (dispatch_used_ + t.uops > model_->dispatch_width_) {
+            dispatch_cycle_ += 1;
+            dispatch_used_ = 0;
+        }
+        dispatch_used_ += t.uops;
+        t.dispatched = dispatch_cycle_;
+        const auto rob = static_cast<std::size_t>(model_->rob_size_);
+        if (p >= rob) t.dispatched = std::max(t.dispatched, retire_[p - rob]);
+        dispatch_cycle_ = std::max(dispatch_cycle_, t.dispatched);
+    }
+
+    // A memory source is read by a load uop that needs only the address
+    // registers; the operation then waits for the loaded value and its other
+    // register operands.
+    void read_registers(Timing& t, const DecodedInstruction& d, bool stack_op) {
+        t.ready = t.address_ready = t.dispatched;
+        for (auto r : d.reads) {
+            if (stack_op && r == kStackPointer) continue;  // the stack engine tracks rsp at decode
+            const bool address = d.loads && (r == d.memory.base || r == d.memory.index);
+            if (address) {
+                if (reg_ready_[r] > t.address_ready) {
+                    t.address_ready = reg_ready_[r];
+                    t.address_producer = reg_producer_[r];
+                }
+            } else if (reg_ready_[r] > t.ready) {
+                t.ready = reg_ready_[r];
+                t.producer = reg_producer_[r];
+            }
+        }
+        t.operands = t.ready;
+        if (t.ready > t.dispatched) {
+            t.operand_cause = StaticCause::kDependency;
+            t.operand_culprit = t.producer;
+        }
+    }
+
+    void load(Timing& t, const DecodedInstruction& d, const InstructionClass& cls) {
+        const int load_group = model_->classes_[model_->load_class_].port;
+        const double start = take_port(load_group, t.address_ready, 1);
+        double data = start + model_->load_latency_;
+        StaticCause cause = t.address_ready > t.dispatched ? StaticCause::kDependency : StaticCause::kLatency;
+        std::uint32_t culprit = t.address_ready > t.dispatched ? t.address_producer : kNoProducer;
+        if (start > t.address_ready) {
+            cause = StaticCause::kPort;
+            culprit = kNoProducer;
+        }
+        // A locked read-modify-write holds its line: no forwarding delay on
+        // top of its own time (Zen 5: `lock add [p], 1` in a loop, 19.8
+        // cycles an iteration, its latency alone).
+        for (std::size_t k = 0; !cls.sync && k < std::min(store_count_, stores_.size()); ++k) {
+            const auto& s = stores_[k];
+            if (s.valid && s.mem == d.memory && s.data_ready + model_->store_forward_latency_ > data) {
+                data = s.data_ready + model_->store_forward_latency_;
+                cause = StaticCause::kMemoryDependency;
+                culprit = s.position;
+            }
+        }
+        if (data > t.operands) {
+            t.operands = data;
+            t.producer = t.address_producer;
+            t.operand_cause = cause;
+            t.operand_culprit = culprit;
+        }
+    }
+
+    void execute(Timing& t, const InstructionClass& cls) {
+        if (t.eliminated || cls.pure_load) {
+            t.complete = t.operands;
+            return;
+        }
+        const double start = take_port(cls.port, t.operands, cls.occupancy);
+        t.port_delay = start - t.operands;
+        t.complete = start + cls.latency;
+    }
+
+    void write_registers(const Timing& t, const DecodedInstruction& d, bool stack_op, std::size_t p) {
+        for (auto r : d.writes) {
+            for (auto& s : stores_)
+                if (s.mem.base == r || s.mem.index == r) s.valid = false;
+            if (stack_op && r == kStackPointer) continue;
+            if (reg_producer_[r] == kNoProducer) reg_written_.push_back(r);
+            reg_ready_[r] = t.complete;
+            reg_producer_[r] = static_cast<std::uint32_t>(p);
+        }
+    }
+
+    // In order, retire_width uops per cycle; the wait since the previous
+    // retirement is this instruction's, and the largest delay on its way to
+    // completion names its cause.
+    void retire(const Timing& t, const InstructionClass& cls, std::size_t p) {
+        double r = std::max(t.complete, last_retire_);
+        const int retire_uops = t.uops;  // a macro-fused jcc retires with its cmp
+        if (r == last_retire_ && retire_used_ + retire_uops > model_->retire_width_) r = last_retire_ + 1;
+        if (r > last_retire_) retire_used_ = 0;
+        retire_used_ += retire_uops;
+        out_.wait[p] = r - (p == 0 ? 0 : last_retire_);
+        if (out_.wait[p] > 0) blame(t, cls, p, r);
+        retire_[p] = r;
+        last_retire_ = r;
+    }
+
+    void blame(const Timing& t, const InstructionClass& cls, std::size_t p, double r) {
+        const bool width_bound = t.complete < r;  // retired late only for the retire width
+        const double operand_delay = t.operands - t.dispatched;
+        // Of the retirement wait [previous retire, r]: the part spent
+        // waiting for operands against the part spent executing. A divide
+        // whose dividend came a cycle late waited for its own latency, not
+        // for that dependency.
+        const double waited_from = p == 0 ? 0 : last_retire_;
+        const double own_start = t.eliminated || cls.pure_load ? t.complete : t.complete - cls.latency;
+        const double operand_part = std::max(0.0, std::min(t.operands, r) - std::max(waited_from, t.dispatched));
+        const double latency_part = std::max(0.0, std::min(t.complete, r) - std::max(waited_from, own_start));
+        if (width_bound) {
+            out_.cause[p] = StaticCause::kFrontend;
+        } else if (t.port_delay > 0 && t.port_delay >= operand_delay) {
+            out_.cause[p] = StaticCause::kPort;
+        } else if (t.operand_cause != StaticCause::kNone && operand_delay > 0 && operand_part >= latency_part) {
+            out_.cause[p] = t.operand_cause;
+            out_.culprit[p] = t.operand_culprit;
+        } else if (t.dispatched > t.dispatch_before && t.dispatched >= t.complete - cls.latency) {
+            out_.cause[p] = StaticCause::kFrontend;
+        } else {
+            out_.cause[p] = cls.long_latency ? StaticCause::kDivider : StaticCause::kLatency;
+            out_.culprit[p] = static_cast<std::uint32_t>(p);
+        }
+    }
+
+    double take_port(int group, double ready, double occupancy) {
+        if (group < 0) return ready;
+        const auto g = static_cast<std::size_t>(group);
+        const int units = model_->port_counts_[g];
+        auto& cal = calendar_[g];
+        auto cycle = static_cast<std::size_t>(ready);
+        if (occupancy > 1) {
+            // A non-pipelined unit: the earliest unit free at or after `ready`.
+            auto best = std::min_element(busy_until_[g].begin(), busy_until_[g].end());
+            const double start = std::max(ready, *best);
+            *best = start + occupancy;
+            cycle = static_cast<std::size_t>(start);
+        }
+        for (;; ++cycle) {
+            if (cycle >= cal.size()) cal.resize(cycle + 64, 0);
+            if (cal[cycle] < units) break;
+        }
+        ++cal[cycle];
+        return std::max(ready, static_cast<double>(cycle));
     }
 };
 

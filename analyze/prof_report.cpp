@@ -2,7 +2,7 @@
 // image, sorted by decreasing samples of the first event.
 #include "ecpi/analyze/prof_report.h"
 
-#include "ecpi/terminal_text.h"
+#include "text_table.h"
 
 #include <algorithm>
 #include <cmath>
@@ -112,7 +112,12 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
         if (auto it = contents.meta.events.find(event); it != contents.meta.events.end()) {
             total.period = it->second.period;
             total.lost = it->second.lost;  // not attributable to a process: epoch-wide even with a pid filter
+            total.registers_lost = it->second.registers_lost;
         }
+    }
+    for (const auto& registers : contents.registers) {
+        if (selected.count(registers.event) == 0) continue;
+        report.snapshots[registers.event] = {registers.samples.size(), registers.every};
     }
 
     const bool by_procedure = options.by == ProfOptions::By::kProcedure;
@@ -206,8 +211,8 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
 
 std::string render_prof_text(const ProfReport& report) {
     std::string out;
-    if (!report.database.empty()) out += "Database: " + escape_for_terminal(report.database) + "\n";
-    out += "Epoch: " + escape_for_terminal(report.epoch) + "\n";
+    if (!report.database.empty()) out += "Database: " + detail::escape_control(report.database) + "\n";
+    out += "Epoch: " + report.epoch + "\n";
     if (report.pid) out += format("Process: %u\n", *report.pid);
     if (report.events.empty()) {
         out += "No samples in this epoch.\n";
@@ -219,12 +224,16 @@ std::string render_prof_text(const ProfReport& report) {
     };
     for (const auto& event : report.events) {
         store::EventMeta t = total_of(event);
-        out += format("Total samples for event type %s = %llu, period %llu %s\n", escape_for_terminal(event).c_str(),
+        out += format("Total samples for event type %s = %llu, period %llu %s\n", event.c_str(),
                       static_cast<unsigned long long>(t.samples), static_cast<unsigned long long>(t.period),
                       period_unit(event));
         out += format("    Unknown (unmapped) samples: %llu (%.2f%%)\n", static_cast<unsigned long long>(t.unknown),
                       percent_of(t.unknown, t.samples));
         out += format("    Lost samples (ring buffer full): %llu\n", static_cast<unsigned long long>(t.lost));
+        if (auto it = report.snapshots.find(event); it != report.snapshots.end())
+            out += format("    Register snapshots: %llu (one sample in %u), lost %llu\n",
+                          static_cast<unsigned long long>(it->second.stored), it->second.every,
+                          static_cast<unsigned long long>(t.registers_lost));
     }
     out += "The counts given below are the number of samples for each listed event type.\n";
 
@@ -243,7 +252,7 @@ std::string render_prof_text(const ProfReport& report) {
         return columns.back();
     };
     {
-        Column& samples = add(escape_for_terminal(sort_event), true);
+        Column& samples = add(sort_event, true);
         for (const auto& row : report.rows) samples.cells.push_back(format("%llu", static_cast<unsigned long long>(row.samples.at(sort_event))));
         Column& pct = add("%", true);
         for (const auto& row : report.rows) pct.cells.push_back(format("%.2f%%", row.percent));
@@ -253,7 +262,7 @@ std::string render_prof_text(const ProfReport& report) {
     for (std::size_t e = 1; e < report.events.size(); ++e) {
         const std::string& event = report.events[e];
         std::uint64_t event_total = total_of(event).samples;
-        Column& samples = add(escape_for_terminal(event), true);
+        Column& samples = add(event, true);
         for (const auto& row : report.rows) {
             auto it = row.samples.find(event);
             samples.cells.push_back(format("%llu", static_cast<unsigned long long>(it != row.samples.end() ? it->second : 0)));
@@ -266,11 +275,11 @@ std::string render_prof_text(const ProfReport& report) {
     }
     if (report.by == ProfOptions::By::kProcedure) {
         Column& procedure = add("procedure", false);
-        for (const auto& row : report.rows) procedure.cells.push_back(escape_for_terminal(row.procedure));
+        for (const auto& row : report.rows) procedure.cells.push_back(detail::escape_control(row.procedure));
     }
     {
         Column& image = add("image", false);
-        for (const auto& row : report.rows) image.cells.push_back(escape_for_terminal(image_label(row.image)));
+        for (const auto& row : report.rows) image.cells.push_back(detail::escape_control(image_label(row.image)));
     }
     for (auto& column : columns) {
         column.width = column.header.size();
@@ -319,6 +328,9 @@ nlohmann::json render_prof_json(const ProfReport& report) {
         auto it = report.totals.find(event);
         store::EventMeta t = it != report.totals.end() ? it->second : store::EventMeta{};
         totals[event] = {{"samples", t.samples}, {"unknown", t.unknown}, {"lost", t.lost}, {"period", t.period}};
+        if (auto it = report.snapshots.find(event); it != report.snapshots.end())
+            totals[event]["register_snapshots"] = {
+                {"stored", it->second.stored}, {"every", it->second.every}, {"lost", t.registers_lost}};
     }
     doc["totals"] = std::move(totals);
     nlohmann::json rows = nlohmann::json::array();

@@ -55,11 +55,30 @@ void count(PairCounts& c, Verdict v) {
     }
 }
 
-std::vector<Pair> collect_pairs(const ProgressQuery& q, PairCounts& counts) {
+// The induction register as a signed number of its width, in the stepping
+// direction, so that values compare in iterations.
+double position(const ProgressQuery& q, const store::RegisterSample& s) {
+    const auto raw = s.regs[static_cast<std::size_t>(q.gp)];
+    const double v = q.width == 4 ? static_cast<double>(static_cast<std::int32_t>(static_cast<std::uint32_t>(raw)))
+                                  : static_cast<double>(static_cast<std::int64_t>(raw));
+    return v / static_cast<double>(q.step);
+}
+
+struct Span {
+    double low = INFINITY, high = -INFINITY;
+    void add(double v) {
+        low = std::min(low, v);
+        high = std::max(high, v);
+    }
+    double width() const { return high >= low ? high - low : 0; }
+};
+
+std::vector<Pair> collect_pairs(const ProgressQuery& q, PairCounts& counts, Span& span) {
     std::vector<Pair> pairs;
     auto consider = [&](std::size_t p) {
         const auto& a = q.stream[p];
         if (a.image != q.image || !q.in_loop(a.offset)) return;
+        span.add(position(q, a));
         if (p + 1 >= q.stream.size()) return;
         const auto& b = q.stream[p + 1];
         double iterations = 0;
@@ -97,14 +116,44 @@ void trim(std::vector<Pair>& pairs, PairCounts& counts) {
     pairs.erase(out, pairs.end());
 }
 
+double median_iterations(const std::vector<Pair>& pairs) {
+    std::vector<double> moved;
+    moved.reserve(pairs.size());
+    for (const auto& p : pairs) moved.push_back(p.iterations);
+    const auto mid = moved.begin() + static_cast<std::ptrdiff_t>(moved.size() / 2);
+    std::nth_element(moved.begin(), mid, moved.end());
+    return *mid;
+}
+
 }  // namespace
 
 LoopRate loop_rate(const ProgressQuery& q) {
     LoopRate out;
     if (q.gp < 0 || q.gp >= 16 || q.step == 0 || !q.in_loop) return out;
-    std::vector<Pair> pairs = collect_pairs(q, out.pairs);
+    Span span;
+    std::vector<Pair> pairs = collect_pairs(q, out.pairs, span);
     trim(pairs, out.pairs);
     if (pairs.size() < kMinPairs) return out;
+    const auto& c = out.pairs;
+    const std::uint32_t considered = c.used + c.outlier + c.other_thread + c.left_loop + c.invariant_changed +
+                                     c.wrong_direction + c.too_far + c.gap;
+    const std::uint32_t stayed = c.used + c.outlier + c.gap;
+    if (static_cast<double>(c.gap) > kMaxInterruptedShare * static_cast<double>(stayed)) {
+        out.interrupted = true;
+        return out;
+    }
+    if (static_cast<double>(c.used) < kMinUsableShare * static_cast<double>(considered)) {
+        out.few_usable = true;
+        return out;
+    }
+    out.span_iterations = span.width();
+    out.median_iterations = median_iterations(pairs);
+    // A loop whose pairs all moved 0 (iterations about a period long) still
+    // needs a span of several iterations to show its trips are long.
+    if (std::max(out.median_iterations, 1.0) * kMinSpanPerMove > out.span_iterations) {
+        out.short_trips = true;
+        return out;
+    }
     for (const auto& p : pairs) {
         out.iterations += p.iterations;
         out.seconds += p.ns * 1e-9;

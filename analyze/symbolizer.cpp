@@ -172,6 +172,8 @@ struct RawSymbol {
     std::uint64_t size = 0;
     std::uint64_t bound = 0;  // end of the containing section; 0: unbounded
     int rank = 1;             // 0: global, 1: local or weak (aliases prefer 0)
+    std::string linkage;      // the ELF name, undemangled
+    bool local = false;
 };
 
 struct SymbolTable::Builder {
@@ -218,7 +220,7 @@ struct SymbolTable::Builder {
                 end = i + 1 < kept.size() ? kept[i + 1].start : kNoEnd;
                 if (sym.bound != 0) end = std::max(sym.start, std::min(end, sym.bound));
             }
-            table.symbols_.push_back(Symbol{sym.name, sym.start, sym.size});
+            table.symbols_.push_back(Symbol{sym.name, sym.start, sym.size, sym.linkage, sym.local});
             table.ends_.push_back(end);
         }
         return table;
@@ -255,6 +257,8 @@ bool read_function_symbols(const ElfFile& file, const std::vector<Section>& sect
             if (name == nullptr || name[0] == '\0') continue;
             RawSymbol raw;
             raw.name = demangle(name);
+            raw.linkage = name;
+            raw.local = GELF_ST_BIND(sym.st_info) == STB_LOCAL;
             raw.start = sym.st_value;
             if (file.machine() == EM_ARM) raw.start &= ~std::uint64_t{1};  // Thumb bit
             raw.size = sym.st_size;

@@ -692,6 +692,7 @@ Result<void> Session::flush() {
         }
     }
     if (!first_error.empty()) return Error("writing to " + options_.database.string() + ": " + first_error);
+    if (options_.merged) options_.merged();
     return ok();
 }
 
@@ -710,22 +711,34 @@ Result<void> Session::flush_registers() {
         profile.event = events_[i].name;
         profile.period = mean_periods_[i];
         profile.every = options_.registers_every;
-        std::map<std::uint32_t, std::uint32_t> slots;
-        profile.samples.reserve(registers_[i].size());
-        for (store::RegisterSample s : registers_[i]) {
-            auto [it, inserted] = slots.emplace(s.image, static_cast<std::uint32_t>(profile.images.size()));
-            if (inserted) profile.images.push_back(image_id(s.image));
-            s.image = it->second;
-            profile.samples.push_back(s);
+        // Snapshots come sorted by (process, pc): consecutive ones share
+        // their image, so the last lookup is remembered.
+        std::unordered_map<std::uint32_t, std::uint32_t> slots;
+        std::vector<std::uint32_t> loader_index;  // per slot
+        std::uint32_t last_image = UINT32_MAX, last_slot = 0;
+        profile.samples = std::move(registers_[i]);
+        for (store::RegisterSample& s : profile.samples) {
+            if (s.image != last_image) {
+                auto [it, inserted] = slots.emplace(s.image, static_cast<std::uint32_t>(profile.images.size()));
+                if (inserted) {
+                    profile.images.push_back(image_id(s.image));
+                    loader_index.push_back(s.image);
+                }
+                last_image = s.image;
+                last_slot = it->second;
+            }
+            s.image = last_slot;
         }
         auto r = db_->merge(epoch_, profile);
         if (!r.ok()) {
+            // Kept for the next flush, with the loader's image indices back.
+            for (store::RegisterSample& s : profile.samples) s.image = loader_index[s.image];
+            registers_[i] = std::move(profile.samples);
             if (first_error.empty()) first_error = r.error().message();
             continue;
         }
-        summary_.events[i].registers += registers_[i].size();
+        summary_.events[i].registers += profile.samples.size();
         registers_[i].clear();
-        registers_[i].shrink_to_fit();
     }
     if (!first_error.empty()) return Error(first_error);
     return ok();

@@ -39,6 +39,9 @@ constexpr std::int64_t kEpochMetaVersion = 1;
 constexpr std::string_view kProfileSuffix = ".prof";
 constexpr std::string_view kStacksSuffix = ".stk";
 constexpr std::string_view kRegistersSuffix = ".reg";
+// A register segment takes merges until it reaches this size (FORMAT.md §5a).
+constexpr std::uintmax_t kRegisterSegmentBytes = 4u << 20;
+constexpr std::uint32_t kMaxRegisterSegments = 100000;
 constexpr int kEpochNameWidth = 5;
 // Sanitized names can collide (two images with one basename and one 32-bit
 // hash; two events that sanitize alike); the next free "~N" name is used.
@@ -61,6 +64,15 @@ std::string epoch_name(std::uint64_t number) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%0*" PRIu64, kEpochNameWidth, number);
     return buf;
+}
+
+// What a user types for an epoch: its name ("00007") or its number ("7").
+std::string canonical_epoch(const std::string& epoch) {
+    if (epoch.empty() || epoch.size() >= static_cast<std::size_t>(kEpochNameWidth) || epoch[0] == '0') return epoch;
+    std::uint64_t value = 0;
+    const auto [end, ec] = std::from_chars(epoch.data(), epoch.data() + epoch.size(), value);
+    if (ec != std::errc() || end != epoch.data() + epoch.size() || value == 0) return epoch;
+    return epoch_name(value);
 }
 
 // A file-name part: [A-Za-z0-9._+-] kept, anything else '_'; no leading or
@@ -116,6 +128,13 @@ std::string registers_file_name(const RegisterProfile& r, int probe) {
     return "registers." + sanitize(r.event) + probe_suffix(probe) + std::string(kRegistersSuffix);
 }
 
+// Segment 0 is the file above; later ones add ".sN" before the suffix.
+std::string registers_segment_name(const RegisterProfile& r, int probe, std::uint32_t segment) {
+    if (segment == 0) return registers_file_name(r, probe);
+    return "registers." + sanitize(r.event) + probe_suffix(probe) + ".s" + std::to_string(segment) +
+           std::string(kRegistersSuffix);
+}
+
 bool ends_with(std::string_view s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -124,6 +143,7 @@ bool is_temp_name(std::string_view name) { return name.starts_with(kTempPrefix);
 // "<path>: <reason>" lines for EpochContents::skipped; the reason of an
 // errno failure is just strerror, the path is already in front.
 std::string skip_line(const fs::path& path, const Error& error) {
+    if (error.errno_value() == 0 && error.message().starts_with(path.string())) return error.message();
     return path.string() + ": " + (error.errno_value() != 0 ? std::strerror(error.errno_value()) : error.message());
 }
 
@@ -232,6 +252,30 @@ std::string meta_to_json(const EpochMeta& m) {
                  {"processes", std::move(processes)}});
 }
 
+// Numbers no real recording holds (FORMAT.md §9) mark a damaged or forged
+// file: reject them before they reach any report's totals and rates.
+Result<void> check_meta_bounds(const EpochMeta& m) {
+    for (const auto& [name, mhz] : {std::pair{"cpu_mhz", m.cpu_mhz}, std::pair{"cpu_mhz_measured", m.cpu_mhz_measured},
+                                    std::pair{"cpu_mhz_sampled", m.cpu_mhz_sampled}}) {
+        if (!std::isfinite(mhz) || mhz < 0 || mhz > kMaxCpuMhz)
+            return Error(std::string("\"") + name + "\" is " + std::to_string(mhz) +
+                         ", not a clock rate (0 to 100000 MHz)");
+    }
+    for (const auto& [event, e] : m.events) {
+        if (e.period > kMaxPeriod) return Error("event " + event + ": period " + std::to_string(e.period) + " is out of range");
+        for (const auto& [field, v] : {std::pair{"samples", e.samples}, std::pair{"unknown", e.unknown},
+                                       std::pair{"lost", e.lost}, std::pair{"registers_lost", e.registers_lost}}) {
+            if (v > kMaxSampleCount)
+                return Error("event " + event + ": " + field + " " + std::to_string(v) +
+                             " is more than any recording holds (2^50)");
+        }
+        if (e.unknown > e.samples)
+            return Error("event " + event + ": more unknown samples (" + std::to_string(e.unknown) + ") than samples (" +
+                         std::to_string(e.samples) + ")");
+    }
+    return ok();
+}
+
 Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& bytes) {
     const json j = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return Error("not valid JSON");
@@ -260,6 +304,7 @@ Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& byte
             ECPI_RETURN_IF_ERROR(read_field(e, "registers_lost", em.registers_lost));
         }
     }
+    ECPI_RETURN_IF_ERROR(check_meta_bounds(m));
     if (const auto processes = j.find("processes"); processes != j.end()) {
         if (!processes->is_object()) return Error("\"processes\" is not an object");
         for (const auto& [key, p] : processes->items()) {
@@ -277,51 +322,11 @@ Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& byte
     return m;
 }
 
-// What a real recording can hold (FORMAT.md §8 "Bounds"): a forged epoch.json
-// with counts of 2^64-1 or a clock of -1 MHz would otherwise flow into every
-// report's totals and rates.
-constexpr std::uint64_t kMaxEventCount = std::uint64_t{1} << 52;  // 100 kHz x 4096 CPUs x 127 days
-constexpr std::uint64_t kMaxPeriod = std::uint64_t{1} << 48;
-constexpr double kMaxCpuMhz = 100000;
-
-Result<void> check_mhz(double mhz, const char* field) {
-    if (std::isfinite(mhz) && mhz >= 0 && mhz <= kMaxCpuMhz) return ok();
-    return Error(std::string("damaged: \"") + field + "\" is " + std::to_string(mhz) +
-                 " (a recording holds 0 to 100000 MHz)");
-}
-
-Result<void> check_bounds(const EpochMeta& m) {
-    ECPI_RETURN_IF_ERROR(check_mhz(m.cpu_mhz, "cpu_mhz"));
-    ECPI_RETURN_IF_ERROR(check_mhz(m.cpu_mhz_measured, "cpu_mhz_measured"));
-    ECPI_RETURN_IF_ERROR(check_mhz(m.cpu_mhz_sampled, "cpu_mhz_sampled"));
-    for (const auto& [name, e] : m.events) {
-        const std::pair<const char*, std::uint64_t> counts[] = {
-            {"samples", e.samples}, {"unknown", e.unknown}, {"lost", e.lost}, {"registers_lost", e.registers_lost}};
-        for (const auto& [field, value] : counts) {
-            if (value > kMaxEventCount)
-                return Error("damaged: event \"" + name + "\" " + field + " = " + std::to_string(value) +
-                             " (a recording holds at most 2^52)");
-        }
-        if (e.unknown > e.samples)
-            return Error("damaged: event \"" + name + "\" has more unknown samples than samples");
-        if (e.period > kMaxPeriod)
-            return Error("damaged: event \"" + name + "\" period = " + std::to_string(e.period) +
-                         " (a recording holds at most 2^48)");
-    }
-    return ok();
-}
-
-Result<EpochMeta> meta_from_json_checked(const std::vector<std::uint8_t>& bytes) {
-    ECPI_ASSIGN_OR_RETURN(EpochMeta m, meta_from_json_unchecked(bytes));
-    ECPI_RETURN_IF_ERROR(check_bounds(m));
-    return m;
-}
-
 Result<EpochMeta> meta_from_json(const std::vector<std::uint8_t>& bytes) {
     // The checks above keep nlohmann from throwing; this keeps the "libraries
     // never throw" promise should one be missed.
     try {
-        return meta_from_json_checked(bytes);
+        return meta_from_json_unchecked(bytes);
     } catch (const std::exception& e) {
         return Error(std::string("malformed: ") + e.what());
     }
@@ -445,40 +450,30 @@ Result<std::string> Database::new_epoch() {
 
 namespace {
 
-// A database is data others write: a symbolic link inside it may point
-// anywhere. Links that stay inside the database are followed; a link that
-// leaves it is refused, by name, by readers and writers alike.
-Result<void> refuse_link_out_of(const fs::path& db, const fs::path& path) {
+// A database is data other people write: a symbolic link inside it (an
+// epoch directory, a profile file) that leads outside it is refused, by
+// readers and writers alike, and named. Links that stay inside are followed.
+Result<void> stays_inside(const fs::path& db, const fs::path& path) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return ok();
     std::error_code ec;
+    const fs::path target = fs::weakly_canonical(path, ec);
     const fs::path root = fs::weakly_canonical(db, ec);
-    if (ec) return Error("resolving " + db.string() + ": " + ec.message());
-    std::error_code link_ec;
-    const fs::path written = fs::read_symlink(path, link_ec);
-    if (!link_ec) {
-        // Resolved from the link's own text so that a dangling link (a
-        // writer would create its target) is judged by where it points.
-        const fs::path target =
-            fs::weakly_canonical(written.is_absolute() ? written : path.parent_path() / written, ec);
-        if (!ec) {
-            auto [r, t] = std::mismatch(root.begin(), root.end(), target.begin(), target.end());
-            if (r == root.end()) return ok();
-        }
-    }
-    return Error(path.string() + " is a symbolic link to " + (link_ec ? std::string("?") : written.string()) +
-                 ", outside the database; refused it (remove the link or copy the data in)");
+    const auto [r, t] = std::mismatch(root.begin(), root.end(), target.begin(), target.end());
+    if (!ec && r == root.end()) return ok();
+    return Error(path.string() + " is a symbolic link to " + target.string() +
+                 ", outside the database: refused (remove the link)");
 }
 
 // The directory of an existing epoch; the name is validated so that it can
 // never point outside DB/epochs.
-Result<fs::path> existing_epoch_dir(const fs::path& db, const std::string& epoch) {
+Result<fs::path> existing_epoch_dir(const fs::path& db, const std::string& given) {
+    const std::string epoch = canonical_epoch(given);
     if (!parse_epoch_name(epoch)) {
-        return Error("invalid epoch name '" + epoch + "' (epochs are numbered 00001, 00002, ...)");
+        return Error("invalid epoch name '" + given + "' (epochs are numbered 1, 2, ... and named 00001, 00002, ...)");
     }
     const fs::path dir = db / kEpochsDir / epoch;
-    ECPI_RETURN_IF_ERROR(refuse_link_out_of(db, db / kEpochsDir));
-    ECPI_RETURN_IF_ERROR(refuse_link_out_of(db, dir));
+    ECPI_RETURN_IF_ERROR(stays_inside(db, dir));
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0) {
         if (errno == ENOENT) return Error("no epoch " + epoch + " in " + db.string(), ENOENT);
@@ -514,7 +509,6 @@ Result<void> merge_file(const fs::path& db, const std::string& epoch, const T& f
     ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(db / kLockFile));
     for (int probe = 0; probe < kMaxNameProbes; ++probe) {
         const fs::path path = dir / name(from, probe);
-        ECPI_RETURN_IF_ERROR(refuse_link_out_of(db, path));
         auto bytes = detail::read_file(path);
         if (!bytes.ok()) {
             if (bytes.error().errno_value() != ENOENT) return bytes.error();
@@ -571,10 +565,62 @@ Result<void> Database::merge(const std::string& epoch, const StackProfile& stack
                       [](const StackProfile& a, const StackProfile& b) { return a.event == b.event; });
 }
 
+// Register snapshots are not aggregated: a file grows with every merge, and
+// rewriting one file per event would cost a long recording (or a daemon
+// merging every second) time quadratic in its length. They go to segments
+// instead (FORMAT.md §5a): the newest one is merged into while smaller than
+// kRegisterSegmentBytes, then a new one starts; readers merge the segments.
 Result<void> Database::merge(const std::string& epoch, const RegisterProfile& registers) {
     if (mode_ == Mode::kReadOnly) return read_only(dir_);
-    return merge_file(dir_, epoch, registers, &decode_registers, &encode_registers, &registers_file_name,
-                      [](const RegisterProfile& a, const RegisterProfile& b) { return a.event == b.event; });
+    ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
+    ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(dir_ / kLockFile));
+    for (int probe = 0; probe < kMaxNameProbes; ++probe) {
+        const fs::path first = dir / registers_segment_name(registers, probe, 0);
+        auto bytes = detail::read_file(first);
+        if (!bytes.ok()) {
+            if (bytes.error().errno_value() != ENOENT) return bytes.error();
+            return detail::write_file_atomically(first, encode_registers(registers));
+        }
+        auto existing = decode_registers(std::span<const std::uint8_t>(*bytes));
+        if (!existing.ok())
+            return Error("cannot merge into " + first.string() + ": " + existing.error().message());
+        if (existing->event != registers.event) continue;
+        // The newest segment of this event.
+        std::uint32_t last = 0;
+        std::error_code ec;
+        while (last + 1 < kMaxRegisterSegments && fs::exists(dir / registers_segment_name(registers, probe, last + 1), ec))
+            ++last;
+        const fs::path newest = dir / registers_segment_name(registers, probe, last);
+        const auto size = fs::file_size(newest, ec);
+        if (ec) return Error::from_errno(ec.value(), "reading the size of " + newest.string());
+        if (size >= kRegisterSegmentBytes) {
+            // A new segment must still merge with the others when read.
+            RegisterProfile base = std::move(*existing), header = registers;
+            base.samples.clear();
+            header.samples.clear();
+            header.images.clear();
+            if (auto fits = merge_into(base, header); !fits.ok())
+                return Error("cannot merge into " + first.string() + ": " + fits.error().message());
+            if (last + 1 >= kMaxRegisterSegments)
+                return Error("cannot add register snapshots to epoch " + epoch + " of " + dir_.string() + ": it holds " +
+                             std::to_string(kMaxRegisterSegments) + " segments of " + registers.event +
+                             " already (start a new epoch, or record with fewer: --registers N)");
+            return detail::write_file_atomically(dir / registers_segment_name(registers, probe, last + 1),
+                                                 encode_registers(registers));
+        }
+        if (last > 0) {
+            bytes = detail::read_file(newest);
+            if (!bytes.ok()) return bytes.error();
+            existing = decode_registers(std::span<const std::uint8_t>(*bytes));
+            if (!existing.ok())
+                return Error("cannot merge into " + newest.string() + ": " + existing.error().message());
+        }
+        auto merged = merge_into(*existing, registers);
+        if (!merged.ok()) return merged.error().with_context(newest.string());
+        return detail::write_file_atomically(newest, encode_registers(*existing));
+    }
+    return Error("cannot merge into epoch " + epoch + " of " + dir_.string() + ": " + std::to_string(kMaxNameProbes) +
+                 " files named like " + registers_file_name(registers, 0) + " all belong to other events");
 }
 
 Result<void> Database::merge(const std::string& epoch, const EpochMeta& meta) {
@@ -582,7 +628,6 @@ Result<void> Database::merge(const std::string& epoch, const EpochMeta& meta) {
     ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
     ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(dir_ / kLockFile));
     const fs::path path = dir / kEpochMetaFile;
-    ECPI_RETURN_IF_ERROR(refuse_link_out_of(dir_, path));
     EpochMeta merged;
     auto bytes = detail::read_file(path);
     if (bytes.ok()) {
@@ -600,7 +645,7 @@ Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
     ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
     ECPI_ASSIGN_OR_RETURN(auto names, detail::list_directory(dir));
     EpochContents out;
-    out.epoch = epoch;
+    out.epoch = canonical_epoch(epoch);
     // Readers take no lock: every file is replaced by rename, so each read
     // sees a whole old or a whole new file. Unknown names are ignored (a
     // newer minor version may add file kinds).
@@ -612,7 +657,7 @@ Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
         const bool is_meta = name == kEpochMetaFile;
         if (!is_profile && !is_stacks && !is_registers && !is_meta) continue;
         const fs::path path = dir / name;
-        if (auto inside = refuse_link_out_of(dir_, path); !inside.ok()) {
+        if (auto inside = stays_inside(dir_, path); !inside.ok()) {
             out.skipped.push_back(inside.error().message());
             continue;
         }
@@ -638,7 +683,14 @@ Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
         } else if (is_registers) {
             auto r = decode_registers(*bytes);
             if (r.ok()) {
-                out.registers.push_back(std::move(*r));
+                // Segments of one event (§5a) read as one profile.
+                auto same = std::find_if(out.registers.begin(), out.registers.end(),
+                                         [&](const RegisterProfile& e) { return e.event == r->event; });
+                if (same == out.registers.end()) {
+                    out.registers.push_back(std::move(*r));
+                } else if (auto merged = merge_into(*same, *r); !merged.ok()) {
+                    out.skipped.push_back(skip_line(path, merged.error()));
+                }
             } else {
                 out.skipped.push_back(skip_line(path, r.error()));
             }

@@ -221,6 +221,7 @@ bool parse_profile_body(Reader& r, ImageProfile& p) {
         !r.string(p.event, "event name") || !r.varint(p.period, "sampling period") || !r.skip_extension()) {
         return false;
     }
+    if (p.period > kMaxPeriod) return r.invalid(0, "sampling period " + std::to_string(p.period) + " is out of range");
     std::uint64_t num_processes = 0;
     if (!r.count(num_processes, kMinProcessBytes, "process count")) return false;
     p.processes.reserve(static_cast<std::size_t>(num_processes));
@@ -256,6 +257,10 @@ bool parse_profile_body(Reader& r, ImageProfile& p) {
             if (count == 0) {
                 return r.invalid(pair_at, "zero count at offset " + hex64(offset) + " in process " +
                                               std::to_string(pc.pid));
+            }
+            if (count > kMaxSampleCount) {
+                return r.invalid(pair_at, "count " + std::to_string(count) + " at offset " + hex64(offset) +
+                                              " is more than any recording holds (2^50)");
             }
             pc.counts.push_back({offset, count});
         }
@@ -311,6 +316,10 @@ bool parse_stacks_body(Reader& r, StackProfile& s) {
         if (!r.varint(sample.count, "stack count")) return false;
         if (sample.count == 0) {
             return r.invalid(count_at, "zero count for a stack of pid " + std::to_string(sample.pid));
+        }
+        if (sample.count > kMaxSampleCount) {
+            return r.invalid(count_at, "stack count " + std::to_string(sample.count) +
+                                           " is more than any recording holds (2^50)");
         }
         if (i > 0) {
             const StackSample& prev = s.stacks.back();

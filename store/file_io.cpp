@@ -48,19 +48,26 @@ Result<void> write_all(int fd, std::span<const std::uint8_t> bytes, const fs::pa
     return ok();
 }
 
-const char* file_type_name(mode_t mode) {
+}  // namespace
+
+// Anything in a database may have been put there by someone else: a FIFO
+// would block a reader forever, a device never end. Only regular files are
+// read (checked after opening with O_NONBLOCK, so that the open itself
+// cannot block), and none larger than kMaxReadBytes.
+namespace {
+constexpr std::uint64_t kMaxReadBytes = 4ull << 30;
+
+const char* file_kind(mode_t mode) {
     if (S_ISFIFO(mode)) return "a FIFO";
     if (S_ISCHR(mode)) return "a character device";
     if (S_ISBLK(mode)) return "a block device";
     if (S_ISSOCK(mode)) return "a socket";
-    return "a special file";
+    if (S_ISDIR(mode)) return "a directory";
+    return "not a regular file";
 }
-
 }  // namespace
 
 Result<std::vector<std::uint8_t>> read_file(const fs::path& path) {
-    // O_NONBLOCK so that opening a FIFO or device planted in a database
-    // cannot block; the type is checked on the open descriptor (no race).
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return Error::from_errno(errno, "opening " + str(path));
     std::vector<std::uint8_t> out;
@@ -68,13 +75,20 @@ Result<std::vector<std::uint8_t>> read_file(const fs::path& path) {
     if (::fstat(fd, &st) != 0) {
         const int err = errno;
         ::close(fd);
-        return Error::from_errno(err, "checking " + str(path));
+        return Error::from_errno(err, "reading the status of " + str(path));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        ::close(fd);
+        return Error::from_errno(EISDIR, "reading " + str(path));
     }
     if (!S_ISREG(st.st_mode)) {
         ::close(fd);
-        if (S_ISDIR(st.st_mode)) return Error::from_errno(EISDIR, "opening " + str(path));
-        return Error("not a regular file (" + std::string(file_type_name(st.st_mode)) +
-                     "); skipped it, remove it from the database");
+        return Error(str(path) + " is " + file_kind(st.st_mode) + ", not a regular file: not read (remove it)");
+    }
+    if (static_cast<std::uint64_t>(st.st_size) > kMaxReadBytes) {
+        ::close(fd);
+        return Error(str(path) + " is " + std::to_string(st.st_size) + " bytes, more than any ecpi file holds (" +
+                         std::to_string(kMaxReadBytes) + "): not read");
     }
     if (st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
     std::uint8_t buf[1 << 16];

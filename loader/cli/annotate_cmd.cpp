@@ -49,6 +49,7 @@ void add_annotate_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--pid", args->pid, "Only samples of this process");
     app->add_option("--hot", args->hot, "How many lines and instructions to mark as hottest")->default_str("3");
     add_format_option(*app, args->format);
+    app->footer("\nExamples:\n  ecpi annotate main ecpi.db\n  ecpi annotate parse_record ecpi.db --format json\n");
     verbs.push_back({app, [args] { return run_annotate(*args); }});
 }
 

@@ -3,10 +3,11 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
-
-#include "ecpi/terminal_text.h"
+#include <cstring>
+#include <fstream>
 
 namespace ecpi::cli {
 namespace {
@@ -36,44 +37,31 @@ std::vector<VerbFactory> registered_verbs() {
     return out;
 }
 
-namespace {
-
-// The newest epoch is empty (a daemon just started one, or `ctl epoch` ran):
-// an empty table alone would look like "nothing ran". Say so on stderr, and
-// name the newest epoch that has samples.
-void say_where_data_is(const store::Database& db, const std::string& database, const std::string& newest) {
-    auto epochs = db.epochs();
-    std::string with_data;
-    if (epochs.ok()) {
-        for (auto it = epochs->rbegin(); it != epochs->rend() && with_data.empty(); ++it) {
-            if (*it == newest) continue;
-            auto older = db.read_epoch(*it);
-            if (older.ok() && !older->profiles.empty()) with_data = *it;
-        }
-    }
-    const std::string shown = escape_for_terminal(database);
-    if (with_data.empty()) {
-        std::fprintf(stderr, "ecpi: the newest epoch %s of %s has no samples, and no older epoch has any\n",
-                     newest.c_str(), shown.c_str());
-    } else {
-        std::fprintf(stderr,
-                     "ecpi: the newest epoch %s of %s has no samples yet; epoch %s has data (add --epoch %s)\n",
-                     newest.c_str(), shown.c_str(), with_data.c_str(), with_data.c_str());
-    }
-}
-
-}  // namespace
-
 OpenedEpoch read_database_epoch(const std::string& database, const std::string& epoch) {
     auto db = unwrap(store::Database::open(database, store::Database::Mode::kReadOnly));
     std::string chosen = epoch;
+    std::vector<std::string> epochs;
     if (chosen.empty()) {
-        auto epochs = unwrap(db.epochs());
+        epochs = unwrap(db.epochs());
         if (epochs.empty()) throw RuntimeError{database + " holds no epochs yet: record into it first"};
         chosen = epochs.back();
     }
     auto contents = unwrap(db.read_epoch(chosen));
-    if (epoch.empty() && contents.profiles.empty()) say_where_data_is(db, database, chosen);
+    // The newest epoch of a daemon's database is often just started: say so,
+    // and where the data is, rather than show an empty report.
+    if (epoch.empty() && contents.profiles.empty() && epochs.size() > 1) {
+        std::string with_data;
+        for (auto it = epochs.rbegin() + 1; it != epochs.rend() && with_data.empty(); ++it) {
+            auto older = db.read_epoch(*it);
+            if (older.ok() && !older->profiles.empty()) with_data = *it;
+        }
+        std::fprintf(stderr, "ecpi: note: the newest epoch %s of %s holds no samples yet%s\n", chosen.c_str(),
+                     database.c_str(),
+                     with_data.empty() ? "; no older epoch has any either"
+                                       : ("; epoch " + with_data + " has data (--epoch " +
+                                          std::to_string(std::stoull(with_data)) + ")")
+                                             .c_str());
+    }
     return {std::move(db), std::move(contents)};
 }
 
@@ -82,6 +70,19 @@ void add_format_option(CLI::App& app, Format& format) {
     app.add_option("--format", format, "Output format: text or json")
         ->transform(CLI::CheckedTransformer(names, CLI::ignore_case))
         ->default_str("text");
+}
+
+void write_report(const std::string& text, const std::string& report_file, bool runs_command) {
+    if (!report_file.empty()) {
+        std::ofstream out(report_file, std::ios::binary | std::ios::trunc);
+        if (!out) throw RuntimeError{"cannot write the report to " + report_file + ": " + std::strerror(errno)};
+        out << text;
+        if (!out.flush()) throw RuntimeError{"writing the report to " + report_file + ": " + std::strerror(errno)};
+        return;
+    }
+    std::FILE* stream = runs_command ? stderr : stdout;
+    std::fwrite(text.data(), 1, text.size(), stream);
+    std::fflush(stream);
 }
 
 std::uint32_t parse_registers_option(const std::string& value) {

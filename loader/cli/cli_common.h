@@ -42,6 +42,12 @@ enum class Format { kText, kJson };
 // Adds --format text|json to a verb.
 void add_format_option(CLI::App& app, Format& format);
 
+// Where a verb that runs a COMMAND puts its report: FILE when given (the
+// option --report-file), else standard error when the command shares our
+// standard output (its own output would otherwise interleave with the
+// report, and JSON would not parse; as `perf stat`), else standard output.
+void write_report(const std::string& text, const std::string& report_file, bool runs_command);
+
 // --registers N|off (record, daemon): one sample in N keeps its registers;
 // "off" or 0 keeps none. Throws UsageError otherwise.
 std::uint32_t parse_registers_option(const std::string& value);

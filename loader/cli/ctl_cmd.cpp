@@ -72,6 +72,7 @@ void add_ctl_verb(CLI::App& root, std::vector<Verb>& verbs) {
         ->check(CLI::IsMember({"status", "flush", "epoch"}));
     app->add_option("--timeout", args->timeout_s, "Seconds to wait for the reply")->default_str("120");
     add_format_option(*app, args->format);
+    app->footer("\nExamples:\n  ecpi ctl status --db /var/lib/ecpi\n  ecpi ctl epoch --db /var/lib/ecpi   # start a new epoch\n");
     verbs.push_back({app, [args, app] {
                          if (args->database.empty() && args->socket.empty())
                              throw UsageError{"give the daemon's database with --db DIR (or --socket PATH)"};

@@ -1,20 +1,19 @@
 // ecpi daemon: always-on, system-wide profiling into a database, controlled
 // through a socket (`ecpi ctl`). DCPI 4.3: the daemon and its profile database.
 #include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
 
+#include <sys/stat.h>
+
 #include "cli_common.h"
 #include "ecpi/loader/perf_events.h"
 #include "ecpi/loader/recorder.h"
+#include "daemon_push.h"
 
 namespace ecpi::cli {
 namespace {
@@ -28,6 +27,7 @@ struct DaemonArgs {
     std::string socket;
     bool no_randomize = false;
     std::string registers = "off";
+    DaemonPushArgs push;
 };
 
 void log_line(const std::string& line) {
@@ -38,20 +38,11 @@ void log_line(const std::string& line) {
     std::fflush(stderr);
 }
 
-// The daemon's database holds every user's command lines and code addresses:
-// everything it creates is 0700/0600 (umask 077), and an existing database
-// directory it owns is closed to others too. Files written before are replaced
-// 0600 as the daemon rewrites them.
-void make_database_private(const std::filesystem::path& db) {
-    ::umask(0077);
-    struct stat st {};
-    if (::stat(db.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) return;
-    if ((st.st_mode & 0077) != 0 && ::chmod(db.c_str(), 0700) != 0)
-        log_line("cannot make " + db.string() + " private (chmod 0700): " + std::strerror(errno) +
-                 "; other local users may read it, fix its mode by hand");
-}
-
 int run_daemon(DaemonArgs& args) {
+    // The database holds every profiled user's command lines and code
+    // addresses: everything the daemon creates is its user's alone
+    // (directories 0700, files 0600), whatever the caller's umask.
+    ::umask(077);
     auto& o = args.options;
     for (const auto& e : args.events) {
         auto parsed = loader::parse_event(e);
@@ -68,14 +59,14 @@ int run_daemon(DaemonArgs& args) {
     o.control_socket = args.socket.empty() ? o.database / "control.sock" : std::filesystem::path(args.socket);
     o.log = log_line;
 
-    make_database_private(o.database);
-
     const auto& stop = stop_requested_by_signal();
     signal(SIGPIPE, SIG_IGN);
 
     log_line("profiling the whole system into " + o.database.string() + " (control socket " +
              o.control_socket.string() + "); SIGTERM stops");
+    auto pusher = start_daemon_push(args.push, o, log_line);  // wakes after each merge (o.merged)
     auto summary = unwrap(loader::record(o, stop));
+    stop_daemon_push(pusher, log_line);
     for (const auto& e : summary.events)
         log_line("stopped: " + e.name + ": " + std::to_string(e.samples) + " samples, " + std::to_string(e.unknown) +
                  " unknown, " + std::to_string(e.lost) + " lost, " + std::to_string(e.registers) +
@@ -112,6 +103,8 @@ void add_daemon_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--table-entries", o.table_entries, "Entries per in-kernel aggregation table")
         ->default_str("16384")
         ->check(CLI::Range(64u, 1u << 22));
+    add_daemon_push_options(*app, args->push);
+    app->footer("\nExamples:\n  ecpi daemon --db /var/lib/ecpi --exclude-self\n  ecpi daemon --db /var/lib/ecpi -F 99 --registers 100\n");
     verbs.push_back({app, [args] { return run_daemon(*args); }});
 }
 

@@ -5,6 +5,7 @@
 #include "cli_common.h"
 #include "ecpi/terminal_text.h"
 #include "ecpi/analyze/diff.h"
+#include "fleet_options.h"
 
 namespace ecpi::cli {
 namespace {
@@ -18,6 +19,7 @@ struct DiffArgs {
     std::optional<std::uint32_t> pid;
     std::size_t limit = 0;
     Format format = Format::kText;
+    fleet::FleetFilterArgs fleet;
 };
 
 int run_diff(const DiffArgs& args, const CLI::App& app) {
@@ -38,10 +40,18 @@ int run_diff(const DiffArgs& args, const CLI::App& app) {
     options.pid = args.pid;
     options.limit = args.limit;
 
-    auto a = unwrap(analyze::load_profile(unwrap(analyze::resolve_source(args.a))));
-    auto b = unwrap(analyze::load_profile(unwrap(analyze::resolve_source(args.b))));
+    check_fleet_filters_used(args.fleet, {args.a, args.b});
     analyze::SymbolizerPool symbolizers;
-    auto report = unwrap(analyze::build_diff_report(a, b, options, symbolizers));
+    analyze::DiffReport report;
+    if (fleet::is_clickhouse_url(args.a) || fleet::is_clickhouse_url(args.b)) {
+        auto a = unwrap(fleet::open_report_source(args.a, args.fleet));
+        auto b = unwrap(fleet::open_report_source(args.b, args.fleet));
+        report = unwrap(fleet::fleet_diff_report(a, b, options, symbolizers));
+    } else {
+        auto a = unwrap(analyze::load_profile(unwrap(analyze::resolve_source(args.a))));
+        auto b = unwrap(analyze::load_profile(unwrap(analyze::resolve_source(args.b))));
+        report = unwrap(analyze::build_diff_report(a, b, options, symbolizers));
+    }
     if (args.format == Format::kJson) {
         std::cout << analyze::render_diff_json(report).dump(2) << "\n";
     } else {
@@ -54,7 +64,10 @@ int run_diff(const DiffArgs& args, const CLI::App& app) {
 void add_diff_verb(CLI::App& root, std::vector<Verb>& verbs) {
     auto args = std::make_shared<DiffArgs>();
     auto* app = root.add_subcommand("diff", "Differences between two profiles, largest change first");
-    app->add_option("A", args->a, "Baseline profile: DB, DB/epochs/NNNNN or DB@EPOCH")->required();
+    app->add_option("A", args->a,
+                    "Baseline profile: DB, DB/epochs/NNNNN, DB@EPOCH, or a ClickHouse URL (its own filters in "
+                    "?since=...&until=...&host=...)")
+        ->required();
     app->add_option("B", args->b, "Profile compared with it")->required();
     app->add_option("--by", args->by, "Compare per procedure, image, or instruction (of --procedure)")
         ->check(CLI::IsMember({"procedure", "image", "instruction"}))
@@ -63,7 +76,9 @@ void add_diff_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("-e,--event", args->event, "Event to compare (default: the one both share, cpu-clock first)");
     app->add_option("--pid", args->pid, "Only samples of this process");
     app->add_option("--limit", args->limit, "Show at most N rows (0: all)");
+    add_fleet_filter_options(*app, args->fleet);
     add_format_option(*app, args->format);
+    app->footer("\nExamples:\n  ecpi diff before.db after.db\n  ecpi diff ecpi.db@1 ecpi.db@2 --by image\n");
     verbs.push_back({app, [args, app] { return run_diff(*args, *app); }});
 }
 

@@ -9,6 +9,7 @@
 #include "cli_common.h"
 #include "ecpi/terminal_text.h"
 #include "ecpi/analyze/export.h"
+#include "fleet_options.h"
 
 namespace ecpi::cli {
 namespace {
@@ -21,6 +22,7 @@ struct ExportArgs {
     std::vector<std::string> events;
     std::optional<std::uint32_t> pid;
     bool no_source_lines = false;
+    fleet::FleetFilterArgs fleet;
 };
 
 // --format from the output file's name when not given.
@@ -51,6 +53,18 @@ void write_output(const std::string& path, const std::string& bytes) {
     if (!ok) throw RuntimeError{"cannot write " + path + ": " + std::strerror(err)};
 }
 
+analyze::ExportModel build_model(const ExportArgs& args, const analyze::ExportOptions& options) {
+    check_fleet_filters_used(args.fleet, {args.database});
+    if (fleet::is_clickhouse_url(args.database)) {
+        if (!args.epoch.empty()) throw UsageError{"--epoch reads a local database; a ClickHouse URL takes --since/--until"};
+        auto source = unwrap(fleet::FleetSource::open(args.database, args.fleet));
+        return unwrap(source.export_model(options));
+    }
+    auto profile = unwrap(analyze::load_profile(unwrap(analyze::resolve_source(args.database, args.epoch))));
+    analyze::Symbolizer symbolizer({.database = profile.source.database});
+    return unwrap(analyze::build_export_model(profile, options, symbolizer));
+}
+
 int run_export(const ExportArgs& args) {
     std::string format = args.format.empty() ? format_from_name(args.output) : args.format;
     if (format.empty())
@@ -60,13 +74,11 @@ int run_export(const ExportArgs& args) {
     if (format == "pprof" && args.output.empty() && ::isatty(STDOUT_FILENO))
         throw UsageError{"pprof output is binary (gzip): give -o FILE or redirect stdout"};
 
-    auto profile = unwrap(analyze::load_profile(unwrap(analyze::resolve_source(args.database, args.epoch))));
     analyze::ExportOptions options;
     options.events = args.events;
     options.pid = args.pid;
     options.source_lines = !args.no_source_lines;
-    analyze::Symbolizer symbolizer({.database = profile.source.database});
-    auto model = unwrap(analyze::build_export_model(profile, options, symbolizer));
+    auto model = build_model(args, options);
 
     std::string out;
     if (format == "pprof") {
@@ -90,7 +102,8 @@ int run_export(const ExportArgs& args) {
 void add_export_verb(CLI::App& root, std::vector<Verb>& verbs) {
     auto args = std::make_shared<ExportArgs>();
     auto* app = root.add_subcommand("export", "Write a profile for other tools: pprof, json, folded, speedscope, html");
-    app->add_option("database", args->database, "Profile: DB (newest epoch), DB/epochs/NNNNN or DB@EPOCH")
+    app->add_option("database", args->database,
+                    "Profile: DB (newest epoch), DB/epochs/NNNNN, DB@EPOCH, or a ClickHouse URL (the fleet)")
         ->default_str("ecpi.db");
     app->add_option("--format", args->format,
                     "pprof (gzipped profile.proto), json (ecpi.export), folded (FlameGraph), speedscope, or html "
@@ -102,6 +115,8 @@ void add_export_verb(CLI::App& root, std::vector<Verb>& verbs) {
         ->delimiter(',');
     app->add_option("--pid", args->pid, "Only samples of this process");
     app->add_flag("--no-source-lines", args->no_source_lines, "Do not read DWARF for source lines and inlined functions");
+    add_fleet_filter_options(*app, args->fleet);
+    app->footer("\nExamples:\n  ecpi export ecpi.db --format pprof -o profile.pb.gz\n  ecpi export ecpi.db --format html -o flame.html\n");
     verbs.push_back({app, [args] { return run_export(*args); }});
 }
 

@@ -82,6 +82,7 @@ void add_paths_verb(CLI::App& root, std::vector<Verb>& verbs) {
         ->default_str("time");
     app->add_option("--limit", args->limit, "Show at most N paths per function (0: all)");
     add_format_option(*app, args->format);
+    app->footer("\nExamples:\n  ecpi paths paths.db\n  ecpi paths paths.db --rank variation --limit 10\n");
     verbs.push_back({app, [args] { return run_paths(*args); }});
 }
 

@@ -194,14 +194,7 @@ int run_probe(ProbeArgs& args, CLI::App& app) {
     rank_paths(report, *rank);
     const std::string rendered =
         text ? render_probe_text(report, *rank, args.limit) : store::probe_report_to_json(report).dump(2) + "\n";
-    if (!args.report_file.empty()) {
-        // A command's own output goes to stdout: the report can go elsewhere.
-        std::ofstream out(args.report_file);
-        out << rendered;
-        if (!out.flush()) throw RuntimeError{"writing " + args.report_file + ": " + std::strerror(errno)};
-    } else {
-        std::cout << rendered;
-    }
+    write_report(rendered, args.report_file, !args.command.empty());
     if (auto status = session.command_status()) return *status;
     return kExitOk;
 }
@@ -239,7 +232,7 @@ void add_probe_verb(CLI::App& root, std::vector<Verb>& verbs) {
         ->default_str("fp");
     app->add_option("--control", args->control_socket, "Also take control lines on this Unix socket");
     app->add_option("--report-file", args->report_file,
-                    "Write the final result here instead of standard output (which a command shares)");
+                    "Write the final result here (default: standard output; standard error when running a COMMAND, whose output goes to standard output)");
     app->add_flag("--no-stdin", args->no_stdin, "Do not read control lines from standard input");
     app->add_flag("--bare", args->bare, "Benchmarks: attach empty BPF programs (the uprobe cost alone; no results)")
         ->group("");

@@ -24,6 +24,7 @@ struct RecordArgs {
     double duration = 0;
     std::vector<std::string> events;
     std::string registers;  // empty: the default for the target
+    std::string report_file;
     Format format = Format::kText;
 };
 
@@ -84,7 +85,7 @@ int run_record(RecordArgs& args, CLI::App& app) {
             j["bpf_run_count"] = summary.bpf_run_count;
             j["bpf_run_time_ns"] = summary.bpf_run_time_ns;
         }
-        std::cout << j.dump(2) << "\n";
+        write_report(j.dump(2) + "\n", args.report_file, !o.command.empty());
     } else if (!args.quiet) {
         for (const auto& e : summary.events) {
             std::fprintf(stderr,
@@ -148,6 +149,9 @@ void add_record_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--registers", args->registers,
                     "Keep the user-mode registers of one sample in N (per CPU), or off; default 1 (every sample) "
                     "with a command or -p, off otherwise (ecpi calc anchors loop counts on them)");
+    app->add_option("--report-file", args->report_file,
+                    "Write the --format json report here (default: standard output; standard error when running a "
+                    "COMMAND, whose output goes to standard output)");
     app->add_flag("-q,--quiet", args->quiet, "Print nothing but errors");
     add_format_option(*app, args->format);
     app->add_option("command", o.command, "Command to run and profile (after --)");

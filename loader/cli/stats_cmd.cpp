@@ -1,10 +1,12 @@
 // ecpi stats: statistics of procedures across profiles (DCPI's dcpistats, Figure 3).
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
 #include "cli_common.h"
 #include "ecpi/terminal_text.h"
 #include "ecpi/analyze/stats.h"
+#include "fleet_options.h"
 
 namespace ecpi::cli {
 namespace {
@@ -16,19 +18,30 @@ struct StatsArgs {
     std::optional<std::uint32_t> pid;
     std::size_t limit = 0;
     Format format = Format::kText;
+    fleet::FleetFilterArgs fleet;
 };
 
-int run_stats(const StatsArgs& args) {
+analyze::StatsReport build_report(const StatsArgs& args, const analyze::StatsOptions& options) {
+    analyze::SymbolizerPool symbolizers;
+    check_fleet_filters_used(args.fleet, args.profiles);
+    if (std::any_of(args.profiles.begin(), args.profiles.end(), [](const auto& p) { return fleet::is_clickhouse_url(p); })) {
+        std::vector<fleet::ReportSource> sources;
+        for (const auto& spec : args.profiles) sources.push_back(unwrap(fleet::open_report_source(spec, args.fleet)));
+        return unwrap(fleet::fleet_stats_report(sources, options, symbolizers));
+    }
     std::vector<analyze::LoadedProfile> loaded;
     for (const auto& spec : args.profiles)
         loaded.push_back(unwrap(analyze::load_profile(unwrap(analyze::resolve_source(spec)))));
+    return unwrap(analyze::build_stats_report(loaded, options, symbolizers));
+}
+
+int run_stats(const StatsArgs& args) {
     analyze::StatsOptions options;
     options.by = args.by == "image" ? analyze::Grouping::kImage : analyze::Grouping::kProcedure;
     options.event = args.event;
     options.pid = args.pid;
     options.limit = args.limit;
-    analyze::SymbolizerPool symbolizers;
-    auto report = unwrap(analyze::build_stats_report(loaded, options, symbolizers));
+    auto report = build_report(args, options);
     if (args.format == Format::kJson) {
         std::cout << analyze::render_stats_json(report).dump(2) << "\n";
     } else {
@@ -42,7 +55,8 @@ void add_stats_verb(CLI::App& root, std::vector<Verb>& verbs) {
     auto args = std::make_shared<StatsArgs>();
     auto* app = root.add_subcommand("stats", "Statistics of each procedure across profiles (runs, epochs, machines)");
     app->add_option("profiles", args->profiles,
-                    "Profiles: DB (its newest epoch), DB/epochs/NNNNN, or DB@EPOCH")
+                    "Profiles: DB (its newest epoch), DB/epochs/NNNNN, DB@EPOCH, or a ClickHouse URL (one URL "
+                    "alone: one set per host)")
         ->required();
     app->add_option("--by", args->by, "Group by procedure or image")
         ->check(CLI::IsMember({"procedure", "image"}))
@@ -50,7 +64,9 @@ void add_stats_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("-e,--event", args->event, "Event to compare (default: the one all profiles share, cpu-clock first)");
     app->add_option("--pid", args->pid, "Only samples of this process");
     app->add_option("--limit", args->limit, "Show at most N rows (0: all)");
+    add_fleet_filter_options(*app, args->fleet);
     add_format_option(*app, args->format);
+    app->footer("\nExamples:\n  ecpi stats run1.db run2.db run3.db\n  ecpi stats ecpi.db@1 ecpi.db@2 --limit 20\n");
     verbs.push_back({app, [args] { return run_stats(*args); }});
 }
 

@@ -7,10 +7,6 @@ db="$TMP/db"
 start_daemon "$db" --drain-interval 1 --exclude-self
 "$TESTPROGS/shares" 2 >/dev/null
 "$ECPI" ctl --db "$db" flush >/dev/null
-# The daemon's database holds every user's command lines: 0700 / 0600.
-[ "$(stat -c %a "$db")" = 700 ] || fail "daemon database is $(stat -c %a "$db"), not 700"
-leaks=$(find "$db" \( -type d -perm /077 -o -type f -perm /077 \) -print)
-[ -z "$leaks" ] || fail "readable by other users: $leaks"
 "$ECPI" prof "$db" --format json >"$TMP/p1.json"
 json_check "$TMP/p1.json" 'any(r["procedure"] == "share_sixty" for r in d["rows"])'
 json_check "$TMP/p1.json" 'd["epoch"] == "00001"'
@@ -34,6 +30,17 @@ json_check "$TMP/p3.json" 'any(r["procedure"] == "share_sixty" for r in d["rows"
 # --exclude-self: the daemon's own process is never sampled.
 "$ECPI" prof "$db" --epoch 00001 --pid "$DAEMON_PID" --format json >"$TMP/self.json"
 json_check "$TMP/self.json" 'sum(r["samples"]["cpu-clock"] for r in d["rows"]) == 0'
+
+# The database holds every user's command lines and code addresses: the
+# daemon keeps it private to its user (directories 0700, files 0600).
+[ "$(stat -c %a "$db")" = 700 ] || fail "the daemon's database is mode $(stat -c %a "$db"), not 700"
+[ "$(stat -c %a "$db/epochs/00001")" = 700 ] || fail "an epoch directory is mode $(stat -c %a "$db/epochs/00001"), not 700"
+for f in "$db"/epochs/00001/*; do
+	[ "$(stat -c %a "$f")" = 600 ] || fail "$f is mode $(stat -c %a "$f"), not 600"
+done
+# Reports now work with the epoch's number too.
+"$ECPI" prof "$db" --epoch 1 --format json >"$TMP/p4.json"
+json_check "$TMP/p4.json" 'd["epoch"] == "00001"'
 
 # The control socket refuses anyone but root and the daemon's user.
 if command -v setpriv >/dev/null; then

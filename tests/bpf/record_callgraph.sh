@@ -2,7 +2,7 @@
 # flat profile is still exact.
 source "$TESTLIB"
 require_bpf
-"$ECPI" record -g -o "$TMP/db" --format json -- sh -c "\"$TESTPROGS/shares\" 3 >/dev/null" >"$TMP/rec.json"
+"$ECPI" record -g -o "$TMP/db" --format json --report-file "$TMP/rec.json" -- sh -c "\"$TESTPROGS/shares\" 3 >/dev/null"
 json_check "$TMP/rec.json" 'd["stack_samples"] > 1000'
 json_check "$TMP/rec.json" 'd["events"][0]["lost"] == 0'
 ls "$TMP"/db/epochs/*/stacks.cpu-clock.* >/dev/null || fail "no stack file written"

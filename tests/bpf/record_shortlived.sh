@@ -3,7 +3,7 @@
 source "$TESTLIB"
 require_bpf
 db="$TMP/db"
-"$ECPI" record -o "$db" --format json -- sh -c "for i in \$(seq 200); do '$TESTPROGS/burn' 15; done" >"$TMP/rec.json"
+"$ECPI" record -o "$db" --format json --report-file "$TMP/rec.json" -- sh -c "for i in \$(seq 200); do '$TESTPROGS/burn' 15; done"
 json_check "$TMP/rec.json" 'd["events"][0]["samples"] > 1000'
 "$ECPI" prof "$db" --format json >"$TMP/prof.json"
 python3 - "$TMP/prof.json" <<'PY' || fail "unknown share too high or burn_cpu missing"

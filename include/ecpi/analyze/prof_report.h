@@ -42,6 +42,13 @@ struct ProfReport {
     std::map<std::string, store::EventMeta> totals;  // per event: samples, unknown, lost, period
     std::vector<ProfRow> rows;
     std::vector<std::string> warnings;        // skipped files, unreadable images
+    // Per event that kept registers (ecpi record --registers): snapshots
+    // stored (all processes: what calc can pair) and one sample in `every`.
+    struct Snapshots {
+        std::uint64_t stored = 0;
+        std::uint32_t every = 0;
+    };
+    std::map<std::string, Snapshots> snapshots;
 };
 
 [[nodiscard]] Result<ProfReport> build_prof_report(const store::EpochContents& contents,

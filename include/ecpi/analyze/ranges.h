@@ -5,6 +5,7 @@
 // A class estimated from placement alone with low confidence, and not
 // anchored by register progress, gets a range of counts instead of a number
 // it cannot defend:
+// (its samples taken as S +- 2 sqrt(S), their own sampling error)
 //  - at most its samples over its best-case cycles (no stall at all), and at
 //    most what an anchored enclosing loop allows (a block outside nested
 //    loops runs at most once per iteration of its loop, plus the loop's
@@ -13,8 +14,11 @@
 //    each of its instructions can take by the machine model (a load: a
 //    memory access plus a page walk; a branch, return or call: a
 //    misprediction).
-// The point estimate is kept, moved into the range. A class with a confident
-// estimate that breaks its anchored loop's bound is ranged too.
+// The range also spans the estimator's own point (from the ratios of samples
+// at issue points), as the model's best case is no hard bound; only an
+// anchored loop's bound is: there the point is moved into the range. A class
+// with a confident estimate that breaks its anchored loop's bound is ranged
+// too.
 #pragma once
 
 #include <cstdint>
@@ -49,11 +53,14 @@ struct RangeInput {
 // Per class.
 std::vector<ClassRange> class_ranges(const RangeInput& input);
 
-// The estimate with every ranged class's F replaced by its range's low (or
-// high) end, blocks and edges recomputed: what the culprit analysis runs on
-// to find each cause's range at both ends.
+// The estimate with every ranged class's F moved to `position` along its
+// range (0: the low end, 1: the high end; geometric in between, as ranges
+// span orders of magnitude), blocks and edges recomputed: what the culprit
+// analysis runs on to find each cause's range over the counts the samples
+// allow (a cause can peak inside the range: at the low end a stall can be
+// longer than any one cause explains).
 FrequencyEstimate estimate_at(const FrequencyEstimate& estimate, const Cfg& cfg, const FrequencyClasses& classes,
-                              std::span<const ClassRange> ranges, bool high);
+                              std::span<const ClassRange> ranges, double position);
 
 // The point estimate moved into each range (in place).
 void clamp_to_ranges(FrequencyEstimate& estimate, const Cfg& cfg, const FrequencyClasses& classes,

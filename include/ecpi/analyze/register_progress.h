@@ -59,7 +59,37 @@ struct LoopRate {
     double iterations = 0;               // over the pairs used
     double seconds = 0;                  // over the pairs used
     PairCounts pairs;
+    // The induction register's values over the loop's snapshots span this
+    // many iterations; the pairs used moved a median of `median_iterations`.
+    double span_iterations = 0;
+    double median_iterations = 0;
+    // The pairs moved too far for the span: the loop's trips are too short
+    // for the time between snapshots, and a pair may cross one or more ends
+    // of the loop with the register back at its start (not `known`).
+    bool short_trips = false;
+    // Fewer than kMinUsableShare of the pairs starting in the loop were
+    // usable (not `known`): the thread was seldom still in the same trip at
+    // its next snapshot, and the few that were are no fair sample.
+    bool few_usable = false;
+    bool interrupted = false;            // see kMaxInterruptedShare
 };
+
+inline constexpr double kMinUsableShare = 0.25;
+
+// Of the pairs that stayed in the loop, more than this share had samples
+// between them that kept no registers (the thread in the kernel: page faults,
+// system calls; or off the CPU). The loop's time then is not all in its
+// user-mode samples, and the rate from the pairs, whose gaps hide kernel
+// time too, times those samples' time would undercount it (seen: a loop
+// touching fresh pages, measured 124x low). Not `known`.
+inline constexpr double kMaxInterruptedShare = 0.10;
+
+// A pair that crosses an end of the loop, when the register restarts from the
+// same place, moves backwards and is dropped, as long as the loop runs several
+// pairs' worth of iterations per trip. A loop whose whole trip is not this
+// many times what a pair moves cannot tell crossings from progress: its
+// iteration counts between snapshots look random in [0, span].
+inline constexpr double kMinSpanPerMove = 8;
 
 // At least this many pairs make a rate.
 inline constexpr std::uint32_t kMinPairs = 8;

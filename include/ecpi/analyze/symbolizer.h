@@ -21,6 +21,8 @@ struct Symbol {
     std::string name;          // demangled; PLT entries as "name@plt"
     std::uint64_t start = 0;   // ELF virtual address (same space as store offsets)
     std::uint64_t size = 0;    // 0 when unknown (then it extends to the next symbol)
+    std::string linkage_name;  // as in the ELF symbol table (mangled); "" where there is none (PLT, kallsyms)
+    bool local = false;        // STB_LOCAL
 };
 
 // The symbols of one image, sorted by address.

@@ -35,6 +35,9 @@ struct RecordOptions {
     // with its thread and time (a .reg file per event, issue 21); 0: none.
     std::uint32_t registers_every = 0;
     std::function<void(const std::string&)> log;    // progress and warnings, one line each
+    // Called on the recording thread after each successful merge into the
+    // store; must return at once (the daemon's pusher only wakes its thread).
+    std::function<void()> merged;
 
     // Daemon mode (`ecpi daemon`): runs until `stop`, merges after every drain,
     // serves the control socket, keeps memory and disk under their limits.

@@ -28,6 +28,15 @@ inline constexpr const char* kKernelImage = "[kernel]";
 inline constexpr const char* kUnknownImage = "[unknown]";
 inline constexpr const char* kVdsoImage = "[vdso]";
 
+// What a real recording can hold (FORMAT.md §9): decoders reject larger
+// numbers as damaged or forged, so that they never reach a report's totals.
+// 2^50 samples: 4,096 CPUs at 100 kHz for 30 days.
+inline constexpr std::uint64_t kMaxSampleCount = 1ull << 50;
+// A clock rate in MHz: 0 (unknown) or up to 100 GHz.
+inline constexpr double kMaxCpuMhz = 100000;
+// A sampling period: up to 2^44 (4.9 hours of ns, or 1.8e13 events).
+inline constexpr std::uint64_t kMaxPeriod = 1ull << 44;
+
 // An executable image, identified by build id where it has one (lowercase hex,
 // empty when the image has none), and by path (as seen by the process that
 // mapped it, i.e. inside its own mount namespace).

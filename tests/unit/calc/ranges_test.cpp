@@ -82,10 +82,11 @@ TEST_CASE("ranges: without an anchor the chase's count is a range that holds the
     REQUIRE(ranges[loop_class].ranged);
     const auto& r = ranges[loop_class];
     double best = c.timing[1].cycles;
-    CHECK(r.max == doctest::Approx(10000.0 / best));
+    // The samples' own error widens both ends: 10000 +- 2 sqrt(10000).
+    CHECK(r.max == doctest::Approx(10200.0 / best));
     // A load that misses every time (memory plus a page walk) is allowed:
     // 300 stall cycles per iteration (a DRAM miss on this VM) is inside.
-    CHECK(r.min < 10000.0 / (best + 300));
+    CHECK(r.min < 9800.0 / (best + 300));
     CHECK(r.min > 0);
     clamp_to_ranges(est, c.cfg, c.classes, ranges);
     CHECK(est.block_frequency[1] >= r.min);

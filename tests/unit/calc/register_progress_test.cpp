@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "ecpi/analyze/register_progress.h"
@@ -83,7 +84,7 @@ TEST_CASE("register progress: a loop re-entered between samples is not paired") 
     for (int invocation = 0; invocation < 4; ++invocation) {
         // A new invocation: another base pointer (rbp), the counter restarts.
         std::uint64_t rax = 10'000;
-        for (int k = 0; k < 5; ++k) {
+        for (int k = 0; k < 10; ++k) {
             v.push_back(snap(1, t, kLoopStart, rax, 0x5000 + static_cast<std::uint64_t>(invocation) * 0x100));
             t += 1000;
             rax -= 100;
@@ -91,7 +92,7 @@ TEST_CASE("register progress: a loop re-entered between samples is not paired") 
     }
     LoopRate r = loop_rate(query(v));
     CHECK(r.pairs.invariant_changed == 3);
-    CHECK(r.pairs.used == 16);
+    CHECK(r.pairs.used == 36);
     REQUIRE(r.known);
     CHECK(r.iterations_per_ns == doctest::Approx(0.1));
 
@@ -101,6 +102,38 @@ TEST_CASE("register progress: a loop re-entered between samples is not paired") 
     LoopRate same = loop_rate(query(v));
     CHECK(same.pairs.wrong_direction == 3);
     CHECK(same.iterations_per_ns == doctest::Approx(0.1));
+}
+
+TEST_CASE("register progress: trips shorter than the time between samples are not measured") {
+    // A loop of 1000 iterations called over and over (the same invariants
+    // every call), 0.05 iterations per ns, sampled every 13 us (650
+    // iterations): most pairs cross one or more calls, and those whose
+    // counter happens to be further along look like progress.
+    std::vector<RegisterSample> v;
+    const double rate = 0.05, trip = 1000;
+    for (int k = 0; k < 200; ++k) {
+        const double t = 13'000.0 * k;
+        const auto done = static_cast<std::uint64_t>(std::fmod(t * rate, trip));
+        v.push_back(snap(1, static_cast<std::uint64_t>(t), kLoopStart, 1000 - done));
+    }
+    LoopRate r = loop_rate(query(v));
+    CHECK(r.short_trips);
+    CHECK(!r.known);
+    CHECK(r.span_iterations <= trip);
+    CHECK(r.median_iterations * kMinSpanPerMove > r.span_iterations);
+
+    // The same loop sampled every 1 us (50 iterations): a crossing moves the
+    // counter back and is refused; the rate is measured.
+    std::vector<RegisterSample> fine;
+    for (int k = 0; k < 200; ++k) {
+        const double t = 1'000.0 * k;
+        const auto done = static_cast<std::uint64_t>(std::fmod(t * rate, trip));
+        fine.push_back(snap(1, static_cast<std::uint64_t>(t), kLoopStart, 1000 - done));
+    }
+    LoopRate f = loop_rate(query(fine));
+    REQUIRE(f.known);
+    CHECK(!f.short_trips);
+    CHECK(f.iterations_per_ns == doctest::Approx(rate).epsilon(0.01));
 }
 
 TEST_CASE("register progress: a 32-bit counter that wraps past 2^32") {
@@ -134,6 +167,23 @@ TEST_CASE("register progress: a thread that leaves the loop between two samples"
     CHECK(r.pairs.left_loop == 3);
     REQUIRE(r.known);
     CHECK(r.iterations_per_ns == doctest::Approx(0.05));
+}
+
+TEST_CASE("register progress: a loop the thread is seldom still in at its next snapshot is not measured") {
+    // 40 pairs stay in the loop and move steadily, 160 leave it: the few
+    // that stayed are no fair sample of the loop's trips.
+    std::vector<RegisterSample> v;
+    std::uint64_t rax = 10'000'000;
+    for (int k = 0; k < 400; ++k) {
+        const int at = k % 10;
+        const bool elsewhere = !(at == 0 || at == 1 || at == 3 || at == 5 || at == 7);
+        v.push_back(snap(1, static_cast<std::uint64_t>(k) * 1000, elsewhere ? 0x2000 : kLoopStart, rax));
+        rax -= 100;
+    }
+    LoopRate r = loop_rate(query(v));
+    CHECK(r.pairs.used * 4 < r.pairs.used + r.pairs.left_loop);
+    CHECK(r.few_usable);
+    CHECK(!r.known);
 }
 
 TEST_CASE("register progress: too few pairs give no rate, and a long gap is not used") {

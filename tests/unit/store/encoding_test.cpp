@@ -76,9 +76,10 @@ TEST_CASE("profile round trip: many processes, kAllProcesses, huge values") {
         }
         p.processes.push_back(std::move(pc));
     }
-    p.processes.push_back({0xfffffffeu, {{0, kMax}, {kMax - 1, 1}, {kMax, kMax - 1}}});
-    p.processes.push_back({kAllProcesses, {{kMax, kMax}}});
-    p.period = kMax;
+    // Offsets take all 64 bits; counts and periods their bounds (FORMAT.md §8).
+    p.processes.push_back({0xfffffffeu, {{0, kMaxSampleCount}, {kMax - 1, 1}, {kMax, kMaxSampleCount - 1}}});
+    p.processes.push_back({kAllProcesses, {{kMax, kMaxSampleCount}}});
+    p.period = kMaxPeriod;
     CHECK(round_trip(p) == p);
 }
 
@@ -334,7 +335,7 @@ TEST_CASE("stack profile round trip") {
     huge.event = "cycles";
     huge.period = kMax;
     huge.images = {{"/a", ""}};
-    huge.stacks = {{kAllProcesses, {{0, kMax}, {0, 0}}, kMax}};
+    huge.stacks = {{kAllProcesses, {{0, kMax}, {0, 0}}, kMaxSampleCount}};
     CHECK(decode_stacks(encode_stacks(huge)).value() == huge);
 }
 

@@ -496,5 +496,56 @@ TEST_CASE("register files merge through the database; a bad one is skipped") {
     CHECK(contains(refused.error().message(), "cannot merge into"));
 }
 
+TEST_CASE("register files: past 4 MiB a new segment starts, and segments read as one profile") {
+    TempDir tmp;
+    auto opened = Database::open(tmp.path(), Database::Mode::kCreate);
+    REQUIRE(opened.ok());
+    Database db = *opened;
+    // Registers that change at random between snapshots take about 150
+    // bytes each: three batches of 15,000 pass 4 MiB after the second.
+    std::mt19937_64 rng(21);
+    std::uint64_t t = 1'000'000;
+    auto batch = [&] {
+        RegisterProfile r;
+        r.event = "cpu-clock";
+        r.period = 200;
+        r.every = 1;
+        r.images.push_back({"/bin/x", "ab12"});
+        for (int k = 0; k < 15000; ++k) {
+            RegisterSample s;
+            s.pid = 7;
+            s.tid = 7;
+            s.time_ns = t += 200'000;
+            s.offset = rng() % 4096;
+            for (auto& reg : s.regs) reg = rng();
+            r.samples.push_back(s);
+        }
+        return r;
+    };
+    RegisterProfile all;
+    for (int b = 0; b < 3; ++b) {
+        RegisterProfile r = batch();
+        if (b == 0) all = r;
+        else REQUIRE(merge_into(all, r).ok());
+        auto merged = db.merge("00001", r);
+        REQUIRE_MESSAGE(merged.ok(), merged.error().message());
+    }
+    const fs::path edir = tmp.path() / "epochs" / "00001";
+    CHECK(fs::file_size(edir / "registers.cpu-clock.reg") >= (4u << 20));
+    CHECK(fs::exists(edir / "registers.cpu-clock.s1.reg"));
+    CHECK_FALSE(fs::exists(edir / "registers.cpu-clock.s2.reg"));
+    auto c = db.read_epoch("00001");
+    REQUIRE(c.ok());
+    CHECK(c->skipped.empty());
+    REQUIRE(c->registers.size() == 1);
+    CHECK(c->registers[0] == all);
+    // A new segment is refused when it could not be read with the others.
+    RegisterProfile other = batch();
+    other.every = 3;
+    auto refused = db.merge("00001", other);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(contains(refused.error().message(), "one sample in 3"));
+}
+
 }  // namespace
 }  // namespace ecpi::store

@@ -1,0 +1,671 @@
+// Trace-sampled cache simulation (include/ecpi/analyze/cachesim.h; MemSpy).
+#include "ecpi/analyze/cachesim.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <list>
+#include <random>
+#include <unordered_set>
+
+namespace ecpi::analyze {
+
+// ---------------------------------------------------------------- geometry
+
+namespace {
+
+std::optional<std::uint64_t> parse_size(std::string_view s) {
+    std::uint64_t mult = 1;
+    if (!s.empty()) {
+        char c = s.back();
+        if (c == 'k' || c == 'K') mult = 1024;
+        if (c == 'm' || c == 'M') mult = 1024 * 1024;
+        if (c == 'g' || c == 'G') mult = 1024ull * 1024 * 1024;
+        if (mult != 1) s.remove_suffix(1);
+    }
+    std::uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size() || v == 0 || v > (1ull << 40) / mult) return std::nullopt;
+    return v * mult;
+}
+
+}  // namespace
+
+Result<void> check_geometry(const CacheGeometry& g) {
+    if (g.size == 0 || g.ways == 0 || g.line == 0) return Error("cache " + g.name + ": size, ways and line must be positive");
+    if (!std::has_single_bit(g.line) || g.line < 8 || g.line > 4096)
+        return Error("cache " + g.name + ": line size " + std::to_string(g.line) + " is not a power of two between 8 and 4096");
+    if (g.ways > 64) return Error("cache " + g.name + ": at most 64 ways are simulated (" + std::to_string(g.ways) + " asked)");
+    if (g.size % (std::uint64_t(g.ways) * g.line) != 0 || !std::has_single_bit(g.sets()))
+        return Error("cache " + g.name + ": size / (ways * line) = " + std::to_string(double(g.size) / (double(g.ways) * g.line)) +
+                     " sets is not a power of two");
+    return ok();
+}
+
+Result<CacheGeometry> parse_cache_geometry(std::string_view text) {
+    auto eq = text.find('=');
+    std::string bad = "cache '" + std::string(text) + "' is not NAME=SIZE:WAYS:LINE (e.g. L1d=32k:8:64)";
+    if (eq == std::string_view::npos || eq == 0) return Error(bad);
+    CacheGeometry g;
+    g.name = std::string(text.substr(0, eq));
+    auto rest = text.substr(eq + 1);
+    auto c1 = rest.find(':');
+    auto c2 = c1 == std::string_view::npos ? c1 : rest.find(':', c1 + 1);
+    if (c2 == std::string_view::npos) return Error(bad);
+    auto size = parse_size(rest.substr(0, c1));
+    auto ways = parse_size(rest.substr(c1 + 1, c2 - c1 - 1));
+    auto line = parse_size(rest.substr(c2 + 1));
+    if (!size || !ways || !line || *ways > 1024 || *line > 65536) return Error(bad);
+    g.size = *size;
+    g.ways = std::uint32_t(*ways);
+    g.line = std::uint32_t(*line);
+    ECPI_RETURN_IF_ERROR(check_geometry(g));
+    return g;
+}
+
+namespace {
+
+std::optional<std::string> read_small_file(const std::string& path) {
+    std::ifstream in(path);
+    std::string s;
+    if (!in || !std::getline(in, s)) return std::nullopt;
+    return s;
+}
+
+std::vector<CacheGeometry> sysfs_caches(const std::string& root) {
+    std::vector<CacheGeometry> out;
+    for (int i = 0; i < 16; i++) {
+        std::string dir = root + "/index" + std::to_string(i) + "/";
+        auto type = read_small_file(dir + "type");
+        if (!type) break;
+        if (*type == "Instruction") continue;
+        auto level = read_small_file(dir + "level");
+        auto size = read_small_file(dir + "size");
+        auto ways = read_small_file(dir + "ways_of_associativity");
+        auto line = read_small_file(dir + "coherency_line_size");
+        if (!level || !size || !ways || !line) continue;
+        CacheGeometry g;
+        g.name = "L" + *level + (*type == "Data" ? "d" : "");
+        auto sz = parse_size(*size);
+        auto w = parse_size(*ways);
+        auto l = parse_size(*line);
+        if (!sz || !w || !l) continue;
+        g.size = *sz;
+        g.ways = std::uint32_t(*w);
+        g.line = std::uint32_t(*l);
+        if (check_geometry(g).ok()) out.push_back(g);
+    }
+    return out;
+}
+
+}  // namespace
+
+HostCaches host_cache_geometry(const std::string& sysfs_root) {
+    HostCaches h;
+    h.levels = sysfs_caches(sysfs_root);
+    if (!h.levels.empty()) {
+        h.source = sysfs_root;
+        return h;
+    }
+    struct Conf {
+        const char* name;
+        int size, ways, line;
+    };
+    const Conf confs[] = {{"L1d", _SC_LEVEL1_DCACHE_SIZE, _SC_LEVEL1_DCACHE_ASSOC, _SC_LEVEL1_DCACHE_LINESIZE},
+                          {"L2", _SC_LEVEL2_CACHE_SIZE, _SC_LEVEL2_CACHE_ASSOC, _SC_LEVEL2_CACHE_LINESIZE},
+                          {"L3", _SC_LEVEL3_CACHE_SIZE, _SC_LEVEL3_CACHE_ASSOC, _SC_LEVEL3_CACHE_LINESIZE}};
+    for (const auto& c : confs) {
+        long size = sysconf(c.size), ways = sysconf(c.ways), line = sysconf(c.line);
+        if (size <= 0 || ways <= 0 || line <= 0) continue;
+        CacheGeometry g{c.name, std::uint64_t(size), std::uint32_t(ways), std::uint32_t(line)};
+        if (check_geometry(g).ok()) h.levels.push_back(g);
+    }
+    if (!h.levels.empty()) {
+        h.source = "sysconf (CPUID; " + sysfs_root + " absent)";
+        return h;
+    }
+    h.levels = {{"L1d", 32 * 1024, 8, 64}, {"L2", 1024 * 1024, 16, 64}};
+    h.source = "built-in default (neither " + sysfs_root + " nor sysconf describe the caches)";
+    return h;
+}
+
+Result<UnknownEstimate> parse_unknown_estimate(std::string_view text) {
+    if (text == "stale") return UnknownEstimate::kStale;
+    if (text == "half") return UnknownEstimate::kHalf;
+    if (text == "wood") return UnknownEstimate::kWood;
+    if (text == "miss") return UnknownEstimate::kMiss;
+    if (text == "hit") return UnknownEstimate::kHit;
+    return Error("unknown estimate '" + std::string(text) + "' (choose stale, half, wood, miss or hit)");
+}
+
+std::string_view unknown_estimate_name(UnknownEstimate e) {
+    switch (e) {
+    case UnknownEstimate::kStale: return "stale";
+    case UnknownEstimate::kHalf: return "half";
+    case UnknownEstimate::kWood: return "wood";
+    case UnknownEstimate::kMiss: return "miss";
+    case UnknownEstimate::kHit: return "hit";
+    }
+    return "?";
+}
+
+void LevelCounts::add(const LevelCounts& o) {
+    references += o.references;
+    known_misses += o.known_misses;
+    unknown += o.unknown;
+    unknown_stale_misses += o.unknown_stale_misses;
+    compulsory += o.compulsory;
+    capacity += o.capacity;
+}
+
+void BinCounts::add(const BinCounts& o) {
+    if (levels.size() < o.levels.size()) levels.resize(o.levels.size());
+    for (std::size_t i = 0; i < o.levels.size(); i++) levels[i].add(o.levels[i]);
+}
+
+// ---------------------------------------------------------------- simulator
+
+namespace {
+
+// One way of a set. Sets keep their ways in LRU order, most recent first,
+// so the blocks referenced in the current window are always a prefix.
+struct Way {
+    std::uint64_t block = 0;       // block number + 1; 0: invalid
+    std::uint64_t fill_time = 0;   // when this generation began (Wood et al.)
+    std::uint64_t last_time = 0;   // last reference
+    std::uint32_t stamp = 0;       // window of the last reference
+    std::uint32_t fill_window = 0; // window the generation began in
+};
+
+// Ordered so that a two-line reference takes the larger outcome: any known
+// miss makes it a known miss; else any unknown line makes it unknown.
+enum class Outcome : std::uint8_t { kKnownHit = 0, kUnknownHit = 1, kUnknownMiss = 2, kKnownMiss = 3 };
+
+// A fully associative LRU shadow and the set of blocks ever seen (--classes).
+struct Shadow {
+    std::size_t capacity = 0;
+    std::list<std::uint64_t> lru;
+    std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> where;
+    std::unordered_set<std::uint64_t> seen;
+    // Returns (first reference ever, missed in the fully associative cache).
+    std::pair<bool, bool> access(std::uint64_t block) {
+        bool first = seen.insert(block).second;
+        auto it = where.find(block);
+        if (it != where.end()) {
+            lru.splice(lru.begin(), lru, it->second);
+            return {first, false};
+        }
+        lru.push_front(block);
+        where[block] = lru.begin();
+        if (lru.size() > capacity) {
+            where.erase(lru.back());
+            lru.pop_back();
+        }
+        return {first, true};
+    }
+};
+
+struct Level {
+    CacheGeometry geometry;
+    unsigned line_shift = 0;
+    std::uint64_t set_mask = 0;
+    std::uint32_t ways = 0;
+    double dead_time = 0, generation_time = 0;  // summed over streams
+};
+
+struct LevelState {
+    std::vector<Way> ways;  // sets * ways
+    Shadow shadow;
+};
+
+struct Stream {
+    std::uint32_t tid = 0;
+    std::vector<LevelState> levels;
+    std::uint32_t window = 0;     // current window id (1-based; 0: none yet)
+    bool exact = true;            // nothing skipped yet: the cache state is the true one
+    bool in_window = false;
+    std::uint64_t time = 0;       // simulated references so far
+    std::uint64_t stack_low = 0, stack_high = 0;
+    BinCounts window_counts;
+};
+
+struct Allocation {
+    std::uint64_t start = 0;
+    std::uint64_t end = 0;
+    std::uint64_t site = 0;
+};
+
+// An open-addressing hash map from 64-bit keys (never 0) to 64-bit values:
+// one probe sequence in one flat array, backward-shift deletion.
+class FlatMap {
+public:
+    FlatMap() { slots_.resize(1024); }
+    const std::uint64_t* find(std::uint64_t key) const {
+        for (std::size_t i = hash(key);; i = (i + 1) & mask()) {
+            if (slots_[i].key == key) return &slots_[i].value;
+            if (slots_[i].key == 0) return nullptr;
+        }
+    }
+    void insert(std::uint64_t key, std::uint64_t value) {
+        if ((count_ + 1) * 2 > slots_.size()) grow();
+        std::size_t i = hash(key);
+        while (slots_[i].key != 0 && slots_[i].key != key) i = (i + 1) & mask();
+        if (slots_[i].key == 0) count_++;
+        slots_[i] = {key, value};
+    }
+    void erase(std::uint64_t key) {
+        std::size_t i = hash(key);
+        while (slots_[i].key != key) {
+            if (slots_[i].key == 0) return;
+            i = (i + 1) & mask();
+        }
+        // Backward shift: move later entries of the cluster into the hole
+        // when their home slot does not lie cyclically in (hole, j].
+        std::size_t hole = i;
+        for (std::size_t j = (i + 1) & mask(); slots_[j].key != 0; j = (j + 1) & mask()) {
+            std::size_t home = hash(slots_[j].key);
+            bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+            if (stays) continue;
+            slots_[hole] = slots_[j];
+            hole = j;
+        }
+        slots_[hole] = {};
+        count_--;
+    }
+
+private:
+    struct Slot {
+        std::uint64_t key = 0;
+        std::uint64_t value = 0;
+    };
+    std::size_t mask() const { return slots_.size() - 1; }
+    std::size_t hash(std::uint64_t key) const { return std::size_t((key * 0x9E3779B97F4A7C15ULL) >> 20) & mask(); }
+    void grow() {
+        std::vector<Slot> old(slots_.size() * 2);
+        old.swap(slots_);
+        count_ = 0;
+        for (const auto& s : old)
+            if (s.key) insert(s.key, s.value);
+    }
+    std::vector<Slot> slots_;
+    std::size_t count_ = 0;
+};
+
+// Live heap allocations by address. Every simulated miss asks which object
+// it touched, so the answer must cost about one host cache miss: small
+// allocations are found through a flat hash of their 16-byte granules
+// (malloc's alignment, so a granule belongs to one allocation), large ones
+// (over kLargeBytes) in an ordered map of their own.
+class HeapMap {
+public:
+    static constexpr std::uint64_t kGranuleShift = 4;
+    static constexpr std::uint64_t kLargeBytes = 4096;
+
+    void insert(const Allocation& a) {
+        remove(a.start);
+        if (a.end - a.start > kLargeBytes) {
+            large_[a.start] = a;
+            return;
+        }
+        ends_.insert(a.start, a.end);  // a start is never 0 (malloc never returns it)
+        // A granule belongs to one allocation, so its entry alone names the site.
+        for (std::uint64_t g = a.start >> kGranuleShift; g <= (a.end - 1) >> kGranuleShift; g++) granules_.insert(g + 1, a.site);
+    }
+    void remove(std::uint64_t start) {
+        if (const std::uint64_t* end = ends_.find(start)) {
+            std::uint64_t e = *end;
+            for (std::uint64_t g = start >> kGranuleShift; g <= (e - 1) >> kGranuleShift; g++) granules_.erase(g + 1);
+            ends_.erase(start);
+            return;
+        }
+        large_.erase(start);
+    }
+    // The allocation site of the allocation holding `address`, if any.
+    std::optional<std::uint64_t> find(std::uint64_t address) const {
+        if (const std::uint64_t* site = granules_.find((address >> kGranuleShift) + 1)) return *site;
+        if (large_.empty()) return std::nullopt;
+        auto it = large_.upper_bound(address);
+        if (it == large_.begin()) return std::nullopt;
+        --it;
+        if (address < it->second.end) return it->second.site;
+        return std::nullopt;
+    }
+
+private:
+    FlatMap granules_;  // granule + 1 -> site
+    FlatMap ends_;      // start -> end, for small allocations
+    std::map<std::uint64_t, Allocation> large_;
+};
+
+struct ObjectKeyHash {
+    std::size_t operator()(const CacheSimulator::ObjectKey& k) const {
+        return std::hash<std::uint64_t>()(k.id * 0x9E3779B97F4A7C15ULL + std::uint64_t(k.kind));
+    }
+};
+
+}  // namespace
+
+struct CacheSimulator::Impl {
+    SimulatorOptions options;
+    std::vector<Level> levels;
+    std::uint64_t sample_mask = 0;              // set sampling: lines whose (line & mask) is in `sampled`
+    std::vector<std::uint8_t> sampled;
+    std::unordered_map<std::uint32_t, Stream> streams;
+    Totals totals;
+    std::vector<BinCounts> windows;
+    std::unordered_map<std::uint64_t, BinCounts> pcs;
+    std::unordered_map<ObjectKey, BinCounts, ObjectKeyHash> objects;
+    mutable std::map<ObjectKey, BinCounts> objects_sorted;  // by_object()'s view
+    HeapMap heap;
+    std::map<std::uint64_t, SiteInfo> sites;
+    std::vector<Outcome> outcome_scratch;
+
+    Stream& stream(std::uint32_t id) {
+        auto it = streams.find(id);
+        if (it != streams.end()) return it->second;
+        Stream s;
+        for (const auto& l : levels) {
+            LevelState st;
+            st.ways.resize(l.geometry.sets() * l.ways);
+            st.shadow.capacity = l.geometry.size / l.geometry.line;
+            s.levels.push_back(std::move(st));
+        }
+        s.window_counts.levels.resize(levels.size());
+        totals.streams++;
+        return streams.emplace(id, std::move(s)).first->second;
+    }
+
+    void close_window(Stream& s) {
+        if (!s.in_window) return;
+        windows.push_back(s.window_counts);
+        for (auto& l : s.window_counts.levels) l = LevelCounts{};
+        s.in_window = false;
+    }
+
+    // Invalidate a block (given as a byte address range) in levels above `level` (inclusion).
+    void back_invalidate(Stream& s, std::size_t level, std::uint64_t first_byte, std::uint64_t bytes) {
+        for (std::size_t u = 0; u < level; u++) {
+            const Level& L = levels[u];
+            for (std::uint64_t a = first_byte; a < first_byte + bytes; a += L.geometry.line) {
+                std::uint64_t block = a >> L.line_shift;
+                Way* set = &s.levels[u].ways[(block & L.set_mask) * L.ways];
+                for (std::uint32_t i = 0; i < L.ways; i++) {
+                    if (set[i].block != block + 1) continue;
+                    std::memmove(set + i, set + i + 1, (L.ways - 1 - i) * sizeof(Way));
+                    set[L.ways - 1] = Way{};
+                    break;
+                }
+            }
+        }
+    }
+
+    // One block at one level (MemSpy 4.2's known/unknown classification).
+    Outcome access_block(Stream& s, std::size_t level, std::uint64_t block) {
+        Level& L = levels[level];
+        Way* set = &s.levels[level].ways[(block & L.set_mask) * L.ways];
+        const std::uint32_t w = s.window;
+        for (std::uint32_t i = 0; i < L.ways; i++) {
+            if (set[i].block != block + 1) continue;
+            bool known = s.exact || set[i].stamp == w;
+            Way hit = set[i];
+            hit.stamp = w;
+            hit.last_time = s.time;
+            std::memmove(set + 1, set, i * sizeof(Way));
+            set[0] = hit;
+            return known ? Outcome::kKnownHit : Outcome::kUnknownHit;
+        }
+        // Miss: known when the set is full of blocks of this window (or nothing was ever skipped).
+        Way& victim = set[L.ways - 1];
+        bool known = s.exact || (victim.block != 0 && victim.stamp == w);
+        if (victim.block != 0) {
+            if (victim.fill_window == w) {  // a generation inside one window (Wood et al.)
+                L.generation_time += double(s.time - victim.fill_time);
+                L.dead_time += double(s.time - victim.last_time);
+            }
+            if (level > 0) back_invalidate(s, level, (victim.block - 1) << L.line_shift, L.geometry.line);
+        }
+        std::memmove(set + 1, set, (L.ways - 1) * sizeof(Way));
+        set[0] = Way{block + 1, s.time, s.time, w, w};
+        return known ? Outcome::kKnownMiss : Outcome::kUnknownMiss;
+    }
+
+    static void count(LevelCounts& c, Outcome o) {
+        c.references++;
+        if (o == Outcome::kKnownMiss) c.known_misses++;
+        if (o == Outcome::kUnknownHit || o == Outcome::kUnknownMiss) c.unknown++;
+        if (o == Outcome::kUnknownMiss) c.unknown_stale_misses++;
+    }
+
+    ObjectKey object_of(const Stream& s, std::uint64_t address) const {
+        if (auto site = heap.find(address)) return {ObjectKind::kHeap, *site};
+        if (address >= s.stack_low && address < s.stack_high) return {ObjectKind::kStack, s.tid};
+        for (const auto& [id, o] : streams)
+            if (address >= o.stack_low && address < o.stack_high) return {ObjectKind::kStack, o.tid};
+        return {ObjectKind::kStatic, address & ~std::uint64_t(levels[0].geometry.line - 1)};
+    }
+
+    bool in_sampled_sets(std::uint64_t address) const {
+        return sample_mask == 0 || sampled[(address >> levels[0].line_shift) & sample_mask];
+    }
+
+    void access(Stream& s, const MemRef& ref);
+};
+
+CacheSimulator::CacheSimulator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CacheSimulator::CacheSimulator(CacheSimulator&&) noexcept = default;
+CacheSimulator& CacheSimulator::operator=(CacheSimulator&&) noexcept = default;
+CacheSimulator::~CacheSimulator() = default;
+
+Result<CacheSimulator> CacheSimulator::create(SimulatorOptions options) {
+    if (options.levels.empty()) return Error("no cache levels to simulate");
+    auto impl = std::make_unique<Impl>();
+    for (const auto& g : options.levels) {
+        ECPI_RETURN_IF_ERROR(check_geometry(g));
+        Level l;
+        l.geometry = g;
+        l.line_shift = unsigned(std::countr_zero(g.line));
+        l.set_mask = g.sets() - 1;
+        l.ways = g.ways;
+        impl->levels.push_back(l);
+    }
+    if (options.set_sample > 1) {
+        // MemSpy 7.3: a fixed random subset of sets. Sets are chosen by the
+        // low bits of the line number, which index the sets of every level
+        // alike when all levels share the line size.
+        std::uint64_t min_sets = UINT64_MAX;
+        for (const auto& g : options.levels) {
+            if (g.line != options.levels[0].line)
+                return Error("set sampling needs one line size at every level (" + g.name + " has " + std::to_string(g.line) + ")");
+            min_sets = std::min(min_sets, g.sets());
+        }
+        if (options.set_sample > min_sets)
+            return Error("--sets 1/" + std::to_string(options.set_sample) + " is sparser than the smallest level's " +
+                         std::to_string(min_sets) + " sets");
+        impl->sample_mask = min_sets - 1;
+        impl->sampled.assign(min_sets, 0);
+        std::vector<std::uint64_t> order(min_sets);
+        for (std::uint64_t i = 0; i < min_sets; i++) order[i] = i;
+        std::mt19937_64 rng(options.seed);
+        std::shuffle(order.begin(), order.end(), rng);
+        std::uint64_t keep = min_sets / options.set_sample;
+        for (std::uint64_t i = 0; i < keep; i++) impl->sampled[order[i]] = 1;
+        impl->totals.set_scale = options.set_sample;
+    }
+    impl->totals.counts.levels.resize(options.levels.size());
+    impl->options = std::move(options);
+    return CacheSimulator(std::move(impl));
+}
+
+void CacheSimulator::begin_stream(std::uint32_t stream, std::uint32_t tid) { impl_->stream(stream).tid = tid; }
+
+void CacheSimulator::set_stack(std::uint32_t stream, std::uint64_t low, std::uint64_t high) {
+    auto& s = impl_->stream(stream);
+    s.stack_low = low;
+    s.stack_high = high;
+}
+
+void CacheSimulator::begin_window(std::uint32_t stream, std::uint64_t skipped) {
+    auto& s = impl_->stream(stream);
+    impl_->close_window(s);
+    impl_->totals.events += skipped;
+    if (skipped > 0) s.exact = false;
+    s.window++;
+    s.in_window = true;
+    impl_->totals.windows++;
+}
+
+void CacheSimulator::end_stream(std::uint32_t stream, std::uint64_t skipped) {
+    auto& s = impl_->stream(stream);
+    impl_->close_window(s);
+    impl_->totals.events += skipped;
+}
+
+void CacheSimulator::access(std::uint32_t stream, const MemRef& ref) {
+    auto& s = impl_->stream(stream);
+    if (!s.in_window) begin_window(stream, 0);
+    impl_->access(s, ref);
+}
+
+void CacheSimulator::Impl::access(Stream& s, const MemRef& ref) {
+    totals.events++;
+    totals.simulated++;
+    if (!in_sampled_sets(ref.address)) return;
+    s.time++;
+    BinCounts& pc_bin = pcs[ref.pc];
+    if (pc_bin.levels.empty()) pc_bin.levels.resize(levels.size());
+    // The bytes this reference needs from the current level: one or two
+    // lines of the first level; after a miss, the missed blocks.
+    std::uint64_t first = ref.address, last = ref.address + (ref.size ? ref.size - 1 : 0);
+    std::uint64_t pending[2] = {first, last};
+    std::size_t npending = (first >> levels[0].line_shift) == (last >> levels[0].line_shift) ? 1 : 2;
+    std::optional<ObjectKey> object;
+    for (std::size_t l = 0; l < levels.size() && npending > 0; l++) {
+        const Level& L = levels[l];
+        Outcome worst = Outcome::kKnownHit;
+        std::uint64_t missed[2];
+        std::size_t nmissed = 0;
+        std::uint64_t prev_block = UINT64_MAX;
+        for (std::size_t i = 0; i < npending; i++) {
+            std::uint64_t block = pending[i] >> L.line_shift;
+            if (block == prev_block) continue;  // both bytes in one block of this (larger) line
+            prev_block = block;
+            Outcome o = access_block(s, l, block);
+            if (o == Outcome::kKnownMiss || o == Outcome::kUnknownMiss) missed[nmissed++] = pending[i];
+            worst = std::max(worst, o);
+            if (options.classes) {
+                auto [first_ref, fa_miss] = s.levels[l].shadow.access(block);
+                if (o == Outcome::kKnownMiss || o == Outcome::kUnknownMiss) {
+                    if (first_ref) totals.counts.levels[l].compulsory++;
+                    else if (fa_miss) totals.counts.levels[l].capacity++;
+                }
+            }
+        }
+        count(totals.counts.levels[l], worst);
+        count(s.window_counts.levels[l], worst);
+        count(pc_bin.levels[l], worst);
+        if (worst != Outcome::kKnownHit) {
+            if (!object) object = object_of(s, ref.address);
+            BinCounts& ob = objects[*object];
+            if (ob.levels.empty()) ob.levels.resize(levels.size());
+            count(ob.levels[l], worst);
+        }
+        for (std::size_t i = 0; i < nmissed; i++) pending[i] = missed[i];
+        npending = nmissed;
+    }
+}
+
+void CacheSimulator::allocate(const HeapAllocation& a) {
+    if (a.size == 0) return;
+    impl_->heap.insert(Allocation{a.address, a.address + a.size, a.site});
+    auto& site = impl_->sites[a.site];
+    site.allocations++;
+    site.bytes += a.size;
+    site.allocator = a.allocator;
+}
+
+void CacheSimulator::release(std::uint64_t address) { impl_->heap.remove(address); }
+
+const CacheSimulator::Totals& CacheSimulator::totals() const { return impl_->totals; }
+const std::vector<BinCounts>& CacheSimulator::windows() const { return impl_->windows; }
+const std::unordered_map<std::uint64_t, BinCounts>& CacheSimulator::by_pc() const { return impl_->pcs; }
+const std::map<CacheSimulator::ObjectKey, BinCounts>& CacheSimulator::by_object() const {
+    impl_->objects_sorted = std::map<ObjectKey, BinCounts>(impl_->objects.begin(), impl_->objects.end());
+    return impl_->objects_sorted;
+}
+const std::map<std::uint64_t, CacheSimulator::SiteInfo>& CacheSimulator::sites() const { return impl_->sites; }
+const SimulatorOptions& CacheSimulator::options() const { return impl_->options; }
+
+std::optional<double> CacheSimulator::wood_alpha(std::size_t level) const {
+    const Level& L = impl_->levels.at(level);
+    if (L.generation_time <= 0) return std::nullopt;
+    return L.dead_time / L.generation_time;
+}
+
+// ---------------------------------------------------------------- estimates
+
+double estimated_misses(const LevelCounts& c, UnknownEstimate e, double wood_alpha) {
+    double known = double(c.known_misses), u = double(c.unknown);
+    switch (e) {
+    case UnknownEstimate::kStale: return known + double(c.unknown_stale_misses);
+    case UnknownEstimate::kHalf: return known + 0.5 * u;
+    case UnknownEstimate::kWood: return known + wood_alpha * u;
+    case UnknownEstimate::kMiss: return known + u;
+    case UnknownEstimate::kHit: return known;
+    }
+    return known;
+}
+
+MissRateEstimate estimate_miss_rate(const CacheSimulator& sim, std::size_t level, UnknownEstimate e) {
+    MissRateEstimate r;
+    const auto& t = sim.totals();
+    const LevelCounts& c = t.counts.levels.at(level);
+    double alpha = sim.wood_alpha(level).value_or(0.5);
+    double first_refs = double(t.counts.levels.at(0).references);
+    if (c.references == 0) return r;
+    double refs = double(c.references);
+    double misses = estimated_misses(c, e, alpha);
+    r.rate = misses / refs;
+    r.global_rate = first_refs > 0 ? misses / first_refs : 0;
+    r.unknown_low = double(c.known_misses) / refs;
+    r.unknown_high = double(c.known_misses + c.unknown) / refs;
+    // MemSpy 6.1: windows as samples; the standard error of the ratio
+    // estimator sum(m_i) / sum(n_i), with the finite-population correction
+    // for the share of references simulated.
+    const auto& ws = sim.windows();
+    double fraction = t.events ? double(t.simulated) / double(t.events) : 1.0;
+    std::size_t k = 0;
+    double sum_n = 0, sum_m = 0;
+    for (const auto& w : ws) {
+        if (w.levels.size() <= level || w.levels[level].references == 0) continue;
+        k++;
+        sum_n += double(w.levels[level].references);
+        sum_m += estimated_misses(w.levels[level], e, alpha);
+    }
+    if (fraction < 1.0) {
+        if (k >= 2 && sum_n > 0) {
+            double ratio = sum_m / sum_n, ss = 0;
+            for (const auto& w : ws) {
+                if (w.levels.size() <= level || w.levels[level].references == 0) continue;
+                double d = estimated_misses(w.levels[level], e, alpha) - ratio * double(w.levels[level].references);
+                ss += d * d;
+            }
+            double mean_n = sum_n / double(k);
+            double se = std::sqrt(ss / double(k - 1) / double(k)) / mean_n * std::sqrt(std::max(0.0, 1.0 - fraction));
+            r.sampling_error = 1.96 * se;
+        } else {
+            r.sampling_error = std::nan("");  // one window: the sampling error cannot be estimated
+        }
+    }
+    double se = std::isnan(r.sampling_error) ? 1.0 : r.sampling_error;
+    r.low = std::clamp(std::min(r.unknown_low, r.rate) - se, 0.0, 1.0);
+    r.high = std::clamp(std::max(r.unknown_high, r.rate) + se, 0.0, 1.0);
+    r.bound = std::max(r.rate - r.low, r.high - r.rate);
+    return r;
+}
+
+}  // namespace ecpi::analyze

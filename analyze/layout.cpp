@@ -1,0 +1,420 @@
+// Profile-guided code layout: BOLT branch records and lld orders from calc's
+// execution estimates. See layout.h.
+#include "ecpi/analyze/layout.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "ecpi/analyze/calc.h"
+
+namespace ecpi::analyze {
+
+namespace {
+
+// The image's functions as BOLT and lld name them, from calc's procedures.
+struct Functions {
+    std::vector<LayoutFunction> list;
+    std::map<std::uint64_t, std::uint32_t> by_start;
+
+    std::optional<std::uint32_t> at(std::uint64_t address) const {
+        auto it = by_start.upper_bound(address);
+        if (it == by_start.begin()) return std::nullopt;
+        --it;
+        const auto& f = list[it->second];
+        if (address < f.start || address >= f.start + std::max<std::uint64_t>(f.size, 1)) return std::nullopt;
+        return it->second;
+    }
+};
+
+std::uint32_t add_function(Functions& fs, const CalcProcedure& p, const Symbol* sym) {
+    LayoutFunction f;
+    f.display = p.name;
+    f.name = sym != nullptr && !sym->linkage_name.empty() ? sym->linkage_name : p.name;
+    f.start = p.start;
+    f.size = p.end > p.start ? p.end - p.start : 0;
+    f.samples = p.samples;
+    f.invocations = p.invocations;
+    const auto index = static_cast<std::uint32_t>(fs.list.size());
+    fs.list.push_back(std::move(f));
+    fs.by_start[p.start] = index;
+    return index;
+}
+
+// "call 0x401136" -> 0x401136 (direct calls only).
+std::optional<std::uint64_t> direct_call_target(const std::string& text) {
+    if (text.rfind("call ", 0) != 0) return std::nullopt;
+    const std::string operand = text.substr(5);
+    if (operand.rfind("0x", 0) != 0) return std::nullopt;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(operand.c_str() + 2, &end, 16);
+    if (end == operand.c_str() + 2 || *end != '\0') return std::nullopt;
+    return v;
+}
+
+// calc estimates each frequency class apart, and a class without samples
+// (a loop's entry, its back edge) comes out 0 even where its block's count
+// says the flow went somewhere: a sampled loop block with both of its edges
+// at 0. Each block's missing outflow goes to its zero-count out-edges, split
+// by how much of its target's count the target's other in-edges leave.
+std::vector<double> repaired_edges(const CalcProcedure& p) {
+    std::vector<double> count(p.edges.size());
+    for (std::size_t e = 0; e < p.edges.size(); ++e) count[e] = std::max(p.edges[e].executions, 0.0);
+    const auto real = [&](std::uint32_t b) { return b < p.blocks.size(); };
+    for (std::uint32_t b = 0; b < p.blocks.size(); ++b) {
+        double out = 0;
+        std::vector<std::size_t> zero;
+        for (std::size_t e = 0; e < p.edges.size(); ++e) {
+            if (p.edges[e].from != b) continue;
+            out += count[e];
+            if (count[e] == 0 && real(p.edges[e].to)) zero.push_back(e);
+        }
+        const double missing = p.blocks[b].executions - out;
+        if (missing < 0.5 || zero.empty()) continue;
+        std::vector<double> room(zero.size(), 0);
+        double total_room = 0;
+        for (std::size_t k = 0; k < zero.size(); ++k) {
+            const std::uint32_t to = p.edges[zero[k]].to;
+            double in = 0;
+            for (std::size_t e = 0; e < p.edges.size(); ++e)
+                if (p.edges[e].to == to) in += count[e];
+            room[k] = std::max(p.blocks[to].executions - in, 0.0);
+            total_room += room[k];
+        }
+        if (total_room <= 0) continue;
+        for (std::size_t k = 0; k < zero.size(); ++k)
+            count[zero[k]] = missing * room[k] / total_room;
+    }
+    return count;
+}
+
+// Jumps: a taken record from the jump to its target, and for a conditional
+// jump a record from it to the next block (BOLT's fall-through). Blocks that
+// end without a jump fall through implicitly; BOLT infers those.
+// A conditional jump whose condition calc evaluated on register snapshots
+// taken before it (branch_odds.h): its block's count is split between its
+// two edges by the share of snapshots that went each way. calc itself does
+// so only where the block's count is measured; for layout the direction is
+// what matters, and the snapshots' share is an observable where the
+// estimator's split rests on sample placement, which a stalling rare path
+// inflates (DCPI 6.1). A few snapshots decide the direction.
+constexpr std::uint32_t kMinOddsSnapshots = 8;
+
+// Where the samples cannot decide (a successor's count is a range), a
+// conditional block's count is split by what each successor's samples
+// guarantee at least (the low end of its range: its samples over its best
+// case plus the longest stall it can take). A rare path that misses the
+// cache holds many samples, which the estimator's point reads as many
+// executions (DCPI 6.1); its guaranteed count stays small.
+void split_by_guaranteed(const CalcProcedure& p, std::vector<double>& counts) {
+    for (std::uint32_t b = 0; b < p.blocks.size(); ++b) {
+        std::optional<std::size_t> taken, fall;
+        for (std::size_t e = 0; e < p.edges.size(); ++e) {
+            if (p.edges[e].from != b || p.edges[e].to >= p.blocks.size()) continue;
+            if (p.edges[e].kind == EdgeKind::kBranch) taken = e;
+            if (p.edges[e].kind == EdgeKind::kFallThrough) fall = e;
+        }
+        if (!taken || !fall) continue;
+        const CalcBlock& t = p.blocks[p.edges[*taken].to];
+        const CalcBlock& f = p.blocks[p.edges[*fall].to];
+        if ((!t.ranged && !f.ranged) || t.executions_min + f.executions_min <= 0) continue;
+        const double share = t.executions_min / (t.executions_min + f.executions_min);
+        counts[*taken] = share * p.blocks[b].executions;
+        counts[*fall] = (1 - share) * p.blocks[b].executions;
+    }
+}
+
+void split_by_odds(const CalcProcedure& p, std::vector<double>& counts) {
+    for (const CalcBranch& br : p.branches) {
+        if (br.snapshots < kMinOddsSnapshots) continue;
+        for (std::uint32_t b = 0; b < p.blocks.size(); ++b) {
+            const CalcBlock& blk = p.blocks[b];
+            if (blk.count == 0 || p.instructions[blk.first + blk.count - 1].address != br.jump) continue;
+            const double share = static_cast<double>(br.taken) / static_cast<double>(br.snapshots);
+            for (std::size_t e = 0; e < p.edges.size(); ++e) {
+                if (p.edges[e].from != b) continue;
+                if (p.edges[e].kind == EdgeKind::kBranch) counts[e] = share * blk.executions;
+                if (p.edges[e].kind == EdgeKind::kFallThrough) counts[e] = (1 - share) * blk.executions;
+            }
+        }
+    }
+}
+
+void add_jumps(LayoutReport& r, std::uint32_t fn, const CalcProcedure& p) {
+    std::vector<double> counts = repaired_edges(p);
+    split_by_guaranteed(p, counts);
+    split_by_odds(p, counts);
+    for (std::size_t k = 0; k < p.edges.size(); ++k) {
+        const CalcEdge& e = p.edges[k];
+        if (e.from >= p.blocks.size() || e.to >= p.blocks.size()) continue;
+        const CalcBlock& from = p.blocks[e.from];
+        const CalcBlock& to = p.blocks[e.to];
+        if (from.count == 0) continue;
+        const bool conditional = std::any_of(p.edges.begin(), p.edges.end(), [&](const CalcEdge& o) {
+            return o.from == e.from && o.kind == EdgeKind::kBranch;
+        });
+        const bool record = e.kind == EdgeKind::kBranch || e.kind == EdgeKind::kJump || e.kind == EdgeKind::kSwitch ||
+                            (e.kind == EdgeKind::kFallThrough && conditional);
+        if (!record || counts[k] < 0.5) continue;
+        const CalcInstruction& jump = p.instructions[from.first + from.count - 1];
+        r.branches.push_back({fn, jump.address - p.start, fn, to.address - p.start, counts[k], false,
+                              from.ranged || to.ranged});
+    }
+}
+
+// Direct calls to functions of the same image, counted by calc's estimate
+// of the call instruction's executions.
+void add_calls(LayoutReport& r, const Functions& fs, std::uint32_t fn, const CalcProcedure& p) {
+    for (const CalcBlock& b : p.blocks) {
+        for (std::uint32_t k = b.first; k < b.first + b.count && k < p.instructions.size(); ++k) {
+            const CalcInstruction& insn = p.instructions[k];
+            const auto target = direct_call_target(insn.text);
+            if (!target || insn.executions < 0.5) continue;
+            const auto callee = fs.at(*target);
+            // PLT stubs are not functions BOLT or lld can place.
+            if (!callee || fs.list[*callee].start != *target || fs.list[*callee].name.find('@') != std::string::npos)
+                continue;
+            r.branches.push_back({fn, insn.address - p.start, *callee, 0, insn.executions, true, b.ranged});
+        }
+    }
+}
+
+// Call graph weights from -g stacks: each adjacent (caller, callee) pair of
+// frames in the image, counted once per stack sample.
+bool calls_from_stacks(LayoutReport& r, const Functions& fs, const store::EpochContents& contents,
+                       const std::string& event, const std::string& path) {
+    const store::StackProfile* stacks = nullptr;
+    for (const auto& s : contents.stacks)
+        if (s.event == event) stacks = &s;
+    if (stacks == nullptr) return false;
+    std::map<std::pair<std::uint32_t, std::uint32_t>, double> weights;
+    for (const auto& sample : stacks->stacks) {
+        for (std::size_t i = 0; i + 1 < sample.frames.size(); ++i) {
+            const auto& callee_frame = sample.frames[i];
+            const auto& caller_frame = sample.frames[i + 1];
+            if (callee_frame.image >= stacks->images.size() || caller_frame.image >= stacks->images.size()) continue;
+            if (stacks->images[callee_frame.image].path != path || stacks->images[caller_frame.image].path != path)
+                continue;
+            const auto callee = fs.at(callee_frame.offset);
+            // A return address may sit one past its caller's last byte.
+            const auto caller = fs.at(caller_frame.offset - 1);
+            if (!callee || !caller || *callee == *caller) continue;
+            weights[{*caller, *callee}] += static_cast<double>(sample.count);
+        }
+    }
+    if (weights.empty()) return false;
+    for (const auto& [key, w] : weights) r.calls.push_back({key.first, key.second, w});
+    r.call_source = "stacks";
+    return true;
+}
+
+void calls_from_call_sites(LayoutReport& r) {
+    std::map<std::pair<std::uint32_t, std::uint32_t>, double> weights;
+    for (const auto& b : r.branches)
+        if (b.call && b.from != b.to) weights[{b.from, b.to}] += b.count;
+    for (const auto& [key, w] : weights) r.calls.push_back({key.first, key.second, w});
+    r.call_source = "call sites";
+}
+
+double density(std::uint64_t samples, std::uint64_t bytes) {
+    return static_cast<double>(samples) / static_cast<double>(std::max<std::uint64_t>(bytes, 1));
+}
+
+}  // namespace
+
+Result<LayoutReport> build_layout(const store::EpochContents& contents, const LayoutOptions& options,
+                                  Symbolizer& symbolizer) {
+    if (options.image.empty()) return Error("ecpi layout needs --image BINARY: the executable or library to lay out");
+    CalcOptions co;
+    co.all = true;
+    co.image = options.image;
+    co.event = options.event;
+    co.cpu_mhz = options.cpu_mhz;
+    co.machine = options.machine;
+    co.lines = false;
+    ECPI_ASSIGN_OR_RETURN(CalcReport calc, run_calc(contents, co, symbolizer));
+    if (calc.procedures.empty())
+        return Error("no " + (calc.event.empty() ? std::string("") : calc.event + " ") + "samples in procedures of " +
+                     options.image + " in epoch " + contents.epoch +
+                     " (check --image against `ecpi prof --by image`)");
+
+    LayoutReport r;
+    r.epoch = contents.epoch;
+    r.event = calc.event;
+    r.image = calc.procedures.front().image;
+    r.build_id = calc.procedures.front().build_id;
+    r.warnings = calc.warnings;
+    const store::ImageId id{r.image, r.build_id};
+
+    Functions fs;
+    std::vector<std::pair<std::uint32_t, const CalcProcedure*>> laid;
+    for (const CalcProcedure& p : calc.procedures) {
+        // PLT stubs are the linker's, not functions BOLT or lld can place.
+        if (p.image != r.image || p.name.find("@plt") != std::string::npos) continue;
+        const std::uint32_t fn = add_function(fs, p, symbolizer.lookup(id, p.start));
+        if (p.samples >= options.min_samples) laid.push_back({fn, &p});
+    }
+    for (const auto& [fn, p] : laid) add_jumps(r, fn, *p);
+    for (const auto& [fn, p] : laid) add_calls(r, fs, fn, *p);
+    r.functions = fs.list;
+    if (!calls_from_stacks(r, fs, contents, r.event, r.image)) calls_from_call_sites(r);
+    r.order = options.order == FunctionOrder::kC3 ? c3_order(r.functions, r.calls, options.cluster_bytes)
+                                                  : pettis_hansen_order(r.functions, r.calls);
+    return r;
+}
+
+std::vector<std::uint32_t> c3_order(const std::vector<LayoutFunction>& functions, const std::vector<CallEdge>& calls,
+                                    std::uint64_t cluster_bytes) {
+    // Density degradation HFSort/C3 tolerate when merging into a caller's cluster.
+    constexpr double kMaxDensityDrop = 8;
+    const auto n = static_cast<std::uint32_t>(functions.size());
+    std::vector<std::uint32_t> hottest(n);
+    std::iota(hottest.begin(), hottest.end(), 0u);
+    std::stable_sort(hottest.begin(), hottest.end(),
+                     [&](std::uint32_t a, std::uint32_t b) { return functions[a].samples > functions[b].samples; });
+    // The hottest caller of each function.
+    std::vector<std::optional<CallEdge>> top_caller(n);
+    for (const auto& e : calls) {
+        if (e.callee >= n || e.caller >= n || e.caller == e.callee) continue;
+        auto& t = top_caller[e.callee];
+        if (!t || e.weight > t->weight) t = e;
+    }
+    std::vector<std::uint32_t> cluster_of(n);
+    std::iota(cluster_of.begin(), cluster_of.end(), 0u);
+    std::vector<std::vector<std::uint32_t>> members(n);
+    std::vector<std::uint64_t> bytes(n), samples(n);
+    for (std::uint32_t f = 0; f < n; ++f) {
+        members[f] = {f};
+        bytes[f] = functions[f].size;
+        samples[f] = functions[f].samples;
+    }
+    for (std::uint32_t f : hottest) {
+        if (!top_caller[f] || functions[f].samples == 0) continue;
+        const std::uint32_t into = cluster_of[top_caller[f]->caller], from = cluster_of[f];
+        if (into == from) continue;
+        const std::uint64_t merged_bytes = bytes[into] + bytes[from];
+        if (merged_bytes > cluster_bytes) continue;
+        if (density(samples[into] + samples[from], merged_bytes) * kMaxDensityDrop < density(samples[into], bytes[into]))
+            continue;
+        for (auto m : members[from]) {
+            members[into].push_back(m);
+            cluster_of[m] = into;
+        }
+        members[from].clear();
+        bytes[into] = merged_bytes;
+        samples[into] += samples[from];
+    }
+    std::vector<std::uint32_t> clusters;
+    for (std::uint32_t c = 0; c < n; ++c)
+        if (!members[c].empty() && samples[c] > 0) clusters.push_back(c);
+    std::stable_sort(clusters.begin(), clusters.end(), [&](std::uint32_t a, std::uint32_t b) {
+        return density(samples[a], bytes[a]) > density(samples[b], bytes[b]);
+    });
+    std::vector<std::uint32_t> order;
+    for (auto c : clusters) order.insert(order.end(), members[c].begin(), members[c].end());
+    return order;
+}
+
+std::vector<std::uint32_t> pettis_hansen_order(const std::vector<LayoutFunction>& functions,
+                                               const std::vector<CallEdge>& calls) {
+    const auto n = static_cast<std::uint32_t>(functions.size());
+    // Undirected weights, heaviest first.
+    std::map<std::pair<std::uint32_t, std::uint32_t>, double> undirected;
+    for (const auto& e : calls) {
+        if (e.caller >= n || e.callee >= n || e.caller == e.callee) continue;
+        undirected[{std::min(e.caller, e.callee), std::max(e.caller, e.callee)}] += e.weight;
+    }
+    std::vector<std::pair<double, std::pair<std::uint32_t, std::uint32_t>>> edges;
+    for (const auto& [k, w] : undirected) edges.push_back({w, k});
+    std::stable_sort(edges.begin(), edges.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<std::uint32_t> chain_of(n);
+    std::iota(chain_of.begin(), chain_of.end(), 0u);
+    std::vector<std::vector<std::uint32_t>> chains(n);
+    for (std::uint32_t f = 0; f < n; ++f) chains[f] = {f};
+    auto position = [](const std::vector<std::uint32_t>& c, std::uint32_t f) {
+        return static_cast<std::size_t>(std::find(c.begin(), c.end(), f) - c.begin());
+    };
+    for (const auto& [w, ends] : edges) {
+        const std::uint32_t a = chain_of[ends.first], b = chain_of[ends.second];
+        if (a == b) continue;
+        auto& ca = chains[a];
+        auto& cb = chains[b];
+        // Put ends.first at the tail of A and ends.second at the head of B
+        // when that brings them closer: reverse either chain as needed.
+        if (position(ca, ends.first) < ca.size() / 2) std::reverse(ca.begin(), ca.end());
+        if (position(cb, ends.second) >= (cb.size() + 1) / 2) std::reverse(cb.begin(), cb.end());
+        for (auto f : cb) chain_of[f] = a;
+        ca.insert(ca.end(), cb.begin(), cb.end());
+        cb.clear();
+    }
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> by_samples;
+    for (std::uint32_t c = 0; c < n; ++c) {
+        if (chains[c].empty()) continue;
+        std::uint64_t s = 0;
+        for (auto f : chains[c]) s += functions[f].samples;
+        if (s > 0) by_samples.push_back({s, c});
+    }
+    std::stable_sort(by_samples.begin(), by_samples.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    std::vector<std::uint32_t> order;
+    for (const auto& [s, c] : by_samples) order.insert(order.end(), chains[c].begin(), chains[c].end());
+    return order;
+}
+
+std::string render_bolt_fdata(const LayoutReport& r) {
+    std::vector<std::string> lines;
+    char buf[64];
+    for (const auto& b : r.branches) {
+        const auto count = static_cast<unsigned long long>(std::llround(b.count));
+        if (count == 0) continue;
+        std::string line = "1 " + r.functions[b.from].name;
+        std::snprintf(buf, sizeof buf, " %" PRIx64 " 1 ", b.from_offset);
+        line += buf;
+        line += r.functions[b.to].name;
+        std::snprintf(buf, sizeof buf, " %" PRIx64 " 0 %llu\n", b.to_offset, count);
+        line += buf;
+        lines.push_back(std::move(line));
+    }
+    std::sort(lines.begin(), lines.end());
+    std::string out;
+    for (const auto& l : lines) out += l;
+    return out;
+}
+
+std::string render_lld_order(const LayoutReport& r) {
+    std::string out;
+    for (auto f : r.order) out += r.functions[f].name + "\n";
+    return out;
+}
+
+std::string render_lld_call_graph(const LayoutReport& r) {
+    std::string out;
+    for (const auto& e : r.calls) {
+        const auto weight = static_cast<unsigned long long>(std::max<long long>(1, std::llround(e.weight)));
+        out += r.functions[e.caller].name + " " + r.functions[e.callee].name + " " + std::to_string(weight) + "\n";
+    }
+    return out;
+}
+
+nlohmann::json render_layout_json(const LayoutReport& r) {
+    using nlohmann::json;
+    json functions = json::array();
+    for (const auto& f : r.functions)
+        functions.push_back({{"name", f.name}, {"display", f.display}, {"start", f.start}, {"size", f.size},
+                             {"samples", f.samples}, {"invocations", f.invocations}});
+    json branches = json::array();
+    for (const auto& b : r.branches)
+        branches.push_back({{"from", b.from}, {"from_offset", b.from_offset}, {"to", b.to}, {"to_offset", b.to_offset},
+                            {"count", b.count}, {"call", b.call}, {"ranged", b.ranged}});
+    json calls = json::array();
+    for (const auto& e : r.calls) calls.push_back({{"caller", e.caller}, {"callee", e.callee}, {"weight", e.weight}});
+    return {{"schema", "ecpi.layout"}, {"version", 1},         {"image", r.image},
+            {"build_id", r.build_id}, {"epoch", r.epoch},      {"event", r.event},
+            {"functions", functions}, {"branches", branches},  {"calls", calls},
+            {"call_source", r.call_source}, {"order", r.order}, {"warnings", r.warnings}};
+}
+
+}  // namespace ecpi::analyze

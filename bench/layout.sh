@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Does ecpi layout's profile make BOLT's layout better, where BOLT's own
+# no-LBR mode does not? (issue 17; Spike). The workload (bench/layout/
+# gen_handlers.py: 1,600 handlers, every 10th hot, each with a common cheap
+# path and a rare path that misses the cache) is built with -Wl,-q and laid
+# out by llvm-bolt -reorder-blocks=ext-tsp -reorder-functions=hfsort
+# -split-functions -split-all-cold from four profiles:
+#   none      the binary as linked
+#   nl        perf2bolt -nl from `perf record -e cpu-clock` (samples per block)
+#   ecpi      ecpi layout from `ecpi record` (calc's execution estimates)
+#   exact     BOLT's own instrumentation (exact counts, the upper bound)
+# Each binary is measured with callgrind --collect-jumps=yes --dump-instr=yes
+# (taken branches, exact; without --dump-instr callgrind keeps only jumps
+# between source lines, and BOLT drops the line table), cachegrind (I1 misses) and its run time (median of
+# ROUNDS, interleaved).
+# Usage (root): bash bench/layout.sh [REQUESTS=20000000] [ROUNDS=5]
+set -euo pipefail
+REQ=${1:-20000000}
+ROUNDS=${2:-5}
+SMALL=$((REQ / 10))
+here=$(cd "$(dirname "$0")" && pwd)
+ECPI=${ECPI:-$here/../build/loader/ecpi}
+BOLT=$(command -v llvm-bolt-16 || command -v llvm-bolt) || { echo "bench/layout.sh: llvm-bolt is not installed (bolt-16)" >&2; exit 1; }
+# perf2bolt dispatches on its own name: Debian's perf2bolt-16 link runs as llvm-bolt.
+P2B=$(ls /usr/lib/llvm-16/bin/perf2bolt 2>/dev/null || command -v perf2bolt || true)
+# -runtime-instrumentation-lib is a file name under llvm-bolt's library directory.
+RT=$(ls /usr/lib/llvm-16/lib/libbolt_rt_instr.a 2>/dev/null || true)
+BOLT_FLAGS=(-reorder-blocks=ext-tsp -reorder-functions=hfsort -split-functions -split-all-cold)
+T=$(mktemp -d /tmp/ecpi-bench-layout.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+echo "# $(date -u +%FT%TZ), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 "$here/layout/gen_handlers.py" 1600 10 >"$T/handlers.c"
+cc -O2 -g -Wl,-q -o "$T/none" "$T/handlers.c"
+want=$("$T/none" "$SMALL")
+
+"$ECPI" record -q -F 4999 -o "$T/ecpi.db" -- "$T/none" "$REQ" >/dev/null
+"$ECPI" layout "$T/ecpi.db" --image none -o "$T/ecpi.fdata" 2>"$T/ecpi.log"
+"$BOLT" "$T/none" -o "$T/ecpi" -data "$T/ecpi.fdata" "${BOLT_FLAGS[@]}" >"$T/ecpi.bolt.log" 2>&1
+configs="none ecpi"
+if [ -n "$P2B" ] && perf record -q -e cpu-clock -F 4999 -o "$T/perf.data" -- "$T/none" "$REQ" >/dev/null 2>"$T/perf.log" &&
+	"$P2B" -nl -p "$T/perf.data" -o "$T/nl.fdata" "$T/none" >"$T/p2b.log" 2>&1 &&
+	"$BOLT" "$T/none" -o "$T/nl" -data "$T/nl.fdata" "${BOLT_FLAGS[@]}" >"$T/nl.bolt.log" 2>&1; then
+	configs="none nl ecpi"
+else
+	echo "# perf2bolt -nl: not measured ($(tail -1 "$T/perf.log" "$T/p2b.log" 2>/dev/null | tr '\n' ' '))"
+fi
+"$BOLT" "$T/none" -instrument ${RT:+--runtime-instrumentation-lib=../lib/llvm-16/lib/libbolt_rt_instr.a} --instrumentation-file="$T/exact.fdata" \
+	-o "$T/instr" >"$T/instr.log" 2>&1 || { tail -3 "$T/instr.log" >&2; exit 1; }
+"$T/instr" "$REQ" >/dev/null
+"$BOLT" "$T/none" -o "$T/exact" -data "$T/exact.fdata" "${BOLT_FLAGS[@]}" >"$T/exact.bolt.log" 2>&1
+configs="$configs exact"
+
+taken() {  # taken branches (jumps + taken conditional jumps) in a callgrind file
+	python3 - "$1" <<'PY'
+import sys
+n = 0
+for line in open(sys.argv[1]):
+    if line.startswith("jump="):
+        n += int(line[5:].split()[0])
+    elif line.startswith("jcnd="):
+        n += int(line[5:].split("/")[0])
+print(n)
+PY
+}
+declare -A TAKEN I1 TIMES
+for c in $configs; do
+	[ "$("$T/$c" "$SMALL")" = "$want" ] || { echo "bench/layout.sh: $c prints something else" >&2; exit 1; }
+	valgrind --tool=callgrind --collect-jumps=yes --dump-instr=yes --callgrind-out-file="$T/$c.cg" "$T/$c" "$SMALL" >/dev/null 2>&1
+	TAKEN[$c]=$(taken "$T/$c.cg")
+	I1[$c]=$(valgrind --tool=cachegrind --cache-sim=yes --cachegrind-out-file=/dev/null "$T/$c" "$SMALL" 2>&1 >/dev/null |
+		awk '/I1  misses:/ {gsub(",", "", $4); print $4}')
+done
+for r in $(seq "$ROUNDS"); do
+	for c in $configs; do
+		s=$(date +%s%N); "$T/$c" "$REQ" >/dev/null; e=$(date +%s%N)
+		TIMES[$c]="${TIMES[$c]:-} $(( (e - s) / 1000000 ))"
+	done
+done
+echo "| profile | taken branches ($SMALL requests) | vs none | I1 misses | run time, ms ($REQ requests; median of $ROUNDS: all) |"
+echo "|---|---|---|---|---|"
+for c in $configs; do
+	med=$(echo ${TIMES[$c]} | tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+	pct=$(python3 -c "print(f'{100 * (${TAKEN[$c]} / ${TAKEN[none]} - 1):+.1f}%')")
+	echo "| $c | ${TAKEN[$c]} | $pct | ${I1[$c]} | $med (${TIMES[$c]# }) |"
+done
+echo "# ecpi layout: $(tail -1 "$T/ecpi.log")"
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

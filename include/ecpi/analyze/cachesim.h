@@ -1,0 +1,188 @@
+// Trace-sampled cache simulation (MemSpy; Martonosi, Gupta, Anderson,
+// SIGMETRICS 1993): set-associative LRU caches, several levels in one pass,
+// fed by streams of memory references that arrive in sampled ON windows.
+//
+// Model: each stream (a program thread) has its own private hierarchy, as
+// if every thread ran on its own core; levels are inclusive (an eviction
+// from level i invalidates the block in the levels above), write-allocate,
+// LRU. A reference that straddles a line touches both lines and counts as
+// one reference, missed when either line missed (cachegrind does the same).
+//
+// Sampling (MemSpy 2, 4.2): at the start of a window the cache holds what
+// the last window left, not what the program's skipped references would
+// have left. A reference is *known* when the references of its own window
+// decide it: its block was referenced earlier in the window (the LRU order
+// of in-window blocks is exact), or its set already holds `ways` distinct
+// in-window blocks (then it certainly misses). Other first references are
+// *unknown*: counted apart, and estimated as the report's `--unknown`
+// choice says (stale cache contents, alpha = 0.5, or the dead-time estimate
+// of Wood, Hill and Kessler). Set sampling (MemSpy 7.3) simulates only a
+// random subset of sets and scales.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ecpi/result.h"
+
+namespace ecpi::analyze {
+
+struct CacheGeometry {
+    std::string name;       // "L1d", "L2", ...
+    std::uint64_t size = 0; // bytes
+    std::uint32_t ways = 0;
+    std::uint32_t line = 0; // bytes, a power of two
+    std::uint64_t sets() const { return size / (std::uint64_t(ways) * line); }
+};
+
+// "NAME=SIZE:WAYS:LINE" with SIZE as bytes or with a k/m/g suffix
+// ("L1d=32k:8:64"). Checks that sets and line are powers of two.
+Result<CacheGeometry> parse_cache_geometry(std::string_view text);
+Result<void> check_geometry(const CacheGeometry& g);
+
+// The host's data caches: /sys/devices/system/cpu/cpu0/cache first, then
+// glibc's sysconf (CPUID); levels whose geometry is unknown or not a power
+// of two in sets are left out. `source` says where they came from.
+struct HostCaches {
+    std::vector<CacheGeometry> levels;
+    std::string source;
+};
+HostCaches host_cache_geometry(const std::string& sysfs_root = "/sys/devices/system/cpu/cpu0/cache");
+
+// How references whose outcome is unknown (MemSpy 4.2) are estimated.
+enum class UnknownEstimate {
+    kStale,   // the outcome the stale cache gives (the simulator's own state)
+    kHalf,    // alpha = 0.5: half of them miss (the paper's default)
+    kWood,    // alpha = dead time / generation time of in-window generations
+    kMiss,    // alpha = 1 (the pessimistic end of the bound)
+    kHit,     // alpha = 0 (the optimistic end)
+};
+Result<UnknownEstimate> parse_unknown_estimate(std::string_view text);
+std::string_view unknown_estimate_name(UnknownEstimate e);
+
+// Counts at one level of one bin (a window, a pc, a data object, a run).
+struct LevelCounts {
+    std::uint64_t references = 0;   // references that reached this level
+    std::uint64_t known_misses = 0;
+    std::uint64_t unknown = 0;      // references whose outcome is unknown
+    std::uint64_t unknown_stale_misses = 0;  // of those, misses in the stale cache
+    std::uint64_t compulsory = 0;   // misses to blocks never seen before (--classes)
+    std::uint64_t capacity = 0;     // misses a fully associative LRU cache also takes (--classes)
+    void add(const LevelCounts& o);
+};
+
+struct BinCounts {
+    std::vector<LevelCounts> levels;
+    void add(const BinCounts& o);
+};
+
+struct SimulatorOptions {
+    std::vector<CacheGeometry> levels;
+    std::uint32_t set_sample = 1;   // simulate 1 in set_sample sets (MemSpy 7.3); 1: all
+    std::uint64_t seed = 1;
+    bool classes = false;           // compulsory/capacity/conflict from a fully associative shadow
+};
+
+// One memory reference of a stream.
+struct MemRef {
+    std::uint64_t address = 0;
+    std::uint64_t pc = 0;
+    std::uint32_t size = 0;
+    bool write = false;
+};
+
+// A heap allocation seen in a stream (runtime interception).
+struct HeapAllocation {
+    std::uint64_t address = 0;
+    std::uint64_t size = 0;
+    std::uint64_t site = 0;        // call-site pc
+    std::uint32_t allocator = 0;   // enum ecpi_rt_allocator
+};
+
+// What a data address belongs to, for MemSpy's data-object view.
+enum class ObjectKind { kHeap, kStack, kStatic, kUnknown };
+
+class CacheSimulator {
+public:
+    static Result<CacheSimulator> create(SimulatorOptions options);
+    CacheSimulator(CacheSimulator&&) noexcept;
+    CacheSimulator& operator=(CacheSimulator&&) noexcept;
+    ~CacheSimulator();
+
+    // Streams: one per thread; ids are the caller's (tids, ring indices).
+    void begin_stream(std::uint32_t stream, std::uint32_t tid);
+    void set_stack(std::uint32_t stream, std::uint64_t low, std::uint64_t high);
+    // A window begins after `skipped` references that were not simulated.
+    void begin_window(std::uint32_t stream, std::uint64_t skipped);
+    void access(std::uint32_t stream, const MemRef& ref);
+    // The stream ends after `skipped` more references that were not simulated.
+    void end_stream(std::uint32_t stream, std::uint64_t skipped);
+    void allocate(const HeapAllocation& allocation);
+    void release(std::uint64_t address);
+
+    // Results (valid at any time; final after every stream ended).
+    struct Totals {
+        std::uint64_t events = 0;      // references the program made (simulated + skipped)
+        std::uint64_t simulated = 0;   // references simulated (in windows, in sampled sets or not)
+        std::uint64_t windows = 0;
+        std::uint64_t streams = 0;
+        std::uint64_t set_scale = 1;   // references and misses in sampled sets times this
+        BinCounts counts;              // in sampled sets
+    };
+    const Totals& totals() const;
+    // Per closed window (for the sampling error of MemSpy 6.1).
+    const std::vector<BinCounts>& windows() const;
+    // Per pc (references and misses by level).
+    const std::unordered_map<std::uint64_t, BinCounts>& by_pc() const;
+    // Per data object.
+    struct ObjectKey {
+        ObjectKind kind = ObjectKind::kUnknown;
+        std::uint64_t id = 0;          // heap: allocation site; stack: tid; static: line address
+        auto operator<=>(const ObjectKey&) const = default;
+    };
+    const std::map<ObjectKey, BinCounts>& by_object() const;
+    // Heap allocation sites seen: site pc -> (allocations, bytes, allocator).
+    struct SiteInfo {
+        std::uint64_t allocations = 0;
+        std::uint64_t bytes = 0;
+        std::uint32_t allocator = 0;
+    };
+    const std::map<std::uint64_t, SiteInfo>& sites() const;
+    // Wood et al.'s alpha per level: dead time / generation time of
+    // generations that began and ended inside one window (nullopt: none).
+    std::optional<double> wood_alpha(std::size_t level) const;
+    const SimulatorOptions& options() const;
+
+private:
+    struct Impl;
+    explicit CacheSimulator(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+// The estimate of one level's misses in a bin under an estimator
+// (MemSpy Eq. 1: known misses plus alpha times the unknown references).
+double estimated_misses(const LevelCounts& c, UnknownEstimate e, double wood_alpha);
+
+// A miss rate with its error bound (MemSpy 4.2 Eq. 2 and 6.1): the
+// estimate, the interval that alpha in [0, 1] allows, and the sampling
+// error of the per-window rates (1.96 standard errors of the ratio
+// estimator over windows). `low`/`high` combine both.
+struct MissRateEstimate {
+    double rate = 0;          // misses / references at this level
+    double global_rate = 0;   // misses / references at the first level
+    double unknown_low = 0;   // rate with alpha = 0
+    double unknown_high = 0;  // rate with alpha = 1
+    double sampling_error = 0;
+    double low = 0;
+    double high = 0;
+    double bound = 0;         // max(rate - low, high - rate)
+};
+MissRateEstimate estimate_miss_rate(const CacheSimulator& sim, std::size_t level, UnknownEstimate e);
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,99 @@
+// `ecpi layout`: profile-guided code layout from ecpi profiles (Spike, on
+// today's post-link optimizer and linkers). Spike turned DCPI-style profiles
+// into a faster executable: hot blocks packed, cold code split out,
+// procedures ordered by call affinity. Here the same job is handed to LLVM
+// BOLT (branch records in its fdata text format) and to lld (a symbol
+// ordering file, a call-graph ordering file).
+//
+// The edge counts are `ecpi calc`'s: execution estimates from samples with
+// frequency equivalence, anchored where register progress measured a loop
+// and split where register snapshots decided a branch (calc.h). Not per-block
+// sample counts, which is what BOLT reads without LBR (`perf2bolt -nl`) and
+// what DCPI 6.1 shows to be biased: a rare block that stalls looks hot.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ecpi/analyze/symbolizer.h"
+#include "ecpi/result.h"
+#include "ecpi/store/profile.h"
+
+namespace ecpi::analyze {
+
+enum class FunctionOrder { kC3, kPettisHansen };
+
+struct LayoutOptions {
+    std::string image;                        // path, path suffix or file name (required)
+    std::string event;                        // "" = calc's choice (cycles, else cpu-clock)
+    std::optional<double> cpu_mhz;
+    std::string machine = "auto";
+    std::uint64_t min_samples = 1;            // procedures with fewer samples get no records
+    FunctionOrder order = FunctionOrder::kC3;
+    std::uint64_t cluster_bytes = 4096;       // C3: a cluster stops growing past one page
+};
+
+struct LayoutFunction {
+    std::string name;                         // linkage (ELF) name: what BOLT and lld match
+    std::string display;                      // demangled
+    std::uint64_t start = 0, size = 0;
+    std::uint64_t samples = 0;
+    double invocations = 0;                   // calc's estimate
+};
+
+// One BOLT branch record: a jump or call site and where it went.
+struct LayoutBranch {
+    std::uint32_t from = 0;                   // index into functions
+    std::uint64_t from_offset = 0;            // of the jump or call instruction, within its function
+    std::uint32_t to = 0;
+    std::uint64_t to_offset = 0;              // of the target block (0 for a call)
+    double count = 0;
+    bool call = false;
+    bool ranged = false;                      // the count is calc's point inside a range the samples allow
+};
+
+struct CallEdge {
+    std::uint32_t caller = 0, callee = 0;     // indices into functions
+    double weight = 0;
+};
+
+struct LayoutReport {
+    std::string image, build_id, epoch, event;
+    std::vector<LayoutFunction> functions;
+    std::vector<LayoutBranch> branches;
+    std::vector<CallEdge> calls;
+    std::string call_source;                  // "stacks" (-g) or "call sites" (calc's estimates)
+    std::vector<std::uint32_t> order;         // functions, hottest chains first
+    std::vector<std::string> warnings;
+};
+
+[[nodiscard]] Result<LayoutReport> build_layout(const store::EpochContents& contents, const LayoutOptions& options,
+                                                Symbolizer& symbolizer);
+
+// C3 (Ottoni & Maher, CGO 2017): in decreasing hotness, each function joins
+// the cluster of its hottest caller unless the merged cluster passes
+// `cluster_bytes` or its density (samples per byte) falls below an eighth of
+// the caller's cluster's; clusters are then laid out densest first.
+std::vector<std::uint32_t> c3_order(const std::vector<LayoutFunction>& functions, const std::vector<CallEdge>& calls,
+                                    std::uint64_t cluster_bytes);
+// Pettis & Hansen (PLDI 1990): merge the chains joined by the heaviest call
+// edges first, each merge in the orientation that puts the edge's two
+// functions closest; chains laid out by samples.
+std::vector<std::uint32_t> pettis_hansen_order(const std::vector<LayoutFunction>& functions,
+                                               const std::vector<CallEdge>& calls);
+
+// BOLT's fdata text: `1 FUNC OFFSET 1 FUNC OFFSET MISPREDICTS COUNT`, offsets
+// in hex within functions.
+std::string render_bolt_fdata(const LayoutReport& report);
+// lld --symbol-ordering-file: one symbol per line.
+std::string render_lld_order(const LayoutReport& report);
+// lld --call-graph-ordering-file: `caller callee weight`.
+std::string render_lld_call_graph(const LayoutReport& report);
+// {"schema":"ecpi.layout","version":1,...}; documented in docs/json-schema.md.
+nlohmann::json render_layout_json(const LayoutReport& report);
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,226 @@
+// ecpi cachesim: trace-sampled cache simulation (MemSpy) of a program built
+// with `ecpi flags memtrace`, of an unmodified program under valgrind's
+// lackey, or of a saved trace. The report follows the program's own output
+// on stdout, or goes to -o FILE.
+#include <fstream>
+#include <iostream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "ecpi/analyze/cachesim.h"
+#include "ecpi/analyze/cachesim_report.h"
+#include "ecpi/analyze/memtrace_trace.h"
+#include "ecpi/loader/memtrace.h"
+
+namespace ecpi::cli {
+namespace {
+
+struct CachesimArgs {
+    std::string sample = "1/10";
+    std::uint64_t window = 100000;
+    std::string sets = "1/1";
+    std::vector<std::string> caches;
+    std::string unknown = "stale";
+    std::optional<std::uint64_t> seed;
+    bool classes = false;
+    bool valgrind = false;
+    std::string trace;
+    std::string write_trace;
+    std::string output;
+    std::size_t limit = 10;
+    Format format = Format::kText;
+    std::vector<std::string> command;
+};
+
+// "1/N" or "N": the denominator.
+std::uint64_t parse_ratio(const std::string& text, const char* option) {
+    std::string s = text.rfind("1/", 0) == 0 ? text.substr(2) : text;
+    std::uint64_t v = 0;
+    try {
+        std::size_t used = 0;
+        v = std::stoull(s, &used);
+        if (used != s.size()) v = 0;
+    } catch (const std::exception&) {
+        v = 0;
+    }
+    if (v == 0 || v > 1'000'000)
+        throw UsageError{std::string(option) + " '" + text + "' is not 1/N with N from 1 to 1000000"};
+    return v;
+}
+
+analyze::SimulatorOptions simulator_options(const CachesimArgs& args, std::string& caches_source) {
+    analyze::SimulatorOptions o;
+    if (args.caches.empty()) {
+        auto host = analyze::host_cache_geometry();
+        o.levels = host.levels;
+        caches_source = host.source;
+    } else {
+        for (const auto& c : args.caches) {
+            auto g = analyze::parse_cache_geometry(c);
+            if (!g.ok()) throw UsageError{g.error().message()};
+            o.levels.push_back(*g);
+        }
+        caches_source = "--cache";
+    }
+    o.set_sample = std::uint32_t(parse_ratio(args.sets, "--sets"));
+    o.classes = args.classes;
+    return o;
+}
+
+std::vector<analyze::TraceModule> to_trace_modules(const std::vector<loader::LoadedModule>& in) {
+    std::vector<analyze::TraceModule> out;
+    for (const auto& m : in) out.push_back({m.path, m.base, m.start, m.end, m.bias_known});
+    return out;
+}
+
+nlohmann::json program_json(const loader::ProgramExit& e) {
+    return {{"exit", loader::describe_wait_status(e.wait_status)}, {"exit_code", loader::exit_code_of(e.wait_status)}, {"seconds", e.seconds}};
+}
+
+// The instrumented program under the runtime's control, rings drained into the simulator.
+void run_runtime_source(const CachesimArgs& args, std::uint64_t sample, std::uint64_t seed, analyze::CacheSimulator& sim,
+                        analyze::CachesimReportInput& in, std::optional<analyze::TraceWriter>& writer) {
+    loader::MemtraceRunOptions o;
+    o.argv = args.command;
+    o.window = args.window;
+    o.off_mean = sample == 1 ? 0 : args.window * (sample - 1);
+    o.seed = seed;
+    analyze::RecordDecoder decoder(sim);
+    auto handler = [&](std::uint32_t ring, std::span<const ecpi_rt_record> recs) -> Result<void> {
+        if (writer) ECPI_RETURN_IF_ERROR(writer->write(ring, recs));
+        return decoder.feed(ring, recs);
+    };
+    auto r = unwrap(loader::run_memtrace(o, handler, stop_requested_by_signal()));
+    if (!r.runtime_active) {
+        if (!r.runtime_error.empty()) throw RuntimeError{r.runtime_error};
+        throw RuntimeError{"'" + args.command[0] + "' is not built with ecpi's runtime (no reference was traced): build it with "
+                           "'clang $(ecpi flags memtrace) ...', or use --valgrind for an unmodified program"};
+    }
+    in.modules = to_trace_modules(r.modules);
+    in.program = program_json(r.exit);
+    in.program["producer_stall_seconds"] = r.producer_stall_seconds;
+    in.program["dropped_records"] = r.dropped_records;
+    in.program["threads_without_ring"] = r.threads_without_ring;
+    if (r.dropped_records) in.notes.push_back(std::to_string(r.dropped_records) + " trace records were dropped (ecpi stopped reading)");
+    if (r.threads_without_ring)
+        in.notes.push_back(std::to_string(r.threads_without_ring) + " threads were not traced (more threads than rings)");
+    if (!decoder.unfinished().empty())
+        in.notes.push_back(std::to_string(decoder.unfinished().size()) +
+                           " threads did not end normally (the references after their last window are not counted)");
+    if (sim.totals().simulated == 0)
+        in.notes.push_back("no reference was simulated: the program made fewer references than one OFF gap (try --sample 1/1)");
+}
+
+void run_lackey_source(const CachesimArgs& args, analyze::CacheSimulator& sim, analyze::CachesimReportInput& in) {
+    analyze::LackeyParser parser(sim);
+    auto r = unwrap(loader::run_lackey(args.command, [&](std::string_view text) { return parser.feed(text); },
+                                       stop_requested_by_signal()));
+    unwrap(parser.finish());
+    in.modules = to_trace_modules(r.modules);
+    in.program = program_json(r.exit);
+    in.pc_is_return_address = false;
+    in.objects_available = false;
+    in.notes.push_back("lackey traces every reference (no time sampling) and no allocations: data objects are globals only");
+}
+
+int run_cachesim(const CachesimArgs& args) {
+    int sources = int(!args.trace.empty()) + int(args.valgrind) + int(args.trace.empty() && !args.valgrind);
+    if (!args.trace.empty() && args.valgrind) throw UsageError{"choose --trace FILE or --valgrind, not both"};
+    if (args.trace.empty() == args.command.empty())
+        throw UsageError{args.command.empty() ? "nothing to simulate: give -- COMMAND or --trace FILE" : "--trace reads a saved trace: drop the COMMAND"};
+    (void)sources;
+    if (args.window == 0) throw UsageError{"--window must be at least 1"};
+    if (!args.write_trace.empty() && (args.valgrind || !args.trace.empty()))
+        throw UsageError{"--write-trace saves the runtime's trace of an instrumented program (not with --valgrind or --trace)"};
+    auto estimate = analyze::parse_unknown_estimate(args.unknown);
+    if (!estimate.ok()) throw UsageError{estimate.error().message()};
+    std::uint64_t sample = parse_ratio(args.sample, "--sample");
+    std::uint64_t seed = args.seed.value_or(std::random_device{}() | 1);
+    std::string caches_source;
+    auto options = simulator_options(args, caches_source);
+    options.seed = seed;
+    auto simr = analyze::CacheSimulator::create(options);
+    if (!simr.ok()) throw UsageError{simr.error().message()};
+    auto sim = std::move(simr).value();
+    // Open the report file before running, so a bad path fails before a long run.
+    std::ofstream out_file;
+    if (!args.output.empty()) {
+        out_file.open(args.output);
+        if (!out_file) throw RuntimeError{"cannot write the report to " + args.output + ": " + std::strerror(errno)};
+    }
+    std::optional<analyze::TraceWriter> writer;
+    if (!args.write_trace.empty()) writer.emplace(unwrap(analyze::TraceWriter::create(args.write_trace)));
+
+    analyze::CachesimReportInput in;
+    in.estimate = *estimate;
+    in.command = args.command;
+    in.caches_source = caches_source;
+    in.sample = sample;
+    in.window = args.window;
+    in.seed = seed;
+    if (!args.trace.empty()) {
+        auto info = unwrap(analyze::read_trace_file(args.trace, sim));
+        in.source = "trace (" + info.format + ")";
+        in.modules = info.modules;
+        in.pc_is_return_address = info.format == "ecpi";
+        in.objects_available = info.format == "ecpi";
+        in.command = {};
+        in.notes.push_back("trace " + args.trace);
+    } else if (args.valgrind) {
+        in.source = "lackey";
+        in.sample = 1;
+        run_lackey_source(args, sim, in);
+    } else {
+        in.source = "runtime";
+        run_runtime_source(args, sample, seed, sim, in, writer);
+    }
+    if (writer) unwrap(writer->finish(in.modules));
+
+    auto doc = analyze::cachesim_report_json(sim, in);
+    std::string text = args.format == Format::kJson ? doc.dump(2) + "\n" : analyze::render_cachesim_text(doc, args.limit);
+    std::cout.flush();
+    if (out_file.is_open()) {
+        out_file << text;
+        if (!out_file.flush()) throw RuntimeError{"writing the report to " + args.output + " failed"};
+    } else {
+        std::cout << text;
+    }
+    if (in.program.is_object() && in.program["exit_code"].get<int>() != 0) {
+        std::cerr << "ecpi cachesim: the program " << in.program["exit"].get<std::string>() << "\n";
+        return kExitRuntimeError;
+    }
+    return kExitOk;
+}
+
+void add_cachesim_verb(CLI::App& root, std::vector<Verb>& verbs) {
+    auto args = std::make_shared<CachesimArgs>();
+    auto* app = root.add_subcommand("cachesim",
+                                    "Trace-sampled cache simulation (MemSpy): miss rates with error bounds, by procedure, line and data object");
+    app->add_option("--sample", args->sample, "Simulate 1/N of the references (ON windows, random OFF gaps); 1/1: full simulation")
+        ->default_str("1/10");
+    app->add_option("--window", args->window, "References per ON window")->default_str("100000");
+    app->add_option("--sets", args->sets, "Set sampling: simulate 1/K of the sets (MemSpy 7.3)")->default_str("1/1");
+    app->add_option("--cache", args->caches, "A cache level NAME=SIZE:WAYS:LINE (repeat, first level first; default: the host's)");
+    app->add_option("--unknown", args->unknown, "Estimate references of unknown outcome as: stale, half, wood, miss, hit")
+        ->check(CLI::IsMember({"stale", "half", "wood", "miss", "hit"}))
+        ->default_str("stale");
+    app->add_option("--seed", args->seed, "Seed of the OFF gaps and set choice (default: random, printed in the report)");
+    app->add_flag("--classes", args->classes, "Split misses into compulsory, capacity and conflict (slower)");
+    app->add_flag("--valgrind", args->valgrind, "Run an unmodified COMMAND under valgrind's lackey (full trace, slow)");
+    app->add_option("--trace", args->trace, "Simulate a saved trace (ecpi binary or lackey --trace-mem text)");
+    app->add_option("--write-trace", args->write_trace, "Also save the runtime's trace to FILE (ecpi binary format)");
+    app->add_option("-o,--output", args->output, "Write the report to FILE instead of stdout");
+    app->add_option("--limit", args->limit, "Rows per table in text (0: all)")->default_str("10");
+    add_format_option(*app, args->format);
+    app->add_option("command", args->command, "-- COMMAND [ARGS...]: the program to run");
+    app->footer(
+        "Build the program with clang $(ecpi flags memtrace). The program's stdout stays on stdout;\n"
+        "the report follows it (or goes to -o FILE). Exit: 0, 1 (error, or the program failed), 2 (usage).");
+    verbs.push_back({app, [args] { return run_cachesim(*args); }});
+}
+
+const VerbRegistration kRegistration(65, add_cachesim_verb);
+}  // namespace
+}  // namespace ecpi::cli

@@ -1,0 +1,80 @@
+// ecpi flags: the compiler and linker flags that build a program for one of
+// ecpi's instrumented sources (the runtime in runtime/, ecpi_rt_abi.h).
+//
+//   clang $(ecpi flags memtrace) -O2 -o prog prog.c    # then: ecpi cachesim -- ./prog
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+
+namespace ecpi::cli {
+namespace {
+
+struct FlagsArgs {
+    std::string kind;
+    bool compile_only = false;
+    bool link_only = false;
+    Format format = Format::kText;
+};
+
+// clang 14 (Debian 12) emits the load/store callbacks only beside a coverage
+// mode; inline 8-bit counters are the cheapest (an increment, no call).
+constexpr const char* kMemtraceCompile = "-g -fsanitize-coverage=inline-8bit-counters,trace-loads,trace-stores";
+
+// The runtime archive: beside the build tree's binary (build/loader/ecpi ->
+// build/runtime/), or installed (bin/ecpi -> lib/ecpi/); ECPI_RUNTIME overrides.
+std::filesystem::path runtime_archive() {
+    if (const char* env = std::getenv("ECPI_RUNTIME")) return env;
+    std::error_code ec;
+    auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) throw RuntimeError{"cannot find the ecpi binary (/proc/self/exe): " + ec.message() + "; set ECPI_RUNTIME to libecpi_rt.a"};
+    for (auto rel : {"../runtime/libecpi_rt.a", "../lib/ecpi/libecpi_rt.a"}) {
+        auto p = (exe.parent_path() / rel).lexically_normal();
+        if (std::filesystem::is_regular_file(p, ec)) return p;
+    }
+    throw RuntimeError{"ecpi's runtime library (libecpi_rt.a) is not beside " + exe.string() +
+                       " (looked in ../runtime and ../lib/ecpi); rebuild ecpi or set ECPI_RUNTIME"};
+}
+
+int run_flags(const FlagsArgs& args) {
+    if (args.compile_only && args.link_only) throw UsageError{"choose --compile or --link, not both"};
+    std::string compile = kMemtraceCompile;
+    std::string link;
+    if (!args.compile_only) {
+        auto archive = runtime_archive().string();
+        // Whole archive: the allocator interposition is referenced by nobody
+        // in the program, yet must be linked in.
+        // -fno-sanitize-link-runtime: clang would otherwise link its UBSan
+        // runtime for -fsanitize-coverage, with default callbacks of its own.
+        link = "-fno-sanitize-link-runtime -Wl,--whole-archive " + archive + " -Wl,--no-whole-archive";
+    }
+    std::string line = args.link_only ? link : args.compile_only ? compile : compile + " " + link;
+    if (args.format == Format::kJson) {
+        nlohmann::json doc{{"schema", "ecpi.flags"}, {"version", 1}, {"kind", args.kind},
+                           {"compile", compile}, {"link", link}, {"compiler", "clang"}};
+        std::cout << doc.dump(2) << "\n";
+    } else {
+        std::cout << line << "\n";
+    }
+    return kExitOk;
+}
+
+void add_flags_verb(CLI::App& root, std::vector<Verb>& verbs) {
+    auto args = std::make_shared<FlagsArgs>();
+    auto* app = root.add_subcommand("flags", "Compiler and linker flags for programs ecpi instruments (clang)");
+    app->add_option("kind", args->kind, "memtrace: memory references for 'ecpi cachesim'")
+        ->required()
+        ->check(CLI::IsMember({"memtrace"}));
+    app->add_flag("--compile", args->compile_only, "Only the compile flags");
+    app->add_flag("--link", args->link_only, "Only the link flags");
+    add_format_option(*app, args->format);
+    verbs.push_back({app, [args] { return run_flags(*args); }});
+}
+
+const VerbRegistration kRegistration(70, add_flags_verb);
+}  // namespace
+}  // namespace ecpi::cli

@@ -1,0 +1,135 @@
+/* The protocol between ecpi's in-process runtime (runtime/, linked into
+ * programs built with `ecpi flags ...`) and the ecpi process that controls a
+ * run (`ecpi cachesim`, later `ecpi paths record`). Plain C, fixed-width
+ * types; the C++ side static_asserts every size. Bump ECPI_RT_ABI_VERSION
+ * whenever a struct or a record layout below changes.
+ *
+ * Control handshake: the ecpi verb creates a shared-memory region (a memfd),
+ * fills in struct ecpi_rt_header, and starts the program with the region's
+ * file descriptor in the environment:
+ *
+ *     ECPI_RT_CONTROL=<fd>
+ *
+ * The runtime maps it in a constructor, checks magic, ABI version and size,
+ * removes the variable and closes the descriptor (so children and exec'd
+ * programs are not controlled), and enables the features the header asks
+ * for. Without the variable the runtime stays off: every callback costs one
+ * decrement and a branch.
+ *
+ * Rings: the region holds ring_count single-producer single-consumer rings
+ * after the header, one per program thread (claimed on a thread's first
+ * event in an ON window; a thread that finds none free is counted in
+ * threads_without_ring and stays off). Records are 16 bytes; the kind is the
+ * top byte of the first word (retsnoop: every record starts with a tag; the
+ * consumer rejects unknown tags). The producer publishes `head` with a
+ * release store after writing records; the consumer publishes `tail`.
+ */
+#ifndef ECPI_RT_ABI_H
+#define ECPI_RT_ABI_H
+
+#include <stdint.h>
+
+#define ECPI_RT_MAGIC 0x31545250494345ULL /* "ECPIRT1" little-endian */
+#define ECPI_RT_ABI_VERSION 1
+#define ECPI_RT_CONTROL_ENV "ECPI_RT_CONTROL"
+
+/* Features a controlling verb may ask for (header.features_requested). */
+#define ECPI_RT_FEATURE_MEMTRACE 1u /* __sanitizer_cov_load* and _store* callbacks, heap events */
+#define ECPI_RT_FEATURE_PATHS 2u    /* reserved: trace-pc-guard bursts (issue 19) */
+
+#define ECPI_RT_MAX_MODULES 64
+#define ECPI_RT_MODULE_PATH 240
+
+/* Record kinds (top byte of word0). */
+enum ecpi_rt_record_kind {
+	ECPI_RT_REC_MEMREF = 1,     /* w0: kind | write<<55 | log2(size)<<52 | address (52 bits); w1: pc */
+	ECPI_RT_REC_WINDOW = 2,     /* an ON window begins. w0: kind | window index; w1: events skipped since the last window */
+	ECPI_RT_REC_ALLOC = 3,      /* w0: kind | size (56 bits); w1: address. Always followed by ALLOC_SITE */
+	ECPI_RT_REC_ALLOC_SITE = 4, /* w0: kind | allocator (enum ecpi_rt_allocator); w1: call-site pc */
+	ECPI_RT_REC_FREE = 5,       /* w0: kind; w1: address */
+	ECPI_RT_REC_THREAD = 6,     /* w0: kind | tid; w1: lowest stack address. Always followed by THREAD_STACK_END */
+	ECPI_RT_REC_THREAD_STACK_END = 7, /* w0: kind; w1: first address past the stack */
+	ECPI_RT_REC_END = 8,        /* the thread ends. w0: kind; w1: events skipped since the last window */
+	/* 16..31 reserved for paths (issue 19): block entries with timestamps. */
+};
+
+enum ecpi_rt_allocator {
+	ECPI_RT_ALLOC_MALLOC = 0,
+	ECPI_RT_ALLOC_CALLOC = 1,
+	ECPI_RT_ALLOC_REALLOC = 2,
+	ECPI_RT_ALLOC_NEW = 3,
+	ECPI_RT_ALLOC_NEW_ARRAY = 4,
+	ECPI_RT_ALLOC_ALIGNED = 5, /* aligned_alloc, posix_memalign, memalign */
+};
+
+#define ECPI_RT_KIND_SHIFT 56
+#define ECPI_RT_PAYLOAD_MASK ((1ULL << 56) - 1)
+#define ECPI_RT_MEMREF_WRITE (1ULL << 55)
+#define ECPI_RT_MEMREF_SIZE_SHIFT 52
+#define ECPI_RT_MEMREF_ADDR_MASK ((1ULL << 52) - 1)
+
+struct ecpi_rt_record {
+	uint64_t w0;
+	uint64_t w1;
+};
+
+struct ecpi_rt_module {
+	uint64_t base;  /* load bias (dlpi_addr): runtime address - ELF virtual address */
+	uint64_t start; /* lowest mapped address of its PT_LOAD segments */
+	uint64_t end;   /* first address past them */
+	char path[ECPI_RT_MODULE_PATH]; /* NUL-terminated; "" for the main program when unknown */
+};
+
+/* Written by the ecpi verb before the program starts, except the fields
+ * marked "runtime", which the runtime writes. */
+struct ecpi_rt_header {
+	uint64_t magic;
+	uint32_t abi_version;
+	uint32_t header_size;      /* sizeof(struct ecpi_rt_header) */
+	uint64_t region_size;      /* bytes of the whole mapping */
+	uint32_t features_requested;
+	uint32_t features_active;  /* runtime: what it enabled */
+	/* Sampling core (MemSpy 4.1, 7.2): ON windows of `window` events, OFF
+	 * gaps uniformly random in [1, 2*off_mean - 1] (mean off_mean), so the
+	 * ON fraction is window / (window + off_mean). off_mean 0: always ON. */
+	uint64_t window;
+	uint64_t off_mean;
+	uint64_t seed;
+	uint32_t ring_count;
+	uint32_t ring_records;     /* records per ring, a power of two */
+	uint32_t rings_claimed;    /* runtime, atomic */
+	uint32_t runtime_pid;      /* runtime: the controlled process */
+	uint64_t threads_without_ring; /* runtime, atomic */
+	uint64_t stall_ns;         /* runtime, atomic: time producers waited for ring space */
+	uint32_t consumer_gone;    /* set by ecpi when it stops reading: producers then drop */
+	uint32_t module_count;     /* runtime */
+	struct ecpi_rt_module modules[ECPI_RT_MAX_MODULES]; /* runtime, at start */
+	char runtime_error[256];   /* runtime: why it did not enable itself, if it did not */
+};
+
+/* One ring's control block; records follow it. head and tail on their own
+ * cache lines so producer and consumer do not share one. */
+struct ecpi_rt_ring {
+	uint64_t head;             /* producer: records written (monotonic) */
+	uint8_t pad0[56];
+	uint64_t tail;             /* consumer: records consumed (monotonic) */
+	uint8_t pad1[56];
+	uint32_t state;            /* enum ecpi_rt_ring_state, producer */
+	uint32_t tid;
+	uint64_t dropped;          /* records dropped after the consumer went away */
+	uint8_t pad2[48];
+};
+
+enum ecpi_rt_ring_state {
+	ECPI_RT_RING_FREE = 0,
+	ECPI_RT_RING_ACTIVE = 1,
+	ECPI_RT_RING_CLOSED = 2, /* the thread ended; END is its last record */
+};
+
+/* Bytes of one ring with its records. */
+#define ECPI_RT_RING_BYTES(records) (sizeof(struct ecpi_rt_ring) + (uint64_t)(records) * sizeof(struct ecpi_rt_record))
+/* Offset of ring i in the region (the header padded to 4 KiB first). */
+#define ECPI_RT_HEADER_BYTES ((sizeof(struct ecpi_rt_header) + 4095) & ~(uint64_t)4095)
+#define ECPI_RT_RING_OFFSET(i, records) (ECPI_RT_HEADER_BYTES + (uint64_t)(i) * ECPI_RT_RING_BYTES(records))
+
+#endif /* ECPI_RT_ABI_H */

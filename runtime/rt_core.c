@@ -1,0 +1,294 @@
+/* ecpi runtime core: the control handshake, per-thread rings and the slow
+ * path of the sampling core (ecpi_rt_abi.h describes the protocol,
+ * ecpi_rt_sampling.h the windows). Depends on nothing of ecpi and on no
+ * C++ library: it is linked into the user's program. */
+#define _GNU_SOURCE
+#include "rt_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+__thread struct ecpi_rt_thread ecpi_rt_tls __attribute__((tls_model("initial-exec"))) = {
+	.sampler = {.countdown = 1}, /* the first event of every thread asks the slow path what to do */
+};
+
+struct ecpi_rt_header *ecpi_rt_header_ptr;
+volatile uint32_t ecpi_rt_features; /* enabled features; 0 when no ecpi run controls us */
+static pthread_key_t thread_end_key;
+static int controller_pid;
+
+static void report_runtime_error(struct ecpi_rt_header *h, const char *what)
+{
+	if (h)
+		snprintf(h->runtime_error, sizeof h->runtime_error, "%s", what);
+	/* One line on stderr: the program's output is its own, but an ecpi run
+	 * that silently did nothing would be worse. */
+	dprintf(2, "ecpi runtime: %s\n", what);
+}
+
+static int module_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	struct ecpi_rt_header *h = data;
+	if (h->module_count >= ECPI_RT_MAX_MODULES)
+		return 1;
+	struct ecpi_rt_module *m = &h->modules[h->module_count];
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		if (p->p_type != PT_LOAD)
+			continue;
+		uint64_t s = info->dlpi_addr + p->p_vaddr;
+		if (s < lo)
+			lo = s;
+		if (s + p->p_memsz > hi)
+			hi = s + p->p_memsz;
+	}
+	if (hi == 0)
+		return 0;
+	m->base = info->dlpi_addr;
+	m->start = lo;
+	m->end = hi;
+	const char *name = info->dlpi_name;
+	if (h->module_count == 0 && (!name || !name[0])) {
+		ssize_t n = readlink("/proc/self/exe", m->path, sizeof m->path - 1);
+		m->path[n > 0 ? n : 0] = 0;
+	} else {
+		snprintf(m->path, sizeof m->path, "%s", name ? name : "");
+	}
+	h->module_count++;
+	return 0;
+}
+
+static void close_thread_ring(void *unused);
+
+static void fork_child(void)
+{
+	/* The child must not write into its parent's rings. */
+	ecpi_rt_features = 0;
+	ecpi_rt_tls.ring = 0;
+	ecpi_rt_tls.state = ECPI_RT_THREAD_OFF;
+	ecpi_rt_tls.sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+}
+
+__attribute__((constructor(101))) static void ecpi_rt_init(void)
+{
+	const char *env = getenv(ECPI_RT_CONTROL_ENV);
+	if (!env)
+		return;
+	char *end = 0;
+	long fd = strtol(env, &end, 10);
+	unsetenv(ECPI_RT_CONTROL_ENV); /* children and exec'd programs are not controlled */
+	if (!end || *end || fd < 0) {
+		report_runtime_error(0, "ECPI_RT_CONTROL is not a file descriptor number; running uncontrolled");
+		return;
+	}
+	struct stat st;
+	if (fstat((int)fd, &st) != 0 || (uint64_t)st.st_size < sizeof(struct ecpi_rt_header)) {
+		report_runtime_error(0, "ECPI_RT_CONTROL names no control region (was the program started by ecpi?); running uncontrolled");
+		return;
+	}
+	void *map = mmap(0, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
+	close((int)fd);
+	if (map == MAP_FAILED) {
+		report_runtime_error(0, "cannot map the control region; running uncontrolled");
+		return;
+	}
+	struct ecpi_rt_header *h = map;
+	if (h->magic != ECPI_RT_MAGIC || h->abi_version != ECPI_RT_ABI_VERSION ||
+	    h->header_size != sizeof(struct ecpi_rt_header) || h->region_size != (uint64_t)st.st_size ||
+	    h->ring_records == 0 || (h->ring_records & (h->ring_records - 1)) != 0 ||
+	    ECPI_RT_RING_OFFSET(h->ring_count, h->ring_records) > h->region_size) {
+		report_runtime_error(h, "the control region's ABI differs from this runtime's (rebuild the program against this ecpi's runtime); running uncontrolled");
+		munmap(map, (size_t)st.st_size);
+		return;
+	}
+	h->runtime_pid = (uint32_t)getpid();
+	controller_pid = getppid();
+	h->module_count = 0;
+	dl_iterate_phdr(module_cb, h);
+	pthread_key_create(&thread_end_key, close_thread_ring);
+	pthread_atfork(0, 0, fork_child);
+	ecpi_rt_header_ptr = h;
+	h->features_active = h->features_requested & ECPI_RT_FEATURE_MEMTRACE;
+	__atomic_store_n(&ecpi_rt_features, h->features_active, __ATOMIC_RELEASE);
+}
+
+__attribute__((destructor(101))) static void ecpi_rt_fini(void)
+{
+	close_thread_ring(0);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits for room for n records. Returns 0 when the consumer is gone (the
+ * records are then dropped and counted). */
+static int wait_for_room(struct ecpi_rt_thread *t, uint32_t n)
+{
+	struct ecpi_rt_ring *r = t->ring;
+	uint64_t cap = t->mask + 1ull;
+	uint64_t started = 0;
+	for (;;) {
+		t->cached_tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		if (t->head + n - t->cached_tail <= cap)
+			break;
+		struct ecpi_rt_header *h = ecpi_rt_header_ptr;
+		if (__atomic_load_n(&h->consumer_gone, __ATOMIC_ACQUIRE))
+			return 0;
+		uint64_t now = now_ns();
+		if (!started)
+			started = now;
+		/* The controlling ecpi died without saying so: stop waiting. */
+		if (now - started > 1000000000ull && kill(controller_pid, 0) != 0 && errno == ESRCH) {
+			__atomic_store_n(&h->consumer_gone, 1, __ATOMIC_RELEASE);
+			return 0;
+		}
+		sched_yield();
+	}
+	if (started)
+		__atomic_fetch_add(&ecpi_rt_header_ptr->stall_ns, now_ns() - started, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/* Appends n (1 or 2) records and publishes them. */
+static void push(struct ecpi_rt_thread *t, uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1, uint32_t n)
+{
+	if (t->head + n - t->cached_tail > t->mask + 1ull && !wait_for_room(t, n)) {
+		t->ring->dropped += n;
+		return;
+	}
+	struct ecpi_rt_record *rec = t->records;
+	rec[t->head & t->mask] = (struct ecpi_rt_record){a0, a1};
+	if (n == 2)
+		rec[(t->head + 1) & t->mask] = (struct ecpi_rt_record){b0, b1};
+	t->head += n;
+	__atomic_store_n(&t->ring->head, t->head, __ATOMIC_RELEASE);
+}
+
+static uint64_t kind(enum ecpi_rt_record_kind k)
+{
+	return (uint64_t)k << ECPI_RT_KIND_SHIFT;
+}
+
+static void thread_stack(uint64_t *lo, uint64_t *hi)
+{
+	pthread_attr_t attr;
+	void *addr = 0;
+	size_t size = 0;
+	*lo = *hi = 0;
+	if (pthread_getattr_np(pthread_self(), &attr) != 0)
+		return;
+	if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+		*lo = (uint64_t)(uintptr_t)addr;
+		*hi = *lo + size;
+	}
+	pthread_attr_destroy(&attr);
+}
+
+/* Claims a ring for the calling thread and announces it. Returns 0 (and
+ * turns the thread off) when none is left. */
+static int claim_ring(struct ecpi_rt_thread *t)
+{
+	struct ecpi_rt_header *h = ecpi_rt_header_ptr;
+	uint32_t i = __atomic_fetch_add(&h->rings_claimed, 1, __ATOMIC_ACQ_REL);
+	if (i >= h->ring_count) {
+		__atomic_fetch_add(&h->threads_without_ring, 1, __ATOMIC_RELAXED);
+		t->state = ECPI_RT_THREAD_OFF;
+		t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+		return 0;
+	}
+	struct ecpi_rt_ring *r = (struct ecpi_rt_ring *)((char *)h + ECPI_RT_RING_OFFSET(i, h->ring_records));
+	uint32_t tid = (uint32_t)syscall(SYS_gettid);
+	r->tid = tid;
+	t->ring = r;
+	t->records = (struct ecpi_rt_record *)(r + 1);
+	t->mask = h->ring_records - 1;
+	t->head = 0;
+	t->cached_tail = 0;
+	t->in_runtime = 1; /* pthread_getattr_np may allocate */
+	uint64_t lo, hi;
+	thread_stack(&lo, &hi);
+	t->in_runtime = 0;
+	__atomic_store_n(&r->state, ECPI_RT_RING_ACTIVE, __ATOMIC_RELEASE);
+	push(t, kind(ECPI_RT_REC_THREAD) | tid, lo, kind(ECPI_RT_REC_THREAD_STACK_END), hi, 2);
+	ecpi_rt_sampler_init(&t->sampler, h->window, h->off_mean, h->seed ^ ((uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL));
+	t->state = ECPI_RT_THREAD_ACTIVE;
+	pthread_setspecific(thread_end_key, (void *)1);
+	return 1;
+}
+
+/* Decides what a thread's first event (or an event after fork) means. */
+static int ensure_thread(struct ecpi_rt_thread *t)
+{
+	if (t->state == ECPI_RT_THREAD_ACTIVE)
+		return 1;
+	if (t->state == ECPI_RT_THREAD_NEW && (ecpi_rt_features & ECPI_RT_FEATURE_MEMTRACE))
+		return claim_ring(t);
+	t->state = ECPI_RT_THREAD_OFF;
+	t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+	return 0;
+}
+
+static void close_thread_ring(void *unused)
+{
+	(void)unused;
+	struct ecpi_rt_thread *t = &ecpi_rt_tls;
+	if (t->state != ECPI_RT_THREAD_ACTIVE || !t->ring)
+		return;
+	push(t, kind(ECPI_RT_REC_END), ecpi_rt_sampler_skipped_now(&t->sampler), 0, 0, 1);
+	__atomic_store_n(&t->ring->state, ECPI_RT_RING_CLOSED, __ATOMIC_RELEASE);
+	t->state = ECPI_RT_THREAD_OFF;
+	t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+}
+
+void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint64_t pc)
+{
+	struct ecpi_rt_thread *t = &ecpi_rt_tls;
+	if (t->in_runtime)
+		return;
+	if (t->state != ECPI_RT_THREAD_ACTIVE) {
+		/* The thread's first event: claim a ring (which draws the first,
+		 * random, gap), then count this event as the fast path would. */
+		if (!ensure_thread(t) || --t->sampler.countdown != 0)
+			return;
+	}
+	if (ecpi_rt_sampler_step(&t->sampler))
+		push(t, kind(ECPI_RT_REC_WINDOW) | (t->sampler.windows - 1), t->sampler.gap, 0, 0, 1);
+	push(t, kind(ECPI_RT_REC_MEMREF) | (write ? ECPI_RT_MEMREF_WRITE : 0) |
+	        ((uint64_t)size_log2 << ECPI_RT_MEMREF_SIZE_SHIFT) | (addr & ECPI_RT_MEMREF_ADDR_MASK),
+	     pc, 0, 0, 1);
+}
+
+void ecpi_rt_note_alloc(void *p, uint64_t size, enum ecpi_rt_allocator allocator, void *site)
+{
+	struct ecpi_rt_thread *t = &ecpi_rt_tls;
+	if (!p || t->in_runtime || !ensure_thread(t))
+		return;
+	push(t, kind(ECPI_RT_REC_ALLOC) | (size & ECPI_RT_PAYLOAD_MASK), (uint64_t)(uintptr_t)p,
+	     kind(ECPI_RT_REC_ALLOC_SITE) | (uint64_t)allocator, (uint64_t)(uintptr_t)site, 2);
+}
+
+void ecpi_rt_note_free(void *p)
+{
+	struct ecpi_rt_thread *t = &ecpi_rt_tls;
+	if (!p || t->in_runtime || !ensure_thread(t))
+		return;
+	push(t, kind(ECPI_RT_REC_FREE), (uint64_t)(uintptr_t)p, 0, 0, 1);
+}

@@ -1,0 +1,37 @@
+/* Internal to the runtime: per-thread state and the calls between its files. */
+#ifndef ECPI_RT_INTERNAL_H
+#define ECPI_RT_INTERNAL_H
+
+#include <stdint.h>
+
+#include "ecpi_rt_abi.h"
+#include "ecpi_rt_sampling.h"
+
+enum ecpi_rt_thread_state {
+	ECPI_RT_THREAD_NEW = 0,    /* no event seen yet */
+	ECPI_RT_THREAD_ACTIVE = 1, /* has a ring */
+	ECPI_RT_THREAD_OFF = 2,    /* uncontrolled, out of rings, ended, or a fork child */
+};
+
+/* Per-thread state. The sampler comes first: the fast path touches only
+ * sampler.countdown, at a fixed offset from the thread pointer. */
+struct ecpi_rt_thread {
+	struct ecpi_rt_sampler sampler;
+	struct ecpi_rt_ring *ring;
+	struct ecpi_rt_record *records;
+	uint64_t head;        /* records written (mirror of ring->head) */
+	uint64_t cached_tail; /* the consumer's tail when last read */
+	uint32_t mask;        /* ring_records - 1 */
+	uint32_t state;       /* enum ecpi_rt_thread_state */
+	uint32_t in_runtime;  /* set while the runtime itself calls into libc */
+};
+
+extern __thread struct ecpi_rt_thread ecpi_rt_tls __attribute__((tls_model("initial-exec")));
+extern volatile uint32_t ecpi_rt_features;
+
+/* Slow paths (rt_core.c). */
+void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint64_t pc);
+void ecpi_rt_note_alloc(void *p, uint64_t size, enum ecpi_rt_allocator allocator, void *site);
+void ecpi_rt_note_free(void *p);
+
+#endif

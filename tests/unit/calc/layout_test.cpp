@@ -1,0 +1,82 @@
+// ecpi layout's orders and writers on synthetic call graphs and reports.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "ecpi/analyze/layout.h"
+
+using namespace ecpi::analyze;
+
+namespace {
+
+LayoutFunction fn(const char* name, std::uint64_t size, std::uint64_t samples) {
+    LayoutFunction f;
+    f.name = name;
+    f.display = name;
+    f.size = size;
+    f.samples = samples;
+    return f;
+}
+
+std::vector<std::string> names(const std::vector<LayoutFunction>& fs, const std::vector<std::uint32_t>& order) {
+    std::vector<std::string> out;
+    for (auto i : order) out.push_back(fs[i].name);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("C3: a function joins its hottest caller's cluster, clusters densest first, unsampled ones left out") {
+    // main calls parse (hot) and report (cold); parse calls lex; util is hot
+    // but called by nobody sampled; idle has no samples.
+    std::vector<LayoutFunction> fs = {fn("main", 200, 10), fn("parse", 300, 500), fn("lex", 100, 400),
+                                      fn("report", 400, 5), fn("util", 100, 900), fn("idle", 100, 0)};
+    std::vector<CallEdge> calls = {{0, 1, 1000}, {1, 2, 5000}, {0, 3, 10}, {0, 5, 1}};
+    auto order = names(fs, c3_order(fs, calls, 4096));
+    // util alone is the densest (9/byte); main+parse+lex+report follow.
+    CHECK(order == std::vector<std::string>{"util", "main", "parse", "lex", "report"});
+}
+
+TEST_CASE("C3: a merge that would pass the page budget or dilute the caller's cluster is refused") {
+    std::vector<LayoutFunction> fs = {fn("a", 3000, 100), fn("b", 2000, 90), fn("c", 10, 50)};
+    std::vector<CallEdge> calls = {{0, 1, 100}, {0, 2, 100}};
+    auto order = names(fs, c3_order(fs, calls, 4096));
+    // b (2000 bytes) does not fit beside a (3000); c does, and a+c (150
+    // samples in 3010 bytes) is denser than b (90 in 2000).
+    CHECK(order == std::vector<std::string>{"a", "c", "b"});
+    // Density: a tiny hot caller does not take a huge lukewarm callee.
+    std::vector<LayoutFunction> gs = {fn("hot", 16, 1000), fn("big", 3000, 10)};
+    auto g = names(gs, c3_order(gs, {{0, 1, 5}}, 1 << 20));
+    CHECK(g == std::vector<std::string>{"hot", "big"});
+}
+
+TEST_CASE("Pettis-Hansen: the heaviest edge's ends end up adjacent") {
+    std::vector<LayoutFunction> fs = {fn("a", 100, 10), fn("b", 100, 10), fn("c", 100, 10), fn("d", 100, 1)};
+    std::vector<CallEdge> calls = {{0, 1, 50}, {1, 2, 40}, {3, 0, 30}};
+    auto order = names(fs, pettis_hansen_order(fs, calls));
+    REQUIRE(order.size() == 4);
+    auto at = [&](const char* n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
+    CHECK(std::abs(at("a") - at("b")) == 1);
+    CHECK(std::abs(at("b") - at("c")) == 1);
+    CHECK(std::abs(at("d") - at("a")) == 1);
+}
+
+TEST_CASE("BOLT fdata: offsets in hex within functions, counts rounded, zero counts left out, sorted") {
+    LayoutReport r;
+    r.functions = {fn("main", 0x200, 10), fn("_ZN3foo3barEv", 0x40, 5)};
+    r.branches = {{0, 0x1f, 0, 0x2a, 99.6, false, false},
+                  {0, 0x30, 1, 0, 1234.0, true, false},
+                  {1, 0x10, 1, 0x4, 0.3, false, true}};
+    CHECK(render_bolt_fdata(r) == "1 main 1f 1 main 2a 0 100\n1 main 30 1 _ZN3foo3barEv 0 0 1234\n");
+    r.calls = {{0, 1, 1234.4}};
+    r.order = {1, 0};
+    CHECK(render_lld_call_graph(r) == "main _ZN3foo3barEv 1234\n");
+    CHECK(render_lld_order(r) == "_ZN3foo3barEv\nmain\n");
+    auto j = render_layout_json(r);
+    CHECK(j["schema"] == "ecpi.layout");
+    CHECK(j["version"] == 1);
+    CHECK(j["branches"].size() == 3);
+}
