@@ -117,10 +117,15 @@ __attribute__((constructor(101))) static void ecpi_rt_init(void)
 	}
 	h->runtime_pid = (uint32_t)getpid();
 	controller_pid = getppid();
+	/* What libc allocates for us from here on comes from the runtime's
+	 * own heap, not the program's (rt_malloc.c). */
+	ecpi_rt_private_heap_init();
+	ecpi_rt_tls.in_runtime = 1;
 	h->module_count = 0;
 	dl_iterate_phdr(module_cb, h);
 	pthread_key_create(&thread_end_key, close_thread_ring);
 	pthread_atfork(0, 0, fork_child);
+	ecpi_rt_tls.in_runtime = 0;
 	ecpi_rt_header_ptr = h;
 	h->features_active = h->features_requested & ECPI_RT_FEATURE_MEMTRACE;
 	__atomic_store_n(&ecpi_rt_features, h->features_active, __ATOMIC_RELEASE);
@@ -222,7 +227,7 @@ static int claim_ring(struct ecpi_rt_thread *t)
 	t->mask = h->ring_records - 1;
 	t->head = 0;
 	t->cached_tail = 0;
-	t->in_runtime = 1; /* pthread_getattr_np may allocate */
+	t->in_runtime = 1; /* pthread_getattr_np allocates: from the runtime's heap (rt_malloc.c) */
 	uint64_t lo, hi;
 	thread_stack(&lo, &hi);
 	t->in_runtime = 0;

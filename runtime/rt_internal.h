@@ -33,5 +33,9 @@ extern volatile uint32_t ecpi_rt_features;
 void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint64_t pc);
 void ecpi_rt_note_alloc(void *p, uint64_t size, enum ecpi_rt_allocator allocator, void *site);
 void ecpi_rt_note_free(void *p);
+/* Maps the runtime's own heap (rt_malloc.c): what libc allocates while a
+ * thread's in_runtime is set. Called once, by the constructor, when an ecpi
+ * run controls the program. */
+void ecpi_rt_private_heap_init(void);
 
 #endif
