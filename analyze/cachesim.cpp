@@ -358,6 +358,7 @@ struct CacheSimulator::Impl {
     std::unordered_map<std::uint32_t, Stream> streams;
     Totals totals;
     std::vector<BinCounts> windows;
+    std::vector<BinCounts> set_groups;          // set sampling: per group of sets (index: line & sample_mask)
     std::unordered_map<std::uint64_t, BinCounts> pcs;
     std::unordered_map<ObjectKey, BinCounts, ObjectKeyHash> objects;
     mutable std::map<ObjectKey, BinCounts> objects_sorted;  // by_object()'s view
@@ -494,6 +495,7 @@ Result<CacheSimulator> CacheSimulator::create(SimulatorOptions options) {
         std::shuffle(order.begin(), order.end(), rng);
         std::uint64_t keep = min_sets / options.set_sample;
         for (std::uint64_t i = 0; i < keep; i++) impl->sampled[order[i]] = 1;
+        impl->set_groups.assign(min_sets, BinCounts{});
         impl->totals.set_scale = options.set_sample;
     }
     impl->totals.counts.levels.resize(options.levels.size());
@@ -538,6 +540,11 @@ void CacheSimulator::Impl::access(Stream& s, const MemRef& ref) {
     s.time++;
     BinCounts& pc_bin = pcs[ref.pc];
     if (pc_bin.levels.empty()) pc_bin.levels.resize(levels.size());
+    BinCounts* group = nullptr;
+    if (sample_mask != 0) {
+        group = &set_groups[(ref.address >> levels[0].line_shift) & sample_mask];
+        if (group->levels.empty()) group->levels.resize(levels.size());
+    }
     // The bytes this reference needs from the current level: one or two
     // lines of the first level; after a miss, the missed blocks.
     std::uint64_t first = ref.address, last = ref.address + (ref.size ? ref.size - 1 : 0);
@@ -568,6 +575,7 @@ void CacheSimulator::Impl::access(Stream& s, const MemRef& ref) {
         count(totals.counts.levels[l], worst);
         count(s.window_counts.levels[l], worst);
         count(pc_bin.levels[l], worst);
+        if (group) count(group->levels[l], worst);
         if (worst != Outcome::kKnownHit) {
             if (!object) object = object_of(s, ref.address);
             BinCounts& ob = objects[*object];
@@ -592,6 +600,7 @@ void CacheSimulator::release(std::uint64_t address) { impl_->heap.remove(address
 
 const CacheSimulator::Totals& CacheSimulator::totals() const { return impl_->totals; }
 const std::vector<BinCounts>& CacheSimulator::windows() const { return impl_->windows; }
+const std::vector<BinCounts>& CacheSimulator::set_groups() const { return impl_->set_groups; }
 const std::unordered_map<std::uint64_t, BinCounts>& CacheSimulator::by_pc() const { return impl_->pcs; }
 const std::map<CacheSimulator::ObjectKey, BinCounts>& CacheSimulator::by_object() const {
     impl_->objects_sorted = std::map<ObjectKey, BinCounts>(impl_->objects.begin(), impl_->objects.end());
@@ -620,6 +629,34 @@ double estimated_misses(const LevelCounts& c, UnknownEstimate e, double wood_alp
     return known;
 }
 
+namespace {
+
+// The standard error of the ratio estimator sum(m_i) / sum(n_i) over
+// samples i (windows, set groups) that hold `fraction` of the population;
+// nullopt with fewer than two samples that reached the level.
+std::optional<double> ratio_standard_error(const std::vector<BinCounts>& samples, std::size_t level, UnknownEstimate e,
+                                           double alpha, double fraction) {
+    std::size_t k = 0;
+    double sum_n = 0, sum_m = 0;
+    for (const auto& w : samples) {
+        if (w.levels.size() <= level || w.levels[level].references == 0) continue;
+        k++;
+        sum_n += double(w.levels[level].references);
+        sum_m += estimated_misses(w.levels[level], e, alpha);
+    }
+    if (k < 2 || sum_n <= 0) return std::nullopt;
+    double ratio = sum_m / sum_n, ss = 0;
+    for (const auto& w : samples) {
+        if (w.levels.size() <= level || w.levels[level].references == 0) continue;
+        double d = estimated_misses(w.levels[level], e, alpha) - ratio * double(w.levels[level].references);
+        ss += d * d;
+    }
+    double mean_n = sum_n / double(k);
+    return std::sqrt(ss / double(k - 1) / double(k)) / mean_n * std::sqrt(std::max(0.0, 1.0 - fraction));
+}
+
+}  // namespace
+
 MissRateEstimate estimate_miss_rate(const CacheSimulator& sim, std::size_t level, UnknownEstimate e) {
     MissRateEstimate r;
     const auto& t = sim.totals();
@@ -633,33 +670,19 @@ MissRateEstimate estimate_miss_rate(const CacheSimulator& sim, std::size_t level
     r.global_rate = first_refs > 0 ? misses / first_refs : 0;
     r.unknown_low = double(c.known_misses) / refs;
     r.unknown_high = double(c.known_misses + c.unknown) / refs;
-    // MemSpy 6.1: windows as samples; the standard error of the ratio
-    // estimator sum(m_i) / sum(n_i), with the finite-population correction
-    // for the share of references simulated.
-    const auto& ws = sim.windows();
-    double fraction = t.events ? double(t.simulated) / double(t.events) : 1.0;
-    std::size_t k = 0;
-    double sum_n = 0, sum_m = 0;
-    for (const auto& w : ws) {
-        if (w.levels.size() <= level || w.levels[level].references == 0) continue;
-        k++;
-        sum_n += double(w.levels[level].references);
-        sum_m += estimated_misses(w.levels[level], e, alpha);
-    }
-    if (fraction < 1.0) {
-        if (k >= 2 && sum_n > 0) {
-            double ratio = sum_m / sum_n, ss = 0;
-            for (const auto& w : ws) {
-                if (w.levels.size() <= level || w.levels[level].references == 0) continue;
-                double d = estimated_misses(w.levels[level], e, alpha) - ratio * double(w.levels[level].references);
-                ss += d * d;
-            }
-            double mean_n = sum_n / double(k);
-            double se = std::sqrt(ss / double(k - 1) / double(k)) / mean_n * std::sqrt(std::max(0.0, 1.0 - fraction));
-            r.sampling_error = 1.96 * se;
-        } else {
-            r.sampling_error = std::nan("");  // one window: the sampling error cannot be estimated
-        }
+    // MemSpy 6.1: windows as samples; MemSpy 7.3: the chosen set groups
+    // as samples of all groups. Each gives the standard error of a ratio
+    // estimator with its finite-population correction; the two choices are
+    // independent, so their variances add.
+    double time_fraction = t.events ? double(t.simulated) / double(t.events) : 1.0;
+    double set_fraction = 1.0 / double(t.set_scale);
+    std::optional<double> time_se = 0, set_se = 0;
+    if (time_fraction < 1.0) time_se = ratio_standard_error(sim.windows(), level, e, alpha, time_fraction);
+    if (set_fraction < 1.0) set_se = ratio_standard_error(sim.set_groups(), level, e, alpha, set_fraction);
+    if (time_se && set_se) {
+        if (time_fraction < 1.0 || set_fraction < 1.0) r.sampling_error = 1.96 * std::hypot(*time_se, *set_se);
+    } else {
+        r.sampling_error = std::nan("");  // one window or one set group: the sampling error cannot be estimated
     }
     double se = std::isnan(r.sampling_error) ? 1.0 : r.sampling_error;
     r.low = std::clamp(std::min(r.unknown_low, r.rate) - se, 0.0, 1.0);

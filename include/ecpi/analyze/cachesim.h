@@ -138,6 +138,11 @@ public:
     const Totals& totals() const;
     // Per closed window (for the sampling error of MemSpy 6.1).
     const std::vector<BinCounts>& windows() const;
+    // Per sampled set group under set sampling (MemSpy 7.3; empty without
+    // it): the counts of the references to each chosen group of sets (sets
+    // are grouped by the low bits of the line number, common to all
+    // levels), for the sampling error of the choice of sets.
+    const std::vector<BinCounts>& set_groups() const;
     // Per pc (references and misses by level).
     const std::unordered_map<std::uint64_t, BinCounts>& by_pc() const;
     // Per data object.
@@ -171,8 +176,9 @@ double estimated_misses(const LevelCounts& c, UnknownEstimate e, double wood_alp
 
 // A miss rate with its error bound (MemSpy 4.2 Eq. 2 and 6.1): the
 // estimate, the interval that alpha in [0, 1] allows, and the sampling
-// error of the per-window rates (1.96 standard errors of the ratio
-// estimator over windows). `low`/`high` combine both.
+// error: 1.96 standard errors of the ratio estimator over windows (time
+// sampling) and over the chosen set groups (set sampling), combined in
+// quadrature. `low`/`high` combine the interval and the sampling error.
 struct MissRateEstimate {
     double rate = 0;          // misses / references at this level
     double global_rate = 0;   // misses / references at the first level
