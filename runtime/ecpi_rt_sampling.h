@@ -24,6 +24,7 @@ struct ecpi_rt_sampler {
 	uint64_t gap;          /* length of the current or last gap */
 	uint64_t windows;      /* windows begun */
 	uint64_t rng;          /* xorshift64* state, never 0 */
+	uint64_t first_window; /* length of a window the sampler starts inside (0: none) */
 };
 
 /* The countdown of a sampler that never samples (no ecpi run controls the
@@ -48,17 +49,35 @@ static inline uint64_t ecpi_rt_draw_gap(struct ecpi_rt_sampler *s)
 	return 1 + ecpi_rt_rng_next(&s->rng) % (2 * s->off_mean - 1);
 }
 
-/* Starts a sampler in an OFF gap of random length (so threads and runs do
- * not all begin with a window), or ON at once when off_mean is 0. */
+/* Starts a sampler at a random phase of the ON/OFF cycle drawn from the
+ * cycle's stationary distribution, so that the first events of a thread are
+ * sampled as often as the rest (every event ON with probability
+ * window / (window + off_mean)): inside a window with that probability,
+ * with a uniform share of it left; else inside a gap, with the residual of
+ * a length-biased gap left: P(r) proportional to P(gap >= r), a triangle
+ * on [1, 2*off_mean - 1], drawn as 2*off_mean minus the larger of two
+ * uniform draws. (A first gap uniform on [0, 2*off_mean - 1] sampled the
+ * first 2*off_mean events at half the rate, which biased the estimate
+ * toward the rest of the run: -0.3 points of L1d miss rate on a daxpy
+ * whose initialization misses differently.) ON at once when off_mean is 0. */
 static inline void ecpi_rt_sampler_init(struct ecpi_rt_sampler *s, uint64_t window, uint64_t off_mean, uint64_t seed)
 {
 	s->window = window ? window : 1;
 	s->off_mean = off_mean;
 	s->on_left = 0;
 	s->windows = 0;
+	s->first_window = 0;
 	s->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
-	/* The first gap is uniform on [0, 2*off_mean - 1]: a random phase. */
-	s->gap = off_mean ? ecpi_rt_rng_next(&s->rng) % (2 * off_mean) : 0;
+	s->gap = 0;
+	if (off_mean > 1 && ecpi_rt_rng_next(&s->rng) % (s->window + off_mean) >= s->window) {
+		uint64_t span = 2 * off_mean - 1;
+		uint64_t a = 1 + ecpi_rt_rng_next(&s->rng) % span, b = 1 + ecpi_rt_rng_next(&s->rng) % span;
+		s->gap = 2 * off_mean - (a > b ? a : b);
+	} else if (off_mean == 1 && ecpi_rt_rng_next(&s->rng) % (s->window + 1) >= s->window) {
+		s->gap = 1;
+	} else if (off_mean) {
+		s->first_window = 1 + ecpi_rt_rng_next(&s->rng) % s->window;
+	}
 	s->countdown = (int64_t)s->gap + 1;
 }
 
@@ -70,7 +89,8 @@ static inline int ecpi_rt_sampler_step(struct ecpi_rt_sampler *s)
 {
 	int begins = 0;
 	if (s->on_left == 0) {
-		s->on_left = s->off_mean ? s->window : UINT64_MAX;
+		s->on_left = !s->off_mean ? UINT64_MAX : s->first_window ? s->first_window : s->window;
+		s->first_window = 0;
 		s->windows++;
 		begins = 1;
 	}
