@@ -57,9 +57,9 @@ static inline uint64_t ecpi_rt_draw_gap(struct ecpi_rt_sampler *s)
  * a length-biased gap left: P(r) proportional to P(gap >= r), a triangle
  * on [1, 2*off_mean - 1], drawn as 2*off_mean minus the larger of two
  * uniform draws. (A first gap uniform on [0, 2*off_mean - 1] sampled the
- * first 2*off_mean events at half the rate, which biased the estimate
- * toward the rest of the run: -0.3 points of L1d miss rate on a daxpy
- * whose initialization misses differently.) ON at once when off_mean is 0. */
+ * first 2*off_mean events at about half the rate of the rest, so a run's
+ * beginning, often its initialization, weighed half its share in the
+ * estimate.) ON at once when off_mean is 0. */
 static inline void ecpi_rt_sampler_init(struct ecpi_rt_sampler *s, uint64_t window, uint64_t off_mean, uint64_t seed)
 {
 	s->window = window ? window : 1;
