@@ -6,8 +6,9 @@
  * the event that brings the countdown to zero takes the slow path, which
  * begins a window, records, and re-arms the countdown (to 1 inside a window,
  * so every ON event takes the slow path, to gap + 1 at the window's end).
- * MemSpy 7.2: gaps are random (uniform on [1, 2*off_mean - 1], mean
- * off_mean) so windows cannot lock onto a periodic phase of the program.
+ * MemSpy 7.2: gaps are random (uniform within +-off_mean/4 of off_mean,
+ * see ECPI_RT_GAP_JITTER) so windows cannot lock onto a periodic phase of
+ * the program.
  *
  * Plain C, header-only, no libc calls: the runtime compiles it into its slow
  * path and the unit tests drive it directly. */
@@ -41,22 +42,35 @@ static inline uint64_t ecpi_rt_rng_next(uint64_t *state)
 	return x * 0x2545F4914F6CDD1DULL;
 }
 
-/* A gap length: uniform on [1, 2*off_mean - 1] (off_mean >= 1). */
+/* Gaps vary uniformly by +-off_mean/ECPI_RT_GAP_JITTER around their mean.
+ * MemSpy 7.2 asks for random lengths "around a chosen mean, with a
+ * specified variance" so windows cannot lock onto a periodic phase; MemSpy
+ * itself spaced samples evenly. The variance is the price: the number of
+ * windows that fall in a phase of the program varies with it, and with it
+ * the estimate. Gaps uniform on [1, 2*off_mean - 1] (a spread 4x wider)
+ * gave 3-4 points of L1d miss-rate error at 1/10 on two bundled programs
+ * whose phases miss differently (Bloom filter inserts then queries, naive
+ * then blocked transpose; about 30 windows); +-off_mean/4 gave about 1
+ * (bench/cachesim.sh, docs/CACHESIM.md). A period that matches the mean
+ * cycle still drifts through the windows within about 60 cycles. */
+#define ECPI_RT_GAP_JITTER 4
+
+/* A gap length: uniform on [off_mean - j, off_mean + j], j = off_mean / ECPI_RT_GAP_JITTER. */
 static inline uint64_t ecpi_rt_draw_gap(struct ecpi_rt_sampler *s)
 {
-	if (s->off_mean <= 1)
+	uint64_t j = s->off_mean / ECPI_RT_GAP_JITTER;
+	if (j == 0)
 		return s->off_mean;
-	return 1 + ecpi_rt_rng_next(&s->rng) % (2 * s->off_mean - 1);
+	return s->off_mean - j + ecpi_rt_rng_next(&s->rng) % (2 * j + 1);
 }
 
 /* Starts a sampler at a random phase of the ON/OFF cycle drawn from the
  * cycle's stationary distribution, so that the first events of a thread are
  * sampled as often as the rest (every event ON with probability
  * window / (window + off_mean)): inside a window with that probability,
- * with a uniform share of it left; else inside a gap, with the residual of
- * a length-biased gap left: P(r) proportional to P(gap >= r), a triangle
- * on [1, 2*off_mean - 1], drawn as 2*off_mean minus the larger of two
- * uniform draws. (A first gap uniform on [0, 2*off_mean - 1] sampled the
+ * with a uniform share of it left; else inside a gap, at a uniform point
+ * of a length-biased gap (a longer gap is more likely to hold the start).
+ * (A first gap uniform on [0, 2*off_mean - 1] sampled the
  * first 2*off_mean events at about half the rate of the rest, so a run's
  * beginning, often its initialization, weighed half its share in the
  * estimate.) ON at once when off_mean is 0. */
@@ -69,12 +83,14 @@ static inline void ecpi_rt_sampler_init(struct ecpi_rt_sampler *s, uint64_t wind
 	s->first_window = 0;
 	s->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
 	s->gap = 0;
-	if (off_mean > 1 && ecpi_rt_rng_next(&s->rng) % (s->window + off_mean) >= s->window) {
-		uint64_t span = 2 * off_mean - 1;
-		uint64_t a = 1 + ecpi_rt_rng_next(&s->rng) % span, b = 1 + ecpi_rt_rng_next(&s->rng) % span;
-		s->gap = 2 * off_mean - (a > b ? a : b);
-	} else if (off_mean == 1 && ecpi_rt_rng_next(&s->rng) % (s->window + 1) >= s->window) {
-		s->gap = 1;
+	if (off_mean && ecpi_rt_rng_next(&s->rng) % (s->window + off_mean) >= s->window) {
+		/* Inside a gap: a length-biased gap (drawn, kept with probability
+		 * length / longest), then a uniform point in it. */
+		uint64_t longest = off_mean + off_mean / ECPI_RT_GAP_JITTER, g;
+		do
+			g = ecpi_rt_draw_gap(s);
+		while (ecpi_rt_rng_next(&s->rng) % longest >= g);
+		s->gap = 1 + ecpi_rt_rng_next(&s->rng) % g;
 	} else if (off_mean) {
 		s->first_window = 1 + ecpi_rt_rng_next(&s->rng) % s->window;
 	}

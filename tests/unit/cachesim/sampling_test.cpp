@@ -52,7 +52,7 @@ TEST_CASE("sampling: ON windows have exactly `window` events and the ON fraction
     CHECK(on_fraction == doctest::Approx(0.1).epsilon(0.03));
 }
 
-TEST_CASE("sampling: gaps are random in [1, 2*off_mean - 1] with mean off_mean") {
+TEST_CASE("sampling: gaps are random within off_mean/4 of off_mean, with mean off_mean") {
     ecpi_rt_sampler s;
     ecpi_rt_sampler_init(&s, 10, 500, 7);
     Run r = drive(s, 5'000'000);
@@ -65,11 +65,30 @@ TEST_CASE("sampling: gaps are random in [1, 2*off_mean - 1] with mean off_mean")
         sum += double(r.gaps[i]);
     }
     double mean = sum / double(r.gaps.size() - 1);
-    CHECK(lo >= 1);
-    CHECK(hi <= 999);
-    CHECK(hi > 900);   // the range is used, not one fixed period
-    CHECK(lo < 100);
-    CHECK(mean == doctest::Approx(500).epsilon(0.03));
+    CHECK(lo >= 375);
+    CHECK(hi <= 625);
+    CHECK(hi > 615);  // the range is used, not one fixed period
+    CHECK(lo < 385);
+    CHECK(std::abs(mean - 500) < 5);
+}
+
+TEST_CASE("sampling: the share of a stretch of the run that is sampled varies little between seeds") {
+    // MemSpy 6.1: the error of non-representative samples comes from how
+    // many windows fall in each phase of the program. Over 20 cycles, the
+    // sampled events vary by about 3% between seeds; gaps uniform on
+    // [1, 2*off_mean - 1] made that about 12%.
+    const std::uint64_t window = 10, off_mean = 90, stretch = 2000, seeds = 4000;
+    double sum = 0, sum2 = 0;
+    for (std::uint64_t seed = 1; seed <= seeds; seed++) {
+        ecpi_rt_sampler s;
+        ecpi_rt_sampler_init(&s, window, off_mean, seed * 0x9E3779B97F4A7C15ULL);
+        Run r = drive(s, stretch);
+        sum += double(r.on);
+        sum2 += double(r.on) * double(r.on);
+    }
+    double mean = sum / double(seeds), sd = std::sqrt(sum2 / double(seeds) - mean * mean);
+    CHECK(std::abs(mean - 200) < 4);
+    CHECK(sd / mean < 0.06);
 }
 
 TEST_CASE("sampling: different seeds give different window positions") {
