@@ -90,7 +90,7 @@ struct ecpi_rt_header {
 	uint32_t features_requested;
 	uint32_t features_active;  /* runtime: what it enabled */
 	/* Sampling core (MemSpy 4.1, 7.2): ON windows of `window` events, OFF
-	 * gaps uniformly random in [1, 2*off_mean - 1] (mean off_mean), so the
+	 * gaps uniformly random within off_mean/4 of off_mean (ecpi_rt_sampling.h), so the
 	 * ON fraction is window / (window + off_mean). off_mean 0: always ON. */
 	uint64_t window;
 	uint64_t off_mean;
