@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# ecpi cachesim against cachegrind, sampled against full, and its speed
+# (issue 18, "Checks"; MemSpy: shared/papers/trace-sampling-memspy.txt).
+#
+# The bundled programs of tests/testprogs/cachesim (streaming, random within
+# a cache level, pointer chasing, a matrix transpose, a hot small table, a
+# chained hash table) and SQLite's amalgamation (fetched with `npm pack
+# better-sqlite3` into a cache directory, never into the tree) driven by
+# bench/cachesim/sqlite_orders.c are built twice with clang -O2: plainly and
+# with `ecpi flags memtrace`. For each:
+#   a. full simulation (--sample 1/1) against cachegrind on the plain build,
+#      same geometry (L1d misses vs D1 misses; also D1 misses at the
+#      program's own source lines, which is all the instrumentation sees);
+#   b. --sample 1/10 with SEEDS seeds against the full simulation: miss-rate
+#      errors per level, how often the reported bound holds the error, and
+#      whether the top procedures and objects keep their order;
+#   c. wall time (median of ROUNDS, interleaved, under flock -x on
+#      /tmp/ecpi-quiet.lock): the program alone, built with the flags but not
+#      simulated, 1/1, 1/10, 1/100, each also with --sets 1/8; and, for tree
+#      and sqlite, perf's split of the time between the program and ecpi;
+#   e. for tree and sqlite, 1/10 with windows of 10k and 1M references
+#      beside the default 100k (the larger cache's unknown references).
+# Caches: L1d 48 KiB 12-way, L2 1 MiB 8-way, 64-byte lines (this host's, as
+# sysconf reports them), for ecpi and cachegrind alike.
+#
+# Usage: bash bench/cachesim.sh [PROGRAM...]   (default: all, then sqlite)
+# Environment: ECPI (default build/loader/ecpi), ROUNDS (3), SEEDS (10),
+#   OUT (keep the reports there; default a temporary directory),
+#   ECPI_BENCH_CACHE (SQLite's sources and objects; default ~/.cache/ecpi-bench).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+ECPI=${ECPI:-$here/../build/loader/ecpi}
+ROUNDS=${ROUNDS:-3}
+SEEDS=${SEEDS:-10}
+CACHE_DIR=${ECPI_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ecpi-bench}
+LOCK=/tmp/ecpi-quiet.lock
+SRC=$here/../tests/testprogs/cachesim
+CACHES=(--cache L1d=48k:12:64 --cache L2=1m:8:64)
+CG_CACHES=(--D1=49152,12,64 --LL=1048576,8,64 --I1=32768,8,64)
+SETS=1/8
+
+for tool in clang valgrind python3; do
+	command -v $tool >/dev/null || { echo "bench/cachesim.sh: $tool is not installed (scripts/install-deps.sh --test)" >&2; exit 1; }
+done
+[ -x "$ECPI" ] || { echo "bench/cachesim.sh: $ECPI is not built (make, or set ECPI)" >&2; exit 1; }
+T=$(mktemp -d /tmp/ecpi-bench-cachesim.XXXXXX)
+if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; else OUT=$T/out; mkdir -p "$OUT"; fi
+trap 'rm -rf "$T"' EXIT
+trap 'exit 130' INT TERM
+exec 9>>"$LOCK"
+
+# Sizes: each program makes 25-90 M references and runs for tenths of a
+# second alone, so a full simulation takes seconds and cachegrind a minute.
+declare -A ARGS=(
+	[stream]="2000000 8" [bloom]="1000000" [tree]="200000"
+	[transpose]="2048" [crc]="8388608 4" [hashtable]="300000"
+	[sqlite]="10000 8 20000"
+)
+PROGRAMS=("$@")
+[ ${#PROGRAMS[@]} -gt 0 ] || PROGRAMS=(stream bloom tree transpose crc hashtable sqlite)
+
+echo "# $(date -u +%FT%TZ), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
+echo "# $(clang --version | head -1), $(valgrind --version), ecpi $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+MEMTRACE=$("$ECPI" flags memtrace)
+MEMTRACE_COMPILE=$("$ECPI" flags memtrace --compile)
+
+# SQLite's amalgamation from npm's better-sqlite3, compiled once per version
+# and flags into CACHE_DIR. Prints nothing and fails when it cannot.
+SQLITE_DEFS="-DSQLITE_THREADSAFE=0 -DSQLITE_OMIT_LOAD_EXTENSION"
+fetch_sqlite() {
+	local dir=$CACHE_DIR/sqlite
+	mkdir -p "$dir"
+	if [ ! -s "$dir/sqlite3.c" ] || [ ! -s "$dir/sqlite3.h" ]; then
+		command -v npm >/dev/null || { echo "# sqlite: npm is not installed; skipped" >&2; return 1; }
+		(cd "$T" && npm pack better-sqlite3 --silent >npm.log 2>&1) || { echo "# sqlite: npm pack better-sqlite3 failed: $(tail -1 "$T/npm.log")" >&2; return 1; }
+		tar -xzf "$T"/better-sqlite3-*.tgz -C "$T" package/deps/sqlite3/sqlite3.c package/deps/sqlite3/sqlite3.h
+		mv "$T/package/deps/sqlite3/sqlite3.c" "$T/package/deps/sqlite3/sqlite3.h" "$dir/"
+		echo "$(basename "$T"/better-sqlite3-*.tgz .tgz)" >"$dir/from"
+	fi
+	local key
+	key=$(echo "$(clang --version | head -1) $MEMTRACE_COMPILE $SQLITE_DEFS" | md5sum | cut -c1-8)
+	[ -s "$dir/sqlite3.plain-$key.o" ] || clang -O2 -g $SQLITE_DEFS -c "$dir/sqlite3.c" -o "$dir/sqlite3.plain-$key.o"
+	[ -s "$dir/sqlite3.memtrace-$key.o" ] || clang -O2 $MEMTRACE_COMPILE $SQLITE_DEFS -c "$dir/sqlite3.c" -o "$dir/sqlite3.memtrace-$key.o"
+	local drv=$here/cachesim/sqlite_orders.c
+	clang -O2 -g -I"$dir" -o "$T/sqlite.plain" "$drv" "$dir/sqlite3.plain-$key.o" -lm
+	clang -O2 $MEMTRACE -I"$dir" -o "$T/sqlite.mt" "$drv" "$dir/sqlite3.memtrace-$key.o" -lm
+	echo "sqlite3.c sqlite_orders.c" >"$OUT/sqlite.cgsrc"
+	echo "# sqlite: $(grep -m1 '#define SQLITE_VERSION ' "$dir/sqlite3.h" | awk '{print $3}') from $(cat "$dir/from" 2>/dev/null || echo npm)"
+}
+
+build() {  # build PROGRAM: $T/PROGRAM.plain and $T/PROGRAM.mt
+	local p=$1
+	if [ "$p" = sqlite ]; then fetch_sqlite; return; fi
+	clang -O2 -g -o "$T/$p.plain" "$SRC/$p.c"
+	clang -O2 $MEMTRACE -o "$T/$p.mt" "$SRC/$p.c"
+	echo "$p.c" >"$OUT/$p.cgsrc"
+}
+
+accuracy() {  # accuracy PROGRAM: cachegrind, full, SEEDS sampled runs
+	local p=$1 args
+	read -ra args <<<"${ARGS[$p]}"
+	valgrind --tool=cachegrind --cache-sim=yes "${CG_CACHES[@]}" --cachegrind-out-file="$OUT/$p.cg" \
+		"$T/$p.plain" "${args[@]}" >/dev/null 2>"$OUT/$p.cg.log"
+	"$ECPI" cachesim --sample 1/1 --seed 1 "${CACHES[@]}" --format json -o "$OUT/$p.full.json" -- "$T/$p.mt" "${args[@]}" >/dev/null
+	for seed in $(seq "$SEEDS"); do
+		"$ECPI" cachesim --sample 1/10 --seed "$seed" "${CACHES[@]}" --format json -o "$OUT/$p.s$seed.json" -- "$T/$p.mt" "${args[@]}" >/dev/null
+	done
+}
+
+# Window length against the unknown references of the larger cache (MemSpy
+# 6.3): 5 seeds at 1/10 with windows of 10k, 100k (the default) and 1M.
+WINDOW_PROGRAMS=" tree sqlite "
+windows() {
+	local p=$1 args w seed
+	read -ra args <<<"${ARGS[$p]}"
+	for w in 10000 1000000; do
+		for seed in 1 2 3 4 5; do
+			"$ECPI" cachesim --sample 1/10 --window $w --seed "$seed" "${CACHES[@]}" --format json \
+				-o "$OUT/$p.w$w.s$seed.json" -- "$T/$p.mt" "${args[@]}" >/dev/null
+		done
+	done
+}
+
+# Where the time goes: perf's split by process and library at 1/1 and 1/10.
+PERF_PROGRAMS=" tree sqlite "
+where_time_goes() {
+	local p=$1 args s
+	read -ra args <<<"${ARGS[$p]}"
+	command -v perf >/dev/null || { echo "# $p: perf is not installed; no profile" >&2; return 0; }
+	for s in 1 10; do
+		perf record -q -e cpu-clock -F 999 -o "$T/perf.data" -- \
+			"$ECPI" cachesim --sample 1/$s --seed 1 "${CACHES[@]}" -o /dev/null -- "$T/$p.mt" "${args[@]}" >/dev/null 2>&1 || { echo "# $p: perf record failed" >&2; return 0; }
+		{
+			echo "### $p, --sample 1/$s: cpu-clock samples by process and object, then the top symbols"
+			echo '```'
+			perf report -i "$T/perf.data" --no-children --sort comm,dso 2>/dev/null | grep '%' | grep -v '^#' | head -6
+			echo
+			perf report -i "$T/perf.data" --no-children --sort comm,sym 2>/dev/null | grep '%' | grep -v '^#' | head -10 | cut -c1-120
+			echo '```'
+		} >>"$OUT/perf.md"
+	done
+}
+
+now_ns() { date +%s%N; }
+timed() {  # timed PROGRAM CONFIG CMD...: appends "CONFIG SECONDS" to OUT/PROGRAM.times
+	local p=$1 c=$2
+	shift 2
+	local s e
+	s=$(now_ns)
+	"$@" >/dev/null
+	e=$(now_ns)
+	echo "$c $(( (e - s) / 1000000000 )).$(printf %03d $(( (e - s) / 1000000 % 1000 )))" >>"$OUT/$p.times"
+}
+
+speed() {  # speed PROGRAM: ROUNDS interleaved rounds of every configuration
+	local p=$1 args r
+	read -ra args <<<"${ARGS[$p]}"
+	rm -f "$OUT/$p.times"
+	flock -x 9
+	echo "# $p: timing under flock -x, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+	for r in $(seq "$ROUNDS"); do
+		timed "$p" alone "$T/$p.plain" "${args[@]}"
+		timed "$p" uncontrolled "$T/$p.mt" "${args[@]}"
+		for s in 1 10 100; do
+			timed "$p" "1/$s" "$ECPI" cachesim --sample 1/$s --seed "$r" "${CACHES[@]}" --format json -o "$OUT/$p.t.1_$s.json" -- "$T/$p.mt" "${args[@]}"
+			timed "$p" "1/$s+sets" "$ECPI" cachesim --sample 1/$s --sets $SETS --seed "$r" "${CACHES[@]}" --format json \
+				-o "$OUT/$p.t.1_$s+sets.json" -- "$T/$p.mt" "${args[@]}"
+		done
+	done
+	flock -u 9
+}
+
+DONE=()
+for p in "${PROGRAMS[@]}"; do
+	[ -n "${ARGS[$p]:-}" ] || { echo "bench/cachesim.sh: unknown program '$p' (${!ARGS[*]})" >&2; exit 2; }
+	flock -s 9
+	if ! build "$p"; then flock -u 9; continue; fi
+	echo "# $p ${ARGS[$p]}: cachegrind, full simulation, $SEEDS sampled runs"
+	accuracy "$p"
+	[[ $WINDOW_PROGRAMS == *" $p "* ]] && windows "$p"
+	[[ $PERF_PROGRAMS == *" $p "* ]] && where_time_goes "$p"
+	flock -u 9
+	speed "$p"
+	DONE+=("$p")
+done
+echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+SEEDS=$SEEDS SETS_LABEL="sets $SETS" python3 "$here/cachesim/tables.py" "$OUT" "${DONE[@]}"
+[ ! -s "$OUT/perf.md" ] || { echo; echo "### Where the time goes"; echo; cat "$OUT/perf.md"; }
