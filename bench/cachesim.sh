@@ -131,12 +131,15 @@ where_time_goes() {
 	for s in 1 10; do
 		perf record -q -e cpu-clock -F 999 -o "$T/perf.data" -- \
 			"$ECPI" cachesim --sample 1/$s --seed 1 "${CACHES[@]}" -o /dev/null -- "$T/$p.mt" "${args[@]}" >/dev/null 2>&1 || { echo "# $p: perf record failed" >&2; return 0; }
+		# (Whole reports into files first: head closing a pipe would stop the script under pipefail.)
+		perf report -i "$T/perf.data" --no-children --sort comm,dso >"$T/perf.dso" 2>/dev/null || true
+		perf report -i "$T/perf.data" --no-children --sort comm,sym >"$T/perf.sym" 2>/dev/null || true
 		{
 			echo "### $p, --sample 1/$s: cpu-clock samples by process and object, then the top symbols"
 			echo '```'
-			perf report -i "$T/perf.data" --no-children --sort comm,dso 2>/dev/null | grep '%' | grep -v '^#' | head -6
+			grep '%' "$T/perf.dso" | grep -v '^#' | head -6 || true
 			echo
-			perf report -i "$T/perf.data" --no-children --sort comm,sym 2>/dev/null | grep '%' | grep -v '^#' | head -10 | cut -c1-120
+			grep '%' "$T/perf.sym" | grep -v '^#' | head -10 | cut -c1-120 || true
 			echo '```'
 		} >>"$OUT/perf.md"
 	done
