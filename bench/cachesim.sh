@@ -66,7 +66,9 @@ MEMTRACE=$("$ECPI" flags memtrace)
 MEMTRACE_COMPILE=$("$ECPI" flags memtrace --compile)
 
 # SQLite's amalgamation from npm's better-sqlite3, compiled once per version
-# and flags into CACHE_DIR. Prints nothing and fails when it cannot.
+# and flags into CACHE_DIR. Prints nothing and fails when it cannot. The
+# plain build carries DWARF 4: valgrind 3.19 gives up on clang 14's DWARF 5
+# for sqlite3.c ("Possibly corrupted debuginfo file").
 SQLITE_DEFS="-DSQLITE_THREADSAFE=0 -DSQLITE_OMIT_LOAD_EXTENSION"
 fetch_sqlite() {
 	local dir=$CACHE_DIR/sqlite
@@ -80,10 +82,10 @@ fetch_sqlite() {
 	fi
 	local key
 	key=$(echo "$(clang --version | head -1) $MEMTRACE_COMPILE $SQLITE_DEFS" | md5sum | cut -c1-8)
-	[ -s "$dir/sqlite3.plain-$key.o" ] || clang -O2 -g $SQLITE_DEFS -c "$dir/sqlite3.c" -o "$dir/sqlite3.plain-$key.o"
+	[ -s "$dir/sqlite3.plain-$key.o" ] || clang -O2 -gdwarf-4 $SQLITE_DEFS -c "$dir/sqlite3.c" -o "$dir/sqlite3.plain-$key.o"
 	[ -s "$dir/sqlite3.memtrace-$key.o" ] || clang -O2 $MEMTRACE_COMPILE $SQLITE_DEFS -c "$dir/sqlite3.c" -o "$dir/sqlite3.memtrace-$key.o"
 	local drv=$here/cachesim/sqlite_orders.c
-	clang -O2 -g -I"$dir" -o "$T/sqlite.plain" "$drv" "$dir/sqlite3.plain-$key.o" -lm
+	clang -O2 -gdwarf-4 -I"$dir" -o "$T/sqlite.plain" "$drv" "$dir/sqlite3.plain-$key.o" -lm
 	clang -O2 $MEMTRACE -I"$dir" -o "$T/sqlite.mt" "$drv" "$dir/sqlite3.memtrace-$key.o" -lm
 	echo "sqlite3.c sqlite_orders.c" >"$OUT/sqlite.cgsrc"
 	echo "# sqlite: $(grep -m1 '#define SQLITE_VERSION ' "$dir/sqlite3.h" | awk '{print $3}') from $(cat "$dir/from" 2>/dev/null || echo npm)"
@@ -92,7 +94,7 @@ fetch_sqlite() {
 build() {  # build PROGRAM: $T/PROGRAM.plain and $T/PROGRAM.mt
 	local p=$1
 	if [ "$p" = sqlite ]; then fetch_sqlite; return; fi
-	clang -O2 -g -o "$T/$p.plain" "$SRC/$p.c"
+	clang -O2 -gdwarf-4 -o "$T/$p.plain" "$SRC/$p.c"
 	clang -O2 $MEMTRACE -o "$T/$p.mt" "$SRC/$p.c"
 	echo "$p.c" >"$OUT/$p.cgsrc"
 }
@@ -101,7 +103,8 @@ accuracy() {  # accuracy PROGRAM: cachegrind, full, SEEDS sampled runs
 	local p=$1 args
 	read -ra args <<<"${ARGS[$p]}"
 	valgrind --tool=cachegrind --cache-sim=yes "${CG_CACHES[@]}" --cachegrind-out-file="$OUT/$p.cg" \
-		"$T/$p.plain" "${args[@]}" >/dev/null 2>"$OUT/$p.cg.log"
+		"$T/$p.plain" "${args[@]}" >/dev/null 2>"$OUT/$p.cg.log" ||
+		{ echo "# $p: cachegrind failed: $(tail -2 "$OUT/$p.cg.log" | head -1)" >&2; rm -f "$OUT/$p.cg"; }
 	"$ECPI" cachesim --sample 1/1 --seed 1 "${CACHES[@]}" --format json -o "$OUT/$p.full.json" -- "$T/$p.mt" "${args[@]}" >/dev/null
 	for seed in $(seq "$SEEDS"); do
 		"$ECPI" cachesim --sample 1/10 --seed "$seed" "${CACHES[@]}" --format json -o "$OUT/$p.s$seed.json" -- "$T/$p.mt" "${args[@]}" >/dev/null
