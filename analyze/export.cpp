@@ -10,6 +10,7 @@
 
 #include "ecpi/analyze/debug_info.h"
 #include "text_table.h"
+#include "ecpi/terminal_text.h"
 
 namespace ecpi::analyze {
 
@@ -153,12 +154,12 @@ std::string process_frame_name(const ExportModel& model, std::uint32_t pid) {
 }
 
 // Folded lines separate frames with ';' and the count with the last space.
+// Names are escaped like every text report's (control bytes as \x1b, ...).
 std::string folded_name(std::string name) {
     for (auto& c : name) {
         if (c == ';') c = ':';
-        if (c == '\n' || c == '\r') c = ' ';
     }
-    return name;
+    return escape_for_terminal(name);
 }
 
 bool sample_less(const ExportSample& a, const ExportSample& b) {

@@ -5,6 +5,7 @@
 #include <elf.h>
 #include <elfutils/libdwelf.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <unistd.h>
@@ -70,8 +71,16 @@ public:
     static Result<ElfFile> open(const fs::path& path) {
         static const bool initialized = elf_version(EV_CURRENT) != EV_NONE;
         if (!initialized) return Error("libelf: " + std::string(elf_errmsg(-1)));
-        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        // Image paths come from profiles others wrote: O_NONBLOCK so that a
+        // FIFO cannot block the open, and only a regular file is read (never
+        // /dev/zero or a device), checked on the open descriptor.
+        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         if (fd < 0) return Error::from_errno(errno, "opening " + path.string());
+        struct stat st {};
+        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            ::close(fd);
+            return Error(path.string() + ": not a regular file; not opened");
+        }
         Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
         if (elf == nullptr) {
             std::string msg = path.string() + ": " + elf_errmsg(-1);

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "ecpi/terminal_text.h"
 #include "ecpi/analyze/annotate.h"
 
 namespace ecpi::cli {
@@ -31,7 +32,7 @@ int run_annotate(const AnnotateArgs& args) {
         std::cout << analyze::render_annotate_json(report).dump(2) << "\n";
     } else {
         std::cout << analyze::render_annotate_text(report);
-        for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi annotate: warning: %s\n", w.c_str());
+        for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi annotate: warning: %s\n", escape_for_terminal(w).c_str());
     }
     return kExitOk;
 }

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "ecpi/terminal_text.h"
 #include "ecpi/analyze/calc.h"
 #include "ecpi/store/profile.h"
 
@@ -54,7 +55,7 @@ int run_calc(CalcArgs args) {
         std::cout << "\n";
     } else {
         std::cout << analyze::render_calc_text(report);
-        for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi calc: warning: %s\n", w.c_str());
+        for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi calc: warning: %s\n", escape_for_terminal(w).c_str());
     }
     return kExitOk;
 }

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "ecpi/terminal_text.h"
 #include "ecpi/analyze/diff.h"
 #include "fleet_options.h"
 
@@ -55,7 +56,7 @@ int run_diff(const DiffArgs& args, const CLI::App& app) {
         std::cout << analyze::render_diff_json(report).dump(2) << "\n";
     } else {
         std::cout << analyze::render_diff_text(report);
-        for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi diff: warning: %s\n", w.c_str());
+        for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi diff: warning: %s\n", escape_for_terminal(w).c_str());
     }
     return kExitOk;
 }

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "ecpi/terminal_text.h"
 #include "ecpi/analyze/export.h"
 #include "fleet_options.h"
 
@@ -94,7 +95,7 @@ int run_export(const ExportArgs& args) {
         out = format == "folded" ? analyze::render_folded(model, index) : analyze::render_flamegraph_html(model, index);
     }
     write_output(args.output, out);
-    for (const auto& w : model.warnings) std::fprintf(stderr, "ecpi export: warning: %s\n", w.c_str());
+    for (const auto& w : model.warnings) std::fprintf(stderr, "ecpi export: warning: %s\n", escape_for_terminal(w).c_str());
     return kExitOk;
 }
 

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "ecpi/terminal_text.h"
 
 int main(int argc, char** argv) {
     using namespace ecpi::cli;
@@ -45,13 +46,13 @@ int main(int argc, char** argv) {
         try {
             return v.run();
         } catch (const UsageError& e) {
-            std::fprintf(stderr, "%s: %s (see '%s --help')\n", verb_name.c_str(), e.message.c_str(), verb_name.c_str());
+            std::fprintf(stderr, "%s: %s (see '%s --help')\n", verb_name.c_str(), ecpi::escape_for_terminal(e.message).c_str(), verb_name.c_str());
             return kExitUsageError;
         } catch (const RuntimeError& e) {
-            std::fprintf(stderr, "%s: %s\n", verb_name.c_str(), e.message.c_str());
+            std::fprintf(stderr, "%s: %s\n", verb_name.c_str(), ecpi::escape_for_terminal(e.message).c_str());
             return kExitRuntimeError;
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "%s: internal error: %s\n", verb_name.c_str(), e.what());
+            std::fprintf(stderr, "%s: internal error: %s\n", verb_name.c_str(), ecpi::escape_for_terminal(e.what()).c_str());
             return kExitRuntimeError;
         }
     }

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "ecpi/terminal_text.h"
 #include "ecpi/analyze/prof_report.h"
 #include "ecpi/store/profile.h"
 #include "fleet_options.h"
@@ -56,7 +57,7 @@ int run_prof(const ProfArgs& args) {
         std::cout << analyze::render_prof_json(report).dump(2) << "\n";
     } else {
         std::cout << analyze::render_prof_text(report);
-        for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi prof: warning: %s\n", w.c_str());
+        for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi prof: warning: %s\n", escape_for_terminal(w).c_str());
     }
     return kExitOk;
 }

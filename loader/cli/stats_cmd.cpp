@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "ecpi/terminal_text.h"
 #include "ecpi/analyze/stats.h"
 #include "fleet_options.h"
 
@@ -45,7 +46,7 @@ int run_stats(const StatsArgs& args) {
         std::cout << analyze::render_stats_json(report).dump(2) << "\n";
     } else {
         std::cout << analyze::render_stats_text(report);
-        for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi stats: warning: %s\n", w.c_str());
+        for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi stats: warning: %s\n", escape_for_terminal(w).c_str());
     }
     return kExitOk;
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ecpi/terminal_text.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -394,4 +395,37 @@ TEST_CASE("prof text output, DCPI Figure 1 layout") {
     std::istringstream image_words(image_lines[9]);
     std::vector<std::string> image_tokens{std::istream_iterator<std::string>(image_words), {}};
     CHECK(image_tokens == std::vector<std::string>{"cpu-clock", "%", "cum%", "cycles", "%", "image"});
+}
+
+TEST_CASE("prof text escapes hostile names; JSON keeps them exact") {
+    Fixture f;
+    const std::string evil = "/tmp/evil\n\033[31mRED\033[0m";
+    ImageId evil_image{evil, "0123456789abcdef"};
+    f.contents.profiles.push_back(Fixture::profile(evil_image, "cpu-clock", kClockPeriod, {{300, {{0x40, 90}}}}));
+    auto report = f.run({});
+    REQUIRE(report.ok());
+    report->database = "/db\033]0;title\007";
+    const std::string text = render_prof_text(*report);
+    CHECK(text.find('\033') == std::string::npos);
+    CHECK(text.find('\007') == std::string::npos);
+    CHECK(text.find("Database: /db\\x1b]0;title\\x07\n") != std::string::npos);
+    CHECK(text.find("evil\\n\\x1b[31mRED\\x1b[0m") != std::string::npos);
+    // One line per row: the newline in the name did not break the table.
+    auto lines = lines_of(text);
+    CHECK(std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return l.starts_with("RED"); }) == 0);
+    nlohmann::json doc = render_prof_json(*report);
+    bool exact = false;
+    for (const auto& row : doc["rows"]) exact = exact || row["image"] == evil;
+    CHECK(exact);
+    CHECK(doc["database"] == "/db\033]0;title\007");
+}
+
+TEST_CASE("escape_for_terminal") {
+    using ecpi::escape_for_terminal;
+    CHECK(escape_for_terminal("plain name_1.so") == "plain name_1.so");
+    CHECK(escape_for_terminal("a\nb\tc\rd") == "a\\nb\\tc\\rd");
+    CHECK(escape_for_terminal("\033[31m\x7f\\") == "\\x1b[31m\\x7f\\\\");
+    CHECK(escape_for_terminal("caf\xc3\xa9 \xc4\x81") == "caf\xc3\xa9 \xc4\x81");  // UTF-8 kept
+    CHECK(escape_for_terminal("\xc2\x9b" "2J") == "\\xc2\\x9b2J");                 // UTF-8 C1 CSI
+    CHECK(escape_for_terminal("\x9b" "2J") == "\\x9b2J");                         // raw 8-bit CSI
 }
