@@ -503,6 +503,15 @@ Result<SymbolTable> SymbolTable::from_elf(const fs::path& path,
     return Builder::build(std::move(raw), std::move(build_id));
 }
 
+SymbolTable SymbolTable::idle_cpus() {
+    std::vector<RawSymbol> raw;
+    raw.reserve(store::kMaxCpus + 1);
+    for (std::uint64_t cpu = 0; cpu < store::kMaxCpus; ++cpu)
+        raw.push_back(RawSymbol{"[idle cpu " + std::to_string(cpu) + "]", cpu, 1, 0, 0, "", false});
+    raw.push_back(RawSymbol{"[idle]", kIdleAnyCpu, 1, 0, 0, "", false});
+    return Builder::build(std::move(raw), "");
+}
+
 Result<SymbolTable> SymbolTable::from_kallsyms(const fs::path& path) {
     std::ifstream in(path);
     if (!in) return Error::from_errno(errno, "opening " + path.string());
@@ -585,6 +594,7 @@ struct Symbolizer::Impl {
         const std::string& path = image.path;
         if (path == store::kKernelImage) return SymbolTable::from_kallsyms(options.kallsyms);
         if (path == store::kUnknownImage) return Error("samples that mapped to no executable image");
+        if (path == store::kIdleImage) return SymbolTable::idle_cpus();
         // The recorder saves the vDSO in the build-id cache (it is the same
         // image in every process of one kernel).
         if (path == store::kVdsoImage && (image.build_id.size() <= 2 || !options.database))

@@ -261,6 +261,7 @@ private:
     std::uint32_t registers_ringbuf_bytes() const;
     Result<void> flush();
     void jitter_periods();
+    void take_idle_counts();
     void set_frequency(std::uint64_t hz);
     void measure_sampled_clock();
     Result<void> calibrate_budget();
@@ -700,6 +701,7 @@ Result<void> Session::flush() {
             flushed_registers_lost_[i] = registers_lost;
         }
     }
+    take_idle_counts();
     // Group the flat samples into one ImageProfile per (image, event).
     std::map<std::pair<std::uint32_t, std::uint16_t>, std::map<std::uint32_t, std::map<std::uint64_t, std::uint64_t>>>
         grouped;
@@ -798,6 +800,7 @@ Result<void> Session::flush() {
                 e.samples += unflushed_meta_[i].samples;
                 e.unknown += unflushed_meta_[i].unknown;
                 e.lost += unflushed_meta_[i].lost;
+                e.idle += unflushed_meta_[i].idle;
             }
             unflushed_meta_.assign(events_.size(), {});
             pids_seen_.clear();
@@ -807,6 +810,31 @@ Result<void> Session::flush() {
     if (!first_error.empty()) return Error("writing to " + options_.database.string() + ": " + first_error);
     if (options_.merged) options_.merged();
     return ok();
+}
+
+// Idle samples (the CPU in its idle task, pid 0) are counted in the kernel
+// per event and CPU and never aggregated by pc (issue 20): store the
+// increase since the last flush in the epoch's metadata.
+void Session::take_idle_counts() {
+    auto idle = sampler_->idle_counts();
+    if (!idle.ok()) {
+        warn_once(idle.error().message());
+        return;
+    }
+    flushed_idle_.resize(events_.size());
+    for (std::size_t i = 0; i < events_.size() && i < idle->size(); ++i) {
+        const auto& now = (*idle)[i];
+        auto& before = flushed_idle_[i];
+        before.resize(now.size(), 0);
+        auto& meta = unflushed_meta_[i];
+        if (meta.idle_per_cpu.size() < now.size()) meta.idle_per_cpu.resize(now.size(), 0);
+        for (std::size_t cpu = 0; cpu < now.size(); ++cpu) {
+            const std::uint64_t added = now[cpu] - before[cpu];
+            meta.idle_per_cpu[cpu] += added;
+            meta.idle += added;
+            before[cpu] = now[cpu];
+        }
+    }
 }
 
 // One RegisterProfile per event, its image table built from the loader's

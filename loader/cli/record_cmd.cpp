@@ -80,7 +80,7 @@ int run_record(RecordArgs& args, CLI::App& app) {
         for (const auto& e : summary.events)
             events.push_back({{"event", e.name}, {"period", e.period}, {"samples", e.samples},
                               {"unknown", e.unknown}, {"lost", e.lost}, {"spilled", e.spilled}, {"taken", e.taken},
-                              {"registers", e.registers}, {"registers_lost", e.registers_lost}});
+                              {"registers", e.registers}, {"registers_lost", e.registers_lost}, {"idle", e.idle}});
         j["events"] = events;
         if (summary.command_status) j["command_status"] = *summary.command_status;
         if (summary.stack_samples) {
@@ -114,6 +114,10 @@ int run_record(RecordArgs& args, CLI::App& app) {
                          static_cast<unsigned long long>(e.period), e.name.find("clock") != std::string::npos ? " ns" : "",
                          static_cast<unsigned long long>(e.unknown), percent(e.unknown, e.samples).c_str(),
                          static_cast<unsigned long long>(e.lost));
+            if (e.idle)
+                std::fprintf(stderr, "ecpi record: %s: %llu more samples found a CPU idle (kept apart; reports show "
+                                     "them with --include-idle)\n",
+                             e.name.c_str(), static_cast<unsigned long long>(e.idle));
         }
         for (const auto& e : summary.events) {
             if (o.registers_every == 0) break;

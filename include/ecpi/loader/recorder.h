@@ -66,6 +66,7 @@ struct EventSummary {
     std::uint64_t taken = 0;          // samples the BPF handler counted: taken == samples + lost
     std::uint64_t registers = 0;      // register snapshots stored
     std::uint64_t registers_lost = 0; // register snapshots the register ring buffer could not take
+    std::uint64_t idle = 0;           // samples that found a CPU idle (pid 0): counted apart, not in `samples`
 };
 
 struct RecordSummary {
