@@ -267,6 +267,7 @@ private:
     Result<void> calibrate_budget();
     void recalibrate_if_due(Clock::time_point now);
     Result<std::string> start_new_epoch();
+    Result<void> new_epoch_if_periods_differ();
     nlohmann::json sampling_json() const;
     std::string handle_control(const std::string& request);
     nlohmann::json status_json();
@@ -425,6 +426,7 @@ Result<void> Session::setup() {
         ECPI_RETURN_IF_ERROR(calibrate_budget());
         set_frequency(rate_choice_.hz);
     }
+    ECPI_RETURN_IF_ERROR(new_epoch_if_periods_differ());
     measure_sampled_clock();
 
     if (!options_.command.empty()) {
@@ -968,6 +970,47 @@ nlohmann::json Session::sampling_json() const {
     j["calibrated_unix"] = calibrated_unix_;
     if (options_.daemon) j["next_calibration_seconds"] = std::max(0.0, seconds_to_next);
     return j;
+}
+
+// Counts of different periods do not add (FORMAT.md §4): when the rate this
+// recording chose (the overhead budget measures it anew at every start)
+// gives an event a period other than the one the current epoch holds, the
+// daemon and budget-chosen recordings continue in a new epoch; a rate the
+// user forced with -F keeps the old behaviour (the merge names the clash).
+Result<void> Session::new_epoch_if_periods_differ() {
+    if (!options_.daemon && !options_.overhead_budget_percent) return ok();
+    auto meta = db_->read_epoch_meta(epoch_);
+    if (!meta.ok()) {
+        warn_once("cannot read the current epoch's metadata (" + meta.error().message() + "); recording into a new epoch");
+    } else {
+        bool differ = false, close = true;
+        std::vector<std::uint64_t> recorded = mean_periods_;
+        for (std::size_t i = 0; i < events_.size(); ++i) {
+            auto it = meta->events.find(events_[i].name);
+            if (it == meta->events.end() || it->second.period == 0 || it->second.period == mean_periods_[i]) continue;
+            differ = true;
+            recorded[i] = it->second.period;
+            const double ratio = static_cast<double>(mean_periods_[i]) / static_cast<double>(it->second.period);
+            if (ratio < 0.8 || ratio > 1.2) close = false;
+        }
+        if (!differ) return ok();
+        // A budget's rate measured again within 20% of the one the epoch was
+        // recorded at is the same rate within the calibration's noise (as at
+        // an hourly re-calibration): keep the epoch's periods and continue it.
+        if (close && options_.overhead_budget_percent) {
+            const double ratio = static_cast<double>(mean_periods_[0]) / static_cast<double>(recorded[0]);
+            frequency_ = static_cast<std::uint64_t>(std::llround(static_cast<double>(frequency_) * ratio));
+            mean_periods_ = recorded;
+            log("continuing epoch " + epoch_ + " at its rate, " + std::to_string(frequency_) +
+                " Hz per CPU (within 20% of the budget's)");
+            return ok();
+        }
+    }
+    const std::string old = epoch_;
+    ECPI_ASSIGN_OR_RETURN(epoch_, db_->new_epoch());
+    summary_.epoch = epoch_;
+    log("epoch " + old + " was sampled at another period; recording into epoch " + epoch_);
+    return ok();
 }
 
 // Drains and flushes the current epoch, then records into a new one; returns

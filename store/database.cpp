@@ -698,6 +698,18 @@ void separate_idle_samples(EpochContents& contents) {
         std::erase_if(stacks.stacks, [](const StackSample& s) { return s.pid == kIdlePid; });
 }
 
+Result<EpochMeta> Database::read_epoch_meta(const std::string& epoch) const {
+    ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
+    const fs::path path = dir / kEpochMetaFile;
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(path, ec))) return EpochMeta{};
+    ECPI_RETURN_IF_ERROR(stays_inside(dir_, path));
+    ECPI_ASSIGN_OR_RETURN(auto bytes, detail::read_file(path));
+    auto meta = meta_from_json(bytes);
+    if (!meta.ok()) return Error(skip_line(path, meta.error()));
+    return meta;
+}
+
 Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
     ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
     ECPI_ASSIGN_OR_RETURN(auto names, detail::list_directory(dir));

@@ -248,6 +248,9 @@ public:
     // Everything in one epoch. Corrupt or unknown-version files are listed in
     // `skipped` and the rest is still returned.
     Result<EpochContents> read_epoch(const std::string& epoch) const;
+    // Only the epoch's epoch.json (an empty EpochMeta while it has none): what
+    // a writer checks before merging, e.g. the periods recorded so far.
+    Result<EpochMeta> read_epoch_meta(const std::string& epoch) const;
 
     // Build-id cache for binaries that will not be reachable by path later
     // (processes in other mount namespaces): DB/images/<bid[0:2]>/<bid[2:]>.
