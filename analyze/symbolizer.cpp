@@ -617,27 +617,33 @@ struct Symbolizer::Impl {
                 reasons.push_back(table.error().message());
             }
         }
-        // 2. The recorded path, if it still holds the binary that was profiled.
+        // 2. The recorded path, if it still holds the binary that was
+        //    profiled: a regular ELF file whose build id is the recorded one
+        //    (none for none). A profile is data others wrote: a path forged
+        //    to /etc/shadow or /dev/zero is refused here (issue 20, defect 2).
         if (regular_file_exists(path)) {
             std::string now;
-            if (!bid.empty()) {
-                auto got = read_build_id(path);
-                if (!got.ok()) {
-                    reasons.push_back(got.error().message());
-                } else {
-                    now = *got;
-                }
+            bool readable = true;
+            auto got = read_build_id(path);
+            if (!got.ok()) {
+                reasons.push_back(got.error().message());
+                readable = false;
+            } else {
+                now = *got;
             }
-            if (bid.empty() || now == bid) {
+            if (!readable) {
+                // named above
+            } else if (now == bid) {
                 auto table = SymbolTable::from_elf(path, options.debug_roots);
                 if (table.ok()) {
                     files[image] = path;
                     return table;
                 }
                 reasons.push_back(table.error().message());
-            } else if (!now.empty() || reasons.empty()) {
+            } else {
                 reasons.push_back(path + " has changed since it was profiled (build id " +
-                                  (now.empty() ? std::string("none") : now) + ", profiled " + bid + ")");
+                                  (now.empty() ? std::string("none") : now) + ", profiled " +
+                                  (bid.empty() ? std::string("none") : bid) + ")");
             }
         } else {
             reasons.push_back(path + ": no such file");
