@@ -14,6 +14,7 @@
 # between source lines, and BOLT drops the line table), cachegrind (I1 misses) and its run time (median of
 # ROUNDS, interleaved).
 # Usage (root): bash bench/layout.sh [REQUESTS=20000000] [ROUNDS=5]
+# KEEP=DIR keeps the binaries, profiles and fdata files there.
 set -euo pipefail
 REQ=${1:-20000000}
 ROUNDS=${2:-5}
@@ -26,8 +27,13 @@ P2B=$(ls /usr/lib/llvm-16/bin/perf2bolt 2>/dev/null || command -v perf2bolt || t
 # -runtime-instrumentation-lib is a file name under llvm-bolt's library directory.
 RT=$(ls /usr/lib/llvm-16/lib/libbolt_rt_instr.a 2>/dev/null || true)
 BOLT_FLAGS=(-reorder-blocks=ext-tsp -reorder-functions=hfsort -split-functions -split-all-cold)
-T=$(mktemp -d /tmp/ecpi-bench-layout.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+if [ -n "${KEEP:-}" ]; then
+	mkdir -p "$KEEP"
+	T=$(cd "$KEEP" && pwd)
+else
+	T=$(mktemp -d /tmp/ecpi-bench-layout.XXXXXX)
+	trap 'rm -rf "$T"' EXIT
+fi
 echo "# $(date -u +%FT%TZ), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 "$here/layout/gen_handlers.py" 1600 10 >"$T/handlers.c"
 cc -O2 -g -Wl,-q -o "$T/none" "$T/handlers.c"
