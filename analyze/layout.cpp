@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -144,9 +145,59 @@ void split_by_odds(const CalcProcedure& p, std::vector<double>& counts) {
     }
 }
 
-void add_jumps(LayoutReport& r, std::uint32_t fn, const CalcProcedure& p) {
+// The most executions a block's samples allow: each execution takes at
+// least its best-case cycles, and S samples stand for at most about
+// S + 2*sqrt(S) + 3 periods (3 is the Poisson 95% upper bound for none seen).
+// A block with no samples that calc's flow gave millions of executions (the
+// rest of its predecessor's count) would have been sampled.
+double most_executions(const CalcBlock& b, double period_cycles) {
+    if (period_cycles <= 0 || b.best_cycles <= 0) return std::numeric_limits<double>::infinity();
+    const auto s = static_cast<double>(b.samples);
+    return (s + 2 * std::sqrt(s) + 3) * period_cycles / b.best_cycles;
+}
+
+// A conditional block's two edges, capped by what their targets' samples
+// allow;
+// where neither target has a sample, split by those caps: two unsampled
+// successors say only how long each could have run unseen, and the
+// shorter one could have run more often. A weak split, but it keeps a
+// sampled procedure's branches in BOLT's profile (a procedure without
+// records is laid out as unprofiled, cold).
+}  // namespace
+
+void cap_edges_by_samples(const CalcProcedure& p, double period_cycles, std::vector<double>& counts) {
+    for (std::uint32_t b = 0; b < p.blocks.size(); ++b) {
+        std::optional<std::size_t> taken, fall;
+        for (std::size_t e = 0; e < p.edges.size(); ++e) {
+            if (p.edges[e].from != b || p.edges[e].to >= p.blocks.size()) continue;
+            if (p.edges[e].kind == EdgeKind::kBranch) taken = e;
+            if (p.edges[e].kind == EdgeKind::kFallThrough) fall = e;
+        }
+        if (!taken || !fall) continue;
+        const CalcBlock& t = p.blocks[p.edges[*taken].to];
+        const CalcBlock& f = p.blocks[p.edges[*fall].to];
+        const double cap_t = most_executions(t, period_cycles), cap_f = most_executions(f, period_cycles);
+        const double total = counts[*taken] + counts[*fall];
+        const double flow = std::max(total, p.blocks[b].executions);
+        if (t.samples == 0 && f.samples == 0 && std::isfinite(cap_t) && std::isfinite(cap_f) && flow > 0) {
+            counts[*taken] = flow * cap_t / (cap_t + cap_f);
+            counts[*fall] = flow * cap_f / (cap_t + cap_f);
+            continue;
+        }
+        // The excess is not moved to the other edge: it comes from the
+        // block's own count, which is as uncertain (an inflated entry count
+        // would push a rare path past a common one).
+        counts[*taken] = std::min(counts[*taken], cap_t);
+        counts[*fall] = std::min(counts[*fall], cap_f);
+    }
+}
+
+namespace {
+
+void add_jumps(LayoutReport& r, std::uint32_t fn, const CalcProcedure& p, double period_cycles) {
     std::vector<double> counts = repaired_edges(p);
     split_by_guaranteed(p, counts);
+    cap_edges_by_samples(p, period_cycles, counts);
     split_by_odds(p, counts);
     for (std::size_t k = 0; k < p.edges.size(); ++k) {
         const CalcEdge& e = p.edges[k];
@@ -258,7 +309,7 @@ Result<LayoutReport> build_layout(const store::EpochContents& contents, const La
         const std::uint32_t fn = add_function(fs, p, symbolizer.lookup(id, p.start));
         if (p.samples >= options.min_samples) laid.push_back({fn, &p});
     }
-    for (const auto& [fn, p] : laid) add_jumps(r, fn, *p);
+    for (const auto& [fn, p] : laid) add_jumps(r, fn, *p, calc.period_cycles);
     for (const auto& [fn, p] : laid) add_calls(r, fs, fn, *p);
     r.functions = fs.list;
     if (!calls_from_stacks(r, fs, contents, r.event, r.image)) calls_from_call_sites(r);

@@ -1,6 +1,7 @@
 // `ecpi prof` (DCPI section 3.1, Figure 1): samples per procedure or per
 // image, sorted by decreasing samples of the first event.
 #include "ecpi/analyze/prof_report.h"
+#include "ecpi/analyze/profile_source.h"
 
 #include "text_table.h"
 
@@ -58,10 +59,6 @@ std::vector<std::string> events_present(const store::EpochContents& contents) {
     return events;
 }
 
-double percent_of(std::uint64_t part, std::uint64_t total) {
-    return total == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(total);
-}
-
 // The image column shows file names; special images ("[kernel]") as they are.
 std::string image_label(const std::string& path) {
     if (path.empty() || path.front() == '[') return path;
@@ -113,6 +110,10 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
             total.period = it->second.period;
             total.lost = it->second.lost;  // not attributable to a process: epoch-wide even with a pid filter
             total.registers_lost = it->second.registers_lost;
+            if (!options.pid) {  // idle is the pid 0 task: no process filter keeps it
+                total.idle = it->second.idle;
+                total.idle_per_cpu = it->second.idle_per_cpu;
+            }
         }
     }
     for (const auto& registers : contents.registers) {
@@ -230,6 +231,7 @@ std::string render_prof_text(const ProfReport& report) {
         out += format("    Unknown (unmapped) samples: %llu (%.2f%%)\n", static_cast<unsigned long long>(t.unknown),
                       percent_of(t.unknown, t.samples));
         out += format("    Lost samples (ring buffer full): %llu\n", static_cast<unsigned long long>(t.lost));
+        if (t.idle) out += "    Idle samples, kept apart: " + idle_note(t) + "\n";
         if (auto it = report.snapshots.find(event); it != report.snapshots.end())
             out += format("    Register snapshots: %llu (one sample in %u), lost %llu\n",
                           static_cast<unsigned long long>(it->second.stored), it->second.every,
@@ -327,7 +329,9 @@ nlohmann::json render_prof_json(const ProfReport& report) {
     for (const auto& event : report.events) {
         auto it = report.totals.find(event);
         store::EventMeta t = it != report.totals.end() ? it->second : store::EventMeta{};
-        totals[event] = {{"samples", t.samples}, {"unknown", t.unknown}, {"lost", t.lost}, {"period", t.period}};
+        totals[event] = {{"samples", t.samples}, {"unknown", t.unknown}, {"lost", t.lost}, {"period", t.period},
+                         {"idle", t.idle}};
+        if (!t.idle_per_cpu.empty()) totals[event]["idle_per_cpu"] = t.idle_per_cpu;
         if (auto it = report.snapshots.find(event); it != report.snapshots.end())
             totals[event]["register_snapshots"] = {
                 {"stored", it->second.stored}, {"every", it->second.every}, {"lost", t.registers_lost}};

@@ -130,10 +130,57 @@ Result<ProfileSource> resolve_source(const std::string& spec, const std::string&
     return source;
 }
 
-Result<LoadedProfile> load_profile(const ProfileSource& source) {
+Result<LoadedProfile> load_profile(const ProfileSource& source, bool include_idle) {
     ECPI_ASSIGN_OR_RETURN(store::Database db, store::Database::open(source.database, store::Database::Mode::kReadOnly));
     ECPI_ASSIGN_OR_RETURN(store::EpochContents contents, db.read_epoch(source.epoch));
+    if (include_idle) include_idle_samples(contents);
     return LoadedProfile{source, std::move(contents)};
+}
+
+void include_idle_samples(store::EpochContents& contents) {
+    for (auto& [event, meta] : contents.meta.events) {
+        if (meta.idle == 0) continue;
+        store::ImageProfile idle;
+        idle.image = {store::kIdleImage, ""};
+        idle.event = event;
+        idle.period = meta.period;
+        store::ProcessCounts counts;
+        counts.pid = store::kIdlePid;
+        std::uint64_t per_cpu_sum = 0;
+        for (std::size_t cpu = 0; cpu < meta.idle_per_cpu.size(); ++cpu) {
+            if (meta.idle_per_cpu[cpu] == 0) continue;
+            counts.counts.push_back({cpu, meta.idle_per_cpu[cpu]});
+            per_cpu_sum += meta.idle_per_cpu[cpu];
+        }
+        if (per_cpu_sum < meta.idle) counts.counts.push_back({SymbolTable::kIdleAnyCpu, meta.idle - per_cpu_sum});
+        // With call stacks, each CPU's idle samples are a one-frame stack, so
+        // flame graphs show them beside the rest.
+        for (store::StackProfile& stacks : contents.stacks) {
+            if (stacks.event != event) continue;
+            const auto image = static_cast<std::uint32_t>(stacks.images.size());
+            stacks.images.push_back(idle.image);
+            for (const store::OffsetCount& oc : counts.counts)
+                stacks.stacks.push_back({store::kIdlePid, {{image, oc.offset}}, oc.count});
+        }
+        idle.processes.push_back(std::move(counts));
+        contents.profiles.push_back(std::move(idle));
+        meta.samples += meta.idle;
+        meta.idle = 0;
+        meta.idle_per_cpu.clear();
+    }
+}
+
+std::string idle_note(const store::EventMeta& event) {
+    if (event.idle == 0) return "";
+    std::string note = std::to_string(event.idle) + (event.idle == 1 ? " sample" : " samples") + " found a CPU idle";
+    std::string cpus;
+    for (std::size_t cpu = 0; cpu < event.idle_per_cpu.size(); ++cpu) {
+        if (event.idle_per_cpu[cpu] == 0) continue;
+        if (!cpus.empty()) cpus += ", ";
+        cpus += "cpu" + std::to_string(cpu) + " " + std::to_string(event.idle_per_cpu[cpu]);
+    }
+    if (!cpus.empty()) note += " (" + cpus + ")";
+    return note + "; not in the shares (--include-idle shows them)";
 }
 
 std::vector<std::string> events_in(const store::EpochContents& contents) {

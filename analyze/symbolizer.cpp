@@ -503,6 +503,15 @@ Result<SymbolTable> SymbolTable::from_elf(const fs::path& path,
     return Builder::build(std::move(raw), std::move(build_id));
 }
 
+SymbolTable SymbolTable::idle_cpus() {
+    std::vector<RawSymbol> raw;
+    raw.reserve(store::kMaxCpus + 1);
+    for (std::uint64_t cpu = 0; cpu < store::kMaxCpus; ++cpu)
+        raw.push_back(RawSymbol{"[idle cpu " + std::to_string(cpu) + "]", cpu, 1, 0, 0, "", false});
+    raw.push_back(RawSymbol{"[idle]", kIdleAnyCpu, 1, 0, 0, "", false});
+    return Builder::build(std::move(raw), "");
+}
+
 Result<SymbolTable> SymbolTable::from_kallsyms(const fs::path& path) {
     std::ifstream in(path);
     if (!in) return Error::from_errno(errno, "opening " + path.string());
@@ -585,6 +594,7 @@ struct Symbolizer::Impl {
         const std::string& path = image.path;
         if (path == store::kKernelImage) return SymbolTable::from_kallsyms(options.kallsyms);
         if (path == store::kUnknownImage) return Error("samples that mapped to no executable image");
+        if (path == store::kIdleImage) return SymbolTable::idle_cpus();
         // The recorder saves the vDSO in the build-id cache (it is the same
         // image in every process of one kernel).
         if (path == store::kVdsoImage && (image.build_id.size() <= 2 || !options.database))
@@ -607,27 +617,33 @@ struct Symbolizer::Impl {
                 reasons.push_back(table.error().message());
             }
         }
-        // 2. The recorded path, if it still holds the binary that was profiled.
+        // 2. The recorded path, if it still holds the binary that was
+        //    profiled: a regular ELF file whose build id is the recorded one
+        //    (none for none). A profile is data others wrote: a path forged
+        //    to /etc/shadow or /dev/zero is refused here (issue 20, defect 2).
         if (regular_file_exists(path)) {
             std::string now;
-            if (!bid.empty()) {
-                auto got = read_build_id(path);
-                if (!got.ok()) {
-                    reasons.push_back(got.error().message());
-                } else {
-                    now = *got;
-                }
+            bool readable = true;
+            auto got = read_build_id(path);
+            if (!got.ok()) {
+                reasons.push_back(got.error().message());
+                readable = false;
+            } else {
+                now = *got;
             }
-            if (bid.empty() || now == bid) {
+            if (!readable) {
+                // named above
+            } else if (now == bid) {
                 auto table = SymbolTable::from_elf(path, options.debug_roots);
                 if (table.ok()) {
                     files[image] = path;
                     return table;
                 }
                 reasons.push_back(table.error().message());
-            } else if (!now.empty() || reasons.empty()) {
+            } else {
                 reasons.push_back(path + " has changed since it was profiled (build id " +
-                                  (now.empty() ? std::string("none") : now) + ", profiled " + bid + ")");
+                                  (now.empty() ? std::string("none") : now) + ", profiled " +
+                                  (bid.empty() ? std::string("none") : bid) + ")");
             }
         } else {
             reasons.push_back(path + ": no such file");

@@ -13,7 +13,11 @@
 # (taken branches, exact; without --dump-instr callgrind keeps only jumps
 # between source lines, and BOLT drops the line table), cachegrind (I1 misses) and its run time (median of
 # ROUNDS, interleaved).
+#   lld       the same source relinked by lld with --symbol-ordering-file from
+#             `ecpi layout --format lld-order` (-ffunction-sections), no BOLT
+# PIE=1 builds a position-independent executable (default: -no-pie).
 # Usage (root): bash bench/layout.sh [REQUESTS=20000000] [ROUNDS=5]
+# KEEP=DIR keeps the binaries, profiles and fdata files there.
 set -euo pipefail
 REQ=${1:-20000000}
 ROUNDS=${2:-5}
@@ -26,21 +30,34 @@ P2B=$(ls /usr/lib/llvm-16/bin/perf2bolt 2>/dev/null || command -v perf2bolt || t
 # -runtime-instrumentation-lib is a file name under llvm-bolt's library directory.
 RT=$(ls /usr/lib/llvm-16/lib/libbolt_rt_instr.a 2>/dev/null || true)
 BOLT_FLAGS=(-reorder-blocks=ext-tsp -reorder-functions=hfsort -split-functions -split-all-cold)
-T=$(mktemp -d /tmp/ecpi-bench-layout.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+if [ -n "${KEEP:-}" ]; then
+	mkdir -p "$KEEP"
+	T=$(cd "$KEEP" && pwd)
+else
+	T=$(mktemp -d /tmp/ecpi-bench-layout.XXXXXX)
+	trap 'rm -rf "$T"' EXIT
+fi
 echo "# $(date -u +%FT%TZ), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 "$here/layout/gen_handlers.py" 1600 10 >"$T/handlers.c"
-cc -O2 -g -Wl,-q -o "$T/none" "$T/handlers.c"
+if [ "${PIE:-0}" = 1 ]; then PIEFLAGS=(-fPIE -pie); else PIEFLAGS=(-fno-pie -no-pie); fi
+echo "# build: cc -O2 -g ${PIEFLAGS[*]} -ffunction-sections -Wl,-q"
+cc -O2 -g "${PIEFLAGS[@]}" -ffunction-sections -Wl,-q -o "$T/none" "$T/handlers.c"
 want=$("$T/none" "$SMALL")
 
 "$ECPI" record -q -F 4999 -o "$T/ecpi.db" -- "$T/none" "$REQ" >/dev/null
 "$ECPI" layout "$T/ecpi.db" --image none -o "$T/ecpi.fdata" 2>"$T/ecpi.log"
 "$BOLT" "$T/none" -o "$T/ecpi" -data "$T/ecpi.fdata" "${BOLT_FLAGS[@]}" >"$T/ecpi.bolt.log" 2>&1
 configs="none ecpi"
+if command -v ld.lld >/dev/null || command -v ld.lld-16 >/dev/null; then
+	"$ECPI" layout "$T/ecpi.db" --image none --format lld-order -o "$T/order.txt" 2>>"$T/ecpi.log"
+	cc -O2 -g "${PIEFLAGS[@]}" -ffunction-sections -fuse-ld=lld -Wl,--symbol-ordering-file="$T/order.txt" \
+		-Wl,--no-warn-symbol-ordering -o "$T/lld" "$T/handlers.c"
+	configs="$configs lld"
+fi
 if [ -n "$P2B" ] && perf record -q -e cpu-clock -F 4999 -o "$T/perf.data" -- "$T/none" "$REQ" >/dev/null 2>"$T/perf.log" &&
 	"$P2B" -nl -p "$T/perf.data" -o "$T/nl.fdata" "$T/none" >"$T/p2b.log" 2>&1 &&
 	"$BOLT" "$T/none" -o "$T/nl" -data "$T/nl.fdata" "${BOLT_FLAGS[@]}" >"$T/nl.bolt.log" 2>&1; then
-	configs="none nl ecpi"
+	configs="${configs/none /none nl }"
 else
 	echo "# perf2bolt -nl: not measured ($(tail -1 "$T/perf.log" "$T/p2b.log" 2>/dev/null | tr '\n' ' '))"
 fi

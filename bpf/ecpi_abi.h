@@ -13,6 +13,10 @@
 /* Events one recording may sample at once (-e ...). The event index travels
  * as the perf link's bpf cookie. */
 #define ECPI_MAX_EVENTS 8
+/* The cookie of the overhead-budget calibration event (a cpu-clock event on
+ * the loader's own thread, loader/budget.cpp): its samples run the whole
+ * handler and are dropped at the drain. Recordings use the indices below it. */
+#define ECPI_CALIBRATION_EVENT (ECPI_MAX_EVENTS - 1)
 /* Frames kept per side (kernel, user) of a -g sample. */
 #define ECPI_MAX_STACK_DEPTH 64
 

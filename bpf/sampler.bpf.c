@@ -18,6 +18,12 @@ const volatile __u32 exclude_tgid = 0;      /* the daemon's own tgid with --excl
 /* --registers N: one user-mode sample in N (per CPU) keeps its registers;
  * 0: none, 1: every one. */
 const volatile __u32 registers_every = 0;
+#ifdef ECPI_TEST_HOOKS
+/* Test builds only (bpf/CMakeLists.txt builds a second object): every sample
+ * first spins this long, so a test can make sampling expensive and check that
+ * the overhead budget's calibration lowers the rate (tests/bpf/budget_test.cpp). */
+const volatile __u64 test_sample_cost_ns = 0;
+#endif
 
 /* Which of the two tables the handler writes. The loader flips it, waits for
  * an RCU grace period (every handler runs under rcu_read_lock), then drains
@@ -68,6 +74,17 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } tracked_tgids SEC(".maps");
+
+/* Samples that found their CPU in its idle task (pid 0), per event and per
+ * CPU: counted, never aggregated by pc (issue 20: idle is kept apart from
+ * the shares; whatever the idle function is called on this kernel or
+ * hypervisor, the idle task is pid 0). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ECPI_MAX_EVENTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} idle_samples SEC(".maps");
 
 static __always_inline void count(__u32 event, __u32 counter)
 {
@@ -209,13 +226,28 @@ static __always_inline void record_registers(struct bpf_perf_event_data *ctx, co
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 }
 
+#ifdef ECPI_TEST_HOOKS
+static long spin_until(__u64 index, void *end)
+{
+	return bpf_ktime_get_ns() >= *(__u64 *)end;
+}
+#endif
+
 SEC("perf_event")
 int ecpi_sample(struct bpf_perf_event_data *ctx)
 {
 	struct ecpi_sample_key key;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
+	__u64 *idle;
 
+#ifdef ECPI_TEST_HOOKS
+	if (test_sample_cost_ns) {
+		__u64 end = bpf_ktime_get_ns() + test_sample_cost_ns;
+
+		bpf_loop(1 << 23, spin_until, &end, 0);
+	}
+#endif
 	if (filter_tgids && !bpf_map_lookup_elem(&tracked_tgids, &tgid))
 		return 0;
 	if (exclude_tgid && tgid == exclude_tgid)
@@ -228,6 +260,14 @@ int ecpi_sample(struct bpf_perf_event_data *ctx)
 	key.pc = ECPI_REG(ctx, ip);
 	if (key.event >= ECPI_MAX_EVENTS)
 		return 0;
+	if (tgid == 0) {
+		__u32 event = key.event;
+
+		idle = bpf_map_lookup_elem(&idle_samples, &event);
+		if (idle)
+			*idle += 1; /* per-CPU: no atomics needed */
+		return 0;
+	}
 	count(key.event, ECPI_COUNTER_SAMPLES);
 	if (registers_every && !key.kernel)
 		record_registers(ctx, &key, pid_tgid);

@@ -168,6 +168,11 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+double add_chain_wall_seconds(long iterations) {
+    const double mhz = add_chain_mhz(iterations, CLOCK_MONOTONIC);
+    return mhz > 0 ? 8.0 * static_cast<double>(iterations) / (mhz * 1e6) : 0;
+}
+
 double measure_cpu_mhz(int rounds) {
     constexpr long kIterations = 2'000'000;  // x 8 adds: 16 M cycles, ~4 ms at 4 GHz
     std::vector<double> mhz;

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ecpi/loader/budget.h"
 #include "ecpi/loader/control.h"
 #include "ecpi/loader/perf_events.h"
 #include "ecpi/loader/process_table.h"
@@ -260,6 +261,14 @@ private:
     std::uint32_t registers_ringbuf_bytes() const;
     Result<void> flush();
     void jitter_periods();
+    void take_idle_counts();
+    void set_frequency(std::uint64_t hz);
+    void measure_sampled_clock();
+    Result<void> calibrate_budget();
+    void recalibrate_if_due(Clock::time_point now);
+    Result<std::string> start_new_epoch();
+    Result<void> new_epoch_if_periods_differ();
+    nlohmann::json sampling_json() const;
     std::string handle_control(const std::string& request);
     nlohmann::json status_json();
     void enforce_limits();
@@ -277,6 +286,12 @@ private:
     std::string epoch_;
     std::vector<EventSpec> events_;
     std::vector<std::uint64_t> mean_periods_;
+    std::uint64_t frequency_ = 0;                 // per CPU and event, in force (budget or -F)
+    std::optional<SampleCost> sample_cost_;       // the last calibration (overhead budget only)
+    RateChoice rate_choice_;
+    Clock::time_point next_calibration_;
+    std::int64_t calibrated_unix_ = 0;
+    std::vector<std::vector<std::uint64_t>> flushed_idle_;  // per event, per CPU: idle samples already written
     std::vector<int> cpus_;
     std::optional<SidebandReader> sideband_;
     std::optional<Sampler> sampler_;
@@ -338,16 +353,7 @@ Result<void> Session::setup() {
     cpu_ = read_cpuinfo();
     mhz_ = cpu_.mhz;
     measured_mhz_ = measure_cpu_mhz();  // ~20 ms, before any sampling disturbs it
-    for (const auto& e : events_) mean_periods_.push_back(mean_period(e, options_.frequency, mhz_));
-    // What a clock event's period is worth in cycles of the sampled program
-    // (docs/ACCURACY.md): timed under sampling at the same period, ~60 ms.
-    for (std::size_t k = 0; k < events_.size(); ++k)
-        if (events_[k].is_clock) {
-            auto sampled = measure_sampled_cpu_mhz(mean_periods_[k]);
-            if (sampled.ok()) sampled_mhz_ = *sampled;
-            else warn_once("the clock rate under sampling is not recorded (ecpi calc falls back to the unsampled rate): " + sampled.error().message());
-            break;
-        }
+    set_frequency(options_.frequency);  // the budget's calibration may change it once the sampler is loaded
     unflushed_meta_.assign(events_.size(), {});
     flushed_lost_.assign(events_.size(), 0);
     registers_.assign(events_.size(), {});
@@ -416,6 +422,12 @@ Result<void> Session::setup() {
     sopts.registers_ringbuf_bytes = registers_ringbuf_bytes();
     ECPI_ASSIGN_OR_RETURN(auto sampler, Sampler::load(sopts));
     sampler_.emplace(std::move(sampler));
+    if (options_.overhead_budget_percent) {
+        ECPI_RETURN_IF_ERROR(calibrate_budget());
+        set_frequency(rate_choice_.hz);
+    }
+    ECPI_RETURN_IF_ERROR(new_epoch_if_periods_differ());
+    measure_sampled_clock();
 
     if (!options_.command.empty()) {
         ECPI_RETURN_IF_ERROR(child_.spawn(options_.command));
@@ -446,6 +458,94 @@ Result<void> Session::setup() {
     }
     if (!options_.command.empty()) ECPI_RETURN_IF_ERROR(child_.release());
     return ok();
+}
+
+void Session::set_frequency(std::uint64_t hz) {
+    frequency_ = hz;
+    mean_periods_.clear();
+    for (const auto& e : events_) mean_periods_.push_back(mean_period(e, hz, mhz_));
+}
+
+// What a clock event's period is worth in cycles of the sampled program
+// (docs/ACCURACY.md): timed under sampling at the same period, ~60 ms.
+void Session::measure_sampled_clock() {
+    for (std::size_t k = 0; k < events_.size(); ++k)
+        if (events_[k].is_clock) {
+            auto sampled = measure_sampled_cpu_mhz(mean_periods_[k]);
+            if (sampled.ok()) sampled_mhz_ = *sampled;
+            else warn_once("the clock rate under sampling is not recorded (ecpi calc falls back to the unsampled rate): " + sampled.error().message());
+            return;
+        }
+}
+
+// Issue 20: measures what one sample costs on this machine (about 0.5 s on
+// one CPU) and sets the rate the budget affords. The handler must not filter
+// the calibration out, so this process is tracked while it runs.
+Result<void> Session::calibrate_budget() {
+    const bool filtering = !options_.pids.empty() || !options_.command.empty();
+    const auto self = static_cast<std::uint32_t>(getpid());
+    if (filtering) ECPI_RETURN_IF_ERROR(sampler_->track_tgid(self));
+    auto cost = measure_sample_cost(*sampler_);
+    if (filtering) ECPI_RETURN_IF_ERROR(sampler_->untrack_tgid(self));
+    if (!cost.ok()) return Error("calibrating the overhead budget: " + cost.error().message());
+    sample_cost_ = *cost;
+    const double budget = *options_.overhead_budget_percent;
+    rate_choice_ = choose_rate(*cost, budget, events_.size());
+    calibrated_unix_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    next_calibration_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.calibration_interval_s));
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "overhead budget %.2f%%: one sample costs %.1f us (quartiles %.1f-%.1f us, %d pairs on CPU %d); "
+                  "%llu Hz per CPU fits, an estimated %.2f%%",
+                  budget, cost->median_us, cost->low_us, cost->high_us, cost->pairs, cost->cpu,
+                  static_cast<unsigned long long>(rate_choice_.hz), rate_choice_.overhead_percent);
+    log(line);
+    if (rate_choice_.floor_over_budget) {
+        std::snprintf(line, sizeof line,
+                      "even the lowest rate, %llu Hz, costs an estimated %.2f%%, over the budget of %.2f%%: sampling at "
+                      "%llu Hz anyway (raise --overhead-budget, or force a rate with -F)",
+                      static_cast<unsigned long long>(kBudgetMinHz), rate_choice_.overhead_percent, budget,
+                      static_cast<unsigned long long>(kBudgetMinHz));
+        warn_once(line);
+    }
+    return ok();
+}
+
+// The daemon re-calibrates hourly and when the CPU count changes (a VM
+// resized). A rate that moves by more than 20% starts a new epoch; smaller
+// moves are noise and keep the rate.
+void Session::recalibrate_if_due(Clock::time_point now) {
+    auto online = online_cpus();
+    const bool cpus_changed = online.ok() && online->size() != cpus_.size();
+    if (now < next_calibration_ && !cpus_changed) return;
+    if (cpus_changed)
+        log("the number of online CPUs changed from " + std::to_string(cpus_.size()) + " to " +
+            std::to_string(online->size()) + "; re-calibrating (only the CPUs online at start are sampled)");
+    const std::uint64_t before = frequency_;
+    if (auto r = calibrate_budget(); !r.ok()) {
+        warn_once(r.error().message() + "; keeping " + std::to_string(before) + " Hz");
+        next_calibration_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.calibration_interval_s));
+        return;
+    }
+    if (cpus_changed) cpus_ = *online;
+    const double moved = std::abs(static_cast<double>(rate_choice_.hz) - static_cast<double>(before)) / static_cast<double>(before);
+    if (moved <= 0.2) {
+        log("keeping " + std::to_string(before) + " Hz per CPU (the new estimate is within 20%)");
+        return;
+    }
+    auto epoch = start_new_epoch();  // counts of the old period stay in the old epoch
+    if (!epoch.ok()) {
+        warn_once("cannot start a new epoch for the new rate (" + epoch.error().message() + "); keeping " +
+                  std::to_string(before) + " Hz");
+        return;
+    }
+    set_frequency(rate_choice_.hz);
+    for (std::size_t i = 0; i < events_.size(); ++i)
+        for (int fd : sampler_->event_fds(static_cast<std::uint16_t>(i)))
+            if (auto r = set_period(fd, mean_periods_[i]); !r.ok()) warn_once("cannot change the sampling rate: " + r.error().message());
+    measure_sampled_clock();
+    log("sampling rate changed from " + std::to_string(before) + " to " + std::to_string(frequency_) +
+        " Hz per CPU; recording into epoch " + *epoch);
 }
 
 // DCPI 4.1.1: a randomized sampling period keeps samples from falling in
@@ -603,6 +703,7 @@ Result<void> Session::flush() {
             flushed_registers_lost_[i] = registers_lost;
         }
     }
+    take_idle_counts();
     // Group the flat samples into one ImageProfile per (image, event).
     std::map<std::pair<std::uint32_t, std::uint16_t>, std::map<std::uint32_t, std::map<std::uint64_t, std::uint64_t>>>
         grouped;
@@ -701,6 +802,7 @@ Result<void> Session::flush() {
                 e.samples += unflushed_meta_[i].samples;
                 e.unknown += unflushed_meta_[i].unknown;
                 e.lost += unflushed_meta_[i].lost;
+                e.idle += unflushed_meta_[i].idle;
             }
             unflushed_meta_.assign(events_.size(), {});
             pids_seen_.clear();
@@ -710,6 +812,31 @@ Result<void> Session::flush() {
     if (!first_error.empty()) return Error("writing to " + options_.database.string() + ": " + first_error);
     if (options_.merged) options_.merged();
     return ok();
+}
+
+// Idle samples (the CPU in its idle task, pid 0) are counted in the kernel
+// per event and CPU and never aggregated by pc (issue 20): store the
+// increase since the last flush in the epoch's metadata.
+void Session::take_idle_counts() {
+    auto idle = sampler_->idle_counts();
+    if (!idle.ok()) {
+        warn_once(idle.error().message());
+        return;
+    }
+    flushed_idle_.resize(events_.size());
+    for (std::size_t i = 0; i < events_.size() && i < idle->size(); ++i) {
+        const auto& now = (*idle)[i];
+        auto& before = flushed_idle_[i];
+        before.resize(now.size(), 0);
+        auto& meta = unflushed_meta_[i];
+        if (meta.idle_per_cpu.size() < now.size()) meta.idle_per_cpu.resize(now.size(), 0);
+        for (std::size_t cpu = 0; cpu < now.size(); ++cpu) {
+            const std::uint64_t added = now[cpu] - before[cpu];
+            meta.idle_per_cpu[cpu] += added;
+            meta.idle += added;
+            before[cpu] = now[cpu];
+        }
+    }
 }
 
 // One RegisterProfile per event, its image table built from the loader's
@@ -818,29 +945,106 @@ nlohmann::json Session::status_json() {
             {"warnings", summary_.warnings.size()},
             {"bpf_run_count", bpf_stats.run_cnt},
             {"bpf_run_time_ns", bpf_stats.run_time_ns},
+            {"sampling", sampling_json()},
             {"events", events}};
+}
+
+// The rate in force and, with an overhead budget, how it was chosen.
+nlohmann::json Session::sampling_json() const {
+    nlohmann::json j{{"frequency_hz", frequency_},
+                     {"randomized", options_.randomize},
+                     {"chosen_by", options_.overhead_budget_percent ? "overhead budget" : "-F"}};
+    if (!options_.overhead_budget_percent || !sample_cost_) return j;
+    const double seconds_to_next = std::chrono::duration<double>(next_calibration_ - Clock::now()).count();
+    j["overhead_budget_percent"] = *options_.overhead_budget_percent;
+    j["cost_per_sample_us"] = {{"median", sample_cost_->median_us},
+                               {"low", sample_cost_->low_us},
+                               {"high", sample_cost_->high_us},
+                               {"pairs", sample_cost_->pairs},
+                               {"calibration_hz", sample_cost_->hz},
+                               {"cpu", sample_cost_->cpu}};
+    const double per_hz = sample_cost_->median_us * 1e-4 * static_cast<double>(events_.size());
+    j["estimated_overhead_percent"] = per_hz * static_cast<double>(frequency_);
+    j["floor_over_budget"] = rate_choice_.floor_over_budget;
+    j["range_hz"] = {kBudgetMinHz, kBudgetMaxHz};
+    j["calibrated_unix"] = calibrated_unix_;
+    if (options_.daemon) j["next_calibration_seconds"] = std::max(0.0, seconds_to_next);
+    return j;
+}
+
+// Counts of different periods do not add (FORMAT.md §4): when the rate this
+// recording chose (the overhead budget measures it anew at every start)
+// gives an event a period other than the one the current epoch holds, the
+// daemon and budget-chosen recordings continue in a new epoch; a rate the
+// user forced with -F keeps the old behaviour (the merge names the clash).
+Result<void> Session::new_epoch_if_periods_differ() {
+    if (!options_.daemon && !options_.overhead_budget_percent) return ok();
+    auto meta = db_->read_epoch_meta(epoch_);
+    if (!meta.ok()) {
+        warn_once("cannot read the current epoch's metadata (" + meta.error().message() + "); recording into a new epoch");
+    } else {
+        bool differ = false, close = true;
+        std::vector<std::uint64_t> recorded = mean_periods_;
+        for (std::size_t i = 0; i < events_.size(); ++i) {
+            auto it = meta->events.find(events_[i].name);
+            if (it == meta->events.end() || it->second.period == 0 || it->second.period == mean_periods_[i]) continue;
+            differ = true;
+            recorded[i] = it->second.period;
+            const double ratio = static_cast<double>(mean_periods_[i]) / static_cast<double>(it->second.period);
+            if (ratio < 0.8 || ratio > 1.2) close = false;
+        }
+        if (!differ) return ok();
+        // A budget's rate measured again within 20% of the one the epoch was
+        // recorded at is the same rate within the calibration's noise (as at
+        // an hourly re-calibration): keep the epoch's periods and continue it.
+        if (close && options_.overhead_budget_percent) {
+            const double ratio = static_cast<double>(mean_periods_[0]) / static_cast<double>(recorded[0]);
+            frequency_ = static_cast<std::uint64_t>(std::llround(static_cast<double>(frequency_) * ratio));
+            mean_periods_ = recorded;
+            log("continuing epoch " + epoch_ + " at its rate, " + std::to_string(frequency_) +
+                " Hz per CPU (within 20% of the budget's)");
+            return ok();
+        }
+    }
+    const std::string old = epoch_;
+    ECPI_ASSIGN_OR_RETURN(epoch_, db_->new_epoch());
+    summary_.epoch = epoch_;
+    log("epoch " + old + " was sampled at another period; recording into epoch " + epoch_);
+    return ok();
+}
+
+// Drains and flushes the current epoch, then records into a new one; returns
+// the closed epoch's name.
+Result<std::string> Session::start_new_epoch() {
+    auto drained = drain_cycle();
+    auto flushed = flush();
+    if (!drained.ok()) return drained.error();
+    if (!flushed.ok()) return flushed.error();
+    ECPI_ASSIGN_OR_RETURN(std::string next, db_->new_epoch());
+    std::string closed = epoch_;
+    epoch_ = next;
+    summary_.epoch = epoch_;
+    log("closed epoch " + closed + ", started epoch " + epoch_);
+    return closed;
 }
 
 // One request line from `ecpi ctl`; the reply is one JSON line.
 std::string Session::handle_control(const std::string& request) {
     auto error = [](const std::string& msg) { return nlohmann::json{{"error", msg}}.dump(); };
     if (request == "status") return status_json().dump();
-    if (request == "flush" || request == "epoch") {
+    if (request == "flush") {
         auto drained = drain_cycle();
         auto flushed = flush();
         if (!drained.ok()) return error(drained.error().message());
         if (!flushed.ok()) return error(flushed.error().message());
-        nlohmann::json reply{{"schema", "ecpi.daemon." + request}, {"version", 1}, {"ok", true}, {"epoch", epoch_}};
-        if (request == "epoch") {
-            auto next = db_->new_epoch();
-            if (!next.ok()) return error(next.error().message());
-            reply["closed_epoch"] = epoch_;
-            epoch_ = *next;
-            summary_.epoch = epoch_;
-            reply["epoch"] = epoch_;
-            log("closed epoch " + reply["closed_epoch"].get<std::string>() + ", started epoch " + epoch_);
-        }
-        return reply.dump();
+        return nlohmann::json{{"schema", "ecpi.daemon.flush"}, {"version", 1}, {"ok", true}, {"epoch", epoch_}}.dump();
+    }
+    if (request == "epoch") {
+        auto closed = start_new_epoch();
+        if (!closed.ok()) return error(closed.error().message());
+        return nlohmann::json{{"schema", "ecpi.daemon.epoch"}, {"version", 1}, {"ok", true}, {"epoch", epoch_},
+                              {"closed_epoch", *closed}}
+            .dump();
     }
     return error("unknown request '" + request + "' (requests: status, flush, epoch)");
 }
@@ -932,6 +1136,7 @@ Result<RecordSummary> Session::run() {
             if (options_.daemon) {
                 enforce_limits();
                 check_cgroups();
+                if (options_.overhead_budget_percent) recalibrate_if_due(now);
             }
             next_flush = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.flush_interval_s));
         }
@@ -969,6 +1174,14 @@ Result<RecordSummary> Session::run() {
     if (!options_.command.empty()) {
         if (summary_.interrupted || failed) child_.terminate();
         summary_.command_status = child_.wait();
+    }
+    summary_.frequency = frequency_;
+    if (sample_cost_) {
+        summary_.sample_cost_us = sample_cost_->median_us;
+        summary_.sample_cost_low_us = sample_cost_->low_us;
+        summary_.sample_cost_high_us = sample_cost_->high_us;
+        summary_.estimated_overhead_percent =
+            sample_cost_->median_us * 1e-4 * static_cast<double>(events_.size()) * static_cast<double>(frequency_);
     }
     summary_.loader_cpu_s = cpu_seconds();
     summary_.wall_s = std::chrono::duration<double>(Clock::now() - started).count();

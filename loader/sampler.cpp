@@ -61,6 +61,8 @@ struct Sampler::Impl {
         bpf_link* link;
     };
     std::vector<Attached> links;
+    bpf_link* calibration_link = nullptr;
+    FileDescriptor calibration_fd;
     int ncpus = 0;
     std::uint64_t unknown_kinds = 0;
     std::vector<RawSample>* flat_out = nullptr;
@@ -69,6 +71,7 @@ struct Sampler::Impl {
 
     ~Impl() {
         if (rb) ring_buffer__free(rb);
+        if (calibration_link) bpf_link__destroy(calibration_link);
         for (auto& l : links) bpf_link__destroy(l.link);
         links.clear();
         if (skel) sampler_bpf__destroy(skel);
@@ -136,6 +139,9 @@ Result<Sampler> Sampler::load(const SamplerOptions& options) {
     impl.skel->rodata->capture_stacks = options.capture_stacks;
     impl.skel->rodata->exclude_tgid = options.exclude_tgid;
     impl.skel->rodata->registers_every = options.registers_every;
+#ifdef ECPI_TEST_HOOKS
+    impl.skel->rodata->test_sample_cost_ns = options.test_sample_cost_ns;
+#endif
     for (bpf_map* m : {impl.skel->maps.counts_0, impl.skel->maps.counts_1}) {
         if (int err = bpf_map__set_max_entries(m, options.table_entries))
             return libbpf_error(err, "sizing the sample table");
@@ -168,9 +174,43 @@ Result<void> Sampler::track_tgid(std::uint32_t tgid) {
     return ok();
 }
 
+Result<void> Sampler::untrack_tgid(std::uint32_t tgid) {
+    if (bpf_map_delete_elem(bpf_map__fd(impl_->skel->maps.tracked_tgids), &tgid) != 0 && errno != ENOENT)
+        return libbpf_error(errno, "untracking process " + std::to_string(tgid));
+    return ok();
+}
+
+Result<void> Sampler::attach_calibration(FileDescriptor fd) {
+    detach_calibration();
+    LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = ECPI_CALIBRATION_EVENT);
+    bpf_link* link = bpf_program__attach_perf_event_opts(impl_->skel->progs.ecpi_sample, fd.get(), &opts);
+    if (!link) return libbpf_error(errno, "attaching the sampler to the calibration event");
+    impl_->calibration_link = link;
+    impl_->calibration_fd = std::move(fd);
+    return ok();
+}
+
+void Sampler::detach_calibration() {
+    if (impl_->calibration_link) bpf_link__destroy(impl_->calibration_link);
+    impl_->calibration_link = nullptr;
+    impl_->calibration_fd = FileDescriptor();
+}
+
+Result<std::vector<std::vector<std::uint64_t>>> Sampler::idle_counts() const {
+    std::vector<std::vector<std::uint64_t>> out;
+    int fd = bpf_map__fd(impl_->skel->maps.idle_samples);
+    for (std::uint32_t event = 0; event < ECPI_MAX_EVENTS; ++event) {
+        std::vector<std::uint64_t> per_cpu(static_cast<std::size_t>(impl_->ncpus));
+        if (bpf_map_lookup_elem(fd, &event, per_cpu.data()) != 0)
+            return libbpf_error(errno, "reading the idle sample counters");
+        out.push_back(std::move(per_cpu));
+    }
+    return out;
+}
+
 Result<void> Sampler::attach(std::uint16_t event_index, std::vector<FileDescriptor> fds) {
-    if (event_index >= ECPI_MAX_EVENTS)
-        return Error("too many events: at most " + std::to_string(ECPI_MAX_EVENTS) + " may be sampled at once");
+    if (event_index >= ECPI_CALIBRATION_EVENT)
+        return Error("too many events: at most " + std::to_string(ECPI_CALIBRATION_EVENT) + " may be sampled at once");
     for (auto& fd : fds) {
         LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = event_index);
         bpf_link* link = bpf_program__attach_perf_event_opts(impl_->skel->progs.ecpi_sample, fd.get(), &opts);

@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "ecpi/store/profile.h"
+#include "canonical.h"
 #include "file_io.h"
 
 namespace ecpi::store {
@@ -199,6 +200,24 @@ Result<void> read_field(const json& obj, const char* key, std::int64_t& out) {
     return ok();
 }
 
+// A list of counts, one per CPU (epoch.json's idle_per_cpu): bounded in
+// length by kMaxCpus, each count a non-negative integer.
+Result<void> read_field(const json& obj, const char* key, std::vector<std::uint64_t>& out) {
+    const auto it = obj.find(key);
+    if (it == obj.end()) return ok();
+    if (!it->is_array()) return Error(std::string("\"") + key + "\" is not an array");
+    if (it->size() > kMaxCpus)
+        return Error(std::string("\"") + key + "\" has " + std::to_string(it->size()) + " entries, more than " +
+                     std::to_string(kMaxCpus) + " CPUs");
+    out.clear();
+    for (const auto& v : *it) {
+        if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
+            return Error(std::string("\"") + key + "\" holds something other than non-negative integers");
+        out.push_back(v.get<std::uint64_t>());
+    }
+    return ok();
+}
+
 Result<void> read_field(const json& obj, const char* key, double& out) {
     const auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return ok();  // non-finite values dump as null
@@ -230,6 +249,8 @@ std::string meta_to_json(const EpochMeta& m) {
     for (const auto& [name, e] : m.events) {
         events[name] = {{"period", e.period}, {"samples", e.samples}, {"unknown", e.unknown}, {"lost", e.lost},
                           {"registers_lost", e.registers_lost}};
+        if (e.idle != 0) events[name]["idle"] = e.idle;
+        if (!e.idle_per_cpu.empty()) events[name]["idle_per_cpu"] = e.idle_per_cpu;
     }
     json processes = json::object();
     for (const auto& [pid, p] : m.processes) {
@@ -264,11 +285,22 @@ Result<void> check_meta_bounds(const EpochMeta& m) {
     for (const auto& [event, e] : m.events) {
         if (e.period > kMaxPeriod) return Error("event " + event + ": period " + std::to_string(e.period) + " is out of range");
         for (const auto& [field, v] : {std::pair{"samples", e.samples}, std::pair{"unknown", e.unknown},
-                                       std::pair{"lost", e.lost}, std::pair{"registers_lost", e.registers_lost}}) {
+                                       std::pair{"lost", e.lost}, std::pair{"registers_lost", e.registers_lost},
+                                       std::pair{"idle", e.idle}}) {
             if (v > kMaxSampleCount)
                 return Error("event " + event + ": " + field + " " + std::to_string(v) +
                              " is more than any recording holds (2^50)");
         }
+        std::uint64_t idle_sum = 0;
+        for (std::uint64_t v : e.idle_per_cpu) {
+            if (v > kMaxSampleCount)
+                return Error("event " + event + ": idle_per_cpu holds " + std::to_string(v) +
+                             ", more than any recording holds (2^50)");
+            idle_sum += v;
+        }
+        if (!e.idle_per_cpu.empty() && idle_sum != e.idle)
+            return Error("event " + event + ": idle_per_cpu adds up to " + std::to_string(idle_sum) + ", not idle " +
+                         std::to_string(e.idle));
         if (e.unknown > e.samples)
             return Error("event " + event + ": more unknown samples (" + std::to_string(e.unknown) + ") than samples (" +
                          std::to_string(e.samples) + ")");
@@ -302,6 +334,8 @@ Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& byte
             ECPI_RETURN_IF_ERROR(read_field(e, "unknown", em.unknown));
             ECPI_RETURN_IF_ERROR(read_field(e, "lost", em.lost));
             ECPI_RETURN_IF_ERROR(read_field(e, "registers_lost", em.registers_lost));
+            ECPI_RETURN_IF_ERROR(read_field(e, "idle", em.idle));
+            ECPI_RETURN_IF_ERROR(read_field(e, "idle_per_cpu", em.idle_per_cpu));
         }
     }
     ECPI_RETURN_IF_ERROR(check_meta_bounds(m));
@@ -641,6 +675,41 @@ Result<void> Database::merge(const std::string& epoch, const EpochMeta& meta) {
     return detail::write_file_atomically(path, as_bytes(meta_to_json(merged)));
 }
 
+// Databases written before idle was counted apart hold the idle task's
+// samples as pid 0 sections of the kernel's profile (and pid 0 stacks): move
+// them to the event's idle total, so old and new databases read alike
+// (FORMAT.md §8, issue 20). New recorders never store pid 0 samples.
+void separate_idle_samples(EpochContents& contents) {
+    for (ImageProfile& profile : contents.profiles) {
+        auto idle = std::find_if(profile.processes.begin(), profile.processes.end(),
+                                 [](const ProcessCounts& p) { return p.pid == kIdlePid; });
+        if (idle == profile.processes.end()) continue;
+        std::uint64_t moved = 0;
+        for (const OffsetCount& oc : idle->counts) moved = detail::saturating_add(moved, oc.count);
+        profile.processes.erase(idle);
+        EventMeta& meta = contents.meta.events[profile.event];
+        meta.idle = detail::saturating_add(meta.idle, moved);
+        meta.idle_per_cpu.clear();  // the old format did not say which CPU
+        meta.samples -= std::min(meta.samples, moved);
+        meta.unknown = std::min(meta.unknown, meta.samples);
+    }
+    std::erase_if(contents.profiles, [](const ImageProfile& p) { return p.processes.empty(); });
+    for (StackProfile& stacks : contents.stacks)
+        std::erase_if(stacks.stacks, [](const StackSample& s) { return s.pid == kIdlePid; });
+}
+
+Result<EpochMeta> Database::read_epoch_meta(const std::string& epoch) const {
+    ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
+    const fs::path path = dir / kEpochMetaFile;
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(path, ec))) return EpochMeta{};
+    ECPI_RETURN_IF_ERROR(stays_inside(dir_, path));
+    ECPI_ASSIGN_OR_RETURN(auto bytes, detail::read_file(path));
+    auto meta = meta_from_json(bytes);
+    if (!meta.ok()) return Error(skip_line(path, meta.error()));
+    return meta;
+}
+
 Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
     ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
     ECPI_ASSIGN_OR_RETURN(auto names, detail::list_directory(dir));
@@ -703,6 +772,7 @@ Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
             }
         }
     }
+    separate_idle_samples(out);
     return out;
 }
 

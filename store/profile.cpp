@@ -311,6 +311,17 @@ void merge_into(EpochMeta& into, const EpochMeta& from) {
         dst.unknown = saturating_add(dst.unknown, event.unknown);
         dst.lost = saturating_add(dst.lost, event.lost);
         dst.registers_lost = saturating_add(dst.registers_lost, event.registers_lost);
+        // Per-CPU idle counts add up while both sides know them per CPU; a
+        // side with only a total (an old database) leaves only the total.
+        const bool per_cpu = (dst.idle == 0 || !dst.idle_per_cpu.empty()) && (event.idle == 0 || !event.idle_per_cpu.empty());
+        dst.idle = saturating_add(dst.idle, event.idle);
+        if (!per_cpu) {
+            dst.idle_per_cpu.clear();
+        } else {
+            if (dst.idle_per_cpu.size() < event.idle_per_cpu.size()) dst.idle_per_cpu.resize(event.idle_per_cpu.size());
+            for (std::size_t cpu = 0; cpu < event.idle_per_cpu.size(); ++cpu)
+                dst.idle_per_cpu[cpu] = saturating_add(dst.idle_per_cpu[cpu], event.idle_per_cpu[cpu]);
+        }
     }
     for (const auto& [pid, process] : from.processes) {
         ProcessMeta& dst = into.processes[pid];

@@ -1,5 +1,8 @@
 #include "cli_common.h"
 
+#include "ecpi/analyze/profile_source.h"
+#include "ecpi/terminal_text.h"
+
 #include <signal.h>
 
 #include <algorithm>
@@ -63,6 +66,21 @@ OpenedEpoch read_database_epoch(const std::string& database, const std::string& 
                                              .c_str());
     }
     return {std::move(db), std::move(contents)};
+}
+
+void add_include_idle_option(CLI::App& app, bool& include_idle) {
+    app.add_flag("--include-idle", include_idle,
+                 "Count samples that found a CPU idle in the shares, as [idle cpu N] rows (default: kept apart, "
+                 "counted in the header)");
+}
+
+void note_idle_kept_apart(const char* verb, const store::EpochContents& contents, const std::string& label) {
+    for (const auto& [event, meta] : contents.meta.events) {
+        const std::string note = analyze::idle_note(meta);
+        if (note.empty()) continue;
+        std::fprintf(stderr, "ecpi %s: note: %s%s: %s\n", verb, label.empty() ? "" : escape_for_terminal(label + ": ").c_str(),
+                     escape_for_terminal(event).c_str(), note.c_str());
+    }
 }
 
 void add_format_option(CLI::App& app, Format& format) {

@@ -41,6 +41,13 @@ const std::atomic<bool>& stop_requested_by_signal();
 enum class Format { kText, kJson };
 // Adds --format text|json to a verb.
 void add_format_option(CLI::App& app, Format& format);
+// --include-idle: show the samples that found a CPU idle as "[idle cpu N]"
+// rows and count them in the shares (issue 20; by default they are kept
+// apart and only counted in the header).
+void add_include_idle_option(CLI::App& app, bool& include_idle);
+// One line on stderr per event whose idle samples a report leaves out:
+// "ecpi VERB: note: [LABEL: ]<event>: N samples found a CPU idle ...".
+void note_idle_kept_apart(const char* verb, const store::EpochContents& contents, const std::string& label = {});
 
 // Where a verb that runs a COMMAND puts its report: FILE when given (the
 // option --report-file), else standard error when the command shares our

@@ -18,6 +18,22 @@ struct CtlArgs {
     Format format = Format::kText;
 };
 
+// The rate in force and, under an overhead budget, what it costs.
+void print_sampling_text(const nlohmann::json& j) {
+    if (!j.contains("frequency_hz")) return;
+    std::printf("sampling:    %llu Hz per CPU (%s%s)\n", static_cast<unsigned long long>(j.value("frequency_hz", 0ull)),
+                j.value("chosen_by", "").c_str(), j.value("randomized", true) ? ", period randomized +-10%" : "");
+    if (!j.contains("cost_per_sample_us")) return;
+    const auto& c = j["cost_per_sample_us"];
+    std::printf("budget:      %.2f%%; one sample costs %.1f us (quartiles %.1f-%.1f us, %d pairs); estimated "
+                "overhead %.2f%%%s\n",
+                j.value("overhead_budget_percent", 0.0), c.value("median", 0.0), c.value("low", 0.0),
+                c.value("high", 0.0), c.value("pairs", 0), j.value("estimated_overhead_percent", 0.0),
+                j.value("floor_over_budget", false) ? " (even the lowest rate is over the budget)" : "");
+    if (j.contains("next_calibration_seconds"))
+        std::printf("calibration: next in %.0f s\n", j.value("next_calibration_seconds", 0.0));
+}
+
 void print_status_text(const nlohmann::json& s) {
     std::printf("database:    %s\n", s.value("database", "").c_str());
     std::printf("epoch:       %s\n", s.value("epoch", "").c_str());
@@ -26,6 +42,7 @@ void print_status_text(const nlohmann::json& s) {
     std::printf("daemon RSS:  %.1f MB\n", static_cast<double>(s.value("rss_bytes", 0ull)) / (1 << 20));
     std::printf("on disk:     %.1f MB\n", static_cast<double>(s.value("disk_bytes", 0ull)) / (1 << 20));
     std::printf("processes:   %llu tracked\n", static_cast<unsigned long long>(s.value("processes_tracked", 0ull)));
+    print_sampling_text(s.value("sampling", nlohmann::json::object()));
     for (const auto& e : s.value("events", nlohmann::json::array())) {
         std::printf("%s: %.0f samples/s, %llu samples drained of %llu taken, unknown %.3f%%, table evictions %llu, "
                     "ring-buffer losses %llu\n",

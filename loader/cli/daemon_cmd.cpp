@@ -27,6 +27,7 @@ struct DaemonArgs {
     std::string socket;
     bool no_randomize = false;
     std::string registers = "off";
+    double overhead_budget = 1.0;
     DaemonPushArgs push;
 };
 
@@ -38,7 +39,7 @@ void log_line(const std::string& line) {
     std::fflush(stderr);
 }
 
-int run_daemon(DaemonArgs& args) {
+int run_daemon(DaemonArgs& args, const CLI::App& app) {
     // The database holds every profiled user's command lines and code
     // addresses: everything the daemon creates is its user's alone
     // (directories 0700, files 0600), whatever the caller's umask.
@@ -50,6 +51,10 @@ int run_daemon(DaemonArgs& args) {
     }
     if (!args.events.empty()) o.events = args.events;
     if (o.frequency == 0 || o.frequency > 100000) throw UsageError{"-F must be between 1 and 100000 Hz"};
+    if (app.count("--frequency") && app.count("--overhead-budget"))
+        throw UsageError{"give -F (a rate) or --overhead-budget (a rate chosen for you), not both"};
+    // Issue 20: the rate is what the budget affords unless -F forces one.
+    if (!app.count("--frequency")) o.overhead_budget_percent = args.overhead_budget;
     o.daemon = true;
     o.flush_interval_s = o.drain_interval_s;  // merge after every drain: kill -9 loses one interval at most
     o.max_memory_bytes = args.max_memory_mb << 20;
@@ -63,7 +68,9 @@ int run_daemon(DaemonArgs& args) {
     signal(SIGPIPE, SIG_IGN);
 
     log_line("profiling the whole system into " + o.database.string() + " (control socket " +
-             o.control_socket.string() + "); SIGTERM stops");
+             o.control_socket.string() + "); " +
+             (o.overhead_budget_percent ? "calibrating the overhead budget" : std::to_string(o.frequency) + " Hz per CPU (-F)") +
+             "; SIGTERM stops");
     auto pusher = start_daemon_push(args.push, o, log_line);  // wakes after each merge (o.merged)
     auto summary = unwrap(loader::record(o, stop));
     stop_daemon_push(pusher, log_line);
@@ -81,7 +88,17 @@ void add_daemon_verb(CLI::App& root, std::vector<Verb>& verbs) {
     auto& o = args->options;
     o.drain_interval_s = 5.0;
     app->add_option("--db", o.database, "Profile database directory (created if missing)")->required();
-    app->add_option("-F,--frequency", o.frequency, "Mean samples per second per CPU")->default_str("4999");
+    app->add_option("-F,--frequency", o.frequency,
+                    "Force this many samples per second per CPU (default: what --overhead-budget affords)");
+    app->add_option("--overhead-budget", args->overhead_budget,
+                    "Sample at the highest rate (19-4999 Hz per CPU) whose measured cost stays within this percent "
+                    "of a program's time; measured at start, hourly and when the CPU count changes")
+        ->default_str("1")
+        ->check(CLI::Range(0.01, 100.0));
+    app->add_option("--calibration-interval", o.calibration_interval_s,
+                    "Seconds between the overhead budget's calibrations")
+        ->default_str("3600")
+        ->check(CLI::Range(1.0, 86400.0 * 7));
     app->add_option("-e,--event", args->events, "Event to sample (repeatable)")->delimiter(',');
     app->add_flag("-g,--call-graph", o.call_graph, "Record call stacks");
     app->add_option("--cgroup", o.cgroups, "Profile only these cgroups v2 (repeatable)");
@@ -104,8 +121,8 @@ void add_daemon_verb(CLI::App& root, std::vector<Verb>& verbs) {
         ->default_str("16384")
         ->check(CLI::Range(64u, 1u << 22));
     add_daemon_push_options(*app, args->push);
-    app->footer("\nExamples:\n  ecpi daemon --db /var/lib/ecpi --exclude-self\n  ecpi daemon --db /var/lib/ecpi -F 99 --registers 100\n");
-    verbs.push_back({app, [args] { return run_daemon(*args); }});
+    app->footer("\nExamples:\n  ecpi daemon --db /var/lib/ecpi --exclude-self   # at most 1% overhead (the default budget)\n  ecpi daemon --db /var/lib/ecpi --overhead-budget 0.5\n  ecpi daemon --db /var/lib/ecpi -F 99 --registers 100\n");
+    verbs.push_back({app, [args, app] { return run_daemon(*args, *app); }});
 }
 
 const VerbRegistration kRegistration(20, add_daemon_verb);

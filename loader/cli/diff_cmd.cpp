@@ -11,6 +11,7 @@ namespace ecpi::cli {
 namespace {
 
 struct DiffArgs {
+    bool include_idle = false;
     std::string a;
     std::string b;
     std::string by = "procedure";
@@ -48,8 +49,10 @@ int run_diff(const DiffArgs& args, const CLI::App& app) {
         auto b = unwrap(fleet::open_report_source(args.b, args.fleet));
         report = unwrap(fleet::fleet_diff_report(a, b, options, symbolizers));
     } else {
-        auto a = unwrap(analyze::load_profile(unwrap(analyze::resolve_source(args.a))));
-        auto b = unwrap(analyze::load_profile(unwrap(analyze::resolve_source(args.b))));
+        auto a = unwrap(analyze::load_profile(unwrap(analyze::resolve_source(args.a)), args.include_idle));
+        auto b = unwrap(analyze::load_profile(unwrap(analyze::resolve_source(args.b)), args.include_idle));
+        note_idle_kept_apart("diff", a.contents, args.a);
+        note_idle_kept_apart("diff", b.contents, args.b);
         report = unwrap(analyze::build_diff_report(a, b, options, symbolizers));
     }
     if (args.format == Format::kJson) {
@@ -77,6 +80,7 @@ void add_diff_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--pid", args->pid, "Only samples of this process");
     app->add_option("--limit", args->limit, "Show at most N rows (0: all)");
     add_fleet_filter_options(*app, args->fleet);
+    add_include_idle_option(*app, args->include_idle);
     add_format_option(*app, args->format);
     app->footer("\nExamples:\n  ecpi diff before.db after.db\n  ecpi diff ecpi.db@1 ecpi.db@2 --by image\n");
     verbs.push_back({app, [args, app] { return run_diff(*args, *app); }});

@@ -5,6 +5,7 @@
 #include "cli_common.h"
 #include "ecpi/terminal_text.h"
 #include "ecpi/analyze/prof_report.h"
+#include "ecpi/analyze/profile_source.h"
 #include "ecpi/store/profile.h"
 #include "fleet_options.h"
 
@@ -18,6 +19,7 @@ struct ProfArgs {
     std::optional<std::uint32_t> pid;
     std::size_t limit = 0;
     std::string epoch;
+    bool include_idle = false;
     Format format = Format::kText;
     fleet::FleetFilterArgs fleet;
 };
@@ -45,6 +47,7 @@ int run_prof(const ProfArgs& args) {
         return kExitOk;
     }
     auto [db, contents] = read_database_epoch(args.database, args.epoch);
+    if (args.include_idle) analyze::include_idle_samples(contents);
     analyze::ProfOptions options;
     options.by = args.by == "image" ? analyze::ProfOptions::By::kImage : analyze::ProfOptions::By::kProcedure;
     options.events = args.events;
@@ -77,6 +80,7 @@ void add_prof_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--pid", args->pid, "Only samples of this process");
     app->add_option("--limit", args->limit, "Show at most N rows (0: all)");
     app->add_option("--epoch", args->epoch, "Epoch to read (default: the newest)");
+    add_include_idle_option(*app, args->include_idle);
     add_fleet_filter_options(*app, args->fleet);
     add_format_option(*app, args->format);
     app->footer("\nExamples:\n  ecpi prof ecpi.db\n  ecpi prof ecpi.db --by image --epoch 1\n");

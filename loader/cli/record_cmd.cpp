@@ -25,6 +25,7 @@ struct RecordArgs {
     std::vector<std::string> events;
     std::string registers;  // empty: the default for the target
     std::string report_file;
+    double overhead_budget = 0;
     Format format = Format::kText;
 };
 
@@ -40,6 +41,10 @@ int run_record(RecordArgs& args, CLI::App& app) {
                   (o.command.empty() ? 0 : 1);
     if (targets > 1) throw UsageError{"choose one target: -a, -p PID, --cgroup PATH or -- COMMAND"};
     if (o.frequency == 0 || o.frequency > 100000) throw UsageError{"-F must be between 1 and 100000 Hz"};
+    if (app.count("--overhead-budget")) {
+        if (app.count("--frequency")) throw UsageError{"give -F (a rate) or --overhead-budget (a rate chosen for you), not both"};
+        o.overhead_budget_percent = args.overhead_budget;
+    }
     if (app.count("--duration") && args.duration <= 0) throw UsageError{"--duration must be positive"};
     if (app.count("--duration")) o.duration_s = args.duration;
     for (const auto& e : args.events) {
@@ -69,24 +74,39 @@ int run_record(RecordArgs& args, CLI::App& app) {
                          {"epoch", summary.epoch}, {"interrupted", summary.interrupted},
                          {"wall_seconds", summary.wall_s}, {"loader_cpu_seconds", summary.loader_cpu_s},
                          {"drains", summary.drains}, {"sideband_lost", summary.sideband_lost},
+                         {"frequency_hz", summary.frequency},
                          {"warnings", summary.warnings}};
         nlohmann::json events = nlohmann::json::array();
         for (const auto& e : summary.events)
             events.push_back({{"event", e.name}, {"period", e.period}, {"samples", e.samples},
                               {"unknown", e.unknown}, {"lost", e.lost}, {"spilled", e.spilled}, {"taken", e.taken},
-                              {"registers", e.registers}, {"registers_lost", e.registers_lost}});
+                              {"registers", e.registers}, {"registers_lost", e.registers_lost}, {"idle", e.idle}});
         j["events"] = events;
         if (summary.command_status) j["command_status"] = *summary.command_status;
         if (summary.stack_samples) {
             j["stack_samples"] = summary.stack_samples;
             j["distinct_stacks_per_drain"] = summary.distinct_stacks_per_drain;
         }
+        if (o.overhead_budget_percent)
+            j["overhead_budget"] = {{"budget_percent", *o.overhead_budget_percent},
+                                    {"cost_per_sample_us",
+                                     {{"median", summary.sample_cost_us},
+                                      {"low", summary.sample_cost_low_us},
+                                      {"high", summary.sample_cost_high_us}}},
+                                    {"estimated_overhead_percent", summary.estimated_overhead_percent}};
         if (summary.bpf_run_count) {
             j["bpf_run_count"] = summary.bpf_run_count;
             j["bpf_run_time_ns"] = summary.bpf_run_time_ns;
         }
         write_report(j.dump(2) + "\n", args.report_file, !o.command.empty());
     } else if (!args.quiet) {
+        if (o.overhead_budget_percent)
+            std::fprintf(stderr,
+                         "ecpi record: sampled at %llu Hz per CPU (overhead budget %.2f%%: one sample costs %.1f us, "
+                         "quartiles %.1f-%.1f; estimated overhead %.2f%%)\n",
+                         static_cast<unsigned long long>(summary.frequency), *o.overhead_budget_percent,
+                         summary.sample_cost_us, summary.sample_cost_low_us, summary.sample_cost_high_us,
+                         summary.estimated_overhead_percent);
         for (const auto& e : summary.events) {
             std::fprintf(stderr,
                          "ecpi record: %s: %llu samples (period %llu%s), unknown %llu (%s), lost %llu\n",
@@ -94,6 +114,10 @@ int run_record(RecordArgs& args, CLI::App& app) {
                          static_cast<unsigned long long>(e.period), e.name.find("clock") != std::string::npos ? " ns" : "",
                          static_cast<unsigned long long>(e.unknown), percent(e.unknown, e.samples).c_str(),
                          static_cast<unsigned long long>(e.lost));
+            if (e.idle)
+                std::fprintf(stderr, "ecpi record: %s: %llu more samples found a CPU idle (kept apart; reports show "
+                                     "them with --include-idle)\n",
+                             e.name.c_str(), static_cast<unsigned long long>(e.idle));
         }
         for (const auto& e : summary.events) {
             if (o.registers_every == 0) break;
@@ -129,6 +153,10 @@ void add_record_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("-o,--output", o.database, "Profile database directory (created if missing; merged into)")
         ->default_str("ecpi.db");
     app->add_option("-F,--frequency", o.frequency, "Mean samples per second per CPU")->default_str("4999");
+    app->add_option("--overhead-budget", args->overhead_budget,
+                    "Instead of -F: measure what a sample costs here and sample at the highest rate (19-4999 Hz) "
+                    "that costs a program at most this percent of its time")
+        ->check(CLI::Range(0.01, 100.0));
     app->add_option("-e,--event", args->events,
                     "Event to sample (repeatable): cpu-clock, task-clock, cycles, instructions, cache-misses, "
                     "branch-misses")

@@ -12,6 +12,7 @@ namespace ecpi::cli {
 namespace {
 
 struct StatsArgs {
+    bool include_idle = false;
     std::vector<std::string> profiles;
     std::string by = "procedure";
     std::optional<std::string> event;
@@ -30,8 +31,10 @@ analyze::StatsReport build_report(const StatsArgs& args, const analyze::StatsOpt
         return unwrap(fleet::fleet_stats_report(sources, options, symbolizers));
     }
     std::vector<analyze::LoadedProfile> loaded;
-    for (const auto& spec : args.profiles)
-        loaded.push_back(unwrap(analyze::load_profile(unwrap(analyze::resolve_source(spec)))));
+    for (const auto& spec : args.profiles) {
+        loaded.push_back(unwrap(analyze::load_profile(unwrap(analyze::resolve_source(spec)), args.include_idle)));
+        note_idle_kept_apart("stats", loaded.back().contents, spec);
+    }
     return unwrap(analyze::build_stats_report(loaded, options, symbolizers));
 }
 
@@ -65,6 +68,7 @@ void add_stats_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--pid", args->pid, "Only samples of this process");
     app->add_option("--limit", args->limit, "Show at most N rows (0: all)");
     add_fleet_filter_options(*app, args->fleet);
+    add_include_idle_option(*app, args->include_idle);
     add_format_option(*app, args->format);
     app->footer("\nExamples:\n  ecpi stats run1.db run2.db run3.db\n  ecpi stats ecpi.db@1 ecpi.db@2 --limit 20\n");
     verbs.push_back({app, [args] { return run_stats(*args); }});

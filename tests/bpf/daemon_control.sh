@@ -13,9 +13,19 @@ json_check "$TMP/p1.json" 'd["epoch"] == "00001"'
 
 "$ECPI" ctl --db "$db" status --format json >"$TMP/status.json"
 json_check "$TMP/status.json" 'd["schema"] == "ecpi.daemon.status" and d["epoch"] == "00001"'
-json_check "$TMP/status.json" 'd["events"][0]["samples"] > 1000 and d["rss_bytes"] > 0 and d["disk_bytes"] > 0'
+json_check "$TMP/status.json" 'd["events"][0]["samples"] > 100 and d["rss_bytes"] > 0 and d["disk_bytes"] > 0'
 json_check "$TMP/status.json" 'd["events"][0]["samples_taken"] >= d["events"][0]["samples"]'
-json_check "$TMP/status.json" 'd["events"][0]["samples_per_second"] > 100 and "ringbuf_lost" in d["events"][0]'
+json_check "$TMP/status.json" 'd["events"][0]["samples_per_second"] > 10 and "ringbuf_lost" in d["events"][0]'
+# The default overhead budget (1%) chose the rate and says what it costs.
+json_check "$TMP/status.json" 'd["sampling"]["chosen_by"] == "overhead budget" and d["sampling"]["overhead_budget_percent"] == 1'
+json_check "$TMP/status.json" '19 <= d["sampling"]["frequency_hz"] <= 4999 and d["sampling"]["cost_per_sample_us"]["median"] > 0'
+json_check "$TMP/status.json" 'd["sampling"]["estimated_overhead_percent"] <= 1.0001 or d["sampling"]["floor_over_budget"]'
+json_check "$TMP/status.json" 'd["sampling"]["cost_per_sample_us"]["low"] <= d["sampling"]["cost_per_sample_us"]["median"] <= d["sampling"]["cost_per_sample_us"]["high"]'
+"$ECPI" ctl --db "$db" status >"$TMP/status.txt"
+grep -q "^sampling: *[0-9]* Hz per CPU (overhead budget" "$TMP/status.txt" || { cat "$TMP/status.txt" >&2; fail "ctl status does not show the rate"; }
+grep -q "^budget: *1.00%; one sample costs" "$TMP/status.txt" || fail "ctl status does not show the budget's cost"
+grep -q "overhead budget 1.00%: one sample costs .* Hz per CPU fits" "$TMP/daemon.log" || fail "the log does not say which rate the budget chose"
+expect_exit 2 "not both" "$ECPI" daemon --db "$TMP/other" -F 99 --overhead-budget 2
 
 "$ECPI" ctl --db "$db" epoch --format json >"$TMP/epoch.json"
 json_check "$TMP/epoch.json" 'd["closed_epoch"] == "00001" and d["epoch"] == "00002"'

@@ -8,7 +8,7 @@ ECPI_TEST_PIDS+=("$!")
 prev=0
 rounds=${ECPI_CRASH_ROUNDS:-12}
 for i in $(seq "$rounds"); do
-	start_daemon "$db" --drain-interval 0.2
+	start_daemon "$db" --drain-interval 0.2 -F 4999  # a fixed rate: enough samples in 12 short lives
 	sleep "0.$((RANDOM % 9 + 2))"
 	kill -9 "$DAEMON_PID"
 	wait "$DAEMON_PID" 2>/dev/null || true

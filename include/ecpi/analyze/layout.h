@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ecpi/analyze/calc.h"
 #include "ecpi/analyze/symbolizer.h"
 #include "ecpi/result.h"
 #include "ecpi/store/profile.h"
@@ -88,6 +89,12 @@ std::vector<std::uint32_t> pettis_hansen_order(const std::vector<LayoutFunction>
 
 // BOLT's fdata text: `1 FUNC OFFSET 1 FUNC OFFSET MISPREDICTS COUNT`, offsets
 // in hex within functions.
+// A conditional block's edge counts (indexed like p.edges) capped by what
+// their targets' samples allow: executions x best-case cycles cannot pass
+// about S + 2*sqrt(S) + 3 sampling periods of S samples. Where neither
+// target was sampled, the block's count is split by those caps.
+void cap_edges_by_samples(const CalcProcedure& p, double period_cycles, std::vector<double>& counts);
+
 std::string render_bolt_fdata(const LayoutReport& report);
 // lld --symbol-ordering-file: one symbol per line.
 std::string render_lld_order(const LayoutReport& report);

@@ -39,7 +39,18 @@ struct LoadedProfile {
     ProfileSource source;
     store::EpochContents contents;
 };
-[[nodiscard]] Result<LoadedProfile> load_profile(const ProfileSource& source);
+// `include_idle`: include_idle_samples (below) on the epoch read.
+[[nodiscard]] Result<LoadedProfile> load_profile(const ProfileSource& source, bool include_idle = false);
+
+// Idle samples (a CPU in its idle task) are kept apart from every share by
+// default (issue 20); --include-idle calls this to put them back as the
+// pseudo-image store::kIdleImage, one procedure per CPU ("[idle cpu N]"),
+// added to each event's samples. The events' idle counts become 0.
+void include_idle_samples(store::EpochContents& contents);
+
+// "N samples found a CPU idle (cpu0 a, cpu1 b); not in the shares below
+// (--include-idle shows them)", or "" when the event has none.
+std::string idle_note(const store::EventMeta& event);
 
 // Events that have samples in an epoch (profile files, stack files or
 // metadata counts), sorted by name with cpu-clock first.

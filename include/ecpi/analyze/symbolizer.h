@@ -35,6 +35,12 @@ public:
     // /proc/kallsyms format; addresses become offsets from _text.
     static Result<SymbolTable> from_kallsyms(const std::filesystem::path& file = "/proc/kallsyms");
 
+    // The pseudo-image of idle samples (store::kIdleImage, shown with
+    // --include-idle): offset N is CPU N ("[idle cpu N]"), kIdleAnyCpu the
+    // idle samples whose CPU an old database did not record ("[idle]").
+    static constexpr std::uint64_t kIdleAnyCpu = 1u << 20;
+    static SymbolTable idle_cpus();
+
     // The symbol containing addr, or nullptr.
     const Symbol* lookup(std::uint64_t addr) const;
     const std::vector<Symbol>& symbols() const { return symbols_; }

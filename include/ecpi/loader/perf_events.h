@@ -55,6 +55,10 @@ double cpu_mhz();
 // architectures.
 double measure_cpu_mhz(int rounds = 5);
 
+// Wall-clock seconds this thread takes to run `iterations` x 8 dependent
+// register adds (the chain above); 0 on other architectures.
+double add_chain_wall_seconds(long iterations);
+
 // The same chain timed on the wall clock while a cpu-clock event samples
 // this thread every `period_ns` (no BPF program, no ring buffer): the cycles
 // a program keeps per second when sampled at that rate. Every sample costs

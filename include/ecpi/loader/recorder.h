@@ -19,6 +19,14 @@ namespace ecpi::loader {
 struct RecordOptions {
     std::filesystem::path database = "ecpi.db";
     std::uint64_t frequency = 4999;                 // samples per second per CPU
+    // The overhead budget (issue 20, loader/budget.h): with a value, the rate
+    // per CPU is the highest whose measured cost stays within this percent of
+    // a program's time, clamped to [kBudgetMinHz, kBudgetMaxHz], and
+    // `frequency` is ignored. The daemon re-calibrates every
+    // `calibration_interval_s` and when the number of online CPUs changes;
+    // a new rate starts a new epoch (counts of different periods do not add).
+    std::optional<double> overhead_budget_percent;
+    double calibration_interval_s = 3600;
     std::vector<std::string> events = {"cpu-clock"};
     bool call_graph = false;                        // -g
     bool randomize = true;                          // DCPI 4.1.1 period randomization
@@ -58,10 +66,17 @@ struct EventSummary {
     std::uint64_t taken = 0;          // samples the BPF handler counted: taken == samples + lost
     std::uint64_t registers = 0;      // register snapshots stored
     std::uint64_t registers_lost = 0; // register snapshots the register ring buffer could not take
+    std::uint64_t idle = 0;           // samples that found a CPU idle (pid 0): counted apart, not in `samples`
 };
 
 struct RecordSummary {
     std::vector<EventSummary> events;
+    std::uint64_t frequency = 0;         // the rate per CPU at the end (chosen by the budget, or -F)
+    // With an overhead budget: the last calibration's cost of one sample
+    // (median and quartiles, microseconds) and the estimated overhead at
+    // `frequency`; 0 without one.
+    double sample_cost_us = 0, sample_cost_low_us = 0, sample_cost_high_us = 0;
+    double estimated_overhead_percent = 0;
     std::string epoch;
     std::optional<int> command_status;   // exit status to return (128+signal when killed)
     bool interrupted = false;

@@ -63,6 +63,9 @@ struct SamplerOptions {
     std::uint32_t ringbuf_bytes = 8u << 20;
     std::uint32_t registers_every = 0;  // one user-mode sample in N keeps its registers; 0: none
     std::uint32_t registers_ringbuf_bytes = 8u << 20;  // power of two, >= one page
+    // Nanoseconds every sample spins before anything else: honoured only by
+    // test builds (ECPI_TEST_HOOKS, bpf/CMakeLists.txt), ignored otherwise.
+    std::uint64_t test_sample_cost_ns = 0;
 };
 
 class Sampler {
@@ -74,8 +77,18 @@ public:
 
     // Track a process (and, through the fork tracepoint, its children).
     Result<void> track_tgid(std::uint32_t tgid);
-    // Attach to every per-CPU fd of one event; `event_index` is the cookie.
+    Result<void> untrack_tgid(std::uint32_t tgid);
+    // Attach to every per-CPU fd of one event; `event_index` is the cookie
+    // (below ECPI_CALIBRATION_EVENT).
     Result<void> attach(std::uint16_t event_index, std::vector<FileDescriptor> fds);
+    // The overhead budget's calibration event (loader/budget.cpp): the
+    // handler runs on its overflows like on any event's, with the
+    // calibration cookie, whose samples the drain drops. One at a time.
+    Result<void> attach_calibration(FileDescriptor fd);
+    void detach_calibration();
+    // Samples that found a CPU in its idle task, per event index and per
+    // possible CPU, since load (cumulative).
+    Result<std::vector<std::vector<std::uint64_t>>> idle_counts() const;
     // All attached perf fds of one event (for period changes).
     std::vector<int> event_fds(std::uint16_t event_index) const;
 

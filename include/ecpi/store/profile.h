@@ -27,6 +27,11 @@ inline constexpr std::uint32_t kAllProcesses = 0xffffffffu;
 inline constexpr const char* kKernelImage = "[kernel]";
 inline constexpr const char* kUnknownImage = "[unknown]";
 inline constexpr const char* kVdsoImage = "[vdso]";
+// Not an image: the pseudo-image reports use for idle samples when asked to
+// show them (--include-idle); offsets are CPU numbers. Never stored.
+inline constexpr const char* kIdleImage = "[idle]";
+// The idle task's pid (every CPU's idle loop runs as pid 0).
+inline constexpr std::uint32_t kIdlePid = 0;
 
 // What a real recording can hold (FORMAT.md §9): decoders reject larger
 // numbers as damaged or forged, so that they never reach a report's totals.
@@ -36,6 +41,8 @@ inline constexpr std::uint64_t kMaxSampleCount = 1ull << 50;
 inline constexpr double kMaxCpuMhz = 100000;
 // A sampling period: up to 2^44 (4.9 hours of ns, or 1.8e13 events).
 inline constexpr std::uint64_t kMaxPeriod = 1ull << 44;
+// CPUs a per-CPU list may name (epoch.json's idle_per_cpu).
+inline constexpr std::size_t kMaxCpus = 4096;
 
 // An executable image, identified by build id where it has one (lowercase hex,
 // empty when the image has none), and by path (as seen by the process that
@@ -139,6 +146,14 @@ struct EventMeta {
     std::uint64_t unknown = 0;           // samples that mapped to no image
     std::uint64_t lost = 0;              // samples the ring buffer could not take
     std::uint64_t registers_lost = 0;    // register snapshots the register ring buffer could not take
+    // Samples that found their CPU running its idle task (pid 0), not in
+    // `samples` nor in any profile file (issue 20: idle is kept apart from
+    // every share). Per CPU when the recorder counted them so (index = CPU
+    // number); empty when only the total is known (databases written before
+    // idle was counted apart, whose pid-0 profile sections the reader moves
+    // here, FORMAT.md §8).
+    std::uint64_t idle = 0;
+    std::vector<std::uint64_t> idle_per_cpu;
     bool operator==(const EventMeta&) const = default;
 };
 struct ProcessMeta {
@@ -233,6 +248,9 @@ public:
     // Everything in one epoch. Corrupt or unknown-version files are listed in
     // `skipped` and the rest is still returned.
     Result<EpochContents> read_epoch(const std::string& epoch) const;
+    // Only the epoch's epoch.json (an empty EpochMeta while it has none): what
+    // a writer checks before merging, e.g. the periods recorded so far.
+    Result<EpochMeta> read_epoch_meta(const std::string& epoch) const;
 
     // Build-id cache for binaries that will not be reachable by path later
     // (processes in other mount namespaces): DB/images/<bid[0:2]>/<bid[2:]>.

@@ -1,6 +1,7 @@
 // build_prof_report / render_prof_text / render_prof_json over an epoch
 // built in memory, with samples placed on data/symtest.cpp's functions.
 #include "ecpi/analyze/prof_report.h"
+#include "ecpi/analyze/profile_source.h"
 
 #include <doctest/doctest.h>
 
@@ -287,7 +288,7 @@ TEST_CASE("prof JSON document") {
     CHECK(doc["pid"].is_null());
     CHECK(doc["events"] == nlohmann::json::array({"cpu-clock", "cycles"}));
     CHECK(doc["totals"]["cpu-clock"] ==
-          nlohmann::json({{"samples", 144}, {"unknown", 4}, {"lost", 2}, {"period", kClockPeriod}}));
+          nlohmann::json({{"samples", 144}, {"unknown", 4}, {"lost", 2}, {"period", kClockPeriod}, {"idle", 0}}));
     CHECK(doc["totals"]["cycles"]["samples"] == 642);
     REQUIRE(doc["rows"].size() == 9);
     const auto& row = doc["rows"][0];
@@ -315,6 +316,59 @@ TEST_CASE("prof JSON document") {
     CHECK(image_doc["pid"] == 100);
     CHECK(!image_doc["rows"][0].contains("procedure"));
     CHECK(image_doc["rows"][0]["image"] == ECPI_SYMTEST);
+}
+
+// Issue 20: idle samples are kept apart (header and JSON totals, no row,
+// no share) unless --include-idle puts them back as [idle cpu N] rows.
+TEST_CASE("prof: idle samples kept apart, or shown per CPU") {
+    Fixture f;
+    f.contents.meta.events["cpu-clock"].idle = 60;
+    f.contents.meta.events["cpu-clock"].idle_per_cpu = {10, 0, 50};
+    auto apart = f.run({});
+    REQUIRE(apart.ok());
+    CHECK(apart->totals.at("cpu-clock").samples == 144);
+    CHECK(apart->totals.at("cpu-clock").idle == 60);
+    CHECK(apart->rows[0].percent == doctest::Approx(100.0 * 80 / 144));
+    for (const auto& row : apart->rows) CHECK(row.image != ecpi::store::kIdleImage);
+    const std::string text = render_prof_text(*apart);
+    CHECK(text.find("Idle samples, kept apart: 60 samples found a CPU idle (cpu0 10, cpu2 50); not in the shares "
+                    "(--include-idle shows them)") != std::string::npos);
+    nlohmann::json doc = render_prof_json(*apart);
+    CHECK(doc["totals"]["cpu-clock"]["idle_per_cpu"] == nlohmann::json::array({10, 0, 50}));
+
+    // A pid filter leaves the idle task out with every other process.
+    ProfOptions one;
+    one.pid = 200;
+    auto filtered = f.run(one);
+    REQUIRE(filtered.ok());
+    CHECK(filtered->totals.at("cpu-clock").idle == 0);
+
+    include_idle_samples(f.contents);
+    auto shown = f.run({});
+    REQUIRE(shown.ok());
+    CHECK(shown->totals.at("cpu-clock").samples == 204);
+    CHECK(shown->totals.at("cpu-clock").idle == 0);
+    std::map<std::string, std::uint64_t> idle_rows;
+    for (const auto& row : shown->rows)
+        if (row.image == ecpi::store::kIdleImage) idle_rows[row.procedure] = row.samples.at("cpu-clock");
+    CHECK(idle_rows == std::map<std::string, std::uint64_t>{{"[idle cpu 0]", 10}, {"[idle cpu 2]", 50}});
+    CHECK(shown->rows[0].percent == doctest::Approx(100.0 * 80 / 204));
+}
+
+TEST_CASE("an old database's idle total, without CPUs, shows as one [idle] row") {
+    Fixture f;
+    f.contents.meta.events["cpu-clock"].idle = 7;
+    include_idle_samples(f.contents);
+    auto shown = f.run({});
+    REQUIRE(shown.ok());
+    bool found = false;
+    for (const auto& row : shown->rows)
+        if (row.image == ecpi::store::kIdleImage) {
+            CHECK(row.procedure == "[idle]");
+            CHECK(row.samples.at("cpu-clock") == 7);
+            found = true;
+        }
+    CHECK(found);
 }
 
 TEST_CASE("prof text output, DCPI Figure 1 layout") {

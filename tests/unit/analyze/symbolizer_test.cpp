@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -298,9 +300,25 @@ TEST_CASE("Symbolizer: search order and remembered failures") {
         CHECK(sym->name == "main");
     }
     SUBCASE("recorded path, image without build id") {
-        const Symbol* sym = symbolizer.lookup({ECPI_SYMTEST, ""}, main_addr);
+        const fs::path plain = tmp.path() / "symtest-no-build-id";
+        const std::string strip = "objcopy --remove-section .note.gnu.build-id '" + std::string(ECPI_SYMTEST) + "' '" +
+                                  plain.string() + "'";
+        REQUIRE(std::system(strip.c_str()) == 0);
+        const Symbol* sym = symbolizer.lookup({plain.string(), ""}, main_addr);
         REQUIRE(sym != nullptr);
         CHECK(sym->name == "main");
+    }
+    SUBCASE("a path recorded without build id that now holds one is another binary") {
+        const auto& t = symbolizer.table({ECPI_SYMTEST, ""});
+        REQUIRE(!t.ok());
+        CHECK(t.error().message().find("has changed since it was profiled (build id " + bid + ", profiled none)") !=
+              std::string::npos);
+    }
+    SUBCASE("a path forged to a file that is no ELF image is not used") {
+        write_text(tmp.path() / "shadow", "root:$6$secret:19000:0:99999:7:::\n");
+        const auto& t = symbolizer.table({(tmp.path() / "shadow").string(), ""});
+        REQUIRE(!t.ok());
+        CHECK(t.error().message().find("root:") == std::string::npos);
     }
     SUBCASE("the database's build-id image cache comes first") {
         copy_into(ECPI_SYMTEST, tmp.path() / "db" / "images" / bid.substr(0, 2) / bid.substr(2));

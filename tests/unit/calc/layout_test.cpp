@@ -80,3 +80,55 @@ TEST_CASE("BOLT fdata: offsets in hex within functions, counts rounded, zero cou
     CHECK(j["version"] == 1);
     CHECK(j["branches"].size() == 3);
 }
+
+namespace {
+
+// entry block 0 ends in a conditional jump: its taken edge to block 2, its
+// fall-through to block 1 (the layout GCC gives a rare path).
+CalcProcedure diamond(std::uint64_t fall_samples, double fall_best, std::uint64_t taken_samples, double taken_best) {
+    CalcProcedure p;
+    p.blocks.resize(3);
+    p.blocks[0].samples = 10;
+    p.blocks[0].best_cycles = 1;
+    p.blocks[0].executions = 4e6;
+    p.blocks[1].samples = fall_samples;
+    p.blocks[1].best_cycles = fall_best;
+    p.blocks[2].samples = taken_samples;
+    p.blocks[2].best_cycles = taken_best;
+    p.edges = {{0, 2, EdgeKind::kBranch, 0, 0}, {0, 1, EdgeKind::kFallThrough, 0, 0}};
+    return p;
+}
+
+}  // namespace
+
+// Issue 17: calc's flow can give a block without samples the rest of its
+// predecessor's count (millions of executions no sample saw); a layout that
+// believes it lays the rare path out as the common one.
+TEST_CASE("edge counts are capped by what the target's samples allow") {
+    const double period = 500000;  // cycles per sample
+    CalcProcedure p = diamond(0, 6, 1, 0.5);
+    std::vector<double> counts = {0.5e6, 3.5e6};  // taken (sampled once), fall (never sampled)
+    cap_edges_by_samples(p, period, counts);
+    CHECK(counts[1] == doctest::Approx(3 * period / 6));  // 0 samples: at most 3 periods of 6-cycle runs
+    CHECK(counts[0] == doctest::Approx(0.5e6));           // within its cap (6 periods of 0.5 cycles)
+    CHECK(counts[0] > counts[1]);
+
+    // Counts within their caps are left alone.
+    CalcProcedure q = diamond(200, 6, 50, 0.5);
+    std::vector<double> within = {3e6, 1e6};
+    cap_edges_by_samples(q, period, within);
+    CHECK(within == std::vector<double>{3e6, 1e6});
+}
+
+TEST_CASE("a branch whose targets were never sampled is split by how often each could have run unseen") {
+    CalcProcedure p = diamond(0, 6, 0, 0.5);
+    std::vector<double> counts = {0, 0};
+    cap_edges_by_samples(p, 500000, counts);
+    // 0.5 against 6 cycles: the short block could have run 12 times as often.
+    CHECK(counts[0] == doctest::Approx(4e6 * 12 / 13));
+    CHECK(counts[1] == doctest::Approx(4e6 / 13));
+    // Without a period nothing is capped or split.
+    std::vector<double> none = {0, 0};
+    cap_edges_by_samples(p, 0, none);
+    CHECK(none == std::vector<double>{0, 0});
+}

@@ -497,3 +497,73 @@ TEST_CASE("image cache") {
 
 }  // namespace
 }  // namespace ecpi::store
+
+namespace ecpi::store {
+namespace {
+
+// Issue 20: databases written before idle was counted apart hold the idle
+// task's samples as pid 0 in the kernel's profile (and pid 0 stacks); the
+// reader moves them to the event's idle count, so old and new read alike.
+TEST_CASE("pid 0 samples of an old database read as idle, kept apart") {
+    TempDir tmp;
+    Database db = create(tmp.path() / "db");
+    ImageProfile kernel = kernel_profile();
+    kernel.processes = {{kIdlePid, {{0x10, 70}, {0x20, 5}}}, {42, {{0x30, 25}}}};
+    REQUIRE(db.merge("00001", kernel).ok());
+    StackProfile stacks;
+    stacks.event = "cpu-clock";
+    stacks.period = 1'000'000;
+    stacks.images = {{kKernelImage, ""}};
+    stacks.stacks = {{kIdlePid, {{0, 0x10}}, 75}, {42, {{0, 0x30}}, 25}};
+    REQUIRE(db.merge("00001", stacks).ok());
+    EpochMeta meta;
+    meta.events["cpu-clock"] = EventMeta{.period = 1'000'000, .samples = 100};
+    REQUIRE(db.merge("00001", meta).ok());
+
+    auto contents = db.read_epoch("00001");
+    REQUIRE(contents.ok());
+    REQUIRE(contents->profiles.size() == 1);
+    CHECK(contents->profiles[0].processes.size() == 1);
+    CHECK(contents->profiles[0].processes[0].pid == 42);
+    const EventMeta& e = contents->meta.events.at("cpu-clock");
+    CHECK(e.idle == 75);
+    CHECK(e.idle_per_cpu.empty());  // the old format did not say which CPU
+    CHECK(e.samples == 25);
+    REQUIRE(contents->stacks.size() == 1);
+    CHECK(contents->stacks[0].stacks.size() == 1);
+    CHECK(contents->stacks[0].stacks[0].pid == 42);
+}
+
+TEST_CASE("idle counts per CPU round-trip, merge, and are bounded") {
+    TempDir tmp;
+    Database db = create(tmp.path() / "db");
+    EpochMeta meta;
+    meta.events["cpu-clock"] = EventMeta{.period = 1000, .samples = 10, .idle = 7, .idle_per_cpu = {3, 4}};
+    REQUIRE(db.merge("00001", meta).ok());
+    meta.events["cpu-clock"] = EventMeta{.period = 1000, .samples = 1, .idle = 5, .idle_per_cpu = {0, 2, 3}};
+    REQUIRE(db.merge("00001", meta).ok());
+    auto contents = db.read_epoch("00001");
+    REQUIRE(contents.ok());
+    const EventMeta& e = contents->meta.events.at("cpu-clock");
+    CHECK(e.idle == 12);
+    CHECK(e.idle_per_cpu == std::vector<std::uint64_t>{3, 6, 3});
+
+    // A list that does not add up to the total is damage, named.
+    const fs::path json = tmp.path() / "db" / "epochs" / "00001" / "epoch.json";
+    std::string text;
+    {
+        auto bytes = read_bytes(json);
+        text.assign(bytes.begin(), bytes.end());
+    }
+    const auto at = text.find("\"idle\": 12");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 10, "\"idle\": 13");
+    write_bytes(json, std::vector<std::uint8_t>(text.begin(), text.end()));
+    auto damaged = db.read_epoch("00001");
+    REQUIRE(damaged.ok());
+    REQUIRE(damaged->skipped.size() == 1);
+    CHECK(contains(damaged->skipped[0], "idle_per_cpu adds up to 12, not idle 13"));
+}
+
+}  // namespace
+}  // namespace ecpi::store

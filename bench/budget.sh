@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# The overhead budget (issue 20), figures for docs/PERFORMANCE.md: what the
+# daemon with its defaults costs the programs of a machine, against no
+# profiler, and what it still collects.
+#
+# Usage: bash bench/budget.sh [ROUNDS] [SECONDS]          (as root, idle machine)
+#
+#   ROUNDS   interleaved rounds (default 6)
+#   SECONDS  CPU-bound run length (default 10)
+#
+# Environment:
+#   BUDGETS="0.5 1 2 5"   budgets to run (1 is the default and runs without
+#                         the option, as a user starts the daemon)
+#   SHORT=1000            short-lived processes per run of workload (b)
+#   BUILD=<repo>/build    build tree; ECPI=... the binary
+#   LOCK=/tmp/ecpi-quiet.lock   taken exclusively per round (other users of
+#                         the machine wait; empty: no lock)
+#
+# Every round runs each configuration once, rotated so that no configuration
+# always runs first:
+#   none     no profiler
+#   none'    no profiler again: the spread between the two is the noise floor
+#   bN       `ecpi daemon --overhead-budget N` (b1: `ecpi daemon`, the default)
+# on two workloads:
+#   (a) CPU-bound: bench/throughput.c on every CPU, iterations per second;
+#   (b) short-lived processes: SHORT runs of testprogs/burn (2 ms each), two
+#       at a time, wall seconds.
+# The loss of a configuration in a round is against the mean of that round's
+# two unprofiled runs. Reported: median loss and its range over the rounds,
+# the rate the calibration chose, its measured cost per sample and estimated
+# overhead, and the samples per hour the daemon stored (whole machine).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+ECPI=${ECPI:-$BUILD/loader/ecpi}
+THROUGHPUT=$BUILD/bench/ecpi_bench_throughput
+BURN=$BUILD/testprogs/burn
+ROUNDS=${1:-6}
+SECS=${2:-10}
+BUDGETS=${BUDGETS:-0.5 1 2 5}
+SHORT=${SHORT:-1000}
+LOCK=${LOCK-/tmp/ecpi-quiet.lock}
+
+die() { echo "budget.sh: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "run as root (the daemon loads BPF programs)"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
+for b in "$ECPI" "$THROUGHPUT" "$BURN"; do
+	[ -x "$b" ] || die "$b is missing; build first: cmake --build $BUILD -j2"
+done
+
+TMP=$(mktemp -d /tmp/ecpi-budget-bench.XXXXXX)
+DAEMON=""
+cleanup() {
+	[ -n "$DAEMON" ] && kill -TERM "$DAEMON" 2>/dev/null && wait "$DAEMON" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+start_daemon() { # DB BUDGET
+	local db=$1 budget=$2 args=()
+	[ "$budget" = 1 ] || args=(--overhead-budget "$budget")
+	"$ECPI" daemon --db "$db" --exclude-self "${args[@]}" 2>>"$TMP/daemon.log" &
+	DAEMON=$!
+	for _ in $(seq 200); do
+		"$ECPI" ctl --db "$db" status --format json >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	cat "$TMP/daemon.log" >&2
+	die "the daemon did not start"
+}
+stop_daemon() {
+	kill -TERM "$DAEMON"
+	wait "$DAEMON" || true
+	DAEMON=""
+}
+run_short() { # -> wall seconds of SHORT processes, two at a time
+	local t0 t1
+	t0=$(date +%s.%N)
+	seq "$SHORT" | xargs -P2 -I{} "$BURN" 2 >/dev/null
+	t1=$(date +%s.%N)
+	python3 -c "print($t1 - $t0)"
+}
+# One configuration on one workload: prints "value status-json-or-{}".
+run_config() { # CONFIG WORKLOAD ROUND
+	local config=$1 workload=$2 round=$3 value db
+	if [[ $config == none* ]]; then
+		if [ "$workload" = a ]; then value=$("$THROUGHPUT" "$SECS" 2>/dev/null); else value=$(run_short); fi
+		echo "$value {}"
+		return
+	fi
+	db="$TMP/$config.$workload.$round"
+	start_daemon "$db" "${config#b}"
+	sleep 1
+	"$ECPI" ctl --db "$db" flush >/dev/null
+	local s0 s1 t0 t1
+	s0=$("$ECPI" ctl --db "$db" status --format json)
+	t0=$(date +%s.%N)
+	if [ "$workload" = a ]; then value=$("$THROUGHPUT" "$SECS" 2>/dev/null); else value=$(run_short); fi
+	t1=$(date +%s.%N)
+	"$ECPI" ctl --db "$db" flush >/dev/null
+	s1=$("$ECPI" ctl --db "$db" status --format json)
+	stop_daemon
+	rm -rf "$db"
+	python3 - "$value" "$s0" "$s1" "$t0" "$t1" <<'PY'
+import json, sys
+value, a, b = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+secs = float(sys.argv[5]) - float(sys.argv[4])
+s = b.get("sampling", {})
+cost = s.get("cost_per_sample_us", {})
+out = {"hz": s.get("frequency_hz", 0), "cost_us": cost.get("median", 0), "cost_lo": cost.get("low", 0),
+       "cost_hi": cost.get("high", 0), "est_pct": s.get("estimated_overhead_percent", 0),
+       "samples_per_hour": (b["events"][0]["samples"] - a["events"][0]["samples"]) / secs * 3600}
+print(value, json.dumps(out, separators=(",", ":")))
+PY
+}
+
+CONFIGS=(none none2)
+for b in $BUDGETS; do CONFIGS+=("b$b"); done
+echo "# machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), kernel $(uname -r)"
+echo "# $(date -u +%FT%TZ), $ROUNDS rounds, (a) $SECS s CPU-bound, (b) $SHORT short-lived processes; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+: >"$TMP/results"
+for round in $(seq "$ROUNDS"); do
+	n=${#CONFIGS[@]}
+	order=()
+	for k in $(seq 0 $((n - 1))); do order+=("${CONFIGS[$(((k + round) % n))]}"); done
+	(
+		[ -n "$LOCK" ] && flock -x 9
+		for workload in a b; do
+			for config in "${order[@]}"; do
+				read -r value info < <(run_config "$config" "$workload" "$round")
+				echo "$round $workload $config $value $info" >>"$TMP/results"
+				echo "# round $round ($workload) $config: $value $info"
+			done
+		done
+	) 9>"${LOCK:-/dev/null}"
+done
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+python3 - "$TMP/results" "$SECS" "$SHORT" <<'PY'
+import json, statistics as st, sys
+rows = [l.split(None, 4) for l in open(sys.argv[1]) if l.strip()]
+secs, short = sys.argv[2], sys.argv[3]
+def losses(workload, config):
+    out = []
+    for r in sorted({int(x[0]) for x in rows}):
+        base = [float(x[3]) for x in rows if int(x[0]) == r and x[1] == workload and x[2] in ("none", "none2")]
+        mine = [float(x[3]) for x in rows if int(x[0]) == r and x[1] == workload and x[2] == config]
+        if len(base) != 2 or not mine: continue
+        ref = st.mean(base)
+        # (a) is a throughput (higher is better), (b) a wall time (lower is)
+        out.append(100 * (1 - mine[0] / ref) if workload == "a" else 100 * (mine[0] / ref - 1))
+    return out
+def floor(workload):
+    out = []
+    for r in sorted({int(x[0]) for x in rows}):
+        v = {x[2]: float(x[3]) for x in rows if int(x[0]) == r and x[1] == workload and x[2] in ("none", "none2")}
+        if len(v) == 2: out.append(100 * abs(v["none"] - v["none2"]) / st.mean(v.values()))
+    return out
+configs = [c for c in dict.fromkeys(x[2] for x in rows) if c.startswith("b")]
+configs.sort(key=lambda c: float(c[1:]))
+for workload, title in (("a", f"(a) CPU-bound, {secs} s on every CPU: throughput loss"),
+                        ("b", f"(b) {short} short-lived processes, two at a time: wall-time increase")):
+    f = floor(workload)
+    print(title)
+    print(f"  noise floor (two unprofiled runs of a round differ by): median {st.median(f):.2f}%, max {max(f):.2f}%")
+    print("  | budget | loss, median | range over rounds | rate chosen (Hz/CPU) | cost per sample (us, median [quartiles]) | estimated overhead | samples/hour stored |")
+    print("  |---|---|---|---|---|---|---|")
+    for c in configs:
+        l = losses(workload, c)
+        info = [json.loads(x[4]) for x in rows if x[1] == workload and x[2] == c]
+        hz = [i["hz"] for i in info]
+        cost = [i["cost_us"] for i in info]
+        lo = [i["cost_lo"] for i in info]
+        hi = [i["cost_hi"] for i in info]
+        est = [i["est_pct"] for i in info]
+        sph = [i["samples_per_hour"] for i in info]
+        label = f"{c[1:]}%" + (" (default)" if c == "b1" else "")
+        print(f"  | {label} | {st.median(l):+.2f}% | {min(l):+.2f} .. {max(l):+.2f} | {int(st.median(hz))} ({min(hz)}-{max(hz)}) "
+              f"| {st.median(cost):.1f} [{st.median(lo):.1f}-{st.median(hi):.1f}] | {st.median(est):.2f}% | {st.median(sph):,.0f} |")
+PY
