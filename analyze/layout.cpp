@@ -36,6 +36,8 @@ std::uint32_t add_function(Functions& fs, const CalcProcedure& p, const Symbol* 
     LayoutFunction f;
     f.display = p.name;
     f.name = sym != nullptr && !sym->linkage_name.empty() ? sym->linkage_name : p.name;
+    f.bolt_name = f.name;
+    if (sym != nullptr && sym->local) f.bolt_name += "/?";  // numbered by number_local_functions
     f.start = p.start;
     f.size = p.end > p.start ? p.end - p.start : 0;
     f.samples = p.samples;
@@ -44,6 +46,22 @@ std::uint32_t add_function(Functions& fs, const CalcProcedure& p, const Symbol* 
     fs.list.push_back(std::move(f));
     fs.by_start[p.start] = index;
     return index;
+}
+
+// BOLT tells same-named local symbols apart as "name/1", "name/2", ... in
+// address order; ecpi's fdata must use the same names.
+void number_local_functions(Functions& fs, const SymbolTable* table) {
+    std::map<std::string, std::vector<std::uint64_t>> starts;
+    if (table != nullptr)
+        for (const Symbol& sym : table->symbols())
+            if (sym.local && !sym.linkage_name.empty()) starts[sym.linkage_name].push_back(sym.start);
+    for (auto& [name, v] : starts) std::sort(v.begin(), v.end());
+    for (LayoutFunction& f : fs.list) {
+        if (!f.bolt_name.ends_with("/?")) continue;
+        const auto& v = starts[f.name];
+        const auto at = std::lower_bound(v.begin(), v.end(), f.start);
+        f.bolt_name = f.name + "/" + std::to_string(at - v.begin() + 1);
+    }
 }
 
 // "call 0x401136" -> 0x401136 (direct calls only).
@@ -309,6 +327,8 @@ Result<LayoutReport> build_layout(const store::EpochContents& contents, const La
         const std::uint32_t fn = add_function(fs, p, symbolizer.lookup(id, p.start));
         if (p.samples >= options.min_samples) laid.push_back({fn, &p});
     }
+    const auto& table = symbolizer.table(id);
+    number_local_functions(fs, table.ok() ? &table.value() : nullptr);
     for (const auto& [fn, p] : laid) add_jumps(r, fn, *p, calc.period_cycles);
     for (const auto& [fn, p] : laid) add_calls(r, fs, fn, *p);
     r.functions = fs.list;
@@ -415,16 +435,20 @@ std::vector<std::uint32_t> pettis_hansen_order(const std::vector<LayoutFunction>
     return order;
 }
 
+namespace {
+const std::string& bolt_name_of(const LayoutFunction& f) { return f.bolt_name.empty() ? f.name : f.bolt_name; }
+}  // namespace
+
 std::string render_bolt_fdata(const LayoutReport& r) {
     std::vector<std::string> lines;
     char buf[64];
     for (const auto& b : r.branches) {
         const auto count = static_cast<unsigned long long>(std::llround(b.count));
         if (count == 0) continue;
-        std::string line = "1 " + r.functions[b.from].name;
+        std::string line = "1 " + bolt_name_of(r.functions[b.from]);
         std::snprintf(buf, sizeof buf, " %" PRIx64 " 1 ", b.from_offset);
         line += buf;
-        line += r.functions[b.to].name;
+        line += bolt_name_of(r.functions[b.to]);
         std::snprintf(buf, sizeof buf, " %" PRIx64 " 0 %llu\n", b.to_offset, count);
         line += buf;
         lines.push_back(std::move(line));

@@ -40,6 +40,10 @@ struct LayoutOptions {
 
 struct LayoutFunction {
     std::string name;                         // linkage (ELF) name: what BOLT and lld match
+    // BOLT's name: a local (static) symbol is "name/N", N counting the
+    // local symbols of that name in address order from 1 (BOLT's
+    // NameResolver); its profile ignores records under the bare name.
+    std::string bolt_name;
     std::string display;                      // demangled
     std::uint64_t start = 0, size = 0;
     std::uint64_t samples = 0;

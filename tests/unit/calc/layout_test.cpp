@@ -132,3 +132,12 @@ TEST_CASE("a branch whose targets were never sampled is split by how often each 
     cap_edges_by_samples(p, 0, none);
     CHECK(none == std::vector<double>{0, 0});
 }
+
+TEST_CASE("BOLT fdata names a local (static) function as BOLT does, name/N") {
+    LayoutReport r;
+    r.functions = {fn("main", 64, 10), fn("lookup", 64, 10)};
+    r.functions[1].bolt_name = "lookup/2";
+    r.branches = {{0, 0x10, 1, 0, 100, true, false}, {1, 0x4, 1, 0x20, 50, false, false}};
+    const std::string fdata = render_bolt_fdata(r);
+    CHECK(fdata == "1 lookup/2 4 1 lookup/2 20 0 50\n1 main 10 1 lookup/2 0 0 100\n");
+}
