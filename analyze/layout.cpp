@@ -129,21 +129,34 @@ constexpr std::uint32_t kMinOddsSnapshots = 8;
 // case plus the longest stall it can take). A rare path that misses the
 // cache holds many samples, which the estimator's point reads as many
 // executions (DCPI 6.1); its guaranteed count stays small.
+// The taken and fall-through edges of block b when it ends in a
+// conditional jump between two blocks of the procedure.
+struct ConditionalEdges {
+    std::size_t taken = 0, fall = 0;
+};
+std::optional<ConditionalEdges> conditional_edges(const CalcProcedure& p, std::uint32_t b) {
+    std::optional<std::size_t> taken, fall;
+    for (std::size_t e = 0; e < p.edges.size(); ++e) {
+        if (p.edges[e].from != b || p.edges[e].to >= p.blocks.size()) continue;
+        if (p.edges[e].kind == EdgeKind::kBranch) taken = e;
+        if (p.edges[e].kind == EdgeKind::kFallThrough) fall = e;
+    }
+    if (!taken || !fall) return std::nullopt;
+    return ConditionalEdges{*taken, *fall};
+}
+
 void split_by_guaranteed(const CalcProcedure& p, std::vector<double>& counts) {
     for (std::uint32_t b = 0; b < p.blocks.size(); ++b) {
-        std::optional<std::size_t> taken, fall;
-        for (std::size_t e = 0; e < p.edges.size(); ++e) {
-            if (p.edges[e].from != b || p.edges[e].to >= p.blocks.size()) continue;
-            if (p.edges[e].kind == EdgeKind::kBranch) taken = e;
-            if (p.edges[e].kind == EdgeKind::kFallThrough) fall = e;
-        }
-        if (!taken || !fall) continue;
-        const CalcBlock& t = p.blocks[p.edges[*taken].to];
-        const CalcBlock& f = p.blocks[p.edges[*fall].to];
+        const auto edges = conditional_edges(p, b);
+        if (!edges) continue;
+        const std::size_t taken = edges->taken;
+        const std::size_t fall = edges->fall;
+        const CalcBlock& t = p.blocks[p.edges[taken].to];
+        const CalcBlock& f = p.blocks[p.edges[fall].to];
         if ((!t.ranged && !f.ranged) || t.executions_min + f.executions_min <= 0) continue;
         const double share = t.executions_min / (t.executions_min + f.executions_min);
-        counts[*taken] = share * p.blocks[b].executions;
-        counts[*fall] = (1 - share) * p.blocks[b].executions;
+        counts[taken] = share * p.blocks[b].executions;
+        counts[fall] = (1 - share) * p.blocks[b].executions;
     }
 }
 
@@ -174,6 +187,8 @@ double most_executions(const CalcBlock& b, double period_cycles) {
     return (s + 2 * std::sqrt(s) + 3) * period_cycles / b.best_cycles;
 }
 
+}  // namespace
+
 // A conditional block's two edges, capped by what their targets' samples
 // allow;
 // where neither target has a sample, split by those caps: two unsampled
@@ -181,32 +196,28 @@ double most_executions(const CalcBlock& b, double period_cycles) {
 // shorter one could have run more often. A weak split, but it keeps a
 // sampled procedure's branches in BOLT's profile (a procedure without
 // records is laid out as unprofiled, cold).
-}  // namespace
 
 void cap_edges_by_samples(const CalcProcedure& p, double period_cycles, std::vector<double>& counts) {
     for (std::uint32_t b = 0; b < p.blocks.size(); ++b) {
-        std::optional<std::size_t> taken, fall;
-        for (std::size_t e = 0; e < p.edges.size(); ++e) {
-            if (p.edges[e].from != b || p.edges[e].to >= p.blocks.size()) continue;
-            if (p.edges[e].kind == EdgeKind::kBranch) taken = e;
-            if (p.edges[e].kind == EdgeKind::kFallThrough) fall = e;
-        }
-        if (!taken || !fall) continue;
-        const CalcBlock& t = p.blocks[p.edges[*taken].to];
-        const CalcBlock& f = p.blocks[p.edges[*fall].to];
+        const auto edges = conditional_edges(p, b);
+        if (!edges) continue;
+        const std::size_t taken = edges->taken;
+        const std::size_t fall = edges->fall;
+        const CalcBlock& t = p.blocks[p.edges[taken].to];
+        const CalcBlock& f = p.blocks[p.edges[fall].to];
         const double cap_t = most_executions(t, period_cycles), cap_f = most_executions(f, period_cycles);
-        const double total = counts[*taken] + counts[*fall];
+        const double total = counts[taken] + counts[fall];
         const double flow = std::max(total, p.blocks[b].executions);
         if (t.samples == 0 && f.samples == 0 && std::isfinite(cap_t) && std::isfinite(cap_f) && flow > 0) {
-            counts[*taken] = flow * cap_t / (cap_t + cap_f);
-            counts[*fall] = flow * cap_f / (cap_t + cap_f);
+            counts[taken] = flow * cap_t / (cap_t + cap_f);
+            counts[fall] = flow * cap_f / (cap_t + cap_f);
             continue;
         }
         // The excess is not moved to the other edge: it comes from the
         // block's own count, which is as uncertain (an inflated entry count
         // would push a rare path past a common one).
-        counts[*taken] = std::min(counts[*taken], cap_t);
-        counts[*fall] = std::min(counts[*fall], cap_f);
+        counts[taken] = std::min(counts[taken], cap_t);
+        counts[fall] = std::min(counts[fall], cap_f);
     }
 }
 
