@@ -23,12 +23,12 @@ ecpi_cleanup() {
 		local p
 		for p in $(pgrep -x ecpi || true); do
 			# (a process may exit between pgrep and this read: not ours to report)
-			if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qxF "ECPI_TEST_MARK=$TMP"; then
+			if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -xF "ECPI_TEST_MARK=$TMP" >/dev/null; then
 				echo "FAIL: ecpi process $p (holding its BPF programs and perf events) outlived the test" >&2
 				exit 1
 			fi
 		done
-		if ls /sys/fs/bpf 2>/dev/null | grep -q ecpi; then
+		if ls /sys/fs/bpf 2>/dev/null | grep ecpi >/dev/null; then
 			echo "FAIL: ecpi objects are pinned under /sys/fs/bpf after the test" >&2
 			exit 1
 		fi

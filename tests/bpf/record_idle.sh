@@ -16,7 +16,7 @@ grep -q "more samples found a CPU idle" "$TMP/rec.txt" || { cat "$TMP/rec.txt" >
 "$ECPI" prof "$TMP/db" >"$TMP/prof.txt" 2>/dev/null
 grep -q "Idle samples, kept apart: [0-9]* samples found a CPU idle (cpu" "$TMP/prof.txt" ||
 	{ cat "$TMP/prof.txt" >&2; fail "prof's header does not count idle samples per CPU"; }
-grep -v "Idle samples" "$TMP/prof.txt" | grep -q "\[idle" && fail "an [idle] row without --include-idle"
+grep -v "Idle samples" "$TMP/prof.txt" | grep "\[idle" >/dev/null && fail "an [idle] row without --include-idle"
 "$ECPI" prof "$TMP/db" --format json >"$TMP/prof.json"
 python3 - "$TMP/prof.json" <<'PY' || fail "prof's JSON does not keep idle apart"
 import json, sys

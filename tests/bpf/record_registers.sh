@@ -15,7 +15,7 @@ json_check "$TMP/all.json" '0.9 * d["events"][0]["samples"] <= d["events"][0]["r
 "$ECPI" prof "$TMP/all.db" --format json >"$TMP/all.prof.json"
 stored=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["events"][0]["registers"])' "$TMP/all.json")
 json_check "$TMP/all.prof.json" 'd["totals"]["cpu-clock"]["register_snapshots"] == {"stored": '"$stored"', "every": 1, "lost": 0}'
-"$ECPI" prof "$TMP/all.db" | grep -qE "^    Register snapshots: $stored \(one sample in 1\), lost 0$" ||
+"$ECPI" prof "$TMP/all.db" | grep -E "^    Register snapshots: $stored \(one sample in 1\), lost 0$" >/dev/null ||
 	fail "prof's header does not count the register snapshots"
 
 # One in four (per CPU).
@@ -29,7 +29,7 @@ json_check "$TMP/quarter.prof.json" 'd["totals"]["cpu-clock"]["register_snapshot
 json_check "$TMP/off.json" 'd["events"][0]["registers"] == 0 and d["events"][0]["samples"] > 0'
 "$ECPI" prof "$TMP/off.db" --format json >"$TMP/off.prof.json"
 json_check "$TMP/off.prof.json" '"register_snapshots" not in d["totals"]["cpu-clock"]'
-ls "$TMP/off.db"/epochs/*/ | grep -q '\.reg$' && fail "--registers off wrote a register file"
+ls "$TMP/off.db"/epochs/*/ | grep "\.reg$" >/dev/null && fail "--registers off wrote a register file"
 
 expect_exit 2 "--registers takes N" "$ECPI" record --registers often -o "$TMP/bad.db" -- true
 echo PASS
