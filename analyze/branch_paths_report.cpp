@@ -91,10 +91,17 @@ nlohmann::json lines_of(const store::BranchPath& p, const DebugInfo* debug) {
     if (!debug || !debug->has_lines()) return lines;
     std::set<std::pair<std::string, int>> seen;
     for (std::uint64_t block : p.blocks) {
-        auto frames = debug->frames_at(block);
-        if (frames.empty() || frames[0].line == 0) continue;
-        if (!seen.insert({frames[0].file, frames[0].line}).second) continue;
-        lines.push_back({{"file", frames[0].file}, {"line", frames[0].line}});
+        // The block's first instructions load the callback's guard and
+        // have no line of their own: the first line within a few bytes. The
+        // procedure's own line (the outermost frame): a block of an inlined
+        // helper is shown where the procedure calls it.
+        for (std::uint64_t a = block; a < block + 32; a++) {
+            auto frames = debug->frames_at(a);
+            if (frames.empty() || frames.back().line == 0) continue;
+            const SourceFrame& own = frames.back();
+            if (seen.insert({own.file, own.line}).second) lines.push_back({{"file", own.file}, {"line", own.line}});
+            break;
+        }
     }
     return lines;
 }
@@ -249,7 +256,8 @@ std::string first_line(const nlohmann::json& path) {
     auto slash = file.rfind('/');
     if (slash != std::string::npos) file = file.substr(slash + 1);
     std::string text = file + ":" + std::to_string(lines[0]["line"].get<int>());
-    if (lines.size() > 1) text += "-" + std::to_string(lines[lines.size() - 1]["line"].get<int>());
+    for (std::size_t i = 1; i < lines.size() && i < 5; i++) text += "," + std::to_string(lines[i]["line"].get<int>());
+    if (lines.size() > 5) text += ",...";
     return text;
 }
 
