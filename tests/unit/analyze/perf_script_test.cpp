@@ -5,7 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 
@@ -300,4 +302,50 @@ TEST_CASE("the hand-made fixture tests/fixtures/paths/brstack.txt") {
     REQUIRE(samples[4].branches.size() == 2);
     CHECK(samples[4].branches[0].cycles == 3);
     CHECK(samples[4].branches[1].cycles == 65535);
+}
+
+TEST_CASE("fuzz: damaged copies of the fixture never break the parser's counts or bounds") {
+    std::ifstream in(ECPI_PATHS_FIXTURES "/brstack.txt");
+    REQUIRE(in);
+    const std::string original((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    static constexpr char kAlphabet[] = "0123456789abcdefxX/-PMNXA \t\n\r#\0\xff";
+    const std::string alphabet(kAlphabet, sizeof kAlphabet - 1);  // the NUL included
+    std::uint64_t state = 0x9e3779b97f4a7c15ull;  // xorshift64: the same inputs on every run
+    auto next = [&state] {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        return state;
+    };
+    int parsed = 0;
+    for (int round = 0; round < 2000; ++round) {
+        std::string text = original;
+        const int edits = 1 + static_cast<int>(next() % 8);
+        for (int e = 0; e < edits && !text.empty(); ++e) {
+            const std::size_t at = next() % text.size();
+            switch (next() % 3) {
+                case 0: text[at] = alphabet[next() % alphabet.size()]; break;
+                case 1: text.erase(at, 1 + next() % 12); break;
+                default: text.insert(at, text.substr(next() % text.size(), next() % 40)); break;
+            }
+        }
+        std::istringstream damaged(text);
+        std::uint64_t seen_samples = 0, seen_branches = 0;
+        auto stats = parse_perf_script_brstack(damaged, [&](const LbrSample& s) {
+            ++seen_samples;
+            seen_branches += s.branches.size();
+            CHECK(s.branches.size() <= kMaxBranchesPerSample);
+        });
+        if (!stats.ok()) {
+            CHECK(stats.error().message().find('\n') == std::string::npos);
+            continue;
+        }
+        ++parsed;
+        CHECK(stats->samples == seen_samples);
+        CHECK(stats->branches == seen_branches);
+        CHECK(stats->samples + stats->skipped_lines <= stats->lines);
+        CHECK(stats->warnings.size() == std::min<std::uint64_t>(stats->skipped_lines, kMaxPerfScriptWarnings));
+        for (const auto& w : stats->warnings) CHECK(w.find('\n') == std::string::npos);
+    }
+    CHECK(parsed > 1000);  // most damaged copies still hold good lines
 }
