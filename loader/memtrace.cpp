@@ -1,6 +1,8 @@
 // Runs programs for `ecpi cachesim` (include/ecpi/loader/memtrace.h).
 #include "ecpi/loader/memtrace.h"
 
+#include <x86intrin.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -152,7 +154,7 @@ public:
         h->abi_version = ECPI_RT_ABI_VERSION;
         h->header_size = sizeof(ecpi_rt_header);
         h->region_size = size_;
-        h->features_requested = ECPI_RT_FEATURE_MEMTRACE;
+        h->features_requested = o.features;
         h->window = o.window;
         h->off_mean = o.off_mean;
         h->seed = o.seed;
@@ -201,6 +203,27 @@ Result<std::uint64_t> drain_pass(ControlRegion& region, const RecordHandler& han
     return total;
 }
 
+// The time stamp counter beside CLOCK_MONOTONIC: the runtime stamps block
+// entries with the TSC (cheap, no system call); the rate over the whole run
+// turns ticks into nanoseconds (invariant TSC, constant rate on x86-64
+// machines of the last fifteen years and in KVM guests).
+struct TscStamp {
+    std::uint64_t ticks = 0;
+    std::uint64_t ns = 0;
+};
+
+TscStamp tsc_stamp() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return {__rdtsc(), std::uint64_t(ts.tv_sec) * 1'000'000'000ull + std::uint64_t(ts.tv_nsec)};
+}
+
+double tsc_rate_since(const TscStamp& start) {
+    TscStamp now = tsc_stamp();
+    if (now.ns <= start.ns || now.ticks <= start.ticks) return 0;
+    return double(now.ticks - start.ticks) / double(now.ns - start.ns);
+}
+
 std::vector<LoadedModule> modules_of(const ecpi_rt_header* h) {
     std::vector<LoadedModule> out;
     std::uint32_t n = std::min<std::uint32_t>(h->module_count, ECPI_RT_MAX_MODULES);
@@ -222,13 +245,23 @@ Result<MemtraceRunResult> run_memtrace(const MemtraceRunOptions& options, const 
                                        const std::atomic<bool>& stop) {
     ControlRegion region;
     ECPI_RETURN_IF_ERROR(region.create(options));
+    const TscStamp started = tsc_stamp();
     Program program;
     ECPI_RETURN_IF_ERROR(program.start(options.argv, {{ECPI_RT_CONTROL_ENV, std::to_string(region.fd())}}, {region.fd()}));
     auto* h = region.header();
     bool signalled = false;
+    bool ready = !options.on_runtime_ready;
     Result<void> failure = ok();
     for (;;) {
         bool running = program.running();
+        // The runtime fills in its modules before it claims a ring.
+        if (!ready && __atomic_load_n(&h->rings_claimed, __ATOMIC_ACQUIRE) > 0) {
+            ready = true;
+            if (auto r = options.on_runtime_ready({modules_of(h), h->block_cost_ticks}); !r.ok()) {
+                failure = r.error();
+                break;
+            }
+        }
         auto drained = drain_pass(region, handler, 1u << 16);
         if (!drained.ok()) {
             failure = drained.error();
@@ -253,7 +286,9 @@ Result<MemtraceRunResult> run_memtrace(const MemtraceRunOptions& options, const 
     program.wait_blocking();
     MemtraceRunResult result;
     result.exit = program.exit();
-    result.runtime_active = (h->features_active & ECPI_RT_FEATURE_MEMTRACE) != 0;
+    result.runtime_active = (h->features_active & options.features) == options.features;
+    result.block_cost_ticks = h->block_cost_ticks;
+    result.tsc_ticks_per_ns = tsc_rate_since(started);
     result.runtime_error.assign(h->runtime_error, strnlen(h->runtime_error, sizeof h->runtime_error));
     result.modules = modules_of(h);
     result.threads_without_ring = h->threads_without_ring;

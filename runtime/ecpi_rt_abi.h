@@ -1,6 +1,6 @@
 /* The protocol between ecpi's in-process runtime (runtime/, linked into
  * programs built with `ecpi flags ...`) and the ecpi process that controls a
- * run (`ecpi cachesim`, later `ecpi paths record`). Plain C, fixed-width
+ * run (`ecpi cachesim`, `ecpi paths record`). Plain C, fixed-width
  * types; the C++ side static_asserts every size. Bump ECPI_RT_ABI_VERSION
  * whenever a struct or a record layout below changes.
  *
@@ -22,7 +22,8 @@
  * threads_without_ring and stays off). Records are 16 bytes; the kind is the
  * top byte of the first word (retsnoop: every record starts with a tag; the
  * consumer rejects unknown tags). The producer publishes `head` with a
- * release store after writing records; the consumer publishes `tail`.
+ * release store in batches (every 64 records, at the end of a window,
+ * before it waits for room, and with END); the consumer publishes `tail`.
  */
 #ifndef ECPI_RT_ABI_H
 #define ECPI_RT_ABI_H
@@ -30,12 +31,12 @@
 #include <stdint.h>
 
 #define ECPI_RT_MAGIC 0x31545250494345ULL /* "ECPIRT1" little-endian */
-#define ECPI_RT_ABI_VERSION 1
+#define ECPI_RT_ABI_VERSION 2
 #define ECPI_RT_CONTROL_ENV "ECPI_RT_CONTROL"
 
 /* Features a controlling verb may ask for (header.features_requested). */
 #define ECPI_RT_FEATURE_MEMTRACE 1u /* __sanitizer_cov_load* and _store* callbacks, heap events */
-#define ECPI_RT_FEATURE_PATHS 2u    /* reserved: trace-pc-guard bursts (issue 19) */
+#define ECPI_RT_FEATURE_PATHS 2u    /* __sanitizer_cov_trace_pc_guard: bursts of timed block entries */
 
 #define ECPI_RT_MAX_MODULES 64
 #define ECPI_RT_MODULE_PATH 240
@@ -50,7 +51,11 @@ enum ecpi_rt_record_kind {
 	ECPI_RT_REC_THREAD = 6,     /* w0: kind | tid; w1: lowest stack address. Always followed by THREAD_STACK_END */
 	ECPI_RT_REC_THREAD_STACK_END = 7, /* w0: kind; w1: first address past the stack */
 	ECPI_RT_REC_END = 8,        /* the thread ends. w0: kind; w1: events skipped since the last window */
-	/* 16..31 reserved for paths (issue 19): block entries with timestamps. */
+	/* Paths (VPP 4): a block's callback ran inside an ON window (a burst).
+	 * w0: kind | return address of the callback (56 bits), which lies in the
+	 * block (the callback is its first call); w1: time stamp counter. */
+	ECPI_RT_REC_BLOCK = 16,
+	/* 17..31 reserved for paths. */
 };
 
 enum ecpi_rt_allocator {
@@ -103,6 +108,11 @@ struct ecpi_rt_header {
 	uint64_t stall_ns;         /* runtime, atomic: time producers waited for ring space */
 	uint32_t consumer_gone;    /* set by ecpi when it stops reading: producers then drop */
 	uint32_t module_count;     /* runtime */
+	/* runtime, paths: what one block entry inside a burst costs the program,
+	 * in time stamp counter ticks (the callback, the clock read and the
+	 * record), measured at start on this thread with warm caches; the
+	 * analysis subtracts it per block from path times. 0: not measured. */
+	uint64_t block_cost_ticks;
 	struct ecpi_rt_module modules[ECPI_RT_MAX_MODULES]; /* runtime, at start */
 	char runtime_error[256];   /* runtime: why it did not enable itself, if it did not */
 };

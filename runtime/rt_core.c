@@ -21,7 +21,9 @@
 #include <unistd.h>
 
 __thread struct ecpi_rt_thread ecpi_rt_tls __attribute__((tls_model("initial-exec"))) = {
-	.sampler = {.countdown = 1}, /* the first event of every thread asks the slow path what to do */
+	/* the first event of every thread asks the slow path what to do */
+	.sampler = {.countdown = 1},
+	.path_sampler = {.countdown = 1},
 };
 
 struct ecpi_rt_header *ecpi_rt_header_ptr;
@@ -81,7 +83,10 @@ static void fork_child(void)
 	ecpi_rt_tls.ring = 0;
 	ecpi_rt_tls.state = ECPI_RT_THREAD_OFF;
 	ecpi_rt_tls.sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+	ecpi_rt_tls.path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 }
+
+static uint64_t measure_block_cost(void);
 
 __attribute__((constructor(101))) static void ecpi_rt_init(void)
 {
@@ -127,7 +132,9 @@ __attribute__((constructor(101))) static void ecpi_rt_init(void)
 	pthread_atfork(0, 0, fork_child);
 	ecpi_rt_tls.in_runtime = 0;
 	ecpi_rt_header_ptr = h;
-	h->features_active = h->features_requested & ECPI_RT_FEATURE_MEMTRACE;
+	if (h->features_requested & ECPI_RT_FEATURE_PATHS)
+		h->block_cost_ticks = measure_block_cost();
+	h->features_active = h->features_requested & (ECPI_RT_FEATURE_MEMTRACE | ECPI_RT_FEATURE_PATHS);
 	__atomic_store_n(&ecpi_rt_features, h->features_active, __ATOMIC_RELEASE);
 }
 
@@ -143,6 +150,19 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Makes the records written so far visible to the consumer. Producers
+ * publish in batches (ECPI_RT_PUBLISH_EVERY records, the end of a window,
+ * a wait for room, the thread's end), not per record: the consumer polls
+ * `head`, and a store to a line another core keeps reading costs a
+ * coherence miss (about 100 ns per block entry here when every record was
+ * published, ten times the record's own cost). */
+#define ECPI_RT_PUBLISH_EVERY 64
+
+static void publish(struct ecpi_rt_thread *t)
+{
+	__atomic_store_n(&t->ring->head, t->head, __ATOMIC_RELEASE);
+}
+
 /* Waits for room for n records. Returns 0 when the consumer is gone (the
  * records are then dropped and counted). */
 static int wait_for_room(struct ecpi_rt_thread *t, uint32_t n)
@@ -150,6 +170,7 @@ static int wait_for_room(struct ecpi_rt_thread *t, uint32_t n)
 	struct ecpi_rt_ring *r = t->ring;
 	uint64_t cap = t->mask + 1ull;
 	uint64_t started = 0;
+	publish(t); /* the consumer frees only what it can see */
 	for (;;) {
 		t->cached_tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 		if (t->head + n - t->cached_tail <= cap)
@@ -172,7 +193,7 @@ static int wait_for_room(struct ecpi_rt_thread *t, uint32_t n)
 	return 1;
 }
 
-/* Appends n (1 or 2) records and publishes them. */
+/* Appends n (1 or 2) records; publishes them when they complete a batch. */
 static void push(struct ecpi_rt_thread *t, uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1, uint32_t n)
 {
 	if (t->head + n - t->cached_tail > t->mask + 1ull && !wait_for_room(t, n)) {
@@ -184,7 +205,8 @@ static void push(struct ecpi_rt_thread *t, uint64_t a0, uint64_t a1, uint64_t b0
 	if (n == 2)
 		rec[(t->head + 1) & t->mask] = (struct ecpi_rt_record){b0, b1};
 	t->head += n;
-	__atomic_store_n(&t->ring->head, t->head, __ATOMIC_RELEASE);
+	if ((t->head - n) / ECPI_RT_PUBLISH_EVERY != t->head / ECPI_RT_PUBLISH_EVERY)
+		publish(t);
 }
 
 static uint64_t kind(enum ecpi_rt_record_kind k)
@@ -207,6 +229,26 @@ static void thread_stack(uint64_t *lo, uint64_t *hi)
 	pthread_attr_destroy(&attr);
 }
 
+static void thread_off(struct ecpi_rt_thread *t)
+{
+	t->state = ECPI_RT_THREAD_OFF;
+	t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+	t->path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+}
+
+/* Writes every page of a ring once, before its first burst: the first
+ * write to a page inside a burst would land in the time of a path. In a VM
+ * that write costs 8-10 us even after MADV_POPULATE_WRITE (measured on
+ * this project's KVM guest: populated shared pages take the same stall on
+ * their first write; written pages do not), so the pages are written. */
+static void prefault_ring(struct ecpi_rt_ring *r, uint32_t records)
+{
+	volatile char *bytes = (volatile char *)(r + 1);
+	uint64_t size = (uint64_t)records * sizeof(struct ecpi_rt_record);
+	for (uint64_t off = 0; off < size; off += 4096)
+		bytes[off] = 0;
+}
+
 /* Claims a ring for the calling thread and announces it. Returns 0 (and
  * turns the thread off) when none is left. */
 static int claim_ring(struct ecpi_rt_thread *t)
@@ -215,8 +257,7 @@ static int claim_ring(struct ecpi_rt_thread *t)
 	uint32_t i = __atomic_fetch_add(&h->rings_claimed, 1, __ATOMIC_ACQ_REL);
 	if (i >= h->ring_count) {
 		__atomic_fetch_add(&h->threads_without_ring, 1, __ATOMIC_RELAXED);
-		t->state = ECPI_RT_THREAD_OFF;
-		t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+		thread_off(t);
 		return 0;
 	}
 	struct ecpi_rt_ring *r = (struct ecpi_rt_ring *)((char *)h + ECPI_RT_RING_OFFSET(i, h->ring_records));
@@ -227,13 +268,24 @@ static int claim_ring(struct ecpi_rt_thread *t)
 	t->mask = h->ring_records - 1;
 	t->head = 0;
 	t->cached_tail = 0;
+	if (ecpi_rt_features & ECPI_RT_FEATURE_PATHS)
+		prefault_ring(r, h->ring_records);
 	t->in_runtime = 1; /* pthread_getattr_np allocates: from the runtime's heap (rt_malloc.c) */
 	uint64_t lo, hi;
 	thread_stack(&lo, &hi);
 	t->in_runtime = 0;
 	__atomic_store_n(&r->state, ECPI_RT_RING_ACTIVE, __ATOMIC_RELEASE);
 	push(t, kind(ECPI_RT_REC_THREAD) | tid, lo, kind(ECPI_RT_REC_THREAD_STACK_END), hi, 2);
-	ecpi_rt_sampler_init(&t->sampler, h->window, h->off_mean, h->seed ^ ((uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL));
+	publish(t);
+	uint64_t seed = h->seed ^ ((uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL);
+	if (ecpi_rt_features & ECPI_RT_FEATURE_MEMTRACE)
+		ecpi_rt_sampler_init(&t->sampler, h->window, h->off_mean, seed);
+	else
+		t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+	if (ecpi_rt_features & ECPI_RT_FEATURE_PATHS)
+		ecpi_rt_sampler_init(&t->path_sampler, h->window, h->off_mean, seed ^ 0x5851F42D4C957F2DULL);
+	else
+		t->path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	t->state = ECPI_RT_THREAD_ACTIVE;
 	pthread_setspecific(thread_end_key, (void *)1);
 	return 1;
@@ -244,10 +296,9 @@ static int ensure_thread(struct ecpi_rt_thread *t)
 {
 	if (t->state == ECPI_RT_THREAD_ACTIVE)
 		return 1;
-	if (t->state == ECPI_RT_THREAD_NEW && (ecpi_rt_features & ECPI_RT_FEATURE_MEMTRACE))
+	if (t->state == ECPI_RT_THREAD_NEW && ecpi_rt_features)
 		return claim_ring(t);
-	t->state = ECPI_RT_THREAD_OFF;
-	t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+	thread_off(t);
 	return 0;
 }
 
@@ -258,9 +309,9 @@ static void close_thread_ring(void *unused)
 	if (t->state != ECPI_RT_THREAD_ACTIVE || !t->ring)
 		return;
 	push(t, kind(ECPI_RT_REC_END), ecpi_rt_sampler_skipped_now(&t->sampler), 0, 0, 1);
+	publish(t);
 	__atomic_store_n(&t->ring->state, ECPI_RT_RING_CLOSED, __ATOMIC_RELEASE);
-	t->state = ECPI_RT_THREAD_OFF;
-	t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+	thread_off(t);
 }
 
 void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint64_t pc)
@@ -274,11 +325,19 @@ void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint
 		if (!ensure_thread(t) || --t->sampler.countdown != 0)
 			return;
 	}
+	if (!(ecpi_rt_features & ECPI_RT_FEATURE_MEMTRACE)) {
+		/* A thread claimed its ring for another feature before this
+		 * callback's first event: references are not traced. */
+		t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+		return;
+	}
 	if (ecpi_rt_sampler_step(&t->sampler))
 		push(t, kind(ECPI_RT_REC_WINDOW) | (t->sampler.windows - 1), t->sampler.gap, 0, 0, 1);
 	push(t, kind(ECPI_RT_REC_MEMREF) | (write ? ECPI_RT_MEMREF_WRITE : 0) |
 	        ((uint64_t)size_log2 << ECPI_RT_MEMREF_SIZE_SHIFT) | (addr & ECPI_RT_MEMREF_ADDR_MASK),
 	     pc, 0, 0, 1);
+	if (t->sampler.on_left == 0)
+		publish(t); /* the window ended */
 }
 
 void ecpi_rt_note_alloc(void *p, uint64_t size, enum ecpi_rt_allocator allocator, void *site)
@@ -296,4 +355,90 @@ void ecpi_rt_note_free(void *p)
 	if (!p || t->in_runtime || !ensure_thread(t))
 		return;
 	push(t, kind(ECPI_RT_REC_FREE), (uint64_t)(uintptr_t)p, 0, 0, 1);
+}
+
+/* The slow path of a block entry (rt_paths.c): the countdown of the
+ * thread's path sampler reached zero. The clock is read first, so the
+ * record's own cost falls after the stamp, inside the block. */
+void ecpi_rt_block_slow(uint64_t pc)
+{
+	uint64_t tsc = ecpi_rt_rdtsc();
+	struct ecpi_rt_thread *t = &ecpi_rt_tls;
+	if (t->in_runtime) {
+		t->path_sampler.countdown = 1; /* decide again on the next block */
+		return;
+	}
+	if (t->state != ECPI_RT_THREAD_ACTIVE) {
+		if (!ensure_thread(t) || --t->path_sampler.countdown != 0)
+			return;
+	}
+	if (!(ecpi_rt_features & ECPI_RT_FEATURE_PATHS)) {
+		t->path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+		return;
+	}
+	if (ecpi_rt_sampler_step(&t->path_sampler))
+		push(t, kind(ECPI_RT_REC_WINDOW) | (t->path_sampler.windows - 1), t->path_sampler.gap, 0, 0, 1);
+	push(t, kind(ECPI_RT_REC_BLOCK) | (pc & ECPI_RT_PAYLOAD_MASK), tsc, 0, 0, 1);
+	if (t->path_sampler.on_left == 0)
+		publish(t); /* the burst ended */
+}
+
+/* What one block entry inside a burst costs the program (the callback's
+ * slow path, the clock read, the record), in TSC ticks: a loop of a few
+ * dependent multiplications (a short block) calling the real callback once
+ * per iteration, run with every call recorded and with none recorded (the
+ * fast path), on a scratch ring that is never full; the difference per
+ * call, from the cheapest of several batches each. Measured in the
+ * constructor, before any thread is traced, with warm caches: the cost in
+ * a program with colder caches is higher, so path times keep a little of
+ * it. */
+static uint64_t time_calibration_batch(void (*callback)(uint32_t *), int on)
+{
+	enum { kBatch = 512 };
+	struct ecpi_rt_thread *t = &ecpi_rt_tls;
+	static struct ecpi_rt_ring scratch_ring;
+	static struct ecpi_rt_record scratch[kBatch * 2];
+	uint32_t guard = 0;
+	volatile uint64_t sink;
+	uint64_t x = 1;
+	t->ring = &scratch_ring;
+	t->records = scratch;
+	t->mask = kBatch * 2 - 1;
+	t->head = t->cached_tail = scratch_ring.head = scratch_ring.tail = 0;
+	ecpi_rt_sampler_init(&t->path_sampler, UINT64_MAX, 0, 1);
+	if (!on)
+		t->path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+	uint64_t start = ecpi_rt_rdtsc();
+	for (int i = 0; i < kBatch; i++) {
+		callback(&guard);
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		x ^= x >> 29;
+	}
+	uint64_t ticks = ecpi_rt_rdtsc() - start;
+	sink = x;
+	(void)sink;
+	return ticks / kBatch;
+}
+
+static uint64_t measure_block_cost(void)
+{
+	enum { kRounds = 24 };
+	void (*volatile callback)(uint32_t *) = __sanitizer_cov_trace_pc_guard;
+	struct ecpi_rt_thread saved = ecpi_rt_tls;
+	uint32_t saved_features = ecpi_rt_features;
+	uint64_t best_on = UINT64_MAX, best_off = UINT64_MAX;
+	ecpi_rt_features = ECPI_RT_FEATURE_PATHS;
+	ecpi_rt_tls.state = ECPI_RT_THREAD_ACTIVE;
+	ecpi_rt_tls.in_runtime = 0;
+	for (int r = 0; r < kRounds; r++) {
+		uint64_t on = time_calibration_batch(callback, 1);
+		uint64_t off = time_calibration_batch(callback, 0);
+		if (on < best_on)
+			best_on = on;
+		if (off < best_off)
+			best_off = off;
+	}
+	ecpi_rt_tls = saved;
+	ecpi_rt_features = saved_features;
+	return best_on > best_off ? best_on - best_off : 0;
 }

@@ -13,10 +13,13 @@ enum ecpi_rt_thread_state {
 	ECPI_RT_THREAD_OFF = 2,    /* uncontrolled, out of rings, ended, or a fork child */
 };
 
-/* Per-thread state. The sampler comes first: the fast path touches only
- * sampler.countdown, at a fixed offset from the thread pointer. */
+/* Per-thread state. The samplers come first: a fast path touches only one
+ * countdown, at a fixed offset from the thread pointer. Memory references
+ * and block entries are sampled apart: a program built for both and run
+ * for one feature keeps the other's countdown at "never". */
 struct ecpi_rt_thread {
-	struct ecpi_rt_sampler sampler;
+	struct ecpi_rt_sampler sampler;      /* memory references (MemSpy windows) */
+	struct ecpi_rt_sampler path_sampler; /* block entries (VPP bursts) */
 	struct ecpi_rt_ring *ring;
 	struct ecpi_rt_record *records;
 	uint64_t head;        /* records written (mirror of ring->head) */
@@ -33,6 +36,15 @@ extern volatile uint32_t ecpi_rt_features;
 void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint64_t pc);
 void ecpi_rt_note_alloc(void *p, uint64_t size, enum ecpi_rt_allocator allocator, void *site);
 void ecpi_rt_note_free(void *p);
+void ecpi_rt_block_slow(uint64_t pc);
+void __sanitizer_cov_trace_pc_guard(uint32_t *guard);
+
+static inline uint64_t ecpi_rt_rdtsc(void)
+{
+	uint32_t lo, hi;
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((uint64_t)hi << 32) | lo;
+}
 /* Maps the runtime's own heap (rt_malloc.c): what libc allocates while a
  * thread's in_runtime is set. Called once, by the constructor, when an ecpi
  * run controls the program. */

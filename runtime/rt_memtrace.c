@@ -31,7 +31,7 @@ ECPI_RT_MEMREF(__sanitizer_cov_store16, __int128, 4, 1)
 /* clang needs a coverage mode beside trace-loads/trace-stores to emit the
  * callbacks at all; `ecpi flags memtrace` asks for inline 8-bit counters
  * (an inline increment per edge, no call). Their registration is accepted
- * and ignored; paths (issue 19) will use trace-pc-guard with a pc table. */
+ * and ignored (paths use trace-pc-guard: rt_paths.c). */
 void __sanitizer_cov_8bit_counters_init(char *start, char *end)
 {
 	(void)start;

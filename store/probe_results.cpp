@@ -1,13 +1,10 @@
 #include "ecpi/store/probe_results.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <limits>
 
-#include "file_io.h"
+#include "ecpi/store/saved_documents.h"
 
 namespace ecpi::store {
 namespace fs = std::filesystem;
@@ -16,7 +13,6 @@ namespace {
 
 constexpr const char* kSchema = "ecpi.probe";
 constexpr const char* kFilePrefix = "probe-";
-constexpr const char* kFileSuffix = ".json";
 
 int bucket_of(std::uint64_t ns) {
     if (ns < 2) return 0;
@@ -209,54 +205,18 @@ Result<ProbeReport> probe_report_from_json(const nlohmann::json& j) {
 }
 
 Result<fs::path> save_probe_report(Database& db, const ProbeReport& report) {
-    ECPI_ASSIGN_OR_RETURN(std::string epoch, db.current_epoch());
-    const fs::path dir = db.path() / "epochs" / epoch;
-    const std::string text = probe_report_to_json(report).dump(1) + "\n";
-    const std::span<const std::uint8_t> bytes(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
-    // Under the writer lock, so two runs finishing in the same second pick different names.
-    ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(db.path() / "lock"));
-    const std::string stem = kFilePrefix + std::to_string(static_cast<long long>(std::time(nullptr)));
-    for (int n = 0; n < 1000; ++n) {
-        const fs::path target = dir / (stem + (n ? "." + std::to_string(n) : "") + kFileSuffix);
-        struct stat st {};
-        if (::stat(target.c_str(), &st) == 0) continue;
-        ECPI_RETURN_IF_ERROR(detail::write_file_atomically(target, bytes));
-        return target;
-    }
-    return Error("too many probe reports saved in one second in " + dir.string());
+    return save_document(db, kFilePrefix, probe_report_to_json(report));
 }
 
 Result<std::vector<SavedProbeReport>> list_probe_reports(const Database& db) {
-    ECPI_ASSIGN_OR_RETURN(auto epochs, db.epochs());
+    ECPI_ASSIGN_OR_RETURN(auto saved, list_documents(db, kFilePrefix));
     std::vector<SavedProbeReport> out;
-    for (const auto& epoch : epochs) {
-        auto names = detail::list_directory(db.path() / "epochs" / epoch);
-        if (!names.ok()) continue;
-        std::vector<std::pair<std::pair<long long, int>, std::string>> found;
-        for (const auto& name : *names) {
-            if (name.rfind(kFilePrefix, 0) != 0 || name.size() <= 11 ||
-                name.compare(name.size() - 5, 5, kFileSuffix) != 0)
-                continue;
-            // probe-<unix>[.<n>].json, ordered by number (not by string).
-            std::string mid = name.substr(6, name.size() - 11);
-            auto dot = mid.find('.');
-            try {
-                long long t = std::stoll(mid.substr(0, dot));
-                int n = dot == std::string::npos ? 0 : std::stoi(mid.substr(dot + 1));
-                found.push_back({{t, n}, name});
-            } catch (const std::exception&) {
-            }
-        }
-        std::sort(found.begin(), found.end());
-        for (const auto& f : found) out.push_back({epoch, db.path() / "epochs" / epoch / f.second});
-    }
+    for (auto& s : saved) out.push_back({std::move(s.epoch), std::move(s.file)});
     return out;
 }
 
 Result<ProbeReport> read_probe_report(const fs::path& file) {
-    ECPI_ASSIGN_OR_RETURN(auto bytes, detail::read_file(file));
-    nlohmann::json j = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
-    if (j.is_discarded()) return Error(file.string() + ": not valid JSON");
+    ECPI_ASSIGN_OR_RETURN(auto j, read_document(file));
     auto r = probe_report_from_json(j);
     if (!r.ok()) return r.error().with_context(file.string());
     return r;

@@ -113,4 +113,19 @@ std::uint32_t parse_registers_option(const std::string& value) {
     return every;
 }
 
+std::uint64_t parse_ratio(const std::string& text, const char* option) {
+    std::string s = text.rfind("1/", 0) == 0 ? text.substr(2) : text;
+    std::uint64_t v = 0;
+    try {
+        std::size_t used = 0;
+        v = std::stoull(s, &used);
+        if (used != s.size()) v = 0;
+    } catch (const std::exception&) {
+        v = 0;
+    }
+    if (v == 0 || v > 1'000'000)
+        throw UsageError{std::string(option) + " '" + text + "' is not 1/N with N from 1 to 1000000"};
+    return v;
+}
+
 }  // namespace ecpi::cli

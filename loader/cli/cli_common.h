@@ -77,6 +77,10 @@ inline void unwrap(Result<void> r) {
     if (!r.ok()) throw RuntimeError{r.error().message()};
 }
 
+// "1/N" or "N" -> N, for sampling options (--sample 1/10, --sets 1/4);
+// anything else, or N outside 1..1000000, is a usage error naming `option`.
+std::uint64_t parse_ratio(const std::string& text, const char* option);
+
 // Each verb file registers itself with a static VerbRegistration, so adding a
 // verb touches no other file. `order` sets the order in --help.
 using VerbFactory = void (*)(CLI::App& root, std::vector<Verb>& verbs);

@@ -24,6 +24,11 @@ struct FlagsArgs {
 // clang 14 (Debian 12) emits the load/store callbacks only beside a coverage
 // mode; inline 8-bit counters are the cheapest (an increment, no call).
 constexpr const char* kMemtraceCompile = "-g -fsanitize-coverage=inline-8bit-counters,trace-loads,trace-stores";
+// A callback at the start of every basic block: `bb` (not `edge`, which
+// would split critical edges and add blocks the machine code does not
+// have) and `no-prune` (clang otherwise skips blocks whose coverage another
+// implies, and a path needs every block it passes).
+constexpr const char* kPathsCompile = "-g -fsanitize-coverage=bb,no-prune,trace-pc-guard";
 
 // The runtime archive: beside the build tree's binary (build/loader/ecpi ->
 // build/runtime/), or installed (bin/ecpi -> lib/ecpi/); ECPI_RUNTIME overrides.
@@ -42,7 +47,7 @@ std::filesystem::path runtime_archive() {
 
 int run_flags(const FlagsArgs& args) {
     if (args.compile_only && args.link_only) throw UsageError{"choose --compile or --link, not both"};
-    std::string compile = kMemtraceCompile;
+    std::string compile = args.kind == "paths" ? kPathsCompile : kMemtraceCompile;
     std::string link;
     if (!args.compile_only) {
         auto archive = runtime_archive().string();
@@ -66,9 +71,10 @@ int run_flags(const FlagsArgs& args) {
 void add_flags_verb(CLI::App& root, std::vector<Verb>& verbs) {
     auto args = std::make_shared<FlagsArgs>();
     auto* app = root.add_subcommand("flags", "Compiler and linker flags for programs ecpi instruments (clang)");
-    app->add_option("kind", args->kind, "memtrace: memory references for 'ecpi cachesim'")
+    app->add_option("kind", args->kind,
+                    "memtrace: memory references for 'ecpi cachesim'; paths: timed block entries for 'ecpi paths record'")
         ->required()
-        ->check(CLI::IsMember({"memtrace"}));
+        ->check(CLI::IsMember({"memtrace", "paths"}));
     app->add_flag("--compile", args->compile_only, "Only the compile flags");
     app->add_flag("--link", args->link_only, "Only the link flags");
     add_format_option(*app, args->format);

@@ -1,4 +1,4 @@
-// Runs a program built with `ecpi flags memtrace` under control of ecpi's
+// Runs a program built with `ecpi flags memtrace` (or `paths`) under control of ecpi's
 // runtime (runtime/ecpi_rt_abi.h): creates the shared-memory control region
 // with its per-thread rings, starts the program with ECPI_RT_CONTROL set,
 // and drains the rings while it runs, handing raw record batches to the
@@ -27,6 +27,11 @@ struct LoadedModule {
     bool bias_known = true;   // false: `start` is the mapping of file offset 0 (compute the bias from the ELF)
 };
 
+struct RuntimeStart {
+    std::vector<LoadedModule> modules;  // where the program was loaded; [0] is the program itself
+    std::uint64_t block_cost_ticks = 0; // paths: what one recorded block entry costs (TSC ticks)
+};
+
 struct ProgramExit {
     int wait_status = 0;
     double seconds = 0;       // wall time from start to exit
@@ -43,6 +48,10 @@ struct MemtraceRunOptions {
     std::uint64_t seed = 1;
     std::uint32_t rings = 64;        // threads that can be traced
     std::uint32_t ring_records = 1u << 18;
+    std::uint32_t features = ECPI_RT_FEATURE_MEMTRACE;  // what the runtime is asked to record
+    // Called once, before the first records are handed over, with what the
+    // runtime found at start.
+    std::function<Result<void>(const RuntimeStart&)> on_runtime_ready;
 };
 
 struct MemtraceRunResult {
@@ -53,6 +62,10 @@ struct MemtraceRunResult {
     std::uint64_t threads_without_ring = 0;
     std::uint64_t dropped_records = 0;
     double producer_stall_seconds = 0;  // time the program waited for ring space
+    // Paths: the runtime's cost of one recorded block entry, and the time
+    // stamp counter's rate measured against CLOCK_MONOTONIC over the run.
+    std::uint64_t block_cost_ticks = 0;
+    double tsc_ticks_per_ns = 0;
 };
 
 // Called with each batch of records drained from ring `ring`, in order. An

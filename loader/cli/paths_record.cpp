@@ -1,0 +1,179 @@
+// ecpi paths record / import / --branch. See paths_record.h.
+#include "paths_record.h"
+
+#include <filesystem>
+#include <iostream>
+#include <random>
+
+#include "ecpi/analyze/branch_paths.h"
+#include "ecpi/analyze/branch_paths_report.h"
+#include "ecpi/analyze/debug_info.h"
+#include "ecpi/analyze/symbolizer.h"
+#include "ecpi/loader/memtrace.h"
+#include "ecpi/store/branch_paths.h"
+
+namespace ecpi::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The code map of the program's own image, opened once the runtime says
+// where it was loaded (its first module is the main program).
+struct MainImage {
+    std::unique_ptr<analyze::PathCodeMap> code;
+    std::string path;
+    std::string build_id;
+};
+
+Result<void> open_main_image(const std::vector<loader::LoadedModule>& modules, MainImage& image,
+                             analyze::PathRecordDecoder& decoder) {
+    if (modules.empty() || modules[0].path.empty())
+        return Error("the runtime did not say where the program was loaded (no module 0)");
+    const auto& m = modules[0];
+    ECPI_ASSIGN_OR_RETURN(image.code, analyze::open_path_code_map(m.path, analyze::BlockSource::kInstrumented));
+    image.path = m.path;
+    auto id = analyze::read_build_id(m.path);
+    image.build_id = id.ok() ? *id : "";
+    decoder.set_image(m.start, m.end, m.base);
+    return ok();
+}
+
+// Forwards to the code map once it exists (the cutter is made before the run).
+class LateCodeMap : public analyze::PathCodeMap {
+public:
+    explicit LateCodeMap(MainImage& image) : image_(image) {}
+    const analyze::PathProcedure* procedure_at(std::uint64_t address) override {
+        return image_.code && address ? image_.code->procedure_at(address) : nullptr;
+    }
+
+private:
+    MainImage& image_;
+};
+
+void print_report(const store::BranchPathProfile& profile, std::size_t limit, Format format, const std::string& saved) {
+    analyze::BranchPathsReportOptions options;
+    options.limit = limit;
+    auto debug = analyze::DebugInfo::open(profile.image);
+    auto doc = analyze::branch_paths_report_json(profile, options, debug.ok() ? &*debug : nullptr, {});
+    if (!saved.empty()) doc["saved"] = saved;
+    std::cout.flush();
+    if (format == Format::kJson) {
+        std::cout << doc.dump(2) << "\n";
+    } else {
+        std::cout << analyze::render_branch_paths_text(doc);
+        if (!saved.empty()) std::cout << "Saved to " << saved << " (ecpi paths --branch to read it again)\n";
+    }
+}
+
+std::string save(const std::string& database, const store::BranchPathProfile& profile) {
+    auto db = unwrap(store::Database::open(database, store::Database::Mode::kCreate));
+    return unwrap(store::save_branch_paths(db, profile)).string();
+}
+
+void add_recording_notes(store::BranchPathProfile& profile, const loader::MemtraceRunResult& r) {
+    if (r.dropped_records)
+        profile.notes.push_back(std::to_string(r.dropped_records) + " block records were dropped (ecpi stopped reading)");
+    if (r.threads_without_ring)
+        profile.notes.push_back(std::to_string(r.threads_without_ring) + " threads were not recorded (more threads than rings)");
+    if (r.producer_stall_seconds > 0.01)
+        profile.notes.push_back("the program waited " + std::to_string(r.producer_stall_seconds) +
+                                " s for ring space (times of the paths around those waits are too long; try a smaller --sample)");
+    if (profile.occurrences == 0)
+        profile.notes.push_back("no complete path was recorded: the program ran fewer block entries than one gap "
+                                "between bursts, or its bursts were too short (try --sample 1/1 or a longer --burst)");
+}
+
+}  // namespace
+
+int run_paths_record(const PathsRecordArgs& args) {
+    if (args.command.empty()) throw UsageError{"paths record needs a command: ecpi paths record [OPTIONS] -- COMMAND [ARGS...]"};
+    const std::uint64_t sample = parse_ratio(args.sample, "--sample");
+    loader::MemtraceRunOptions o;
+    o.argv = args.command;
+    o.features = ECPI_RT_FEATURE_PATHS;
+    o.window = args.burst;
+    o.off_mean = sample == 1 ? 0 : args.burst * (sample - 1);
+    o.seed = args.seed.value_or(std::random_device{}() | 1);
+
+    MainImage image;
+    LateCodeMap code(image);
+    analyze::PathCutter cutter(code, 0);
+    analyze::PathRecordDecoder decoder(cutter);
+    o.on_runtime_ready = [&](const loader::RuntimeStart& start) {
+        cutter.set_block_cost(double(start.block_cost_ticks));
+        return open_main_image(start.modules, image, decoder);
+    };
+    auto r = unwrap(loader::run_memtrace(o, [&](std::uint32_t ring, std::span<const ecpi_rt_record> recs) {
+        return decoder.feed(ring, recs);
+    }, stop_requested_by_signal()));
+    if (!r.runtime_active) {
+        if (!r.runtime_error.empty()) throw RuntimeError{r.runtime_error};
+        throw RuntimeError{"'" + args.command[0] + "' is not built with ecpi's runtime (no block entry was recorded): build it with "
+                           "'clang $(ecpi flags paths) ...'"};
+    }
+    store::BranchPathProfile profile;
+    profile.source = "instrumented";
+    profile.image = image.path;
+    profile.build_id = image.build_id;
+    profile.tick_unit = "tsc";
+    profile.ticks_per_ns = r.tsc_ticks_per_ns;
+    profile.rate_source = "TSC against CLOCK_MONOTONIC over the run";
+    profile.block_cost_ticks = double(r.block_cost_ticks);
+    profile.sample_every = sample;
+    profile.burst = args.burst;
+    profile.command = args.command;
+    cutter.finish(profile);
+    add_recording_notes(profile, r);
+    const std::string saved = args.no_save ? "" : save(args.database, profile);
+    print_report(profile, args.limit, args.format, saved);
+    if (int code = loader::exit_code_of(r.exit.wait_status); code != 0) {
+        std::cerr << "ecpi paths record: the program " << loader::describe_wait_status(r.exit.wait_status) << "\n";
+        return kExitRuntimeError;
+    }
+    return kExitOk;
+}
+
+int run_branch_report(const BranchReportArgs& args) {
+    auto rank = analyze::parse_branch_path_rank(args.rank);
+    if (!rank.ok()) throw UsageError{rank.error().message()};
+    auto latest = [&](const std::string& database, const std::string& epoch) {
+        auto db = unwrap(store::Database::open(database, store::Database::Mode::kReadOnly));
+        auto files = unwrap(store::list_branch_paths(db, epoch));
+        if (files.empty())
+            throw RuntimeError{database + " holds no branch paths" + (epoch.empty() ? "" : " in epoch " + epoch) +
+                               ": record some with 'ecpi paths record -o " + database + " -- COMMAND'"};
+        return files.back();
+    };
+    const fs::path file = args.file.empty() ? latest(args.database, args.epoch) : fs::path(args.file);
+    auto profile = unwrap(store::read_branch_paths(file));
+    std::optional<store::BranchPathProfile> other;
+    analyze::BranchPathsComparison compare;
+    if (!args.compare.empty()) {
+        std::error_code ec;
+        fs::path other_file = fs::is_directory(args.compare, ec) ? latest(args.compare, "") : fs::path(args.compare);
+        other = unwrap(store::read_branch_paths(other_file));
+        compare.other = &*other;
+        compare.other_name = other_file.string();
+        compare.top = args.compare_top;
+    }
+    analyze::BranchPathsReportOptions options;
+    options.rank = *rank;
+    options.limit = args.limit;
+    options.procedure = args.procedure;
+    // Source lines only from the very binary that was recorded.
+    std::optional<analyze::DebugInfo> debug;
+    auto id = analyze::read_build_id(profile.image);
+    if (id.ok() && *id == profile.build_id) {
+        auto d = analyze::DebugInfo::open(profile.image);
+        if (d.ok()) debug.emplace(std::move(*d));
+    } else {
+        profile.notes.push_back(profile.image + " is gone or was rebuilt since the recording: no source lines");
+    }
+    auto doc = analyze::branch_paths_report_json(profile, options, debug ? &*debug : nullptr, compare);
+    doc["file"] = file.string();
+    if (args.format == Format::kJson) std::cout << doc.dump(2) << "\n";
+    else std::cout << analyze::render_branch_paths_text(doc);
+    return kExitOk;
+}
+
+}  // namespace ecpi::cli
