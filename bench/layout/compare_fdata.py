@@ -219,14 +219,12 @@ def main():
 
     x_total = sum(x_calls.values())
     missing = sum(c for k, c in x_calls.items() if k not in t_calls)
-    callee_missing = sum(c for (a, b), c in x_calls.items() if b not in t_intra and b not in starts.keys() - x_intra.keys())
     print(f"\n# call edges: exact {len(x_calls)} caller-callee pairs ({x_total:,} calls), tested {len(t_calls)}")
     print(f"# exact's calls on pairs the tested profile lacks: {missing:,} ({pct(missing, x_total)})")
     print("| caller -> callee | exact calls | share | tested |")
     print("|---|---|---|---|")
     for (a, b), c in x_calls.most_common(args.top):
         print(f"| {a} -> {b} | {c:,} | {pct(c, x_total)} | {t_calls.get((a, b), 0):,} |")
-    del callee_missing
 
     if args.callgrind:
         t_cg = callgrind_taken(args.callgrind[0])
