@@ -134,7 +134,7 @@ for c in $configs; do
 done
 echo "# ecpi layout: $(tail -1 "$T/ecpi.log")"
 # Where ecpi's profile loses gain against exact counts (bench/layout/compare_fdata.py;
-# the full report, by function and branch, is compare.txt beside the profiles).
-python3 "$here/layout/compare_fdata.py" "$T/none" "$T/ecpi.fdata" "$T/exact.fdata" --callgrind "$T/ecpi.cg" "$T/exact.cg" >"$T/compare.txt"
-sed -n '1,7p' "$T/compare.txt"
+# the full report, by function and branch, is compare.txt in KEEP=DIR).
+python3 "$here/layout/compare_fdata.py" "$T/none" "$T/ecpi.fdata" "$T/exact.fdata" --callgrind "$T/ecpi.cg" "$T/exact.cg" >"$T/compare.txt" &&
+	sed -n '1,7p' "$T/compare.txt" || echo "# compare_fdata.py failed: see $T/compare.txt"
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
