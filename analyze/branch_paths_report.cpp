@@ -274,10 +274,14 @@ std::string render_branch_paths_text(const nlohmann::json& doc) {
     if (doc["sample_every"].get<std::uint64_t>() > 1)
         out += ", 1 in " + std::to_string(doc["sample_every"].get<std::uint64_t>()) + " block entries";
     out += ")\n";
-    if (ns)
-        out += format("Times in ns: TSC at %.3f GHz (%s); recording cost %.1f ns per block entry subtracted.\n",
-                   doc["ticks_per_ns"].get<double>(), doc["rate_source"].get<std::string>().c_str(),
-                   doc["block_cost_ns"].get<double>());
+    if (ns) {
+        const bool tsc = doc["source"] == "instrumented";
+        out += format("Times in ns: %s at %.3f GHz (%s)", tsc ? "TSC" : "cycles", doc["ticks_per_ns"].get<double>(),
+                      doc["rate_source"].get<std::string>().c_str());
+        if (doc["block_cost_ns"].get<double>() > 0)
+            out += format("; recording cost %.1f ns per block entry subtracted", doc["block_cost_ns"].get<double>());
+        out += ".\n";
+    }
     else
         out += "Times in " + doc["time_unit"].get<std::string>() + " (no rate to convert them to ns).\n";
     out += "Ranked by " + doc["rank"].get<std::string>() +
