@@ -120,7 +120,10 @@ struct LbrSample;
 // holding a target is entered at the cycle count of its taken branch
 // (exact); blocks a run falls through into get times interpolated by their
 // address within the run (an estimate). Addresses are the sample's minus
-// `bias`. Returns false (and feeds nothing) when a record has no cycle count.
+// `bias`. A run whose record has no cycle count (an interrupt's return) or
+// that is not straight breaks the stream; a repeated newest record (Skylake
+// writes some twice) counts once. Returns false (and feeds nothing) when no
+// record has a cycle count.
 bool feed_lbr_sample(PathCutter& cutter, PathCodeMap& code, const LbrSample& sample, std::uint64_t bias,
                      std::uint32_t stream);
 
