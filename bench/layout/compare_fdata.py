@@ -217,6 +217,24 @@ def main():
     for stake, fn, off, (xt, xf), (tt, tf), cat in sorted(worst, reverse=True)[:args.top]:
         print(f"| {fn}+{off:#x} | {pct(stake, total)} | {xt:.3f}/{xf:.3f} | {tt:.3f}/{tf:.3f} | {cat} |")
 
+    # Records from sites that are not conditional jumps: unconditional and
+    # indirect jumps (a switch's table) and fall-throughs out of blocks that
+    # end without a jump (which BOLT infers where a profile leaves them out).
+    other_x = collections.Counter()
+    other_t = collections.Counter()
+    for intra, other in ((x_intra, other_x), (t_intra, other_t)):
+        for fn, edges in intra.items():
+            start = starts.get(fn)
+            for (fo, to), c in edges.items():
+                if start is not None and start + fo not in jumps:
+                    other[fn] += c
+    print(f"\n# records from other sites (jumps, switch tables, fall-throughs): exact {sum(other_x.values()):,}, "
+          f"tested {sum(other_t.values()):,}")
+    print("| function | exact | tested |")
+    print("|---|---|---|")
+    for fn, c in other_x.most_common(min(args.top, 5)):
+        print(f"| {fn} | {c:,} | {other_t.get(fn, 0):,} |")
+
     x_total = sum(x_calls.values())
     missing = sum(c for k, c in x_calls.items() if k not in t_calls)
     print(f"\n# call edges: exact {len(x_calls)} caller-callee pairs ({x_total:,} calls), tested {len(t_calls)}")
