@@ -256,24 +256,51 @@ std::vector<double> layout_edge_counts(const CalcProcedure& p, double period_cyc
 
 namespace {
 
+// Whether edge k gets a branch record: a jump (taken, unconditional or a
+// switch's) or a conditional jump's fall-through, with a count. Blocks that
+// end without a jump fall through implicitly; BOLT infers those.
+bool recorded_edge(const CalcProcedure& p, const std::vector<double>& counts, std::size_t k) {
+    const CalcEdge& e = p.edges[k];
+    if (e.from >= p.blocks.size() || e.to >= p.blocks.size() || p.blocks[e.from].count == 0) return false;
+    const bool conditional = std::any_of(p.edges.begin(), p.edges.end(), [&](const CalcEdge& o) {
+        return o.from == e.from && o.kind == EdgeKind::kBranch;
+    });
+    const bool record = e.kind == EdgeKind::kBranch || e.kind == EdgeKind::kJump || e.kind == EdgeKind::kSwitch ||
+                        (e.kind == EdgeKind::kFallThrough && conditional);
+    return record && counts[k] >= 0.5;
+}
+
+}  // namespace
+
+std::vector<double> layout_block_counts(const CalcProcedure& p, const std::vector<double>& edge_counts) {
+    std::vector<double> in(p.blocks.size(), 0);
+    std::vector<bool> entered(p.blocks.size(), false);
+    for (std::size_t k = 0; k < p.edges.size(); ++k) {
+        if (!recorded_edge(p, edge_counts, k)) continue;
+        in[p.edges[k].to] += edge_counts[k];
+        entered[p.edges[k].to] = true;
+    }
+    for (std::size_t b = 0; b < p.blocks.size(); ++b)
+        if (!entered[b]) in[b] = std::max(p.blocks[b].executions, 0.0);
+    return in;
+}
+
+namespace {
+
 void add_jumps(LayoutReport& r, std::uint32_t fn, const CalcProcedure& p, double period_cycles) {
     const std::vector<double> counts = layout_edge_counts(p, period_cycles);
     for (std::size_t k = 0; k < p.edges.size(); ++k) {
+        if (!recorded_edge(p, counts, k)) continue;
         const CalcEdge& e = p.edges[k];
-        if (e.from >= p.blocks.size() || e.to >= p.blocks.size()) continue;
         const CalcBlock& from = p.blocks[e.from];
         const CalcBlock& to = p.blocks[e.to];
-        if (from.count == 0) continue;
-        const bool conditional = std::any_of(p.edges.begin(), p.edges.end(), [&](const CalcEdge& o) {
-            return o.from == e.from && o.kind == EdgeKind::kBranch;
-        });
-        const bool record = e.kind == EdgeKind::kBranch || e.kind == EdgeKind::kJump || e.kind == EdgeKind::kSwitch ||
-                            (e.kind == EdgeKind::kFallThrough && conditional);
-        if (!record || counts[k] < 0.5) continue;
         const CalcInstruction& jump = p.instructions[from.first + from.count - 1];
         r.branches.push_back({fn, jump.address - p.start, fn, to.address - p.start, counts[k], false,
                               from.ranged || to.ranged});
     }
+    const std::vector<double> blocks = layout_block_counts(p, counts);
+    for (std::size_t b = 0; b < p.blocks.size(); ++b)
+        if (blocks[b] >= 0.5 && p.blocks[b].count > 0) r.blocks.push_back({fn, p.blocks[b].address - p.start, blocks[b]});
 }
 
 // Direct calls to functions of the same image, counted by calc's estimate
@@ -496,6 +523,21 @@ std::string render_bolt_fdata(const LayoutReport& r) {
     }
     std::sort(lines.begin(), lines.end());
     std::string out;
+    for (const auto& l : lines) out += l;
+    return out;
+}
+
+std::string render_bolt_block_counts(const LayoutReport& r) {
+    std::vector<std::string> lines;
+    char buf[64];
+    for (const auto& b : r.blocks) {
+        const auto count = static_cast<unsigned long long>(std::llround(b.count));
+        if (count == 0) continue;
+        std::snprintf(buf, sizeof buf, " %" PRIx64 " %llu\n", b.offset, count);
+        lines.push_back("1 " + bolt_name_of(r.functions[b.function]) + buf);
+    }
+    std::sort(lines.begin(), lines.end());
+    std::string out = "no_lbr " + (r.event.empty() ? std::string("cpu-clock") : r.event) + ":\n";
     for (const auto& l : lines) out += l;
     return out;
 }

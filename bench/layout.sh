@@ -8,6 +8,7 @@
 #   none      the binary as linked
 #   nl        perf2bolt -nl from `perf record -e cpu-clock` (samples per block)
 #   ecpi      ecpi layout from `ecpi record` (calc's execution estimates)
+#   blocks    the same as block counts (ecpi layout --format bolt-blocks)
 #   exact     BOLT's own instrumentation (exact counts, the upper bound)
 # Each binary is measured with callgrind --collect-jumps=yes --dump-instr=yes
 # (taken branches, exact; without --dump-instr callgrind keeps only jumps
@@ -79,7 +80,10 @@ want=$("$T/none" "${SMALL_ARGS[@]}")
 "$ECPI" record -q -F 4999 -o "$T/ecpi.db" -- "$T/none" "${BIG[@]}" >/dev/null
 "$ECPI" layout "$T/ecpi.db" --image none -o "$T/ecpi.fdata" 2>"$T/ecpi.log"
 "$BOLT" "$T/none" -o "$T/ecpi" -data "$T/ecpi.fdata" "${BOLT_FLAGS[@]}" >"$T/ecpi.bolt.log" 2>&1
-configs="none ecpi"
+# The same estimates as block counts in BOLT's no-LBR format (BOLT infers the edges).
+"$ECPI" layout "$T/ecpi.db" --image none --format bolt-blocks -o "$T/blocks.fdata" 2>>"$T/ecpi.log"
+"$BOLT" "$T/none" -o "$T/blocks" -data "$T/blocks.fdata" "${BOLT_FLAGS[@]}" >"$T/blocks.bolt.log" 2>&1
+configs="none ecpi blocks"
 if command -v ld.lld >/dev/null || command -v ld.lld-16 >/dev/null; then
 	"$ECPI" layout "$T/ecpi.db" --image none --format lld-order -o "$T/order.txt" 2>>"$T/ecpi.log"
 	cc "${CFLAGS[@]}" -fuse-ld=lld -Wl,--symbol-ordering-file="$T/order.txt" \

@@ -28,6 +28,7 @@ struct LayoutArgs {
 
 std::string render(const analyze::LayoutReport& report, const std::string& format) {
     if (format == "bolt") return analyze::render_bolt_fdata(report);
+    if (format == "bolt-blocks") return analyze::render_bolt_block_counts(report);
     if (format == "lld-order") return analyze::render_lld_order(report);
     if (format == "lld-call-graph") return analyze::render_lld_call_graph(report);
     return analyze::render_layout_json(report).dump(1) + "\n";
@@ -74,9 +75,10 @@ void add_layout_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("database", args->database, "Profile database directory")->default_str("ecpi.db");
     app->add_option("--image", args->image, "The executable or library to lay out (path, path suffix or file name)");
     app->add_option("--format", args->format,
-                    "bolt (fdata for llvm-bolt -data), lld-order (--symbol-ordering-file), lld-call-graph "
+                    "bolt (branch records for llvm-bolt -data), bolt-blocks (block counts in BOLT's no-LBR "
+                    "format; BOLT infers the edges), lld-order (--symbol-ordering-file), lld-call-graph "
                     "(--call-graph-ordering-file) or json")
-        ->check(CLI::IsMember({"bolt", "lld-order", "lld-call-graph", "json"}))
+        ->check(CLI::IsMember({"bolt", "bolt-blocks", "lld-order", "lld-call-graph", "json"}))
         ->default_str("bolt");
     app->add_option("-o,--output", args->output, "Write to this file instead of standard output");
     app->add_option("--order", args->order, "Function order: c3 (default) or pettis-hansen")

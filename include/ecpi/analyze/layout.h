@@ -61,6 +61,14 @@ struct LayoutBranch {
     bool ranged = false;                      // the count is calc's point inside a range the samples allow
 };
 
+// A block's execution count, for BOLT's no-LBR profile (`--format
+// bolt-blocks`), where BOLT infers the edges itself.
+struct LayoutBlock {
+    std::uint32_t function = 0;               // index into functions
+    std::uint64_t offset = 0;                 // of the block's first instruction, within its function
+    double count = 0;
+};
+
 struct CallEdge {
     std::uint32_t caller = 0, callee = 0;     // indices into functions
     double weight = 0;
@@ -70,6 +78,7 @@ struct LayoutReport {
     std::string image, build_id, epoch, event;
     std::vector<LayoutFunction> functions;
     std::vector<LayoutBranch> branches;
+    std::vector<LayoutBlock> blocks;          // profiled functions' blocks with a count
     std::vector<CallEdge> calls;
     std::string call_source;                  // "stacks" (-g) or "call sites" (calc's estimates)
     std::vector<std::uint32_t> order;         // functions, hottest chains first
@@ -104,8 +113,18 @@ void cap_edges_by_samples(const CalcProcedure& p, double period_cycles, std::vec
 // branch's register snapshots (one decides), and where the two edges of a
 // conditional block are still equal, 1:3 in favour of the fall-through.
 std::vector<double> layout_edge_counts(const CalcProcedure& p, double period_cycles);
+// Each block's count (indexed like p.blocks) for BOLT's no-LBR profile: what
+// the branch records (edge_counts, from layout_edge_counts) bring into it,
+// so the edge rules above decide it; a block no record enters (an entry, a
+// block reached by falling through from one without a jump) keeps calc's
+// estimate.
+std::vector<double> layout_block_counts(const CalcProcedure& p, const std::vector<double>& edge_counts);
 
 std::string render_bolt_fdata(const LayoutReport& report);
+// BOLT's no-LBR fdata (what `perf2bolt -nl` writes): `no_lbr EVENT:` then
+// `1 FUNC OFFSET COUNT` per block, offsets in hex within functions; BOLT
+// infers the edges from the block counts, consistently.
+std::string render_bolt_block_counts(const LayoutReport& report);
 // lld --symbol-ordering-file: one symbol per line.
 std::string render_lld_order(const LayoutReport& report);
 // lld --call-graph-ordering-file: `caller callee weight`.

@@ -179,3 +179,26 @@ TEST_CASE("an even split keeps the compiler's fall-through, one register snapsho
     idle.blocks[0].executions = 0;
     CHECK(layout_edge_counts(idle, period) == std::vector<double>{0, 0});
 }
+
+// Issue 17, SQLite: BOLT lays out a large function better from consistent
+// block counts (it infers the edges) than from edge counts that do not
+// conserve flow; the block counts carry the edge rules' decisions.
+TEST_CASE("block counts for BOLT's no-LBR profile come from the branch records into each block") {
+    CalcProcedure p = diamond_with_jump({{0x10, 1, 1, false}});  // one snapshot: taken
+    p.blocks[0].count = 1;
+    p.blocks[1].count = p.blocks[2].count = 1;
+    p.blocks[1].executions = 2.5e6;  // calc's own estimates, overruled by the records
+    p.blocks[2].executions = 0;
+    const std::vector<double> edges = layout_edge_counts(p, 500000);
+    const std::vector<double> blocks = layout_block_counts(p, edges);
+    CHECK(blocks[0] == doctest::Approx(4e6));  // no record enters the entry: calc's estimate
+    CHECK(blocks[2] == doctest::Approx(4e6));  // the taken side, decided by the snapshot
+    CHECK(blocks[1] == doctest::Approx(2.5e6));  // no record enters it (count 0): calc's estimate
+
+    LayoutReport r;
+    r.event = "cpu-clock";
+    r.functions = {fn("main", 64, 10), fn("lookup", 64, 10)};
+    r.functions[1].bolt_name = "lookup/2";
+    r.blocks = {{1, 0x1a, 99.6}, {0, 0, 4000}, {0, 0x10, 0.2}};
+    CHECK(render_bolt_block_counts(r) == "no_lbr cpu-clock:\n1 lookup/2 1a 100\n1 main 0 4000\n");
+}
