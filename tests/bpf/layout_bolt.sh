@@ -1,6 +1,6 @@
 # ecpi layout end to end (root): a log-record processor
 # (testprogs/layout/records.c), PIE and non-PIE, is recorded; ecpi layout's
-# fdata is accepted by llvm-bolt with the issue's flags, the optimized
+# fdata (branch records, and block counts with --format bolt-blocks) is accepted by llvm-bolt with the issue's flags, the optimized
 # binary prints what the original prints, and BOLT used the profile. The
 # lld order puts sampled functions only, hottest chains first, and a binary
 # linked with it still works.
@@ -31,6 +31,18 @@ for pie in pie nopie; do
 	want=$("$TMP/records-$pie" 300000 2>/dev/null)
 	got=$("$TMP/records-$pie.bolt" 300000 2>/dev/null)
 	[ "$want" = "$got" ] || fail "the BOLTed binary prints '$got', the original '$want' ($pie)"
+	# Block counts in BOLT's no-LBR format: accepted and used as well.
+	"$ECPI" layout "$TMP/$pie.db" --image "records-$pie" --format bolt-blocks -o "$TMP/$pie.blocks" 2>/dev/null ||
+		fail "ecpi layout --format bolt-blocks failed ($pie)"
+	head -1 "$TMP/$pie.blocks" | grep -qE '^no_lbr [a-z-]+:$' || fail "bolt-blocks lacks the no_lbr header ($pie)"
+	grep -qE '^1 count_record [0-9a-f]+ [0-9]+$' "$TMP/$pie.blocks" || fail "no block count in count_record ($pie)"
+	"$BOLT" "$TMP/records-$pie" -o "$TMP/records-$pie.blocks.bolt" -data "$TMP/$pie.blocks" -reorder-blocks=ext-tsp \
+		-reorder-functions=hfsort -split-functions -split-all-cold >"$TMP/$pie.blocks.log" 2>&1 ||
+		{ cat "$TMP/$pie.blocks.log" >&2; fail "llvm-bolt refused the block counts ($pie)"; }
+	grep -q "basic block reordering modified layout" "$TMP/$pie.blocks.log" ||
+		{ cat "$TMP/$pie.blocks.log" >&2; fail "BOLT did not use the block counts ($pie)"; }
+	[ "$("$TMP/records-$pie.blocks.bolt" 300000 2>/dev/null)" = "$want" ] ||
+		fail "the binary BOLTed from block counts prints something else ($pie)"
 done
 
 # Orders: only sampled functions, main's chain together.
