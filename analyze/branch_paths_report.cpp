@@ -91,10 +91,17 @@ nlohmann::json lines_of(const store::BranchPath& p, const DebugInfo* debug) {
     if (!debug || !debug->has_lines()) return lines;
     std::set<std::pair<std::string, int>> seen;
     for (std::uint64_t block : p.blocks) {
-        auto frames = debug->frames_at(block);
-        if (frames.empty() || frames[0].line == 0) continue;
-        if (!seen.insert({frames[0].file, frames[0].line}).second) continue;
-        lines.push_back({{"file", frames[0].file}, {"line", frames[0].line}});
+        // The block's first instructions load the callback's guard and
+        // have no line of their own: the first line within a few bytes. The
+        // procedure's own line (the outermost frame): a block of an inlined
+        // helper is shown where the procedure calls it.
+        for (std::uint64_t a = block; a < block + 32; a++) {
+            auto frames = debug->frames_at(a);
+            if (frames.empty() || frames.back().line == 0) continue;
+            const SourceFrame& own = frames.back();
+            if (seen.insert({own.file, own.line}).second) lines.push_back({{"file", own.file}, {"line", own.line}});
+            break;
+        }
     }
     return lines;
 }
@@ -249,8 +256,47 @@ std::string first_line(const nlohmann::json& path) {
     auto slash = file.rfind('/');
     if (slash != std::string::npos) file = file.substr(slash + 1);
     std::string text = file + ":" + std::to_string(lines[0]["line"].get<int>());
-    if (lines.size() > 1) text += "-" + std::to_string(lines[lines.size() - 1]["line"].get<int>());
+    for (std::size_t i = 1; i < lines.size() && i < 5; i++) text += "," + std::to_string(lines[i]["line"].get<int>());
+    if (lines.size() > 5) text += ",...";
     return text;
+}
+
+// The distribution of one path's occurrence times by octave: where its
+// variation lies (a second mode far from the basetime is a cause to find).
+std::string render_histogram(const nlohmann::json& path, std::size_t number, bool ns) {
+    std::map<int, std::pair<std::uint64_t, double>> octaves;  // floor(log2(low)) -> occurrences, time
+    std::uint64_t all = 0;
+    double all_time = 0;
+    for (const auto& h : path["histogram"]) {
+        const double low = h["low"].get<double>();
+        const int octave = low < 1 ? 0 : static_cast<int>(std::floor(std::log2(low)));
+        auto& o = octaves[octave];
+        o.first += h["occurrences"].get<std::uint64_t>();
+        o.second += h["time"].get<double>();
+        all += h["occurrences"].get<std::uint64_t>();
+        all_time += h["time"].get<double>();
+    }
+    if (all == 0) return "";
+    std::string out = format("\n#%zu %s: occurrences (and their share of its time) by duration\n", number,
+                             path["signature"].get<std::string>().c_str());
+    std::uint64_t rest = 0;
+    double rest_time = 0;
+    for (const auto& [octave, o] : octaves) {
+        const double share = double(o.first) / double(all);
+        if (share < 0.001 && (all_time <= 0 || o.second / all_time < 0.05)) {
+            rest += o.first;
+            rest_time += o.second;
+            continue;
+        }
+        const auto bar = static_cast<std::size_t>(std::lround(share * 40));
+        out += format("  %9s - %-9s %6.2f%% %s%s (%.1f%% of time)\n", time_text(std::ldexp(1.0, octave), ns).c_str(),
+                      time_text(std::ldexp(1.0, octave + 1), ns).c_str(), 100 * share, std::string(bar, '#').c_str(),
+                      bar == 0 && o.first ? "." : "", all_time > 0 ? 100 * o.second / all_time : 0.0);
+    }
+    if (rest)
+        out += format("  %21s %6.2f%% (%.1f%% of time) in rarer durations\n", "", 100.0 * double(rest) / double(all),
+                      all_time > 0 ? 100 * rest_time / all_time : 0.0);
+    return out;
 }
 
 }  // namespace
@@ -266,10 +312,14 @@ std::string render_branch_paths_text(const nlohmann::json& doc) {
     if (doc["sample_every"].get<std::uint64_t>() > 1)
         out += ", 1 in " + std::to_string(doc["sample_every"].get<std::uint64_t>()) + " block entries";
     out += ")\n";
-    if (ns)
-        out += format("Times in ns: TSC at %.3f GHz (%s); recording cost %.1f ns per block entry subtracted.\n",
-                   doc["ticks_per_ns"].get<double>(), doc["rate_source"].get<std::string>().c_str(),
-                   doc["block_cost_ns"].get<double>());
+    if (ns) {
+        const bool tsc = doc["source"] == "instrumented";
+        out += format("Times in ns: %s at %.3f GHz (%s)", tsc ? "TSC" : "cycles", doc["ticks_per_ns"].get<double>(),
+                      doc["rate_source"].get<std::string>().c_str());
+        if (doc["block_cost_ns"].get<double>() > 0)
+            out += format("; recording cost %.1f ns per block entry subtracted", doc["block_cost_ns"].get<double>());
+        out += ".\n";
+    }
     else
         out += "Times in " + doc["time_unit"].get<std::string>() + " (no rate to convert them to ns).\n";
     out += "Ranked by " + doc["rank"].get<std::string>() +
@@ -297,6 +347,7 @@ std::string render_branch_paths_text(const nlohmann::json& doc) {
                    first_line(p)});
     }
     out += table.render();
+    for (std::size_t k = 0; k < doc["paths"].size() && k < 3; k++) out += render_histogram(doc["paths"][k], k + 1, ns);
     if (doc.contains("compare")) {
         const auto& c = doc["compare"];
         out += format("\nTop %zu by variation shared with %s: %zu (%.0f%%)\n", c["top"].get<std::size_t>(),

@@ -35,21 +35,29 @@ constexpr KnownEvent kKnownEvents[] = {
     {"branch-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES, false},
 };
 
+// The errno values perf_event_open gives for a hardware event (or a branch
+// stack) the machine has not got: no PMU (as in most VMs), or a PMU without it.
+bool hardware_missing(int err) { return err == ENOENT || err == EOPNOTSUPP || err == ENODEV || err == EINVAL; }
+
+// Why perf_event_open refused, in words: the cause, and for the refusals a
+// user can lift, how. `hardware`: the event counts in a hardware PMU.
+std::string refusal_in_words(bool hardware, int err) {
+    if (hardware && hardware_missing(err)) return std::string("no hardware PMU: ") + std::strerror(err);
+    if (err == EACCES || err == EPERM)
+        return std::string(std::strerror(err)) +
+               "; ecpi needs CAP_PERFMON (or root), and kernel.perf_event_paranoid may forbid it";
+    if (err == EMFILE) return "too many open files; raise the limit with `ulimit -n`";
+    return std::strerror(err);
+}
+
 // Why perf_event_open refused an event, in words, with what to do instead.
 Error open_error(const EventSpec& event, int err) {
-    if (event.type == PERF_TYPE_HARDWARE && (err == ENOENT || err == EOPNOTSUPP || err == ENODEV || err == EINVAL))
-        return Error("event '" + event.name + "' is not supported on this machine (no hardware PMU: " +
-                         std::strerror(err) + "); use -e cpu-clock or -e task-clock instead",
+    const bool hardware = event.type == PERF_TYPE_HARDWARE;
+    if (hardware && hardware_missing(err))
+        return Error("event '" + event.name + "' is not supported on this machine (" +
+                         refusal_in_words(hardware, err) + "); use -e cpu-clock or -e task-clock instead",
                      err);
-    if (err == EACCES || err == EPERM)
-        return Error("opening event '" + event.name + "': " + std::strerror(err) +
-                         "; ecpi needs CAP_PERFMON (or root), and kernel.perf_event_paranoid may forbid it",
-                     err);
-    if (err == EMFILE)
-        return Error("opening event '" + event.name +
-                         "': too many open files; raise the limit with `ulimit -n`",
-                     err);
-    return Error::from_errno(err, "opening event '" + event.name + "'");
+    return Error("opening event '" + event.name + "': " + refusal_in_words(hardware, err), err);
 }
 
 }  // namespace
@@ -231,6 +239,32 @@ Result<std::vector<FileDescriptor>> open_sampling_events(const EventSpec& event,
 Result<void> set_period(int fd, std::uint64_t period) {
     if (ioctl(fd, PERF_EVENT_IOC_PERIOD, &period) != 0) return Error::from_errno(errno, "setting sampling period");
     return ok();
+}
+
+Result<void> check_lbr_support() {
+    perf_event_attr attr{};
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_HARDWARE;
+    attr.config = PERF_COUNT_HW_CPU_CYCLES;
+    attr.sample_period = 1'000'000;
+    attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_BRANCH_STACK;
+    attr.branch_sample_type = PERF_SAMPLE_BRANCH_USER | PERF_SAMPLE_BRANCH_ANY;
+    attr.exclude_kernel = 1;  // user branches only: what paranoid level 2 allows without CAP_PERFMON
+    attr.exclude_hv = 1;
+    attr.disabled = 1;        // opened to ask, never enabled
+    const long fd = perf_event_open(&attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd >= 0) {
+        ::close(static_cast<int>(fd));
+        return ok();
+    }
+    const int err = errno;
+    constexpr const char* kAlternative = "use --source instrumented (programs built with 'ecpi flags paths')";
+    if (hardware_missing(err))
+        return Error(std::string("this machine has no last-branch records (LBR): ") + refusal_in_words(true, err) +
+                         "; " + kAlternative,
+                     err);
+    // Permission or resources: the machine may have LBR, the recorder may not open it.
+    return Error("opening last-branch records (LBR): " + refusal_in_words(true, err) + "; or " + kAlternative, err);
 }
 
 SidebandReader::SidebandReader(SidebandReader&& o) noexcept { *this = std::move(o); }

@@ -23,12 +23,16 @@ struct FlagsArgs {
 
 // clang 14 (Debian 12) emits the load/store callbacks only beside a coverage
 // mode; inline 8-bit counters are the cheapest (an increment, no call).
-constexpr const char* kMemtraceCompile = "-g -fsanitize-coverage=inline-8bit-counters,trace-loads,trace-stores";
+// -gdwarf-aranges: clang writes no .debug_aranges by default, and the
+// elfutils of Debian 12 (0.188) finds a compilation unit by address only
+// through them: without, no source line of a clang-built program is found.
+constexpr const char* kMemtraceCompile =
+    "-g -gdwarf-aranges -fsanitize-coverage=inline-8bit-counters,trace-loads,trace-stores";
 // A callback at the start of every basic block: `bb` (not `edge`, which
 // would split critical edges and add blocks the machine code does not
 // have) and `no-prune` (clang otherwise skips blocks whose coverage another
 // implies, and a path needs every block it passes).
-constexpr const char* kPathsCompile = "-g -fsanitize-coverage=bb,no-prune,trace-pc-guard";
+constexpr const char* kPathsCompile = "-g -gdwarf-aranges -fsanitize-coverage=bb,no-prune,trace-pc-guard";
 
 // The runtime archive: beside the build tree's binary (build/loader/ecpi ->
 // build/runtime/), or installed (bin/ecpi -> lib/ecpi/); ECPI_RUNTIME overrides.

@@ -111,9 +111,21 @@ void add_record_subcommand(CLI::App& paths, const std::shared_ptr<PathsRecordArg
                 "  ecpi paths paths.db --branch --rank variation\n");
 }
 
+void add_import_subcommand(CLI::App& paths, const std::shared_ptr<PathsImportArgs>& args) {
+    auto* app = paths.add_subcommand("import", "Branch paths from last-branch records printed by 'perf script -F ip,brstack'");
+    app->add_option("--perf-script", args->perf_script, "The text perf script printed")->required();
+    app->add_option("--image", args->image, "The binary the records come from")->required();
+    app->add_option("--cpu-ghz", args->cpu_ghz, "The recording CPU's clock, to turn cycles into ns (default: report cycles)");
+    app->add_option("--load-bias", args->load_bias, "Subtract this from every address (a PIE's load address)");
+    app->add_option("-o,--output", args->database, "Profile database directory to save into")->default_str("ecpi.db");
+    app->add_option("--limit", args->limit, "Paths in the report (0: all)")->default_str("10");
+    add_format_option(*app, args->format);
+}
+
 void add_paths_verb(CLI::App& root, std::vector<Verb>& verbs) {
     auto args = std::make_shared<PathsArgs>();
     auto record = std::make_shared<PathsRecordArgs>();
+    auto import = std::make_shared<PathsImportArgs>();
     auto* app = root.add_subcommand("paths", "Call paths saved by 'ecpi probe -o DB'; branch paths (--branch, record)");
     app->add_option("database", args->database, "Profile database directory")->default_str("ecpi.db");
     app->add_option("--file", args->file, "Read this saved result (probe-*.json, branch-paths-*.json) instead");
@@ -131,10 +143,13 @@ void add_paths_verb(CLI::App& root, std::vector<Verb>& verbs) {
     add_format_option(*app, args->format);
     add_record_subcommand(*app, record);
     auto* record_app = app->get_subcommand("record");
+    add_import_subcommand(*app, import);
+    auto* import_app = app->get_subcommand("import");
     app->footer("\nExamples:\n  ecpi paths paths.db\n  ecpi paths paths.db --rank variation --limit 10\n"
                 "  ecpi paths record -o paths.db -- ./orders\n  ecpi paths paths.db --branch --compare other.db\n");
-    verbs.push_back({app, [args, record, record_app] {
+    verbs.push_back({app, [args, record, record_app, import, import_app] {
                          if (record_app->parsed()) return run_paths_record(*record);
+                         if (import_app->parsed()) return run_paths_import(*import);
                          return run_paths(*args);
                      }});
 }

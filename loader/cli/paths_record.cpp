@@ -1,15 +1,22 @@
 // ecpi paths record / import / --branch. See paths_record.h.
 #include "paths_record.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <random>
 
 #include "ecpi/analyze/branch_paths.h"
 #include "ecpi/analyze/branch_paths_report.h"
 #include "ecpi/analyze/debug_info.h"
+#include "ecpi/analyze/perf_script.h"
 #include "ecpi/analyze/symbolizer.h"
 #include "ecpi/loader/memtrace.h"
+#include "ecpi/loader/perf_events.h"
 #include "ecpi/store/branch_paths.h"
 
 namespace ecpi::cli {
@@ -87,6 +94,13 @@ void add_recording_notes(store::BranchPathProfile& profile, const loader::Memtra
 
 int run_paths_record(const PathsRecordArgs& args) {
     if (args.command.empty()) throw UsageError{"paths record needs a command: ecpi paths record [OPTIONS] -- COMMAND [ARGS...]"};
+    if (args.source == "lbr") {
+        unwrap(loader::check_lbr_support());
+        // This machine has last-branch records: perf records them (ecpi
+        // does not drive the PMU's branch stack itself), ecpi imports them.
+        throw RuntimeError{"last-branch records are recorded with perf: 'perf record -j any,u -e cycles:u -o lbr.data -- COMMAND', "
+                           "'perf script -i lbr.data -F ip,brstack > lbr.txt', then 'ecpi paths import --perf-script lbr.txt --image BINARY'"};
+    }
     const std::uint64_t sample = parse_ratio(args.sample, "--sample");
     loader::MemtraceRunOptions o;
     o.argv = args.command;
@@ -130,6 +144,47 @@ int run_paths_record(const PathsRecordArgs& args) {
         std::cerr << "ecpi paths record: the program " << loader::describe_wait_status(r.exit.wait_status) << "\n";
         return kExitRuntimeError;
     }
+    return kExitOk;
+}
+
+int run_paths_import(const PathsImportArgs& args) {
+    if (args.perf_script.empty() || args.image.empty())
+        throw UsageError{"paths import needs --perf-script FILE and --image BINARY"};
+    if (args.cpu_ghz < 0 || args.cpu_ghz > 100) throw UsageError{"--cpu-ghz takes the recording machine's clock in GHz (0: unknown)"};
+    struct stat st {};
+    if (::stat(args.perf_script.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+        throw RuntimeError{args.perf_script + " is not a regular file: give the text 'perf script -F ip,brstack' printed"};
+    constexpr std::uint64_t kMaxScriptBytes = 4ull << 30;
+    if (std::uint64_t(st.st_size) > kMaxScriptBytes)
+        throw RuntimeError{args.perf_script + " is larger than 4 GiB: cut it (perf script --time) and import the parts"};
+    std::ifstream in(args.perf_script);
+    if (!in) throw RuntimeError{"cannot open " + args.perf_script + ": " + std::strerror(errno)};
+    auto code = unwrap(analyze::open_path_code_map(args.image, analyze::BlockSource::kEveryBlock));
+    analyze::PathCutter cutter(*code, 0);
+    std::uint64_t without_cycles = 0, stacks = 0;
+    auto stats = unwrap(analyze::parse_perf_script_brstack(in, [&](const analyze::LbrSample& s) {
+        if (analyze::feed_lbr_sample(cutter, *code, s, args.load_bias, 0)) stacks++;
+        else without_cycles++;
+    }));
+    store::BranchPathProfile profile;
+    profile.source = "lbr";
+    profile.image = fs::absolute(args.image).string();
+    auto id = analyze::read_build_id(args.image);
+    profile.build_id = id.ok() ? *id : "";
+    profile.tick_unit = "cycles";
+    profile.ticks_per_ns = args.cpu_ghz;
+    profile.rate_source = args.cpu_ghz > 0 ? "--cpu-ghz" : "";
+    profile.command = {"perf script", args.perf_script};
+    cutter.finish(profile);
+    for (const auto& w : stats.warnings) profile.notes.push_back(args.perf_script + ": " + w);
+    if (without_cycles)
+        profile.notes.push_back(std::to_string(without_cycles) + " of " + std::to_string(stats.samples) +
+                                " branch stacks had no cycle counts and were left out (the CPU did not record them)");
+    if (stacks == 0)
+        throw RuntimeError{args.perf_script + ": no branch stack with cycle counts (" + std::to_string(stats.samples) +
+                           " samples): these records cannot time paths"};
+    const std::string saved = save(args.database, profile);
+    print_report(profile, args.limit, args.format, saved);
     return kExitOk;
 }
 

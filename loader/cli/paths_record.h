@@ -31,6 +31,7 @@ struct PathsImportArgs {
     std::string perf_script;
     std::string image;
     double cpu_ghz = 0;
+    std::uint64_t load_bias = 0;
     std::size_t limit = 10;
     Format format = Format::kText;
 };

@@ -112,6 +112,21 @@ private:
     std::uint64_t bursts_ = 0, blocks_ = 0, outside_ = 0, at_edges_ = 0, occurrences_ = 0;
 };
 
+struct LbrSample;
+
+// Feeds one last-branch-record stack (perf_script.h) to a cutter as a burst
+// of block entries: consecutive records are a straight run from one's
+// target to the next's source, taking the later record's cycles. The block
+// holding a target is entered at the cycle count of its taken branch
+// (exact); blocks a run falls through into get times interpolated by their
+// address within the run (an estimate). Addresses are the sample's minus
+// `bias`. A run whose record has no cycle count (an interrupt's return) or
+// that is not straight breaks the stream; a repeated newest record (Skylake
+// writes some twice) counts once. Returns false (and feeds nothing) when no
+// record has a cycle count.
+bool feed_lbr_sample(PathCutter& cutter, PathCodeMap& code, const LbrSample& sample, std::uint64_t bias,
+                     std::uint32_t stream);
+
 // Feeds the records of a paths run (runtime/ecpi_rt_abi.h: WINDOW begins a
 // burst, BLOCK is one block entry) to a cutter, one stream per ring. Block
 // addresses are the callbacks' return addresses in the running program;

@@ -97,6 +97,17 @@ struct SamplingEventOptions {
 // Changes a running event's period (PERF_EVENT_IOC_PERIOD).
 [[nodiscard]] Result<void> set_period(int fd, std::uint64_t period);
 
+// Whether this thread can sample cycles with a branch stack of user-space
+// branches (last-branch records: Intel LBR, AMD LbrExtV2, Arm BRBE), as
+// `ecpi paths record --source lbr` needs: opens such an event on the calling
+// thread, disabled, and closes it. The error is one line: "this machine has
+// no last-branch records (LBR): <why>; use --source instrumented (...)" when
+// the hardware lacks them (no PMU, as in most VMs, or a PMU without a branch
+// stack); "opening last-branch records (LBR): <why>; or use --source
+// instrumented (...)" when permission (CAP_PERFMON, perf_event_paranoid) or
+// file descriptors are what is missing.
+[[nodiscard]] Result<void> check_lbr_support();
+
 // Records read from the side-band ring buffers.
 struct SidebandHandler {
     std::function<void(std::uint32_t pid, std::uint64_t start, std::uint64_t len, std::uint64_t pgoff,

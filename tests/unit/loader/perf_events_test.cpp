@@ -2,6 +2,12 @@
 
 #include "ecpi/loader/perf_events.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 TEST_CASE("known events parse; unknown ones list the known names") {
     auto clock = ecpi::loader::parse_event("cpu-clock");
     REQUIRE(clock.ok());
@@ -36,6 +42,51 @@ TEST_CASE("hardware events fail with a message naming the event and the alternat
                         (msg.find("cpu-clock") != std::string::npos || msg.find("CAP_PERFMON") != std::string::npos);
         CHECK(explains);
     }
+}
+
+namespace {
+
+// An independent look at what check_lbr_support asks: can this thread open
+// a cycles event sampling user branches? The errno when not, 0 when it can.
+int open_cycles_with_branch_stack() {
+    perf_event_attr attr{};
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_HARDWARE;
+    attr.config = PERF_COUNT_HW_CPU_CYCLES;
+    attr.sample_period = 100000;
+    attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_BRANCH_STACK;
+    attr.branch_sample_type = PERF_SAMPLE_BRANCH_USER | PERF_SAMPLE_BRANCH_ANY;
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    attr.disabled = 1;
+    const long fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+    if (fd < 0) return errno;
+    close(static_cast<int>(fd));
+    return 0;
+}
+
+}  // namespace
+
+TEST_CASE("LBR support: one line naming last-branch records and the instrumented source, or a branch stack that opens") {
+    const int independent = open_cycles_with_branch_stack();
+    auto lbr = ecpi::loader::check_lbr_support();
+    if (lbr.ok()) {
+        // Not this VM (no hardware PMU): a machine with LBR.
+        MESSAGE("check_lbr_support succeeded: this machine samples cycles with a branch stack");
+        CHECK(independent == 0);
+        return;
+    }
+    const auto& msg = lbr.error().message();
+    INFO(msg);
+    CHECK(independent != 0);
+    CHECK(lbr.error().errno_value() == independent);
+    CHECK(msg.find("last-branch records") != std::string::npos);
+    CHECK(msg.find("--source instrumented") != std::string::npos);
+    CHECK(msg.find("ecpi flags paths") != std::string::npos);
+    CHECK(msg.find(std::strerror(independent)) != std::string::npos);
+    CHECK(msg.find('\n') == std::string::npos);
+    if (independent == ENOENT || independent == EOPNOTSUPP || independent == ENODEV || independent == EINVAL)
+        CHECK(msg.rfind("this machine has no last-branch records (LBR): no hardware PMU: ", 0) == 0);
 }
 
 TEST_CASE("the measured clock rate is a plausible core clock, near the nominal one") {
