@@ -54,6 +54,8 @@ def where(path, files=None):
 
 
 def ns(v):
+    if v < 0:
+        return "−" + ns(-v)
     if v >= 1e9:
         return f"{v / 1e9:.3f} s"
     if v >= 1e6:
@@ -126,18 +128,20 @@ def part_orders():
     print(f"### orders: the top paths ({doc['occurrences']:,} occurrences of {doc['distinct_paths']} paths in "
           f"{doc['bursts']:,} bursts, 1 in {doc['sample_every']} block entries; recording cost "
           f"{doc['block_cost_ns']:.1f} ns per block entry subtracted)\n")
+    for note in doc["notes"] + doc_small["notes"]:
+        print(f"Note: {note}\n")
     print(PATH_HEADER)
     for i, p in enumerate(doc["paths"][:8], 1):
         print(path_row(i, p))
     upd, pri = orders_paths(doc, update, price)
     print(f"\nPaths through the customer update (orders.c:{min(update)}-{max(update)}; the line choosing the customer, "
           f"regulars or anybody: {who_line}), default table, then CUSTOMERS={small}:\n")
-    print(PATH_HEADER)
+    print(PATH_HEADER.replace("| rank by variation |", "| table | rank by variation |").replace("|---:|", "|---|---:|", 1))
     for p in upd:
-        print(path_row(p["rank_by_variation"], p))
+        print("| default " + path_row(p["rank_by_variation"], p))
     upd_small, pri_small = orders_paths(doc_small, update, price)
     for p in upd_small:
-        print(path_row(p["rank_by_variation"], p))
+        print(f"| {small} " + path_row(p["rank_by_variation"], p))
 
     t = times("orders.fix.times")
     default = [float(v[0]) for v in t.get("default", [])]
@@ -243,6 +247,8 @@ def part_sqlite():
         top = doc["paths"][:10]
         print(f"### SQLite, input {name} (`{cmd}`): {doc['occurrences']:,} occurrences of {doc['distinct_paths']:,} paths, "
               f"1 in {doc['sample_every']} block entries\n")
+        for note in doc["notes"]:
+            print(f"Note: {note}\n")
         print(PATH_HEADER)
         for i, p in enumerate(top, 1):
             print(path_row(i, p, files))
