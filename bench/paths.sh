@@ -26,7 +26,7 @@
 #
 # Usage: bash bench/paths.sh [PART...]   (default: orders overhead distortion sqlite)
 # Environment: ECPI (default build/loader/ecpi), REQUESTS (20000000), ROUNDS (5),
-#   OVERHEAD_REQUESTS (5000000), OUT (keep the reports there; default a
+#   OVERHEAD_REQUESTS (5000000), SQLITE_SAMPLE (1/100), OUT (keep the reports there; default a
 #   temporary directory), ECPI_BENCH_CACHE (SQLite's sources and objects;
 #   default ~/.cache/ecpi-bench).
 set -euo pipefail
@@ -42,6 +42,7 @@ ORDERS_SAMPLE=1/20
 CHAIN_ITERATIONS=(16:20000000 64:5000000 256:1250000)
 SQLITE_A=(20000 8 50000)
 SQLITE_B=(4000 40 200000)
+SQLITE_SAMPLE=${SQLITE_SAMPLE:-1/100}
 
 for tool in clang python3; do
 	command -v $tool >/dev/null || { echo "bench/paths.sh: $tool is not installed (scripts/install-deps.sh --test)" >&2; exit 1; }
@@ -169,11 +170,11 @@ part_sqlite() {
 	if ! fetch_sqlite; then flock -u 9; return 0; fi
 	flock -u 9
 	flock -x 9
-	echo "# sqlite: A = ${SQLITE_A[*]}, B = ${SQLITE_B[*]} (customers, orders per customer, lookups), --sample 1/10 under flock -x, load $(load)"
+	echo "# sqlite: A = ${SQLITE_A[*]}, B = ${SQLITE_B[*]} (customers, orders per customer, lookups), --sample $SQLITE_SAMPLE under flock -x, load $(load)"
 	rm -rf "$OUT"/sqlite_*.db
-	"$ECPI" paths record -o "$OUT/sqlite_A.db" --sample 1/10 --seed 1 -- "$OUT/sqlite.paths" "${SQLITE_A[@]}" >"$OUT/sqlite_A.record.txt"
-	"$ECPI" paths record -o "$OUT/sqlite_A2.db" --sample 1/10 --seed 2 -- "$OUT/sqlite.paths" "${SQLITE_A[@]}" >"$OUT/sqlite_A2.record.txt"
-	"$ECPI" paths record -o "$OUT/sqlite_B.db" --sample 1/10 --seed 3 -- "$OUT/sqlite.paths" "${SQLITE_B[@]}" >"$OUT/sqlite_B.record.txt"
+	"$ECPI" paths record -o "$OUT/sqlite_A.db" --sample "$SQLITE_SAMPLE" --seed 1 -- "$OUT/sqlite.paths" "${SQLITE_A[@]}" >"$OUT/sqlite_A.record.txt"
+	"$ECPI" paths record -o "$OUT/sqlite_A2.db" --sample "$SQLITE_SAMPLE" --seed 2 -- "$OUT/sqlite.paths" "${SQLITE_A[@]}" >"$OUT/sqlite_A2.record.txt"
+	"$ECPI" paths record -o "$OUT/sqlite_B.db" --sample "$SQLITE_SAMPLE" --seed 3 -- "$OUT/sqlite.paths" "${SQLITE_B[@]}" >"$OUT/sqlite_B.record.txt"
 	echo "# sqlite: done, load $(load)"
 	flock -u 9
 	for name in A A2 B; do
