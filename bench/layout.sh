@@ -20,7 +20,8 @@
 # into ~/.cache/ecpi-bench, never committed) driven by
 # bench/cachesim/sqlite_orders.c instead of the handlers.
 # Usage (root): bash bench/layout.sh [REQUESTS=20000000] [ROUNDS=5]
-# KEEP=DIR keeps the binaries, profiles and fdata files there.
+# KEEP=DIR keeps the binaries, profiles and fdata files there (and compare.txt:
+# where ecpi's fdata states edges otherwise than exact counts do).
 set -euo pipefail
 REQ=${1:-20000000}
 ROUNDS=${2:-5}
@@ -132,4 +133,8 @@ for c in $configs; do
 	echo "| $c | ${TAKEN[$c]} | $pct | ${I1[$c]} | $med (${TIMES[$c]# }) |"
 done
 echo "# ecpi layout: $(tail -1 "$T/ecpi.log")"
+# Where ecpi's profile loses gain against exact counts (bench/layout/compare_fdata.py;
+# the full report, by function and branch, is compare.txt in KEEP=DIR).
+python3 "$here/layout/compare_fdata.py" "$T/none" "$T/ecpi.fdata" "$T/exact.fdata" --callgrind "$T/ecpi.cg" "$T/exact.cg" >"$T/compare.txt" &&
+	sed -n '1,7p' "$T/compare.txt" || echo "# compare_fdata.py failed: see $T/compare.txt"
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

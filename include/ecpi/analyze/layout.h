@@ -98,6 +98,12 @@ std::vector<std::uint32_t> pettis_hansen_order(const std::vector<LayoutFunction>
 // about S + 2*sqrt(S) + 3 sampling periods of S samples. Where neither
 // target was sampled, the block's count is split by those caps.
 void cap_edges_by_samples(const CalcProcedure& p, double period_cycles, std::vector<double>& counts);
+// Every edge's count (indexed like p.edges) as written to BOLT: calc's
+// estimates with missing outflow carried onto zero edges, split by what the
+// successors' samples guarantee, capped by what they allow, split by the
+// branch's register snapshots (one decides), and where the two edges of a
+// conditional block are still equal, 1:3 in favour of the fall-through.
+std::vector<double> layout_edge_counts(const CalcProcedure& p, double period_cycles);
 
 std::string render_bolt_fdata(const LayoutReport& report);
 // lld --symbol-ordering-file: one symbol per line.

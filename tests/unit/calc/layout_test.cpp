@@ -141,3 +141,41 @@ TEST_CASE("BOLT fdata names a local (static) function as BOLT does, name/N") {
     const std::string fdata = render_bolt_fdata(r);
     CHECK(fdata == "1 lookup/2 4 1 lookup/2 20 0 50\n1 main 10 1 lookup/2 0 0 100\n");
 }
+
+namespace {
+
+// diamond() with its entry block's conditional jump at 0x10.
+CalcProcedure diamond_with_jump(std::vector<CalcBranch> branches) {
+    CalcProcedure p = diamond(0, 6, 0, 6);
+    p.instructions.resize(1);
+    p.instructions[0].address = 0x10;
+    p.blocks[0].first = 0;
+    p.blocks[0].count = 1;
+    p.branches = std::move(branches);
+    return p;
+}
+
+}  // namespace
+
+// Issue 17, SQLite: with a few thousand samples most blocks hold 0-3 and
+// the estimator's split of a branch is a coin toss (an even one where both
+// successors went unsampled); BOLT then lays hot paths out of line.
+TEST_CASE("an even split keeps the compiler's fall-through, one register snapshot decides the direction") {
+    const double period = 500000;
+    // Both successors unsampled, the same size: the caps split 4e6 evenly,
+    // which says nothing of the direction. The fall-through keeps 3/4.
+    std::vector<double> even = layout_edge_counts(diamond_with_jump({}), period);
+    CHECK(even[1] == doctest::Approx(3e6));  // fall-through
+    CHECK(even[0] == doctest::Approx(1e6));  // taken
+    // One snapshot of the jump's condition, taken: it decides.
+    std::vector<double> one = layout_edge_counts(diamond_with_jump({{0x10, 1, 1, false}}), period);
+    CHECK(one[0] == doctest::Approx(4e6));
+    CHECK(one[1] == doctest::Approx(0));
+    // Snapshots split evenly are no evidence either: the fall-through again.
+    std::vector<double> split = layout_edge_counts(diamond_with_jump({{0x10, 1, 2, false}}), period);
+    CHECK(split[1] > split[0]);
+    // A block that never ran gives nothing to either edge.
+    CalcProcedure idle = diamond_with_jump({});
+    idle.blocks[0].executions = 0;
+    CHECK(layout_edge_counts(idle, period) == std::vector<double>{0, 0});
+}
