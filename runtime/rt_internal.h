@@ -39,17 +39,19 @@ void ecpi_rt_note_free(void *p);
 void ecpi_rt_block_slow(uint64_t pc);
 void __sanitizer_cov_trace_pc_guard(uint32_t *guard);
 
-/* The time stamp counter, read after every earlier instruction completed
- * (lfence): a bare rdtsc may run before the block before it finished, and
- * then path boundaries blur. Measured on bench/paths/chain.c (a path of N
- * dependent multiplications, 0.88 ns each): the fastest occurrence of a
- * 57 ns path read 1 ns with a bare rdtsc, 31 ns with the fence; of a
- * 231 ns path 142 and 191 ns. The fence doubles a recorded entry's cost
- * (9 to 19 ns, subtracted), which matters only inside bursts. */
+/* The time stamp counter, unfenced. A bare rdtsc may run before the block
+ * before it finished, which blurs path boundaries: on bench/paths/chain.c
+ * (N dependent multiplications) the fastest occurrence of a 58 ns path
+ * read 1 ns. An lfence before it raised that to 22 ns, but doubled a
+ * recorded entry's cost (9 to 18 ns) and made it vary with the work in
+ * flight: orders' price path (snprintf) then measured 245 ns on average
+ * instead of 140, and its variation outranked the cache-missing path
+ * (docs/PATHS.md, Limits). Unfenced, the error is smaller where it
+ * matters for ranking. */
 static inline uint64_t ecpi_rt_rdtsc(void)
 {
 	uint32_t lo, hi;
-	__asm__ volatile("lfence\n\trdtsc" : "=a"(lo), "=d"(hi)::"memory");
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
 	return ((uint64_t)hi << 32) | lo;
 }
 /* Maps the runtime's own heap (rt_malloc.c): what libc allocates while a
