@@ -169,7 +169,11 @@ void split_by_odds(const CalcProcedure& p, std::vector<double>& counts) {
         for (std::uint32_t b = 0; b < p.blocks.size(); ++b) {
             const CalcBlock& blk = p.blocks[b];
             if (blk.count == 0 || p.instructions[blk.first + blk.count - 1].address != br.jump) continue;
-            const double share = static_cast<double>(br.taken) / static_cast<double>(br.snapshots);
+            // Laplace's rule of succession: (k + 1) / (n + 2). One snapshot
+            // decides the direction, but is stated as 2:1, not 1:0: an
+            // edge is not stated more strongly than its samples allow.
+            const double share =
+                (static_cast<double>(br.taken) + 1) / (static_cast<double>(br.snapshots) + 2);
             for (std::size_t e = 0; e < p.edges.size(); ++e) {
                 if (p.edges[e].from != b) continue;
                 if (p.edges[e].kind == EdgeKind::kBranch) counts[e] = share * blk.executions;

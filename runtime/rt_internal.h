@@ -39,6 +39,15 @@ void ecpi_rt_note_free(void *p);
 void ecpi_rt_block_slow(uint64_t pc);
 void __sanitizer_cov_trace_pc_guard(uint32_t *guard);
 
+/* The time stamp counter, unfenced. A bare rdtsc may run before the block
+ * before it finished, which blurs path boundaries: on bench/paths/chain.c
+ * (N dependent multiplications) the fastest occurrence of a 58 ns path
+ * read 1 ns. An lfence before it raised that to 22 ns, but doubled a
+ * recorded entry's cost (9 to 18 ns) and made it vary with the work in
+ * flight: orders' price path (snprintf) then measured 245 ns on average
+ * instead of 140, and its variation outranked the cache-missing path
+ * (docs/PATHS.md, Limits). Unfenced, the error is smaller where it
+ * matters for ranking. */
 static inline uint64_t ecpi_rt_rdtsc(void)
 {
 	uint32_t lo, hi;

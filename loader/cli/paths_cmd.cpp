@@ -4,6 +4,7 @@
 // (VPP 4; paths_record.cpp).
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "cli_common.h"
 #include "ecpi/store/probe_results.h"
@@ -19,7 +20,7 @@ struct PathsArgs {
     std::string epoch;
     std::string rank;
     std::string function;
-    std::size_t limit = 0;
+    std::optional<std::size_t> limit;  // call paths: all; branch paths: 20
     bool all = false;
     bool branch = false;
     std::string compare;
@@ -36,7 +37,7 @@ int run_branch_paths(const PathsArgs& args) {
     b.procedure = args.function;
     b.compare = args.compare;
     b.compare_top = args.compare_top;
-    b.limit = args.limit ? args.limit : 20;
+    b.limit = args.limit.value_or(20);
     b.format = args.format;
     return run_branch_report(b);
 }
@@ -81,7 +82,7 @@ int run_paths(const PathsArgs& args) {
             documents.push_back(store::probe_report_to_json(report));
         } else {
             if (files.size() > 1) std::cout << "== " << file.string() << "\n";
-            std::cout << render_probe_text(report, *rank, args.limit);
+            std::cout << render_probe_text(report, *rank, args.limit.value_or(0));
         }
     }
     if (args.format == Format::kJson) {

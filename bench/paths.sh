@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# Variational path profiling (issue 19; VPP: shared/papers/
+# variational-path-profiling.txt): `ecpi paths record` and `ecpi paths
+# --branch` on programs built with `clang -O2 $(ecpi flags paths)`.
+#
+#   orders     tests/testprogs/paths/orders.c, REQUESTS requests, recorded at
+#              --sample 1/20 with the default customer table (128 MB) and with
+#              CUSTOMERS=2048 (the table fits the cache): the cold-customer
+#              path's ranks by variation and by time; then the fix, timed on
+#              the plain build (ROUNDS interleaved runs of each table, medians
+#              of the program's own `loop X s`) against the path's estimated
+#              net variation.
+#   overhead   orders alone (plain build), built with the flags but not
+#              recorded, and `ecpi paths record --no-save` at 1/1, 1/10,
+#              1/100 (ROUNDS interleaved, medians of `loop X s`).
+#   distortion bench/paths/chain.c: one path per iteration, a dependent chain
+#              of 16, 64 or 256 multiplications; its basetime and mean under
+#              --sample 1/10 against the plain build's time per iteration.
+#   sqlite     SQLite's amalgamation (npm's better-sqlite3, fetched into a
+#              cache directory, never into the tree) driven by
+#              bench/cachesim/sqlite_orders.c with two inputs (A, B) and A
+#              again with another seed: top 10 by variation with source lines,
+#              overlap with the top 10 by time, `--compare` across inputs.
+# Timed parts run under flock -x on /tmp/ecpi-quiet.lock (each under ten
+# minutes) and print the load average beside them.
+#
+# Usage: bash bench/paths.sh [PART...]   (default: orders overhead distortion sqlite)
+# Environment: ECPI (default build/loader/ecpi), REQUESTS (20000000), ROUNDS (5),
+#   OVERHEAD_REQUESTS (5000000), SQLITE_SAMPLE (1/100), OUT (keep the reports there; default a
+#   temporary directory), ECPI_BENCH_CACHE (SQLite's sources and objects;
+#   default ~/.cache/ecpi-bench).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+ECPI=${ECPI:-$here/../build/loader/ecpi}
+REQUESTS=${REQUESTS:-20000000}
+OVERHEAD_REQUESTS=${OVERHEAD_REQUESTS:-5000000}
+ROUNDS=${ROUNDS:-5}
+CACHE_DIR=${ECPI_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ecpi-bench}
+LOCK=/tmp/ecpi-quiet.lock
+SMALL_TABLE=2048
+ORDERS_SAMPLE=1/20
+CHAIN_ITERATIONS=(16:20000000 64:5000000 256:1250000)
+SQLITE_A=(20000 8 50000)
+SQLITE_B=(4000 40 200000)
+SQLITE_SAMPLE=${SQLITE_SAMPLE:-1/100}
+
+for tool in clang python3; do
+	command -v $tool >/dev/null || { echo "bench/paths.sh: $tool is not installed (scripts/install-deps.sh --test)" >&2; exit 1; }
+done
+[ -x "$ECPI" ] || { echo "bench/paths.sh: $ECPI is not built (make, or set ECPI)" >&2; exit 1; }
+PARTS=("$@")
+[ ${#PARTS[@]} -gt 0 ] || PARTS=(orders overhead distortion sqlite)
+for p in "${PARTS[@]}"; do
+	case $p in orders | overhead | distortion | sqlite) ;; *) echo "bench/paths.sh: unknown part '$p' (orders overhead distortion sqlite)" >&2; exit 2 ;; esac
+done
+T=$(mktemp -d /tmp/ecpi-bench-paths.XXXXXX)
+if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; else OUT=$T/out; mkdir -p "$OUT"; fi
+OUT=$(cd "$OUT" && pwd)
+trap 'rm -rf "$T"' EXIT
+trap 'exit 130' INT TERM
+exec 9>>"$LOCK"
+
+echo "# $(date -u +%FT%TZ), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
+echo "# $(clang --version | head -1), ecpi $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+PATHS_FLAGS=$("$ECPI" flags paths)
+PATHS_COMPILE=$("$ECPI" flags paths --compile)
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+loop_seconds() { sed -n 's/.*loop \([0-9.]*\) s.*/\1/p' | head -1; }
+
+# --- builds (shared lock: other engineers may build at the same time) ---
+flock -s 9
+clang -O2 -g -o "$T/orders.plain" "$here/../tests/testprogs/paths/orders.c"
+clang -O2 $PATHS_FLAGS -o "$T/orders.paths" "$here/../tests/testprogs/paths/orders.c"
+clang -O2 -g -o "$T/chain.plain" "$here/paths/chain.c"
+clang -O2 $PATHS_FLAGS -o "$T/chain.paths" "$here/paths/chain.c"
+flock -u 9
+cp "$T/orders.paths" "$T/chain.paths" "$OUT/"  # the reports name these images; keep them for source lines
+
+# --- 1. orders: ranks, then the fix ---
+part_orders() {
+	local r
+	flock -x 9
+	echo "# orders: recording $REQUESTS requests at --sample $ORDERS_SAMPLE under flock -x, load $(load)"
+	rm -rf "$OUT/orders.db" "$OUT/orders_small.db"
+	"$ECPI" paths record -o "$OUT/orders.db" --sample $ORDERS_SAMPLE --seed 1 -- "$OUT/orders.paths" "$REQUESTS" >"$OUT/orders.record.txt"
+	"$ECPI" paths record -o "$OUT/orders_small.db" --sample $ORDERS_SAMPLE --seed 1 -- "$OUT/orders.paths" "$REQUESTS" $SMALL_TABLE >"$OUT/orders_small.record.txt"
+	echo "# orders: the fix, $ROUNDS interleaved runs of the plain build, load $(load)"
+	rm -f "$OUT/orders.fix.times"
+	for r in $(seq "$ROUNDS"); do
+		echo "default $("$T/orders.plain" "$REQUESTS" | loop_seconds)" >>"$OUT/orders.fix.times"
+		echo "small $("$T/orders.plain" "$REQUESTS" $SMALL_TABLE | loop_seconds)" >>"$OUT/orders.fix.times"
+	done
+	echo "# orders: done, load $(load)"
+	flock -u 9
+	"$ECPI" paths "$OUT/orders.db" --branch --limit 100000 --format json >"$OUT/orders.json"
+	"$ECPI" paths "$OUT/orders_small.db" --branch --limit 100000 --format json >"$OUT/orders_small.json"
+	"$ECPI" paths "$OUT/orders.db" --branch --limit 8 >"$OUT/orders.txt"
+}
+
+# --- 2. overhead of recording ---
+part_overhead() {
+	local r s
+	flock -x 9
+	echo "# overhead: $OVERHEAD_REQUESTS requests, $ROUNDS interleaved rounds under flock -x, load $(load)"
+	rm -f "$OUT/overhead.times"
+	for r in $(seq "$ROUNDS"); do
+		echo "alone $("$T/orders.plain" "$OVERHEAD_REQUESTS" | loop_seconds)" >>"$OUT/overhead.times"
+		echo "instrumented $("$T/orders.paths" "$OVERHEAD_REQUESTS" | loop_seconds)" >>"$OUT/overhead.times"
+		for s in 1 10 100; do
+			echo "1/$s $("$ECPI" paths record --no-save --sample 1/$s --seed "$r" --limit 1 -- "$T/orders.paths" "$OVERHEAD_REQUESTS" | loop_seconds)" >>"$OUT/overhead.times"
+		done
+	done
+	echo "# overhead: done, load $(load)"
+	flock -u 9
+}
+
+# --- 3. distortion of a path of known cost ---
+part_distortion() {
+	local r spec n it
+	flock -x 9
+	echo "# distortion: chain at ${CHAIN_ITERATIONS[*]} (steps:iterations), $ROUNDS rounds under flock -x, load $(load)"
+	rm -f "$OUT/chain.times"
+	for r in $(seq "$ROUNDS"); do
+		for spec in "${CHAIN_ITERATIONS[@]}"; do
+			n=${spec%%:*} it=${spec##*:}
+			echo "$n plain $("$T/chain.plain" "$n" "$it" | loop_seconds) $it" >>"$OUT/chain.times"
+			echo "$n instrumented $("$T/chain.paths" "$n" "$it" | loop_seconds) $it" >>"$OUT/chain.times"
+			if [ "$r" = 1 ]; then
+				rm -rf "$OUT/chain$n.db"
+				"$ECPI" paths record -o "$OUT/chain$n.db" --sample 1/10 --seed 1 -- "$OUT/chain.paths" "$n" "$it" >"$OUT/chain$n.record.txt"
+			fi
+		done
+	done
+	echo "# distortion: done, load $(load)"
+	flock -u 9
+	for spec in "${CHAIN_ITERATIONS[@]}"; do
+		n=${spec%%:*}
+		"$ECPI" paths "$OUT/chain$n.db" --branch --limit 100000 --procedure "chain$n" --format json >"$OUT/chain$n.json"
+	done
+}
+
+# --- 4. SQLite ---
+# The amalgamation from npm's better-sqlite3, compiled once per version and
+# flags into CACHE_DIR (as bench/cachesim.sh does). Fails with a line when
+# it cannot.
+SQLITE_DEFS="-DSQLITE_THREADSAFE=0 -DSQLITE_OMIT_LOAD_EXTENSION"
+fetch_sqlite() {
+	local dir=$CACHE_DIR/sqlite key
+	mkdir -p "$dir"
+	if [ ! -s "$dir/sqlite3.c" ] || [ ! -s "$dir/sqlite3.h" ]; then
+		command -v npm >/dev/null || { echo "# sqlite: npm is not installed; skipped" >&2; return 1; }
+		(cd "$T" && npm pack better-sqlite3 --silent >npm.log 2>&1) || { echo "# sqlite: npm pack better-sqlite3 failed: $(tail -1 "$T/npm.log")" >&2; return 1; }
+		tar -xzf "$T"/better-sqlite3-*.tgz -C "$T" package/deps/sqlite3/sqlite3.c package/deps/sqlite3/sqlite3.h
+		mv "$T/package/deps/sqlite3/sqlite3.c" "$T/package/deps/sqlite3/sqlite3.h" "$dir/"
+		echo "$(basename "$T"/better-sqlite3-*.tgz .tgz)" >"$dir/from"
+	fi
+	key=$(echo "$(clang --version | head -1) $PATHS_COMPILE $SQLITE_DEFS" | md5sum | cut -c1-8)
+	if [ ! -s "$dir/sqlite3.paths-$key.o" ]; then
+		clang -O2 $PATHS_COMPILE $SQLITE_DEFS -c "$dir/sqlite3.c" -o "$T/sqlite3.paths.o"
+		mv "$T/sqlite3.paths.o" "$dir/sqlite3.paths-$key.o"
+	fi
+	clang -O2 $PATHS_FLAGS -I"$dir" -o "$OUT/sqlite.paths" "$here/cachesim/sqlite_orders.c" "$dir/sqlite3.paths-$key.o" -lm
+	echo "# sqlite: $(grep -m1 '#define SQLITE_VERSION ' "$dir/sqlite3.h" | awk '{print $3}') from $(cat "$dir/from" 2>/dev/null || echo npm)"
+}
+
+part_sqlite() {
+	local name
+	flock -s 9
+	if ! fetch_sqlite; then flock -u 9; return 0; fi
+	flock -u 9
+	flock -x 9
+	echo "# sqlite: A = ${SQLITE_A[*]}, B = ${SQLITE_B[*]} (customers, orders per customer, lookups), --sample $SQLITE_SAMPLE under flock -x, load $(load)"
+	rm -rf "$OUT"/sqlite_*.db
+	"$ECPI" paths record -o "$OUT/sqlite_A.db" --sample "$SQLITE_SAMPLE" --seed 1 -- "$OUT/sqlite.paths" "${SQLITE_A[@]}" >"$OUT/sqlite_A.record.txt"
+	"$ECPI" paths record -o "$OUT/sqlite_A2.db" --sample "$SQLITE_SAMPLE" --seed 2 -- "$OUT/sqlite.paths" "${SQLITE_A[@]}" >"$OUT/sqlite_A2.record.txt"
+	"$ECPI" paths record -o "$OUT/sqlite_B.db" --sample "$SQLITE_SAMPLE" --seed 3 -- "$OUT/sqlite.paths" "${SQLITE_B[@]}" >"$OUT/sqlite_B.record.txt"
+	echo "# sqlite: done, load $(load)"
+	flock -u 9
+	for name in A A2 B; do
+		"$ECPI" paths "$OUT/sqlite_$name.db" --branch --limit 100000 --format json >"$OUT/sqlite_$name.json"
+	done
+	"$ECPI" paths "$OUT/sqlite_A.db" --branch --limit 10 >"$OUT/sqlite_A.txt"
+	"$ECPI" paths "$OUT/sqlite_A.db" --branch --limit 10 --compare "$OUT/sqlite_B.db" --compare-top 10 --format json >"$OUT/sqlite_AB.json"
+	"$ECPI" paths "$OUT/sqlite_A.db" --branch --limit 10 --compare "$OUT/sqlite_A2.db" --compare-top 10 --format json >"$OUT/sqlite_AA2.json"
+	"$ECPI" paths "$OUT/sqlite_B.db" --branch --limit 10 --compare "$OUT/sqlite_A.db" --compare-top 10 --format json >"$OUT/sqlite_BA.json"
+}
+
+for p in "${PARTS[@]}"; do
+	"part_$p"
+done
+echo "# load average at end: $(load)"
+SMALL_TABLE=$SMALL_TABLE ORDERS_SOURCE="$here/../tests/testprogs/paths/orders.c" \
+	python3 "$here/paths/tables.py" "$OUT" "${PARTS[@]}"
