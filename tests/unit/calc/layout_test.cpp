@@ -189,16 +189,19 @@ TEST_CASE("an even split keeps the compiler's fall-through, one register snapsho
 // block counts (it infers the edges) than from edge counts that do not
 // conserve flow; the block counts carry the edge rules' decisions.
 TEST_CASE("block counts for BOLT's no-LBR profile come from the branch records into each block") {
-    CalcProcedure p = diamond_with_jump({{0x10, 1, 1, false}});  // one snapshot: taken
+    CalcProcedure p = diamond_with_jump({});  // both successors unsampled: 1 to 3 for the fall-through
     p.blocks[0].count = 1;
     p.blocks[1].count = p.blocks[2].count = 1;
-    p.blocks[1].executions = 2.5e6;  // calc's own estimates, overruled by the records
-    p.blocks[2].executions = 0;
+    p.blocks[1].executions = 0.5e6;  // calc's own estimates, overruled by the records
+    p.blocks[2].executions = 2.5e6;
     const std::vector<double> edges = layout_edge_counts(p, 500000);
     const std::vector<double> blocks = layout_block_counts(p, edges);
     CHECK(blocks[0] == doctest::Approx(4e6));  // no record enters the entry: calc's estimate
-    CHECK(blocks[2] == doctest::Approx(4e6));  // the taken side, decided by the snapshot
-    CHECK(blocks[1] == doctest::Approx(2.5e6));  // no record enters it (count 0): calc's estimate
+    CHECK(blocks[1] == doctest::Approx(3e6));  // the fall-through's record
+    CHECK(blocks[2] == doctest::Approx(1e6));  // the taken edge's record
+    // A block no record enters keeps calc's estimate.
+    std::vector<double> none(edges.size(), 0);
+    CHECK(layout_block_counts(p, none) == std::vector<double>{4e6, 0.5e6, 2.5e6});
 
     LayoutReport r;
     r.event = "cpu-clock";
