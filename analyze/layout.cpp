@@ -10,6 +10,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 #include "ecpi/analyze/calc.h"
 
@@ -324,31 +325,57 @@ void add_calls(LayoutReport& r, const Functions& fs, std::uint32_t fn, const Cal
     }
 }
 
+// Return address -> the address of the call instruction before it, over
+// the image's sampled procedures (a caller frame on a -g stack holds the
+// return address; BOLT keys call records by the call instruction).
+std::map<std::uint64_t, std::uint64_t> calls_by_return_address(const CalcReport& calc, const std::string& image) {
+    std::map<std::uint64_t, std::uint64_t> out;
+    for (const CalcProcedure& p : calc.procedures) {
+        if (p.image != image) continue;
+        std::vector<const CalcInstruction*> insns;
+        insns.reserve(p.instructions.size());
+        for (const CalcInstruction& insn : p.instructions) insns.push_back(&insn);
+        std::sort(insns.begin(), insns.end(), [](auto* a, auto* b) { return a->address < b->address; });
+        for (std::size_t k = 0; k + 1 < insns.size(); ++k)
+            if (insns[k]->text.rfind("call", 0) == 0) out[insns[k + 1]->address] = insns[k]->address;
+    }
+    return out;
+}
+
 // Call graph weights from -g stacks: each adjacent (caller, callee) pair of
-// frames in the image, counted once per stack sample.
+// frames in the image, counted once per stack sample; and the call sites
+// those frames return to, for BOLT's call records.
 bool calls_from_stacks(LayoutReport& r, const Functions& fs, const store::EpochContents& contents,
-                       const std::string& event, const std::string& path) {
+                       const std::map<std::uint64_t, std::uint64_t>& call_at_return) {
     const store::StackProfile* stacks = nullptr;
     for (const auto& s : contents.stacks)
-        if (s.event == event) stacks = &s;
+        if (s.event == r.event) stacks = &s;
     if (stacks == nullptr) return false;
     std::map<std::pair<std::uint32_t, std::uint32_t>, double> weights;
+    std::map<std::tuple<std::uint32_t, std::uint64_t, std::uint32_t>, double> sites;
     for (const auto& sample : stacks->stacks) {
         for (std::size_t i = 0; i + 1 < sample.frames.size(); ++i) {
             const auto& callee_frame = sample.frames[i];
             const auto& caller_frame = sample.frames[i + 1];
             if (callee_frame.image >= stacks->images.size() || caller_frame.image >= stacks->images.size()) continue;
-            if (stacks->images[callee_frame.image].path != path || stacks->images[caller_frame.image].path != path)
+            if (stacks->images[callee_frame.image].path != r.image || stacks->images[caller_frame.image].path != r.image)
                 continue;
             const auto callee = fs.at(callee_frame.offset);
             // A return address may sit one past its caller's last byte.
             const auto caller = fs.at(caller_frame.offset - 1);
             if (!callee || !caller || *callee == *caller) continue;
-            weights[{*caller, *callee}] += static_cast<double>(sample.count);
+            const auto count = static_cast<double>(sample.count);
+            weights[{*caller, *callee}] += count;
+            const auto call = call_at_return.find(caller_frame.offset);
+            if (call != call_at_return.end() && fs.at(call->second) == caller)
+                sites[{*caller, call->second - fs.list[*caller].start, *callee}] += count;
         }
     }
     if (weights.empty()) return false;
     for (const auto& [key, w] : weights) r.calls.push_back({key.first, key.second, w});
+    std::vector<StackCallSite> site_list;
+    for (const auto& [key, w] : sites) site_list.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), w});
+    for (LayoutBranch& b : stack_call_records(fs.list, r.branches, site_list)) r.branches.push_back(b);
     r.call_source = "stacks";
     return true;
 }
@@ -404,10 +431,34 @@ Result<LayoutReport> build_layout(const store::EpochContents& contents, const La
     for (const auto& [fn, p] : laid) add_jumps(r, fn, *p, calc.period_cycles);
     for (const auto& [fn, p] : laid) add_calls(r, fs, fn, *p);
     r.functions = fs.list;
-    if (!calls_from_stacks(r, fs, contents, r.event, r.image)) calls_from_call_sites(r);
+    if (!calls_from_stacks(r, fs, contents, calls_by_return_address(calc, r.image))) calls_from_call_sites(r);
     r.order = options.order == FunctionOrder::kC3 ? c3_order(r.functions, r.calls, options.cluster_bytes)
                                                   : pettis_hansen_order(r.functions, r.calls);
     return r;
+}
+
+std::vector<LayoutBranch> stack_call_records(const std::vector<LayoutFunction>& functions,
+                                             const std::vector<LayoutBranch>& branches,
+                                             const std::vector<StackCallSite>& sites) {
+    // What direct call records already give each callee, and at which sites.
+    std::map<std::uint32_t, double> direct_calls;
+    std::set<std::pair<std::uint32_t, std::uint64_t>> direct_sites;
+    for (const LayoutBranch& b : branches) {
+        if (!b.call) continue;
+        direct_calls[b.to] += b.count;
+        direct_sites.insert({b.from, b.from_offset});
+    }
+    std::map<std::uint32_t, double> samples_into;
+    for (const StackCallSite& s : sites)
+        if (!direct_sites.contains({s.caller, s.call_offset})) samples_into[s.callee] += s.samples;
+    std::vector<LayoutBranch> out;
+    for (const StackCallSite& s : sites) {
+        if (direct_sites.contains({s.caller, s.call_offset}) || s.callee >= functions.size()) continue;
+        const double rest = std::max(0.0, functions[s.callee].invocations - direct_calls[s.callee]);
+        const double count = std::max(s.samples, rest * s.samples / samples_into[s.callee]);
+        out.push_back({s.caller, s.call_offset, s.callee, 0, count, true, false});
+    }
+    return out;
 }
 
 std::vector<std::uint32_t> c3_order(const std::vector<LayoutFunction>& functions, const std::vector<CallEdge>& calls,

@@ -22,33 +22,53 @@ head -1 "$TMP/a.txt" | grep "^orders: 3000000 requests" >/dev/null || fail "the 
 grep "^Branch paths of " "$TMP/a.txt" >/dev/null || fail "no report after the program's output"
 grep "^Saved to $TMP/a.db/epochs/" "$TMP/a.txt" >/dev/null || fail "the report does not say where it was saved"
 
-# 2. Read back. The cold customer path (through the update's line, the
-#    slower of the two such paths) ranks higher by net variation than by
-#    time, and near the top (first on an idle machine; a loaded one adds
-#    variation to every path); the hot price path (through snprintf) ranks
-#    first by time and lower by variation.
+# 2. Read back, and fix the cause. The hot price path (through snprintf)
+#    ranks first by time. The cold customer path (through the update's
+#    line, the slower of the two such paths) carries net variation that
+#    goes away when the same program runs with a cache-resident table
+#    (CUSTOMERS=2048: the cause removed), while the price path's stays.
+#    (Whether the cold path also ranks first by variation depends on the
+#    host: on some, snprintf's own time varies more than a miss costs; see
+#    docs/PATHS.md.)
 "$ECPI" paths "$TMP/a.db" --branch --limit 0 --format json >"$TMP/a.json" || fail "paths --branch"
 json_check "$TMP/a.json" 'd["schema"] == "ecpi.paths" and d["kind"] == "branch" and d["source"] == "instrumented" and d["ticks_per_ns"] > 0.1'
 cat >"$TMP/ranks.py" <<PY
 import json, sys
-d = json.load(open(sys.argv[1]))
-def through(lo, hi): return [p for p in d["paths"] if any(lo <= l["line"] <= hi for l in p["lines"])]
-cold = max(through($cold_lines), key=lambda p: p["mean_ns"])
-price = max(through($price_lines), key=lambda p: p["total_time_ns"])
-table = "; ".join("%s var#%d time#%d" % (p["signature"], p["rank_by_variation"], p["rank_by_time"]) for p in d["paths"][:5])
-ok = (cold["rank_by_variation"] <= 2 and cold["rank_by_variation"] < cold["rank_by_time"] and
-      price["rank_by_time"] == 1 and price["rank_by_variation"] > 1 and cold["basetime_ns"] < cold["mean_ns"])
-print(("ok: " if ok else "wrong ranks: ") + table)
+big, fixed = (json.load(open(f)) for f in sys.argv[1:3])
+def through(d, lo, hi): return [p for p in d["paths"] if any(lo <= l["line"] <= hi for l in p["lines"])]
+def same(d, p): return next((q for q in d["paths"] if q["signature"] == p["signature"]), None)
+cold = max(through(big, $cold_lines), key=lambda p: p["mean_ns"])
+price = max(through(big, $price_lines), key=lambda p: p["total_time_ns"])
+cold_fixed, price_fixed = same(fixed, cold), same(fixed, price)
+if cold_fixed is None or price_fixed is None:
+    print("the fixed run lacks path %s or %s" % (cold["signature"], price["signature"]))
+    sys.exit(1)
+table = "; ".join("%s var#%d time#%d" % (p["signature"], p["rank_by_variation"], p["rank_by_time"]) for p in big["paths"][:5])
+moved = "cold %.2f -> %.2f ms, price %.2f -> %.2f ms net variation" % (
+    cold["net_variation_ns"] / 1e6, cold_fixed["net_variation_ns"] / 1e6,
+    price["net_variation_ns"] / 1e6, price_fixed["net_variation_ns"] / 1e6)
+ok = (price["rank_by_time"] == 1 and cold["basetime_ns"] < cold["mean_ns"] and
+      cold_fixed["net_variation_ns"] < 0.5 * cold["net_variation_ns"] and
+      price_fixed["net_variation_ns"] > 0.5 * price["net_variation_ns"])
+print(("ok: " if ok else "wrong attribution: ") + moved + "; " + table)
 sys.exit(0 if ok else 1)
 PY
+record_fixed() {
+	"$ECPI" paths record -o "$TMP/f$1.db" --sample 1/10 --seed "$1" -- "$TMP/orders" 3000000 2048 >/dev/null ||
+		fail "paths record (cache-resident table)"
+	"$ECPI" paths "$TMP/f$1.db" --branch --limit 0 --format json >"$TMP/f.json" || fail "paths --branch (cache-resident table)"
+}
+record_fixed 1
 # A loaded machine (another build beside the test) disturbs the cheap price
-# path as much as the misses do: one more recording before failing.
-if ! python3 "$TMP/ranks.py" "$TMP/a.json" >"$TMP/ranks.txt" 2>&1; then
+# path as much as the misses do: one more pair of recordings before failing.
+if ! python3 "$TMP/ranks.py" "$TMP/a.json" "$TMP/f.json" >"$TMP/ranks.txt" 2>&1; then
 	echo "first recording: $(cat "$TMP/ranks.txt") (load: $(cut -d' ' -f1-3 /proc/loadavg)); recording again" >&2
 	"$ECPI" paths record -o "$TMP/a.db" --sample 1/10 --seed 3 --format json -- "$TMP/orders" 3000000 >/dev/null || fail "paths record (again)"
 	"$ECPI" paths "$TMP/a.db" --branch --limit 0 --format json >"$TMP/a.json" || fail "paths --branch"
-	python3 "$TMP/ranks.py" "$TMP/a.json" >"$TMP/ranks.txt" 2>&1 || fail "$(cat "$TMP/ranks.txt") (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+	record_fixed 3
+	python3 "$TMP/ranks.py" "$TMP/a.json" "$TMP/f.json" >"$TMP/ranks.txt" 2>&1 || fail "$(cat "$TMP/ranks.txt") (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 fi
+echo "$(cat "$TMP/ranks.txt")" >&2
 "$ECPI" paths "$TMP/a.db" --branch --rank time --format json >"$TMP/t.json" || fail "paths --branch --rank time"
 json_check "$TMP/t.json" 'any(('"$price_lines"')[0] <= l["line"] <= ('"$price_lines"')[1] for l in d["paths"][0]["lines"]) and d["paths"][0]["rank_by_time"] == 1'
 "$ECPI" paths "$TMP/a.db" --branch --limit 3 >"$TMP/a_text.txt" || fail "paths --branch (text)"

@@ -85,6 +85,25 @@ struct LayoutReport {
     std::vector<std::string> warnings;
 };
 
+// A call site seen on -g stacks: the caller's call instruction (found by
+// the return address after it) and the callee, weighted in stack samples.
+struct StackCallSite {
+    std::uint32_t caller = 0;                 // index into functions
+    std::uint64_t call_offset = 0;            // of the call instruction, within the caller
+    std::uint32_t callee = 0;
+    double samples = 0;
+};
+
+// BOLT call records from -g stacks (issue 17: "calls between functions from
+// -g call stacks, caller's call site to callee entry"), for the sites that
+// no direct call record already covers (indirect calls: a handler table,
+// virtual calls). Each callee's estimated entries (`invocations`) minus
+// what direct call records already bring it are split over those sites by
+// their stack samples; a site gets at least one call per sample.
+[[nodiscard]] std::vector<LayoutBranch> stack_call_records(const std::vector<LayoutFunction>& functions,
+                                                           const std::vector<LayoutBranch>& branches,
+                                                           const std::vector<StackCallSite>& sites);
+
 [[nodiscard]] Result<LayoutReport> build_layout(const store::EpochContents& contents, const LayoutOptions& options,
                                                 Symbolizer& symbolizer);
 

@@ -210,3 +210,32 @@ TEST_CASE("block counts for BOLT's no-LBR profile come from the branch records i
     r.blocks = {{1, 0x1a, 99.6}, {0, 0, 4000}, {0, 0x10, 0.2}};
     CHECK(render_bolt_block_counts(r) == "no_lbr cpu-clock:\n1 lookup/2 1a 100\n1 main 0 4000\n");
 }
+
+// Issue 17: calls seen only on -g stacks (an indirect call through a handler
+// table) become BOLT call records at the caller's call instruction; each
+// callee's estimated entries, less what direct call records give it, are
+// split over its stack-only sites by their samples.
+TEST_CASE("call records from -g stacks: indirect sites share the callee's entries left by direct calls") {
+    std::vector<LayoutFunction> fs = {fn("dispatch", 0x100, 50), fn("handler_a", 0x40, 30), fn("handler_b", 0x40, 2)};
+    fs[1].invocations = 1000;
+    fs[2].invocations = 0;  // calc saw no entry: the stacks still say it was called
+    const std::vector<LayoutBranch> direct = {{0, 0x10, 1, 0, 400, true, false}, {0, 0x08, 0, 0x20, 77, false, false}};
+    const std::vector<StackCallSite> sites = {
+        {0, 0x10, 1, 5},   // the direct site: already recorded, left alone
+        {0, 0x30, 1, 9},   // two indirect sites into handler_a: 600 entries left, split 9:3
+        {0, 0x50, 1, 3},
+        {0, 0x30, 2, 4},   // handler_b: at least one call per sample
+    };
+    const auto out = stack_call_records(fs, direct, sites);
+    REQUIRE(out.size() == 3);
+    CHECK(out[0].from == 0);
+    CHECK(out[0].from_offset == 0x30);
+    CHECK(out[0].to == 1);
+    CHECK(out[0].to_offset == 0);
+    CHECK(out[0].call);
+    CHECK(out[0].count == doctest::Approx(450));
+    CHECK(out[1].from_offset == 0x50);
+    CHECK(out[1].count == doctest::Approx(150));
+    CHECK(out[2].to == 2);
+    CHECK(out[2].count == doctest::Approx(4));
+}
