@@ -9,8 +9,6 @@
 #   nl        perf2bolt -nl from `perf record -e cpu-clock` (samples per block)
 #   ecpi      ecpi layout from `ecpi record` (calc's execution estimates)
 #   blocks    the same as block counts (ecpi layout --format bolt-blocks)
-#   ecpig     ecpi layout from `ecpi record -g` (call records from the
-#             stacks too: indirect calls, which calc's call sites miss)
 #   exact     BOLT's own instrumentation (exact counts, the upper bound)
 # Each binary is measured with callgrind --collect-jumps=yes --dump-instr=yes
 # (taken branches, exact; without --dump-instr callgrind keeps only jumps
@@ -85,12 +83,7 @@ want=$("$T/none" "${SMALL_ARGS[@]}")
 # The same estimates as block counts in BOLT's no-LBR format (BOLT infers the edges).
 "$ECPI" layout "$T/ecpi.db" --image none --format bolt-blocks -o "$T/blocks.fdata" 2>>"$T/ecpi.log"
 "$BOLT" "$T/none" -o "$T/blocks" -data "$T/blocks.fdata" "${BOLT_FLAGS[@]}" >"$T/blocks.bolt.log" 2>&1
-# With call stacks: BOLT also gets the calls ecpi's call sites cannot see
-# (the handlers are called through a table).
-"$ECPI" record -q -g -F 4999 -o "$T/ecpig.db" -- "$T/none" "${BIG[@]}" >/dev/null
-"$ECPI" layout "$T/ecpig.db" --image none -o "$T/ecpig.fdata" 2>>"$T/ecpi.log"
-"$BOLT" "$T/none" -o "$T/ecpig" -data "$T/ecpig.fdata" "${BOLT_FLAGS[@]}" >"$T/ecpig.bolt.log" 2>&1
-configs="none ecpi blocks ecpig"
+configs="none ecpi blocks"
 if command -v ld.lld >/dev/null || command -v ld.lld-16 >/dev/null; then
 	"$ECPI" layout "$T/ecpi.db" --image none --format lld-order -o "$T/order.txt" 2>>"$T/ecpi.log"
 	cc "${CFLAGS[@]}" -fuse-ld=lld -Wl,--symbol-ordering-file="$T/order.txt" \

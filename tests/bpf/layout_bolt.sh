@@ -61,6 +61,18 @@ if command -v ld.lld >/dev/null; then
 	[ "$("$TMP/records-ordered" 300000 2>/dev/null)" = "$want" ] || fail "the lld-ordered binary prints something else"
 fi
 
+# With -g (and frame pointers): calls come from the stacks, direct call
+# sites keep their records, BOLT still accepts the file.
+cc -O2 -g -fno-omit-frame-pointer -fno-pie -no-pie -Wl,-q -o "$TMP/records-fp" "$src/records.c"
+"$ECPI" record -q -g -F 4999 -o "$TMP/fp.db" -- "$TMP/records-fp" 6000000 >/dev/null 2>&1
+"$ECPI" layout "$TMP/fp.db" --image records-fp --format json >"$TMP/fp.json" 2>/dev/null || fail "ecpi layout (-g) failed"
+json_check "$TMP/fp.json" 'd["call_source"] == "stacks" and any(c["caller"] != c["callee"] for c in d["calls"])'
+"$ECPI" layout "$TMP/fp.db" --image records-fp -o "$TMP/fp.fdata" 2>/dev/null || fail "ecpi layout (-g, bolt) failed"
+grep -qE '^1 main [0-9a-f]+ 1 parse_record 0 0 [0-9]+$' "$TMP/fp.fdata" || fail "no call record main -> parse_record (-g)"
+"$BOLT" "$TMP/records-fp" -o "$TMP/records-fp.bolt" -data "$TMP/fp.fdata" -reorder-blocks=ext-tsp \
+	-reorder-functions=hfsort -split-functions -split-all-cold >"$TMP/fp.bolt.log" 2>&1 ||
+	{ cat "$TMP/fp.bolt.log" >&2; fail "llvm-bolt refused the fdata (-g)"; }
+
 expect_exit 2 "--image" "$ECPI" layout "$TMP/pie.db"
 expect_exit 1 "no .*samples in procedures of nosuchimage" "$ECPI" layout "$TMP/pie.db" --image nosuchimage
 echo PASS
