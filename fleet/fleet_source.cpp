@@ -293,12 +293,13 @@ Result<std::vector<std::string>> FleetSource::hosts() {
 }
 
 Result<void> FleetSource::add_event_meta(analyze::ProfReport& report, const std::string& events_in) {
-    ECPI_ASSIGN_OR_RETURN(auto meta, client_.select("SELECT event, max(period), sum(lost) FROM " + table("events") + " WHERE " +
-                                                   where(false) + " AND " + events_in + " GROUP BY event"));
+    ECPI_ASSIGN_OR_RETURN(auto meta, client_.select("SELECT event, max(period), sum(lost), sum(idle) FROM " + table("events") +
+                                                   " WHERE " + where(false) + " AND " + events_in + " GROUP BY event"));
     for (const auto& r : meta) {
-        if (r.size() != 3) continue;
+        if (r.size() != 4) continue;
         report.totals[r[0]].period = to_u64(r[1]);
         report.totals[r[0]].lost = to_u64(r[2]);
+        report.totals[r[0]].idle = to_u64(r[3]);  // per CPU is not pushed: CPU numbers differ between hosts
     }
     return ok();
 }

@@ -79,6 +79,7 @@ EpochCounts merged_counts(const store::EpochContents& contents) {
     for (const auto& [name, meta] : contents.meta.events) {
         store::EventMeta& e = out.events[name];
         e.lost = meta.lost;
+        e.idle = meta.idle;
         if (e.period == 0) e.period = meta.period;
     }
     return out;
@@ -154,13 +155,15 @@ public:
     }
 
     void add_event(const std::string& event, const store::EventMeta& now, const store::EventMeta& before) {
-        std::uint64_t samples = minus(now.samples, before.samples), lost = minus(now.lost, before.lost);
-        if (samples == 0 && lost == 0) return;
+        std::uint64_t samples = minus(now.samples, before.samples), lost = minus(now.lost, before.lost),
+                      idle = minus(now.idle, before.idle);
+        if (samples == 0 && lost == 0 && idle == 0) return;
         row_prefix(events_, event);
         events_.u64(now.period);
         events_.u64(samples);
         events_.u64(lost);
         events_.u64(token_);
+        events_.u64(idle);
         ++event_rows;
     }
 

@@ -1,4 +1,4 @@
-// The fleet schema, version 1 (docs/FLEET.md). Contracts: include/ecpi/fleet/schema.h.
+// The fleet schema, version 2 (docs/FLEET.md). Contracts: include/ecpi/fleet/schema.h.
 #include "ecpi/fleet/schema.h"
 
 #include <charconv>
@@ -27,7 +27,8 @@ constexpr TableDef kTables[] = {
      "MergeTree() PARTITION BY toYYYYMM(date) ORDER BY (host, time, event, build_id, image, procedure, address)",
      "cityHash64(host)"},
     {"events",
-     "date Date, time DateTime, host String, event String, period UInt64, samples UInt64, lost UInt64, batch UInt64",
+     "date Date, time DateTime, host String, event String, period UInt64, samples UInt64, lost UInt64, batch UInt64, "
+     "idle UInt64",
      "MergeTree() PARTITION BY toYYYYMM(date) ORDER BY (host, time, event)", "cityHash64(host)"},
     {"images", "build_id String, image String, host String, seen DateTime",
      "ReplacingMergeTree(seen) ORDER BY (build_id, image, host)", "cityHash64(host)"},
@@ -81,6 +82,21 @@ std::vector<std::string> schema_statements(const std::string& database, const In
     return out;
 }
 
+namespace {
+
+// Version 1's events table lacks `idle` (CREATE TABLE IF NOT EXISTS keeps
+// an old table as it was): added at the end, where version 2 writes it.
+Result<void> upgrade_schema(ClickHouseClient& client, const std::string& database) {
+    ECPI_ASSIGN_OR_RETURN(auto rows, client.select("SELECT count() FROM system.columns WHERE database = " +
+                                                   sql_string(database) + " AND table = 'events' AND name = 'idle'"));
+    if (!rows.empty() && !rows.front().empty() && rows.front().front() != "0") return ok();
+    auto r = client.execute("ALTER TABLE " + sql_identifier(database) + ".events ADD COLUMN idle UInt64 DEFAULT 0");
+    if (!r.ok()) return r.error().with_context("upgrading the ecpi schema to version 2 (events.idle)");
+    return ok();
+}
+
+}  // namespace
+
 Result<void> init_schema(ClickHouseClient& client, const InitOptions& options) {
     if (!options.cluster.empty() && (!is_plain_identifier(options.cluster) || !is_plain_identifier(options.shard_database)))
         return Error("cluster and shard database names must be letters, digits and _");
@@ -89,7 +105,8 @@ Result<void> init_schema(ClickHouseClient& client, const InitOptions& options) {
         auto r = client.execute(statement);
         if (!r.ok()) return r.error().with_context("creating the ecpi schema");
     }
-    ECPI_ASSIGN_OR_RETURN(std::uint32_t installed, check_schema(client));
+    ECPI_RETURN_IF_ERROR(upgrade_schema(client, database));
+    ECPI_ASSIGN_OR_RETURN(std::uint32_t installed, installed_version(client));
     if (installed < kSchemaVersion) {
         std::string layout = options.cluster.empty() ? "local" : "distributed:" + options.cluster + ":" + options.shard_database;
         auto r = client.execute("INSERT INTO " + sql_identifier(database) + ".schema_version VALUES (" +
@@ -100,6 +117,15 @@ Result<void> init_schema(ClickHouseClient& client, const InitOptions& options) {
 }
 
 Result<std::uint32_t> check_schema(ClickHouseClient& client) {
+    ECPI_ASSIGN_OR_RETURN(std::uint32_t version, installed_version(client));
+    if (version < kSchemaVersion)
+        return Error(client.url().display() + " holds ecpi schema version " + std::to_string(version) +
+                     ", older than this ecpi's (" + std::to_string(kSchemaVersion) + "): upgrade it with `ecpi push --init --to " +
+                     client.url().display() + "`");
+    return version;
+}
+
+Result<std::uint32_t> installed_version(ClickHouseClient& client) {
     const std::string& database = client.url().database;
     auto exists = client.select("SELECT count() FROM system.tables WHERE database = " + sql_string(database) +
                                 " AND name = 'schema_version'");

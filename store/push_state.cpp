@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <limits>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -171,7 +172,8 @@ std::vector<std::uint8_t> encode_push_snapshot(const PushSnapshot& s) {
                    {"cuts", s.cuts},                 {"closed", s.closed},      {"profiles", s.profiles.size()},
                    {"stacks", s.stacks.size()},      {"events", json::object()}};
     for (const auto& [name, e] : s.events)
-        header["events"][name] = {{"period", e.period}, {"samples", e.samples}, {"unknown", e.unknown}, {"lost", e.lost}};
+        header["events"][name] = {
+            {"period", e.period}, {"samples", e.samples}, {"unknown", e.unknown}, {"lost", e.lost}, {"idle", e.idle}};
     std::vector<std::vector<std::uint8_t>> blobs;
     for (const auto& p : s.profiles) blobs.push_back(encode_profile(p));
     for (const auto& st : s.stacks) blobs.push_back(encode_stacks(st));
@@ -192,6 +194,10 @@ Result<PushSnapshot> decode_push_snapshot(std::span<const std::uint8_t> bytes) {
         for (const auto& [name, e] : ev->items()) {
             if (!e.is_object()) continue;
             s.events[name] = {json_u64(e, "period"), json_u64(e, "samples"), json_u64(e, "unknown"), json_u64(e, "lost")};
+            // A cursor written before idle was pushed: what idle the epoch
+            // had then is unknown, so none of it is pushed again (an
+            // undercount for that epoch rather than a count twice).
+            s.events[name].idle = e.contains("idle") ? json_u64(e, "idle") : std::numeric_limits<std::uint64_t>::max();
         }
     }
     for (std::size_t i = 0; i < f.blobs.size(); ++i) {

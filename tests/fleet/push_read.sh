@@ -103,6 +103,41 @@ diff <(sum_rows "$TMP/again.json") <(sum_rows "$TMP/reader.json") || fail "the r
 ECPI_CLICKHOUSE_USER=reader ECPI_CLICKHOUSE_PASSWORD_FILE="$TMP/ch-one/reader.password" \
 	expect_exit 1 "readonly|read.only" "$ECPI" push "$TMP/c.db" --to "$url" --host c
 
+# Idle samples (issue 20) reach the fleet apart from the shares: a whole-
+# system recording of a machine with an idle CPU, pushed as host i.
+"$ECPI" record -q -a -F 499 --duration 1 -o "$TMP/i.db" 2>/dev/null &
+"$TESTPROGS/burn" 800 >/dev/null
+wait $! || fail "record -a failed"
+"$ECPI" push "$TMP/i.db" --to "$url" --host i >/dev/null 2>>"$TMP/push.err" || fail "push of the idle recording failed"
+"$ECPI" prof "$TMP/i.db" --format json >"$TMP/li.json"
+"$ECPI" prof "$url" --host i --format json >"$TMP/fi.json"
+python3 - "$TMP/li.json" "$TMP/fi.json" <<'PY' || fail "the fleet's idle count differs from the local one"
+import json, sys
+l, f = (json.load(open(p))["totals"]["cpu-clock"] for p in sys.argv[1:3])
+assert f.get("idle", 0) == l.get("idle", 0) and f["samples"] == l["samples"], (l, f)
+PY
+"$ECPI" prof "$url" --host i >"$TMP/fi.txt"
+if [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["totals"]["cpu-clock"].get("idle", 0))' "$TMP/li.json")" -gt 0 ]; then
+	grep "Idle samples, kept apart: [0-9]* samples found a CPU idle" "$TMP/fi.txt" >/dev/null || fail "fleet prof does not name the idle samples"
+fi
+
+# A version 1 schema (before events.idle): pushes are refused, naming the
+# upgrade; `push --init` upgrades it in place and pushes go through.
+old_url="http://127.0.0.1:$CH_PORT/ecpiold"
+ch_query one "CREATE DATABASE ecpiold" >/dev/null
+ch_query one "CREATE TABLE ecpiold.events (date Date, time DateTime, host String, event String, period UInt64, samples UInt64, lost UInt64, batch UInt64) ENGINE = MergeTree() PARTITION BY toYYYYMM(date) ORDER BY (host, time, event)" >/dev/null
+ch_query one "CREATE TABLE ecpiold.schema_version (version UInt32, installed DateTime, layout String) ENGINE = TinyLog" >/dev/null
+ch_query one "INSERT INTO ecpiold.schema_version VALUES (1, now(), 'local')" >/dev/null
+expect_exit 1 "schema version 1, older than this ecpi's .*push --init" "$ECPI" push "$TMP/i.db" --to "$old_url" --host i
+"$ECPI" push --init --to "$old_url" >/dev/null || fail "push --init did not upgrade a version 1 schema"
+"$ECPI" push "$TMP/i.db" --to "$old_url" --host i >/dev/null 2>>"$TMP/push.err" || fail "push after the upgrade failed"
+"$ECPI" prof "$old_url" --format json >"$TMP/oi.json"
+python3 - "$TMP/li.json" "$TMP/oi.json" <<'PY' || fail "the upgraded schema reads back otherwise"
+import json, sys
+l, f = (json.load(open(p))["totals"]["cpu-clock"] for p in sys.argv[1:3])
+assert f.get("idle", 0) == l.get("idle", 0) and f["samples"] == l["samples"], (l, f)
+PY
+
 # https to a plain HTTP port fails in one line (TLS is attempted, never silently dropped).
 expect_exit 1 "ClickHouse at https://127.0.0.1" "$ECPI" prof "https://127.0.0.1:$CH_PORT/ecpi"
 # A newer schema is refused by name.

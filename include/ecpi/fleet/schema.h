@@ -13,7 +13,8 @@
 
 namespace ecpi::fleet {
 
-inline constexpr std::uint32_t kSchemaVersion = 1;
+// 2: events.idle (issue 20: samples that found a CPU idle, kept apart).
+inline constexpr std::uint32_t kSchemaVersion = 2;
 
 struct InitOptions {
     // Empty: MergeTree tables in the URL's database (one server, or one
@@ -31,7 +32,11 @@ std::vector<std::string> schema_statements(const std::string& database, const In
 [[nodiscard]] Result<void> init_schema(ClickHouseClient& client, const InitOptions& options);
 
 // The installed version; an error naming the command to run when the schema
-// is missing, and naming the versions when it is newer than this ecpi.
+// is missing or older than this ecpi's (`ecpi push --init` upgrades it), and
+// naming the versions when it is newer than this ecpi.
 [[nodiscard]] Result<std::uint32_t> check_schema(ClickHouseClient& client);
+// The newest version recorded, whatever it is (0 when none); an error when
+// the schema is missing.
+[[nodiscard]] Result<std::uint32_t> installed_version(ClickHouseClient& client);
 
 }  // namespace ecpi::fleet
