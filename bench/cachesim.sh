@@ -18,13 +18,16 @@
 #      /tmp/ecpi-quiet.lock): the program alone, built with the flags but not
 #      simulated, 1/1, 1/10, 1/100, each also with --sets 1/8; and, for tree
 #      and sqlite, perf's split of the time between the program and ecpi;
-#   e. for tree and sqlite, 1/10 with windows of 10k and 1M references
-#      beside the default 100k (the larger cache's unknown references).
+# `bash bench/cachesim.sh windows [PROGRAM...]` measures only the window
+# length: the full simulation, then 1/SAMPLE with SEEDS seeds at each length
+# of WINDOWS (no cachegrind, no timing; the errors do not depend on load).
 # Caches: L1d 48 KiB 12-way, L2 1 MiB 8-way, 64-byte lines (this host's, as
 # sysconf reports them), for ecpi and cachegrind alike.
 #
-# Usage: bash bench/cachesim.sh [PROGRAM...]   (default: all, then sqlite)
+# Usage: bash bench/cachesim.sh [windows] [PROGRAM...]   (default: all, then sqlite)
 # Environment: ECPI (default build/loader/ecpi), ROUNDS (3), SEEDS (10),
+#   WINDOWS (lengths for the windows mode; default 10000 30000 100000 300000),
+#   SAMPLE (its sampling rate 1/SAMPLE; default 10),
 #   OUT (keep the reports there; default a temporary directory),
 #   ECPI_BENCH_CACHE (SQLite's sources and objects; default ~/.cache/ecpi-bench).
 set -euo pipefail
@@ -56,6 +59,10 @@ declare -A ARGS=(
 	[transpose]="2048" [crc]="8388608 4" [hashtable]="300000"
 	[sqlite]="10000 8 20000"
 )
+MODE=all
+if [ "${1:-}" = windows ]; then MODE=windows; shift; fi
+WINDOWS=${WINDOWS:-10000 30000 100000 300000}
+SAMPLE=${SAMPLE:-10}
 PROGRAMS=("$@")
 [ ${#PROGRAMS[@]} -gt 0 ] || PROGRAMS=(stream bloom tree transpose crc hashtable sqlite)
 
@@ -111,15 +118,16 @@ accuracy() {  # accuracy PROGRAM: cachegrind, full, SEEDS sampled runs
 	done
 }
 
-# Window length against the unknown references of the larger cache (MemSpy
-# 6.3): 5 seeds at 1/10 with windows of 10k, 100k (the default) and 1M.
-WINDOW_PROGRAMS=" tree sqlite "
+# Window length (MemSpy 6.1 and 6.3): more, shorter windows sample a
+# program's phases more evenly; longer ones leave fewer references of
+# unknown outcome in the larger cache. SEEDS seeds at 1/SAMPLE per length.
 windows() {
 	local p=$1 args w seed
 	read -ra args <<<"${ARGS[$p]}"
-	for w in 10000 1000000; do
-		for seed in 1 2 3 4 5; do
-			"$ECPI" cachesim --sample 1/10 --window $w --seed "$seed" "${CACHES[@]}" --format json \
+	"$ECPI" cachesim --sample 1/1 --seed 1 "${CACHES[@]}" --format json -o "$OUT/$p.full.json" -- "$T/$p.mt" "${args[@]}" >/dev/null
+	for w in $WINDOWS; do
+		for seed in $(seq "$SEEDS"); do
+			"$ECPI" cachesim --sample 1/$SAMPLE --window "$w" --seed "$seed" "${CACHES[@]}" --format json \
 				-o "$OUT/$p.w$w.s$seed.json" -- "$T/$p.mt" "${args[@]}" >/dev/null
 		done
 	done
@@ -182,14 +190,24 @@ for p in "${PROGRAMS[@]}"; do
 	[ -n "${ARGS[$p]:-}" ] || { echo "bench/cachesim.sh: unknown program '$p' (${!ARGS[*]})" >&2; exit 2; }
 	flock -s 9
 	if ! build "$p"; then flock -u 9; continue; fi
+	if [ $MODE = windows ]; then
+		echo "# $p ${ARGS[$p]}: full simulation, $SEEDS runs at 1/$SAMPLE at each window of $WINDOWS"
+		windows "$p"
+		flock -u 9
+		DONE+=("$p")
+		continue
+	fi
 	echo "# $p ${ARGS[$p]}: cachegrind, full simulation, $SEEDS sampled runs"
 	accuracy "$p"
-	[[ $WINDOW_PROGRAMS == *" $p "* ]] && windows "$p"
 	[[ $PERF_PROGRAMS == *" $p "* ]] && where_time_goes "$p"
 	flock -u 9
 	speed "$p"
 	DONE+=("$p")
 done
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ $MODE = windows ]; then
+	TABLE=windows SEEDS=$SEEDS python3 "$here/cachesim/tables.py" "$OUT" "${DONE[@]}"
+	exit 0
+fi
 SEEDS=$SEEDS SETS_LABEL="sets $SETS" python3 "$here/cachesim/tables.py" "$OUT" "${DONE[@]}"
 [ ! -s "$OUT/perf.md" ] || { echo; echo "### Where the time goes"; echo; cat "$OUT/perf.md"; }
