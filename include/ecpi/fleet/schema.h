@@ -35,8 +35,8 @@ std::vector<std::string> schema_statements(const std::string& database, const In
 // is missing or older than this ecpi's (`ecpi push --init` upgrades it), and
 // naming the versions when it is newer than this ecpi.
 [[nodiscard]] Result<std::uint32_t> check_schema(ClickHouseClient& client);
-// The newest version recorded, whatever it is (0 when none); an error when
-// the schema is missing.
+// The newest version recorded (0 when none is), older ones included; an
+// error when the schema is missing or newer than this ecpi.
 [[nodiscard]] Result<std::uint32_t> installed_version(ClickHouseClient& client);
 
 }  // namespace ecpi::fleet
