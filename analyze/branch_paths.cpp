@@ -154,6 +154,7 @@ struct PathCutter::Thread {
     std::vector<std::uint32_t> blocks;
     std::uint64_t start_ticks = 0;
     std::uint64_t entries = 0;          // recorded entries, for the cost subtraction
+    std::uint64_t paused_ticks = 0;     // the recorder's own pauses inside the open path
     std::uint64_t entries_unsynced = 0; // entries before the burst's first path start
 };
 
@@ -173,6 +174,12 @@ void PathCutter::interrupt(std::uint32_t thread) {
     if (!t) t = std::make_unique<Thread>();
     drop_open(*t);
     t->proc = nullptr;
+}
+
+void PathCutter::pause(std::uint32_t thread, std::uint64_t ticks) {
+    auto& t = threads_[thread];
+    if (!t) t = std::make_unique<Thread>();
+    if (t->open) t->paused_ticks += ticks;
 }
 
 void PathCutter::begin_burst(std::uint32_t thread) {
@@ -226,7 +233,7 @@ std::string decisions_of(const PathProcedure& proc, const std::vector<std::uint3
 }  // namespace
 
 void PathCutter::close_path(Thread& t, std::uint64_t ticks, Cut cut) {
-    const double cost = block_cost_ticks_ * static_cast<double>(t.entries);
+    const double cost = block_cost_ticks_ * static_cast<double>(t.entries) + static_cast<double>(t.paused_ticks);
     const double raw = ticks >= t.start_ticks ? static_cast<double>(ticks - t.start_ticks) : 0.0;
     const auto time = static_cast<std::uint64_t>(std::llround(std::max(0.0, raw - cost)));
     std::vector<std::uint64_t> addresses;
@@ -278,6 +285,7 @@ void PathCutter::block(std::uint32_t thread, std::uint64_t address, std::uint64_
         t.blocks.assign(1, block);
         t.start_ticks = ticks;
         t.entries = 1;
+        t.paused_ticks = 0;
     } else if (t.open) {
         if (block != t.block || address <= t.address) t.blocks.push_back(block);
         t.entries++;
@@ -320,6 +328,7 @@ Result<void> PathRecordDecoder::feed(std::uint32_t ring, std::span<const ecpi_rt
                 cutter_.block(ring, pc >= start_ && pc < end_ ? pc - bias_ : 0, r.w1);
                 break;
             }
+            case ECPI_RT_REC_PAUSE: cutter_.pause(ring, r.w1); break;
             case ECPI_RT_REC_WINDOW: cutter_.begin_burst(ring); break;
             case ECPI_RT_REC_THREAD:
             case ECPI_RT_REC_END: cutter_.interrupt(ring); break;

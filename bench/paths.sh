@@ -70,8 +70,8 @@ loop_seconds() { sed -n 's/.*loop \([0-9.]*\) s.*/\1/p' | head -1; }
 
 # --- builds (shared lock: other engineers may build at the same time) ---
 flock -s 9
-clang -O2 -g -o "$T/orders.plain" "$here/../tests/testprogs/paths/orders.c"
-clang -O2 $PATHS_FLAGS -o "$T/orders.paths" "$here/../tests/testprogs/paths/orders.c"
+clang -O2 -g -o "$T/orders.plain" "$here/../tests/testprogs/paths/orders.c" -lm
+clang -O2 $PATHS_FLAGS -o "$T/orders.paths" "$here/../tests/testprogs/paths/orders.c" -lm
 clang -O2 -g -o "$T/chain.plain" "$here/paths/chain.c"
 clang -O2 $PATHS_FLAGS -o "$T/chain.paths" "$here/paths/chain.c"
 flock -u 9

@@ -24,6 +24,9 @@
  * consumer rejects unknown tags). The producer publishes `head` with a
  * release store in batches (every 64 records, at the end of a window,
  * before it waits for room, and with END); the consumer publishes `tail`.
+ * Block entries (paths) are staged per thread and copied into the ring at
+ * the end of a burst, or every ECPI_RT_STAGE_RECORDS records with a PAUSE
+ * record that says how long the copy took.
  */
 #ifndef ECPI_RT_ABI_H
 #define ECPI_RT_ABI_H
@@ -31,7 +34,7 @@
 #include <stdint.h>
 
 #define ECPI_RT_MAGIC 0x31545250494345ULL /* "ECPIRT1" little-endian */
-#define ECPI_RT_ABI_VERSION 2
+#define ECPI_RT_ABI_VERSION 3
 #define ECPI_RT_CONTROL_ENV "ECPI_RT_CONTROL"
 
 /* Features a controlling verb may ask for (header.features_requested). */
@@ -55,7 +58,11 @@ enum ecpi_rt_record_kind {
 	 * w0: kind | return address of the callback (56 bits), which lies in the
 	 * block (the callback is its first call); w1: time stamp counter. */
 	ECPI_RT_REC_BLOCK = 16,
-	/* 17..31 reserved for paths. */
+	/* The runtime copied a burst's staged records out after the last BLOCK
+	 * record's stamp: that path's time holds w1 ticks of the runtime's own
+	 * work, to be subtracted. w0: kind. */
+	ECPI_RT_REC_PAUSE = 17,
+	/* 18..31 reserved for paths. */
 };
 
 enum ecpi_rt_allocator {

@@ -214,6 +214,39 @@ static uint64_t kind(enum ecpi_rt_record_kind k)
 	return (uint64_t)k << ECPI_RT_KIND_SHIFT;
 }
 
+/* Copies the staged records of a burst into the ring and publishes them.
+ * In the middle of a burst (`mid_burst`) the copy falls inside the time of
+ * the path the last block entry belongs to: a PAUSE record after them says
+ * how long it took, so the analysis takes it out again. */
+static void stage_flush(struct ecpi_rt_thread *t, int mid_burst)
+{
+	uint64_t started = ecpi_rt_rdtsc();
+	uint32_t n = t->staged;
+	t->staged = 0;
+	if (n && t->head + n - t->cached_tail > t->mask + 1ull && !wait_for_room(t, n)) {
+		t->ring->dropped += n;
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			t->records[(t->head + i) & t->mask] = t->stage[i];
+		t->head += n;
+		publish(t);
+	}
+	if (!mid_burst)
+		return;
+	uint64_t paused = ecpi_rt_rdtsc() - started;
+	t->paused_ticks += paused;
+	t->stage[t->staged++] = (struct ecpi_rt_record){kind(ECPI_RT_REC_PAUSE), paused};
+}
+
+/* Stages one record of a burst; copies the stage out when it is full
+ * (keeping room for a PAUSE, a WINDOW and a BLOCK record). */
+static void stage_push(struct ecpi_rt_thread *t, uint64_t w0, uint64_t w1)
+{
+	t->stage[t->staged++] = (struct ecpi_rt_record){w0, w1};
+	if (t->staged > ECPI_RT_STAGE_RECORDS - 3)
+		stage_flush(t, t->path_sampler.on_left != 0);
+}
+
 static void thread_stack(uint64_t *lo, uint64_t *hi)
 {
 	pthread_attr_t attr;
@@ -268,8 +301,22 @@ static int claim_ring(struct ecpi_rt_thread *t)
 	t->mask = h->ring_records - 1;
 	t->head = 0;
 	t->cached_tail = 0;
-	if (ecpi_rt_features & ECPI_RT_FEATURE_PATHS)
+	if (ecpi_rt_features & ECPI_RT_FEATURE_PATHS) {
 		prefault_ring(r, h->ring_records);
+		if (!t->stage) {
+			void *stage = mmap(0, ECPI_RT_STAGE_RECORDS * sizeof(struct ecpi_rt_record), PROT_READ | PROT_WRITE,
+			                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+			if (stage == MAP_FAILED) {
+				report_runtime_error(h, "cannot map a thread's burst stage (out of memory?); the thread is not traced");
+				thread_off(t);
+				return 0;
+			}
+			t->stage = stage;
+			/* written once, like the ring: a first write inside a burst stalls */
+			memset(stage, 0, ECPI_RT_STAGE_RECORDS * sizeof(struct ecpi_rt_record));
+		}
+		t->staged = 0;
+	}
 	t->in_runtime = 1; /* pthread_getattr_np allocates: from the runtime's heap (rt_malloc.c) */
 	uint64_t lo, hi;
 	thread_stack(&lo, &hi);
@@ -308,6 +355,8 @@ static void close_thread_ring(void *unused)
 	struct ecpi_rt_thread *t = &ecpi_rt_tls;
 	if (t->state != ECPI_RT_THREAD_ACTIVE || !t->ring)
 		return;
+	if (t->staged)
+		stage_flush(t, 0);
 	push(t, kind(ECPI_RT_REC_END), ecpi_rt_sampler_skipped_now(&t->sampler), 0, 0, 1);
 	publish(t);
 	__atomic_store_n(&t->ring->state, ECPI_RT_RING_CLOSED, __ATOMIC_RELEASE);
@@ -377,10 +426,10 @@ void ecpi_rt_block_slow(uint64_t pc)
 		return;
 	}
 	if (ecpi_rt_sampler_step(&t->path_sampler))
-		push(t, kind(ECPI_RT_REC_WINDOW) | (t->path_sampler.windows - 1), t->path_sampler.gap, 0, 0, 1);
-	push(t, kind(ECPI_RT_REC_BLOCK) | (pc & ECPI_RT_PAYLOAD_MASK), tsc, 0, 0, 1);
+		stage_push(t, kind(ECPI_RT_REC_WINDOW) | (t->path_sampler.windows - 1), t->path_sampler.gap);
+	stage_push(t, kind(ECPI_RT_REC_BLOCK) | (pc & ECPI_RT_PAYLOAD_MASK), tsc);
 	if (t->path_sampler.on_left == 0)
-		publish(t); /* the burst ended */
+		stage_flush(t, 0); /* the burst ended */
 }
 
 /* What one block entry inside a burst costs the program (the callback's
@@ -398,6 +447,7 @@ static uint64_t time_calibration_batch(void (*callback)(uint32_t *), int on)
 	struct ecpi_rt_thread *t = &ecpi_rt_tls;
 	static struct ecpi_rt_ring scratch_ring;
 	static struct ecpi_rt_record scratch[kBatch * 2];
+	static struct ecpi_rt_record scratch_stage[ECPI_RT_STAGE_RECORDS];
 	uint32_t guard = 0;
 	volatile uint64_t sink;
 	uint64_t x = 1;
@@ -405,6 +455,9 @@ static uint64_t time_calibration_batch(void (*callback)(uint32_t *), int on)
 	t->records = scratch;
 	t->mask = kBatch * 2 - 1;
 	t->head = t->cached_tail = scratch_ring.head = scratch_ring.tail = 0;
+	t->stage = scratch_stage;
+	t->staged = 0;
+	t->paused_ticks = 0;
 	ecpi_rt_sampler_init(&t->path_sampler, UINT64_MAX, 0, 1);
 	if (!on)
 		t->path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
@@ -414,7 +467,9 @@ static uint64_t time_calibration_batch(void (*callback)(uint32_t *), int on)
 		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
 		x ^= x >> 29;
 	}
-	uint64_t ticks = ecpi_rt_rdtsc() - start;
+	/* Copying the stage out is the runtime's own time the analysis takes
+	 * out by its PAUSE records, not part of an entry's cost. */
+	uint64_t ticks = ecpi_rt_rdtsc() - start - t->paused_ticks;
 	sink = x;
 	(void)sink;
 	return ticks / kBatch;

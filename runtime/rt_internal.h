@@ -27,7 +27,19 @@ struct ecpi_rt_thread {
 	uint32_t mask;        /* ring_records - 1 */
 	uint32_t state;       /* enum ecpi_rt_thread_state */
 	uint32_t in_runtime;  /* set while the runtime itself calls into libc */
+	uint32_t staged;      /* records in `stage` */
+	struct ecpi_rt_record *stage; /* a burst's records before they go to the ring (paths) */
+	uint64_t paused_ticks; /* the runtime's own time spent copying stages out (calibration) */
 };
+
+/* Records a burst stages before copying them to the ring: 4 KiB, which
+ * stays in the L1 cache. Writing each block entry straight into the ring
+ * (a shared mapping the consumer reads on another core) cost a coherence
+ * miss every four records, inside the time of the path being recorded:
+ * orders' price path measured 52-105 ns at p10 and 96-145 ns on average
+ * over runs on one host, against 140 and 150 ns timed without ecpi (so
+ * its variation outranked the cache-missing path's). */
+#define ECPI_RT_STAGE_RECORDS 256
 
 extern __thread struct ecpi_rt_thread ecpi_rt_tls __attribute__((tls_model("initial-exec")));
 extern volatile uint32_t ecpi_rt_features;

@@ -92,6 +92,9 @@ public:
     // The stream stops being consecutive (a thread begins or ends): the
     // open path is incomplete and dropped.
     void interrupt(std::uint32_t thread);
+    // The recorder spent `ticks` of its own after the last entry's stamp
+    // (copying its records out): taken out of the open path's time.
+    void pause(std::uint32_t thread, std::uint64_t ticks);
     // The entry of the block holding `address` at time `ticks`.
     void block(std::uint32_t thread, std::uint64_t address, std::uint64_t ticks);
     // Moves the aggregated paths and counts into `profile`.

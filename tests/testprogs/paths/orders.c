@@ -1,5 +1,6 @@
 /* orders: a toy order desk. Most requests price a line from a small
- * catalog and print it on the invoice (about the same work every time);
+ * catalog, quote its monthly installments and file it on the invoice (the
+ * same arithmetic every time);
  * one in eight updates the account of a customer in a large table: a few
  * hundred regular customers stay in the cache, everybody else misses it.
  *
@@ -9,6 +10,7 @@
  * table; a table that fits the cache (for example 2048) is the same
  * program with the cause of the misses removed. Prints a checksum and the
  * time the request loop took. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +21,9 @@ struct item {
 	uint16_t bulk_quantity; /* from this many units on, 10% off */
 	uint8_t tax_class;
 	uint8_t in_stock;
+	uint16_t apr_basis_points; /* financing offered on it, per year */
 	uint32_t sold;
-	uint32_t reserved[13];
+	uint16_t reserved[25];
 };
 
 struct customer {
@@ -36,6 +39,16 @@ struct customer {
 enum { CATALOG = 256, REGULARS = 512 };
 
 static const uint32_t tax_basis_points[4] = {0, 700, 1900, 2500};
+
+enum { TERMS = 4, INVOICE_LINES = 64 };
+static const int financing_months[TERMS] = {6, 12, 24, 36};
+
+struct invoice_line {
+	uint32_t item;
+	uint32_t quantity;
+	uint64_t total_cents;
+	uint64_t installment_cents[TERMS];
+};
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
 
@@ -70,6 +83,7 @@ int main(int argc, char **argv)
 		catalog[i].bulk_quantity = (uint16_t)(5 + next_random() % 20);
 		catalog[i].tax_class = (uint8_t)(next_random() % 4);
 		catalog[i].in_stock = 1;
+		catalog[i].apr_basis_points = (uint16_t)(199 + next_random() % 2800);
 	}
 	struct customer *table = calloc((size_t)customers, sizeof *table);
 	if (!table) {
@@ -80,12 +94,12 @@ int main(int argc, char **argv)
 		table[i].id = (uint64_t)i;
 
 	uint64_t revenue = 0, checksum = 0;
-	char invoice_line[64];
+	static struct invoice_line invoice[INVOICE_LINES];
 	double started = seconds_now();
 	for (long r = 0; r < requests; r++) {
 		uint64_t draw = next_random();
 		if ((draw & 7) != 0) {
-			/* Price one order line and print it on the invoice. */
+			/* Price one order line. */
 			unsigned index = (unsigned)((draw >> 8) % CATALOG);
 			const struct item *it = &catalog[index];
 			uint32_t quantity = 1 + (uint32_t)((draw >> 16) % 30);
@@ -95,10 +109,18 @@ int main(int argc, char **argv)
 			uint64_t subtotal = unit * quantity;
 			uint64_t tax = subtotal * tax_basis_points[it->tax_class] / 10000;
 			revenue += subtotal + tax;
-			int n = snprintf(invoice_line, sizeof invoice_line, "%2u x #%03u @ %u.%02u = %llu.%02u", quantity, index,
-			                 (unsigned)(unit / 100), (unsigned)(unit % 100), (unsigned long long)((subtotal + tax) / 100),
-			                 (unsigned)((subtotal + tax) % 100));
-			checksum = checksum * 31 + subtotal + (uint64_t)n + (uint8_t)invoice_line[n > 0 ? n - 1 : 0];
+			/* Quote the monthly installment for each financing term the
+			 * desk offers (an annuity: P r / (1 - (1 + r)^-n)), and file the
+			 * line on the invoice. */
+			struct invoice_line *line = &invoice[r % INVOICE_LINES];
+			double principal = (double)(subtotal + tax) / 100, monthly_rate = it->apr_basis_points / 120000.0;
+			for (int k = 0; k < TERMS; k++)
+				line->installment_cents[k] = (uint64_t)(100 * principal * monthly_rate /
+				                                        (1 - pow(1 + monthly_rate, -financing_months[k])) + 0.5);
+			line->item = index;
+			line->quantity = quantity;
+			line->total_cents = subtotal + tax;
+			checksum = checksum * 31 + subtotal + line->installment_cents[TERMS - 1];
 		} else {
 			/* Update a customer's account: half the updates come from the
 			 * regulars, half from anybody. */

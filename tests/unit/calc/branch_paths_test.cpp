@@ -215,6 +215,31 @@ TEST_CASE("branch paths: the recording's cost per entry is subtracted, never bel
     CHECK(path->min_ticks == 0);
 }
 
+TEST_CASE("branch paths: the recorder's own pauses come out of the path they fell in") {
+    Shape s = looping();
+    FakeCode code;
+    code.add(make(s));
+    PathCutter cutter(code, 0);
+    cutter.begin_burst(0);
+    cutter.block(0, at(s, 4), 0);
+    cutter.pause(0, 7);  // nothing open yet: the burst's first path is unknown
+    cutter.block(0, at(s, 1), 10);
+    cutter.block(0, at(s, 2), 20);
+    cutter.pause(0, 25);  // the stage was copied out after block 2's stamp
+    cutter.block(0, at(s, 4), 60);
+    cutter.block(0, at(s, 1), 70);  // 1 2 4 took 60 ticks, 25 of them the recorder's
+    cutter.block(0, at(s, 2), 80);
+    cutter.block(0, at(s, 4), 90);
+    cutter.block(0, at(s, 1), 100);  // the next one took 30 and paused nowhere
+    store::BranchPathProfile p;
+    cutter.finish(p);
+    const auto* path = find(p, "loop", {at(s, 1, 0), at(s, 2, 0), at(s, 4, 0)});
+    REQUIRE(path);
+    CHECK(path->occurrences == 2);
+    CHECK(path->total_ticks == 35 + 30);
+    CHECK(path->min_ticks == 30);
+}
+
 TEST_CASE("branch paths: entries outside every procedure break the stream") {
     Shape s = looping();
     FakeCode code;
