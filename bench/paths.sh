@@ -26,7 +26,8 @@
 #
 # Usage: bash bench/paths.sh [PART...]   (default: orders overhead distortion sqlite)
 # Environment: ECPI (default build/loader/ecpi), REQUESTS (20000000), ROUNDS (5),
-#   OVERHEAD_REQUESTS (5000000), SQLITE_SAMPLE (1/100), OUT (keep the reports there; default a
+#   OVERHEAD_REQUESTS (5000000), SQLITE_SAMPLE (1/100), ECPI_QUIET_LOCK (the lock file timed parts
+#   take exclusively; default /tmp/ecpi-quiet.lock), OUT (keep the reports there; default a
 #   temporary directory), ECPI_BENCH_CACHE (SQLite's sources and objects;
 #   default ~/.cache/ecpi-bench).
 set -euo pipefail
@@ -36,7 +37,7 @@ REQUESTS=${REQUESTS:-20000000}
 OVERHEAD_REQUESTS=${OVERHEAD_REQUESTS:-5000000}
 ROUNDS=${ROUNDS:-5}
 CACHE_DIR=${ECPI_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ecpi-bench}
-LOCK=/tmp/ecpi-quiet.lock
+LOCK=${ECPI_QUIET_LOCK:-/tmp/ecpi-quiet.lock}
 SMALL_TABLE=2048
 ORDERS_SAMPLE=1/20
 CHAIN_ITERATIONS=(16:20000000 64:5000000 256:1250000)

@@ -411,7 +411,7 @@ void ecpi_rt_note_free(void *p)
  * record's own cost falls after the stamp, inside the block. */
 void ecpi_rt_block_slow(uint64_t pc)
 {
-	uint64_t tsc = ecpi_rt_rdtsc();
+	uint64_t tsc = ecpi_rt_rdtsc_fenced();
 	struct ecpi_rt_thread *t = &ecpi_rt_tls;
 	if (t->in_runtime) {
 		t->path_sampler.countdown = 1; /* decide again on the next block */

@@ -51,15 +51,26 @@ void ecpi_rt_note_free(void *p);
 void ecpi_rt_block_slow(uint64_t pc);
 void __sanitizer_cov_trace_pc_guard(uint32_t *guard);
 
-/* The time stamp counter, unfenced. A bare rdtsc may run before the block
- * before it finished, which blurs path boundaries: on bench/paths/chain.c
- * (N dependent multiplications) the fastest occurrence of a 58 ns path
- * read 1 ns. An lfence before it raised that to 22 ns, but doubled a
- * recorded entry's cost (9 to 18 ns) and made it vary with the work in
- * flight: orders' price path (snprintf) then measured 245 ns on average
- * instead of 140, and its variation outranked the cache-missing path
- * (docs/PATHS.md, Limits). Unfenced, the error is smaller where it
- * matters for ranking. */
+/* The time stamp counter, read once every earlier instruction has
+ * completed (lfence; rdtsc). A bare rdtsc may run before the block before
+ * it finished, while that block's multiplications or misses are still in
+ * flight, and how much it overlaps varies: orders' installment path (about
+ * 150 ns of libm arithmetic timed without ecpi) read a basetime of 40-50 ns
+ * in half the recordings and 80-90 ns in the others, and its variation then
+ * outranked the cache-missing path's in 4 of 8. Fenced: 77-96 ns and 8 of
+ * 8 (docs/PATHS.md). The fence doubles a recorded entry's cost (about 12
+ * to 23 ns, measured and subtracted); with the ring written directly it
+ * had also made that cost vary with the stores in flight, which the
+ * staged burst (ECPI_RT_STAGE_RECORDS) no longer has. */
+static inline uint64_t ecpi_rt_rdtsc_fenced(void)
+{
+	uint32_t lo, hi;
+	__asm__ volatile("lfence\n\trdtsc" : "=a"(lo), "=d"(hi)::"memory");
+	return ((uint64_t)hi << 32) | lo;
+}
+
+/* The time stamp counter, unfenced: for intervals much longer than the
+ * work in flight (the runtime's own pauses, the calibration's batches). */
 static inline uint64_t ecpi_rt_rdtsc(void)
 {
 	uint32_t lo, hi;
