@@ -84,7 +84,8 @@ void add_recording_notes(store::BranchPathProfile& profile, const loader::Memtra
         profile.notes.push_back(std::to_string(r.threads_without_ring) + " threads were not recorded (more threads than rings)");
     if (r.producer_stall_seconds > 0.01)
         profile.notes.push_back("the program waited " + std::to_string(r.producer_stall_seconds) +
-                                " s for ring space (times of the paths around those waits are too long; try a smaller --sample)");
+                                " s for ring space (taken out of the paths' times, but the run took that much longer, and a program "
+                                "with several threads runs differently; try a smaller --sample)");
     if (profile.occurrences == 0)
         profile.notes.push_back("no complete path was recorded: the program ran fewer block entries than one gap "
                                 "between bursts, or its bursts were too short (try --sample 1/1 or a longer --burst)");
