@@ -15,11 +15,18 @@ clang -O2 -o "$TMP/orders_plain" "$PROGS/orders.c" -lm || fail "building orders"
 price_lines="$(grep -n 'unsigned index = ' "$PROGS/orders.c" | cut -d: -f1), $(grep -n 'checksum = checksum \* 31' "$PROGS/orders.c" | cut -d: -f1)"
 cold_lines="$(grep -n 'uint64_t who = ' "$PROGS/orders.c" | cut -d: -f1), $(grep -n 'checksum ^= c->id' "$PROGS/orders.c" | cut -d: -f1)"
 
+# The ranked recordings run at a raised priority where allowed (root): a
+# compile time-slicing the program on the same CPU adds its cache refills
+# to the price path's time (measured: its net variation doubled at a load
+# of 3.3-5 on 2 CPUs and outranked the misses'), which is the machine's
+# variation, not the program's.
+FAVOURED=()
+nice -n -10 true 2>/dev/null && FAVOURED=(nice -n -10)
 # 6 M requests: enough that the misses of the requests outweigh the page
 # faults of filling the table (its initialisation loop is a path with
 # variation of its own, the same in every run: about 8 ms of it).
 # 1. Record: the program's output first, then the report; saved in the database.
-"$ECPI" paths record -o "$TMP/a.db" --sample 1/10 --seed 1 -- "$TMP/orders" 6000000 >"$TMP/a.txt" ||
+"${FAVOURED[@]}" "$ECPI" paths record -o "$TMP/a.db" --sample 1/10 --seed 1 -- "$TMP/orders" 6000000 >"$TMP/a.txt" ||
 	fail "paths record: $(tail -3 "$TMP/a.txt")"
 head -1 "$TMP/a.txt" | grep "^orders: 6000000 requests" >/dev/null || fail "the program's output is not first: $(head -3 "$TMP/a.txt")"
 grep "^Branch paths of " "$TMP/a.txt" >/dev/null || fail "no report after the program's output"
@@ -57,7 +64,7 @@ print(("ok: " if ok else "wrong ranking or attribution: ") + moved + "; " + tabl
 sys.exit(0 if ok else 1)
 PY
 record_fixed() {
-	"$ECPI" paths record -o "$TMP/f$1.db" --sample 1/10 --seed "$1" -- "$TMP/orders" 6000000 2048 >/dev/null ||
+	"${FAVOURED[@]}" "$ECPI" paths record -o "$TMP/f$1.db" --sample 1/10 --seed "$1" -- "$TMP/orders" 6000000 2048 >/dev/null ||
 		fail "paths record (cache-resident table)"
 	"$ECPI" paths "$TMP/f$1.db" --branch --limit 0 --format json >"$TMP/f.json" || fail "paths --branch (cache-resident table)"
 }
@@ -66,7 +73,7 @@ record_fixed 1
 # as much as the misses do: one more pair of recordings before failing.
 if ! python3 "$TMP/ranks.py" "$TMP/a.json" "$TMP/f.json" >"$TMP/ranks.txt" 2>&1; then
 	echo "first recording: $(cat "$TMP/ranks.txt") (load: $(cut -d' ' -f1-3 /proc/loadavg)); recording again" >&2
-	"$ECPI" paths record -o "$TMP/a.db" --sample 1/10 --seed 3 --format json -- "$TMP/orders" 6000000 >/dev/null || fail "paths record (again)"
+	"${FAVOURED[@]}" "$ECPI" paths record -o "$TMP/a.db" --sample 1/10 --seed 3 --format json -- "$TMP/orders" 6000000 >/dev/null || fail "paths record (again)"
 	"$ECPI" paths "$TMP/a.db" --branch --limit 0 --format json >"$TMP/a.json" || fail "paths --branch"
 	record_fixed 3
 	python3 "$TMP/ranks.py" "$TMP/a.json" "$TMP/f.json" >"$TMP/ranks.txt" 2>&1 || fail "$(cat "$TMP/ranks.txt") (load: $(cut -d' ' -f1-3 /proc/loadavg))"
