@@ -357,6 +357,10 @@ static void close_thread_ring(void *unused)
 		return;
 	if (t->staged)
 		stage_flush(t, 0);
+	if (t->stage) {
+		munmap(t->stage, ECPI_RT_STAGE_RECORDS * sizeof(struct ecpi_rt_record));
+		t->stage = 0;
+	}
 	push(t, kind(ECPI_RT_REC_END), ecpi_rt_sampler_skipped_now(&t->sampler), 0, 0, 1);
 	publish(t);
 	__atomic_store_n(&t->ring->state, ECPI_RT_RING_CLOSED, __ATOMIC_RELEASE);
@@ -389,10 +393,13 @@ void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint
 		publish(t); /* the window ended */
 }
 
+/* Heap records name the objects a cache simulation reports; a paths
+ * recording has no use for them, and writing them would put a ring store
+ * into the time of every path that allocates. */
 void ecpi_rt_note_alloc(void *p, uint64_t size, enum ecpi_rt_allocator allocator, void *site)
 {
 	struct ecpi_rt_thread *t = &ecpi_rt_tls;
-	if (!p || t->in_runtime || !ensure_thread(t))
+	if (!p || t->in_runtime || !(ecpi_rt_features & ECPI_RT_FEATURE_MEMTRACE) || !ensure_thread(t))
 		return;
 	push(t, kind(ECPI_RT_REC_ALLOC) | (size & ECPI_RT_PAYLOAD_MASK), (uint64_t)(uintptr_t)p,
 	     kind(ECPI_RT_REC_ALLOC_SITE) | (uint64_t)allocator, (uint64_t)(uintptr_t)site, 2);
@@ -401,7 +408,7 @@ void ecpi_rt_note_alloc(void *p, uint64_t size, enum ecpi_rt_allocator allocator
 void ecpi_rt_note_free(void *p)
 {
 	struct ecpi_rt_thread *t = &ecpi_rt_tls;
-	if (!p || t->in_runtime || !ensure_thread(t))
+	if (!p || t->in_runtime || !(ecpi_rt_features & ECPI_RT_FEATURE_MEMTRACE) || !ensure_thread(t))
 		return;
 	push(t, kind(ECPI_RT_REC_FREE), (uint64_t)(uintptr_t)p, 0, 0, 1);
 }
