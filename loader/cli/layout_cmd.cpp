@@ -21,6 +21,7 @@ struct LayoutArgs {
     std::string format = "bolt";
     std::string output;
     std::string order = "c3";
+    std::string counts = "flow";
     std::string machine = analyze::MachineModel::kAuto;
     std::optional<double> cpu_mhz;
     std::uint64_t min_samples = 1;
@@ -56,6 +57,7 @@ int run_layout(const LayoutArgs& args) {
     options.cpu_mhz = args.cpu_mhz;
     options.machine = args.machine;
     options.min_samples = args.min_samples;
+    options.counts = args.counts == "flow" ? analyze::LayoutCountSource::kFlow : analyze::LayoutCountSource::kRules;
     options.order = args.order == "pettis-hansen" ? analyze::FunctionOrder::kPettisHansen : analyze::FunctionOrder::kC3;
     analyze::Symbolizer symbolizer({.database = db.path()});
     const auto report = unwrap(analyze::build_layout(contents, options, symbolizer));
@@ -84,6 +86,12 @@ void add_layout_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--order", args->order, "Function order: c3 (default) or pettis-hansen")
         ->check(CLI::IsMember({"c3", "pettis-hansen"}))
         ->default_str("c3");
+    app->add_option("--counts", args->counts,
+                    "Where the counts come from: flow (default: flow inference over each CFG, counts that conserve "
+                    "flow with the samples as soft constraints) or rules (calc's estimates, each branch split by "
+                    "the layout rules; blocks no sample reached stay at 0)")
+        ->check(CLI::IsMember({"flow", "rules"}))
+        ->default_str("flow");
     app->add_option("--epoch", args->epoch, "Epoch to read (default: the newest)");
     app->add_option("-e,--event", args->event, "Event whose samples estimate the counts (default: as ecpi calc)");
     app->add_option("--min-samples", args->min_samples, "Procedures with fewer samples get no branch records")

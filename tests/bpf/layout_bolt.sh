@@ -43,6 +43,14 @@ for pie in pie nopie; do
 		{ cat "$TMP/$pie.blocks.log" >&2; fail "BOLT did not use the block counts ($pie)"; }
 	[ "$("$TMP/records-$pie.blocks.bolt" 300000 2>/dev/null)" = "$want" ] ||
 		fail "the binary BOLTed from block counts prints something else ($pie)"
+	# The layout rules' counts (--counts rules; the default is flow inference): accepted too.
+	"$ECPI" layout "$TMP/$pie.db" --image "records-$pie" --counts rules -o "$TMP/$pie.rules" 2>/dev/null ||
+		fail "ecpi layout --counts rules failed ($pie)"
+	grep -qE '^1 count_record [0-9a-f]+ 1 count_record [0-9a-f]+ 0 [0-9]+$' "$TMP/$pie.rules" ||
+		fail "no branch record inside count_record with --counts rules ($pie)"
+	"$BOLT" "$TMP/records-$pie" -o "$TMP/records-$pie.rules.bolt" -data "$TMP/$pie.rules" -reorder-blocks=ext-tsp \
+		-reorder-functions=hfsort -split-functions -split-all-cold >"$TMP/$pie.rules.log" 2>&1 ||
+		{ cat "$TMP/$pie.rules.log" >&2; fail "llvm-bolt refused the rules' fdata ($pie)"; }
 done
 
 # Orders: only sampled functions, main's chain together.
@@ -74,5 +82,6 @@ grep -qE '^1 main [0-9a-f]+ 1 parse_record 0 0 [0-9]+$' "$TMP/fp.fdata" || fail 
 	{ cat "$TMP/fp.bolt.log" >&2; fail "llvm-bolt refused the fdata (-g)"; }
 
 expect_exit 2 "--image" "$ECPI" layout "$TMP/pie.db"
+expect_exit 2 "counts" "$ECPI" layout "$TMP/pie.db" --image records-pie --counts exact
 expect_exit 1 "no .*samples in procedures of nosuchimage" "$ECPI" layout "$TMP/pie.db" --image nosuchimage
 echo PASS

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ecpi/analyze/calc.h"
+#include "ecpi/analyze/flow_inference.h"
 #include "ecpi/analyze/symbolizer.h"
 #include "ecpi/result.h"
 #include "ecpi/store/profile.h"
@@ -27,6 +28,14 @@
 namespace ecpi::analyze {
 
 enum class FunctionOrder { kC3, kPettisHansen };
+
+// Where the counts written to BOLT come from (`--counts`):
+//  - kRules: calc's estimates with the edge rules below (layout_edge_counts);
+//    edges need not conserve flow, and blocks no sample reached stay at 0.
+//  - kFlow: flow inference (flow_inference.h) over the procedure's CFG, with
+//    sampled blocks and snapshot-decided branches as soft constraints
+//    (layout_flow_problem): every count conserves flow.
+enum class LayoutCountSource { kRules, kFlow };
 
 struct LayoutOptions {
     std::string image;                        // path, path suffix or file name (required)
@@ -36,6 +45,7 @@ struct LayoutOptions {
     std::uint64_t min_samples = 1;            // procedures with fewer samples get no records
     FunctionOrder order = FunctionOrder::kC3;
     std::uint64_t cluster_bytes = 4096;       // C3: a cluster stops growing past one page
+    LayoutCountSource counts = LayoutCountSource::kFlow;
 };
 
 struct LayoutFunction {
@@ -138,6 +148,25 @@ std::vector<double> layout_edge_counts(const CalcProcedure& p, double period_cyc
 // block reached by falling through from one without a jump) keeps calc's
 // estimate.
 std::vector<double> layout_block_counts(const CalcProcedure& p, const std::vector<double>& edge_counts);
+
+// The flow problem of a procedure (indexed like p.blocks and p.edges): a
+// sampled block is a Poisson soft count at calc's estimate, except that one
+// side of a conditional jump whose count is a range is free down to what
+// its samples guarantee and cheap above it (a stalling rare path must not
+// take an unsampled common path's flow); a block without samples costs its
+// best-case cycles over the sampling period per execution (the likelihood
+// of no sample); a forward taken edge costs a little more than a
+// fall-through (the compiler's guess decides ties); a conditional jump with register snapshots puts each edge at
+// its share of the block's estimate.
+FlowProblem layout_flow_problem(const CalcProcedure& p, double period_cycles);
+
+struct LayoutCounts {
+    std::vector<double> blocks;               // indexed like p.blocks
+    std::vector<double> edges;                // indexed like p.edges
+};
+// The counts written to BOLT: layout_edge_counts and layout_block_counts
+// (kRules), or the solution of layout_flow_problem (kFlow).
+LayoutCounts layout_counts(const CalcProcedure& p, double period_cycles, LayoutCountSource source);
 
 std::string render_bolt_fdata(const LayoutReport& report);
 // BOLT's no-LBR fdata (what `perf2bolt -nl` writes): `no_lbr EVENT:` then

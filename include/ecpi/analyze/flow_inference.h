@@ -1,0 +1,80 @@
+// Flow inference: execution counts for every block and edge of a CFG that
+// conserve flow (what enters a block leaves it) and stay as close to the
+// samples as conservation allows. Sampled counts are soft constraints: each
+// count has a convex, piecewise-linear cost of being stated above or below
+// its estimate, and the solver finds the conserving counts of least total
+// cost (a minimum-cost circulation).
+//
+// The same idea as LLVM's profile inference ("profi", Levin et al., "Profile
+// inference revisited", POPL 2022) and BOLT's stale-profile matching, with
+// costs from ecpi's sampling model instead of fixed weights: a block seen in
+// S samples whose estimate is E costs the negative log-likelihood of S
+// Poisson samples at a rate proportional to its count (poisson_count), and a
+// block no sample saw costs the likelihood of seeing none: linear in its
+// count, best-case cycles per execution over the sampling period
+// (unseen_count). So a block between executed blocks, on the only path
+// between them, gets their count; an unsampled rare path gets none where a
+// cheaper path carries the flow.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace ecpi::analyze {
+
+// A stretch of a count's cost: `length` units of count at `cost` each.
+struct FlowSegment {
+    double length = std::numeric_limits<double>::infinity();
+    double cost = 0;
+};
+
+// A count's soft constraint. `up` raises it above `estimate`, `down` lowers
+// it, each nearest stretch first with non-decreasing costs (convex); the
+// last `up` stretch is unbounded; `down` stops at 0.
+struct SoftCount {
+    double estimate = 0;
+    std::vector<FlowSegment> up{FlowSegment{}};
+    std::vector<FlowSegment> down;
+};
+
+// Where an edge starts or ends outside the graph: the procedure's entry,
+// its exits (returns, tail jumps). Same values as cfg.h's kEntryBlock and
+// kExitBlock.
+inline constexpr std::uint32_t kFlowSource = 0xfffffffeu;
+inline constexpr std::uint32_t kFlowSink = 0xffffffffu;
+
+struct FlowArc {
+    std::uint32_t from = 0, to = 0;           // block indices, or kFlowSource / kFlowSink
+    SoftCount count;
+};
+
+struct FlowProblem {
+    std::vector<SoftCount> blocks;
+    std::vector<FlowArc> edges;
+};
+
+struct FlowSolution {
+    std::vector<double> blocks;               // indexed like FlowProblem::blocks
+    std::vector<double> edges;                // indexed like FlowProblem::edges
+    double cost = 0;                          // of the deviations from the estimates
+};
+
+// Free to take any count (an edge the samples say nothing of).
+SoftCount free_count();
+// Never observed: 0, `cost` per unit above it (>= 0).
+SoftCount unseen_count(double cost);
+// `samples` samples at an estimated `estimate` executions: the Poisson
+// negative log-likelihood S*f/E - S*ln(f), minimal at f = E, as linear
+// stretches between E/16, E/4, E/2, E, 2E, 4E (beyond: its asymptotic
+// slope S/E).
+SoftCount poisson_count(double estimate, double samples);
+// The same where the samples allow a range: free within [low, high],
+// Poisson-shaped slopes beyond its ends.
+SoftCount poisson_range(double low, double high, double samples);
+
+// Counts are rounded to whole executions. Edges to or from a block index
+// out of range (other than kFlowSource/kFlowSink) are ignored (count 0).
+[[nodiscard]] FlowSolution solve_flow(const FlowProblem& problem);
+
+}  // namespace ecpi::analyze
