@@ -172,8 +172,10 @@ void BinCounts::add(const BinCounts& o) {
 
 namespace {
 
-// One way of a set, apart from its tag and recency (LevelState).
-struct WayMeta {
+// One way of a set. Sets keep their ways in LRU order, most recent first,
+// so the blocks referenced in the current window are always a prefix.
+struct Way {
+    std::uint64_t block = 0;       // block number + 1; 0: invalid
     std::uint64_t fill_time = 0;   // when this generation began (Wood et al.)
     std::uint64_t last_time = 0;   // last reference
     std::uint32_t stamp = 0;       // window of the last reference
@@ -216,17 +218,8 @@ struct Level {
     double dead_time = 0, generation_time = 0;  // summed over streams
 };
 
-// A level's ways, set after set (sets * ways entries each). A set's ways
-// are in no order: a hit updates its way in place, and the LRU victim is
-// the way with the smallest `lru`, a stream's clock that every block access
-// advances (no two ways tie), or an invalid way first. The tags sit apart
-// so that the search reads 8 bytes a way. (Ways kept in LRU order moved up
-// to 11 ways of 32 bytes on every access: 44-50% of ecpi's samples at 1/1
-// on the tree program, docs/CACHESIM.md; the outcomes are the same.)
 struct LevelState {
-    std::vector<std::uint64_t> tags;  // block number + 1; 0: invalid
-    std::vector<std::uint64_t> lru;   // the stream's clock at the last access
-    std::vector<WayMeta> meta;
+    std::vector<Way> ways;  // sets * ways
     Shadow shadow;
 };
 
@@ -237,7 +230,6 @@ struct Stream {
     bool exact = true;            // nothing skipped yet: the cache state is the true one
     bool in_window = false;
     std::uint64_t time = 0;       // simulated references so far
-    std::uint64_t clock = 0;      // block accesses so far (LevelState::lru)
     std::uint64_t stack_low = 0, stack_high = 0;
     BinCounts window_counts;
 };
@@ -479,9 +471,7 @@ struct CacheSimulator::Impl {
         Stream s;
         for (const auto& l : levels) {
             LevelState st;
-            st.tags.resize(l.geometry.sets() * l.ways);
-            st.lru.resize(st.tags.size());
-            st.meta.resize(st.tags.size());
+            st.ways.resize(l.geometry.sets() * l.ways);
             st.shadow.capacity = l.geometry.size / l.geometry.line;
             s.levels.push_back(std::move(st));
         }
@@ -526,10 +516,11 @@ struct CacheSimulator::Impl {
             const Level& L = levels[u];
             for (std::uint64_t a = first_byte; a < first_byte + bytes; a += L.geometry.line) {
                 std::uint64_t block = a >> L.line_shift;
-                std::uint64_t* tags = &s.levels[u].tags[(block & L.set_mask) * L.ways];
+                Way* set = &s.levels[u].ways[(block & L.set_mask) * L.ways];
                 for (std::uint32_t i = 0; i < L.ways; i++) {
-                    if (tags[i] != block + 1) continue;
-                    tags[i] = 0;
+                    if (set[i].block != block + 1) continue;
+                    std::memmove(set + i, set + i + 1, (L.ways - 1 - i) * sizeof(Way));
+                    set[L.ways - 1] = Way{};
                     break;
                 }
             }
@@ -539,44 +530,30 @@ struct CacheSimulator::Impl {
     // One block at one level (MemSpy 4.2's known/unknown classification).
     Outcome access_block(Stream& s, std::size_t level, std::uint64_t block) {
         Level& L = levels[level];
-        LevelState& st = s.levels[level];
-        const std::size_t base = (block & L.set_mask) * L.ways;
-        std::uint64_t* tags = &st.tags[base];
-        std::uint64_t* lru = &st.lru[base];
-        const std::uint64_t tag = block + 1;
+        Way* set = &s.levels[level].ways[(block & L.set_mask) * L.ways];
         const std::uint32_t w = s.window;
         for (std::uint32_t i = 0; i < L.ways; i++) {
-            if (tags[i] != tag) continue;
-            WayMeta& m = st.meta[base + i];
-            bool known = s.exact || m.stamp == w;
-            m.stamp = w;
-            m.last_time = s.time;
-            lru[i] = ++s.clock;
+            if (set[i].block != block + 1) continue;
+            bool known = s.exact || set[i].stamp == w;
+            Way hit = set[i];
+            hit.stamp = w;
+            hit.last_time = s.time;
+            std::memmove(set + 1, set, i * sizeof(Way));
+            set[0] = hit;
             return known ? Outcome::kKnownHit : Outcome::kUnknownHit;
         }
-        // Miss: the victim is an invalid way, else the least recently used.
-        std::uint32_t v = 0;
-        for (std::uint32_t i = 0; i < L.ways; i++) {
-            if (tags[i] == 0) {
-                v = i;
-                break;
-            }
-            if (lru[i] < lru[v]) v = i;
-        }
-        WayMeta& victim = st.meta[base + v];
-        const bool valid = tags[v] != 0;
-        // Known when the set is full of blocks of this window (or nothing was ever skipped).
-        bool known = s.exact || (valid && victim.stamp == w);
-        if (valid) {
+        // Miss: known when the set is full of blocks of this window (or nothing was ever skipped).
+        Way& victim = set[L.ways - 1];
+        bool known = s.exact || (victim.block != 0 && victim.stamp == w);
+        if (victim.block != 0) {
             if (victim.fill_window == w) {  // a generation inside one window (Wood et al.)
                 L.generation_time += double(s.time - victim.fill_time);
                 L.dead_time += double(s.time - victim.last_time);
             }
-            if (level > 0) back_invalidate(s, level, (tags[v] - 1) << L.line_shift, L.geometry.line);
+            if (level > 0) back_invalidate(s, level, (victim.block - 1) << L.line_shift, L.geometry.line);
         }
-        tags[v] = tag;
-        lru[v] = ++s.clock;
-        victim = WayMeta{s.time, s.time, w, w};
+        std::memmove(set + 1, set, (L.ways - 1) * sizeof(Way));
+        set[0] = Way{block + 1, s.time, s.time, w, w};
         return known ? Outcome::kKnownMiss : Outcome::kUnknownMiss;
     }
 
