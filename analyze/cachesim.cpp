@@ -720,29 +720,29 @@ void CacheSimulator::release(std::uint64_t address) { impl_->heap.remove(address
 const CacheSimulator::Totals& CacheSimulator::totals() const { return impl_->totals; }
 const std::vector<BinCounts>& CacheSimulator::windows() const { return impl_->windows; }
 const std::vector<BinCounts>& CacheSimulator::set_groups() const { return impl_->set_groups; }
+
 namespace {
 
-BinCounts bin_at(const std::vector<LevelCounts>& counts, std::size_t id, std::size_t levels) {
-    BinCounts b;
-    b.levels.assign(counts.begin() + std::ptrdiff_t(id * levels), counts.begin() + std::ptrdiff_t((id + 1) * levels));
-    return b;
+// A view keyed as the caller's map, from dense ids' keys and their counts
+// at [id * levels + level].
+template <class View, class Key>
+const View& fill_view(View& view, const std::vector<Key>& keys, const std::vector<LevelCounts>& counts, std::size_t levels) {
+    view.clear();
+    for (std::size_t id = 0; id < keys.size(); id++) {
+        BinCounts b;
+        b.levels.assign(counts.begin() + std::ptrdiff_t(id * levels), counts.begin() + std::ptrdiff_t((id + 1) * levels));
+        view.emplace(keys[id], std::move(b));
+    }
+    return view;
 }
 
 }  // namespace
 
 const std::unordered_map<std::uint64_t, BinCounts>& CacheSimulator::by_pc() const {
-    auto& view = impl_->pcs_view;
-    view.clear();
-    for (std::size_t id = 0; id < impl_->pc_of_id.size(); id++)
-        view.emplace(impl_->pc_of_id[id], bin_at(impl_->pc_counts, id, impl_->levels.size()));
-    return view;
+    return fill_view(impl_->pcs_view, impl_->pc_of_id, impl_->pc_counts, impl_->levels.size());
 }
 const std::map<CacheSimulator::ObjectKey, BinCounts>& CacheSimulator::by_object() const {
-    auto& view = impl_->objects_view;
-    view.clear();
-    for (std::size_t id = 0; id < impl_->object_of_id.size(); id++)
-        view.emplace(impl_->object_of_id[id], bin_at(impl_->object_counts, id, impl_->levels.size()));
-    return view;
+    return fill_view(impl_->objects_view, impl_->object_of_id, impl_->object_counts, impl_->levels.size());
 }
 const std::map<std::uint64_t, CacheSimulator::SiteInfo>& CacheSimulator::sites() const { return impl_->sites; }
 const SimulatorOptions& CacheSimulator::options() const { return impl_->options; }
