@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -454,6 +455,11 @@ struct CacheSimulator::Impl {
     std::vector<LevelCounts> object_counts;
     mutable std::unordered_map<std::uint64_t, BinCounts> pcs_view;  // by_pc()'s view
     mutable std::map<ObjectKey, BinCounts> objects_view;            // by_object()'s view
+    struct PcMemo {
+        std::uint64_t pc = 0;
+        std::uint32_t id_plus_1 = 0;  // 0: empty
+    };
+    std::array<PcMemo, 1024> pc_memo{};  // 16 KiB
     std::uint32_t last_stream_id = 0;
     Stream* last_stream = nullptr;  // streams' nodes do not move
     HeapMap heap;
@@ -485,11 +491,21 @@ struct CacheSimulator::Impl {
 
     // The counts of a pc's or an object's bin (made at first sight).
     LevelCounts* pc_bin(std::uint64_t pc) {
-        bool fresh = false;
-        std::uint32_t id = pc_ids.id(pc, 0, fresh);
-        if (fresh) {
-            pc_of_id.push_back(pc);
-            pc_counts.resize(pc_counts.size() + levels.size());
+        // A direct-mapped memo of recent pcs' ids in front of the table: a
+        // loop's references come back to the same few pcs, and the table's
+        // probe was 17% of ecpi's samples at 1/1 on SQLite.
+        PcMemo& memo = pc_memo[(pc ^ (pc >> 10)) & (pc_memo.size() - 1)];
+        std::uint32_t id;
+        if (memo.id_plus_1 != 0 && memo.pc == pc) {
+            id = memo.id_plus_1 - 1;
+        } else {
+            bool fresh = false;
+            id = pc_ids.id(pc, 0, fresh);
+            if (fresh) {
+                pc_of_id.push_back(pc);
+                pc_counts.resize(pc_counts.size() + levels.size());
+            }
+            memo = {pc, id + 1};
         }
         return &pc_counts[std::size_t(id) * levels.size()];
     }
