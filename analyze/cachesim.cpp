@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -296,11 +297,68 @@ private:
     std::size_t count_ = 0;
 };
 
+// Dense ids for two-word keys, numbered from 0 in order of first sight:
+// one probe sequence in one flat array of (key, id) slots. Per-pc and
+// per-object counts live in flat vectors indexed by these ids: a reference
+// costs one probe instead of a node-based hash map's lookup and the
+// pointer chase into the bin's own vector of levels.
+class DenseIds {
+public:
+    DenseIds() { slots_.resize(1024); }
+    // The id of (a, b); `fresh` says whether it was new.
+    std::uint32_t id(std::uint64_t a, std::uint64_t b, bool& fresh) {
+        std::size_t i = hash(a, b);
+        for (;; i = (i + 1) & mask()) {
+            const Slot& s = slots_[i];
+            if (s.id_plus_1 == 0) break;
+            if (s.a == a && s.b == b) {
+                fresh = false;
+                return s.id_plus_1 - 1;
+            }
+        }
+        fresh = true;
+        std::uint32_t id = count_++;
+        slots_[i] = {a, b, id + 1};
+        if (std::size_t(count_) * 2 > slots_.size()) grow();
+        return id;
+    }
+    std::uint32_t size() const { return count_; }
+
+private:
+    struct Slot {
+        std::uint64_t a = 0;
+        std::uint64_t b = 0;
+        std::uint32_t id_plus_1 = 0;  // 0: empty
+    };
+    std::size_t mask() const { return slots_.size() - 1; }
+    std::size_t hash(std::uint64_t a, std::uint64_t b) const {
+        std::uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ b * 0xC2B2AE3D27D4EB4FULL;
+        return std::size_t(h ^ (h >> 32)) & mask();
+    }
+    void grow() {
+        std::vector<Slot> old(slots_.size() * 2);
+        old.swap(slots_);
+        for (const auto& s : old) {
+            if (s.id_plus_1 == 0) continue;
+            std::size_t i = hash(s.a, s.b);
+            while (slots_[i].id_plus_1 != 0) i = (i + 1) & mask();
+            slots_[i] = s;
+        }
+    }
+    std::vector<Slot> slots_;
+    std::uint32_t count_ = 0;
+};
+
 // Live heap allocations by address. Every simulated miss asks which object
 // it touched, so the answer must cost about one host cache miss: small
-// allocations are found through a flat hash of their 16-byte granules
-// (malloc's alignment, so a granule belongs to one allocation), large ones
-// (over kLargeBytes) in an ordered map of their own.
+// allocations are found through their 16-byte granules (malloc's
+// alignment, so a granule belongs to one allocation), large ones (over
+// kLargeBytes) in an ordered map of their own. The granules of a 4 KiB
+// page sit side by side in one block of 256 slots (found through a small
+// hash of pages), so that recording an allocation writes adjacent slots
+// instead of probing a hash table once per granule: every allocation and
+// free of the program is recorded, sampled or not (a per-granule hash
+// took 12% of ecpi's time at 1/10 on the tree program; docs/CACHESIM.md).
 class HeapMap {
 public:
     static constexpr std::uint64_t kGranuleShift = 4;
@@ -313,21 +371,27 @@ public:
             return;
         }
         ends_.insert(a.start, a.end);  // a start is never 0 (malloc never returns it)
-        // A granule belongs to one allocation, so its entry alone names the site.
-        for (std::uint64_t g = a.start >> kGranuleShift; g <= (a.end - 1) >> kGranuleShift; g++) granules_.insert(g + 1, a.site);
+        bool fresh = false;
+        std::uint32_t site = site_ids_.id(a.site, 0, fresh);
+        if (fresh) site_pcs_.push_back(a.site);
+        // A granule belongs to one allocation, so its slot alone names the site.
+        set_granules(a.start, a.end, site + 1);
     }
     void remove(std::uint64_t start) {
         if (const std::uint64_t* end = ends_.find(start)) {
-            std::uint64_t e = *end;
-            for (std::uint64_t g = start >> kGranuleShift; g <= (e - 1) >> kGranuleShift; g++) granules_.erase(g + 1);
+            set_granules(start, *end, 0);
             ends_.erase(start);
             return;
         }
-        large_.erase(start);
+        if (!large_.empty()) large_.erase(start);
     }
     // The allocation site of the allocation holding `address`, if any.
     std::optional<std::uint64_t> find(std::uint64_t address) const {
-        if (const std::uint64_t* site = granules_.find((address >> kGranuleShift) + 1)) return *site;
+        std::uint64_t g = address >> kGranuleShift;
+        if (const std::uint64_t* page = pages_.find((g >> kPageGranuleBits) + 1)) {
+            std::uint32_t site = granule_sites_[*page + (g & kPageGranuleMask)];
+            if (site != 0) return site_pcs_[site - 1];
+        }
         if (large_.empty()) return std::nullopt;
         auto it = large_.upper_bound(address);
         if (it == large_.begin()) return std::nullopt;
@@ -337,15 +401,38 @@ public:
     }
 
 private:
-    FlatMap granules_;  // granule + 1 -> site
-    FlatMap ends_;      // start -> end, for small allocations
-    std::map<std::uint64_t, Allocation> large_;
-};
+    static constexpr unsigned kPageGranuleBits = 8;  // 256 granules of 16 bytes: 4 KiB
+    static constexpr std::uint64_t kPageGranuleMask = (1u << kPageGranuleBits) - 1;
 
-struct ObjectKeyHash {
-    std::size_t operator()(const CacheSimulator::ObjectKey& k) const {
-        return std::hash<std::uint64_t>()(k.id * 0x9E3779B97F4A7C15ULL + std::uint64_t(k.kind));
+    // Sets the slots of the granules of [start, end) to `value` (a site
+    // id + 1, or 0), making the pages' blocks as needed.
+    void set_granules(std::uint64_t start, std::uint64_t end, std::uint32_t value) {
+        std::uint64_t first = start >> kGranuleShift, last = (end - 1) >> kGranuleShift;
+        for (std::uint64_t g = first; g <= last;) {
+            std::uint64_t page = g >> kPageGranuleBits;
+            std::uint64_t base;
+            if (const std::uint64_t* at = pages_.find(page + 1)) {
+                base = *at;
+            } else {
+                if (value == 0) {  // nothing recorded in this page: nothing to clear
+                    g = (page + 1) << kPageGranuleBits;
+                    continue;
+                }
+                base = granule_sites_.size();
+                granule_sites_.resize(base + (kPageGranuleMask + 1), 0);
+                pages_.insert(page + 1, base);
+            }
+            std::uint64_t page_last = std::min(last, (page << kPageGranuleBits) | kPageGranuleMask);
+            for (; g <= page_last; g++) granule_sites_[base + (g & kPageGranuleMask)] = value;
+        }
     }
+
+    FlatMap pages_;                           // page + 1 -> its first slot in granule_sites_
+    std::vector<std::uint32_t> granule_sites_; // per granule: site id + 1, 0: none
+    DenseIds site_ids_;                       // site pc -> site id
+    std::vector<std::uint64_t> site_pcs_;     // site id -> site pc
+    FlatMap ends_;                            // start -> end, for small allocations
+    std::map<std::uint64_t, Allocation> large_;
 };
 
 }  // namespace
@@ -359,16 +446,34 @@ struct CacheSimulator::Impl {
     Totals totals;
     std::vector<BinCounts> windows;
     std::vector<BinCounts> set_groups;          // set sampling: per group of sets (index: line & sample_mask)
-    std::unordered_map<std::uint64_t, BinCounts> pcs;
-    std::unordered_map<ObjectKey, BinCounts, ObjectKeyHash> objects;
-    mutable std::map<ObjectKey, BinCounts> objects_sorted;  // by_object()'s view
+    // Per pc and per data object: dense ids, and counts at [id * levels + level].
+    DenseIds pc_ids;
+    std::vector<std::uint64_t> pc_of_id;
+    std::vector<LevelCounts> pc_counts;
+    DenseIds object_ids;
+    std::vector<ObjectKey> object_of_id;
+    std::vector<LevelCounts> object_counts;
+    mutable std::unordered_map<std::uint64_t, BinCounts> pcs_view;  // by_pc()'s view
+    mutable std::map<ObjectKey, BinCounts> objects_view;            // by_object()'s view
+    struct PcMemo {
+        std::uint64_t pc = 0;
+        std::uint32_t id_plus_1 = 0;  // 0: empty
+    };
+    std::array<PcMemo, 1024> pc_memo{};  // 16 KiB
+    std::uint32_t last_stream_id = 0;
+    Stream* last_stream = nullptr;  // streams' nodes do not move
     HeapMap heap;
     std::map<std::uint64_t, SiteInfo> sites;
     std::vector<Outcome> outcome_scratch;
 
     Stream& stream(std::uint32_t id) {
+        if (last_stream && last_stream_id == id) return *last_stream;
         auto it = streams.find(id);
-        if (it != streams.end()) return it->second;
+        if (it != streams.end()) {
+            last_stream_id = id;
+            last_stream = &it->second;
+            return it->second;
+        }
         Stream s;
         for (const auto& l : levels) {
             LevelState st;
@@ -378,7 +483,40 @@ struct CacheSimulator::Impl {
         }
         s.window_counts.levels.resize(levels.size());
         totals.streams++;
-        return streams.emplace(id, std::move(s)).first->second;
+        Stream& made = streams.emplace(id, std::move(s)).first->second;
+        last_stream_id = id;
+        last_stream = &made;
+        return made;
+    }
+
+    // The counts of a pc's or an object's bin (made at first sight).
+    LevelCounts* pc_bin(std::uint64_t pc) {
+        // A direct-mapped memo of recent pcs' ids in front of the table: a
+        // loop's references come back to the same few pcs, and the table's
+        // probe was 17% of ecpi's samples at 1/1 on SQLite.
+        PcMemo& memo = pc_memo[(pc ^ (pc >> 10)) & (pc_memo.size() - 1)];
+        std::uint32_t id;
+        if (memo.id_plus_1 != 0 && memo.pc == pc) {
+            id = memo.id_plus_1 - 1;
+        } else {
+            bool fresh = false;
+            id = pc_ids.id(pc, 0, fresh);
+            if (fresh) {
+                pc_of_id.push_back(pc);
+                pc_counts.resize(pc_counts.size() + levels.size());
+            }
+            memo = {pc, id + 1};
+        }
+        return &pc_counts[std::size_t(id) * levels.size()];
+    }
+    LevelCounts* object_bin(const ObjectKey& key) {
+        bool fresh = false;
+        std::uint32_t id = object_ids.id(key.id, std::uint64_t(key.kind), fresh);
+        if (fresh) {
+            object_of_id.push_back(key);
+            object_counts.resize(object_counts.size() + levels.size());
+        }
+        return &object_counts[std::size_t(id) * levels.size()];
     }
 
     void close_window(Stream& s) {
@@ -538,8 +676,7 @@ void CacheSimulator::Impl::access(Stream& s, const MemRef& ref) {
     totals.simulated++;
     if (!in_sampled_sets(ref.address)) return;
     s.time++;
-    BinCounts& pc_bin = pcs[ref.pc];
-    if (pc_bin.levels.empty()) pc_bin.levels.resize(levels.size());
+    LevelCounts* pc_levels = pc_bin(ref.pc);
     BinCounts* group = nullptr;
     if (sample_mask != 0) {
         group = &set_groups[(ref.address >> levels[0].line_shift) & sample_mask];
@@ -574,13 +711,11 @@ void CacheSimulator::Impl::access(Stream& s, const MemRef& ref) {
         }
         count(totals.counts.levels[l], worst);
         count(s.window_counts.levels[l], worst);
-        count(pc_bin.levels[l], worst);
+        count(pc_levels[l], worst);
         if (group) count(group->levels[l], worst);
         if (worst != Outcome::kKnownHit) {
             if (!object) object = object_of(s, ref.address);
-            BinCounts& ob = objects[*object];
-            if (ob.levels.empty()) ob.levels.resize(levels.size());
-            count(ob.levels[l], worst);
+            count(object_bin(*object)[l], worst);
         }
         for (std::size_t i = 0; i < nmissed; i++) pending[i] = missed[i];
         npending = nmissed;
@@ -601,10 +736,29 @@ void CacheSimulator::release(std::uint64_t address) { impl_->heap.remove(address
 const CacheSimulator::Totals& CacheSimulator::totals() const { return impl_->totals; }
 const std::vector<BinCounts>& CacheSimulator::windows() const { return impl_->windows; }
 const std::vector<BinCounts>& CacheSimulator::set_groups() const { return impl_->set_groups; }
-const std::unordered_map<std::uint64_t, BinCounts>& CacheSimulator::by_pc() const { return impl_->pcs; }
+
+namespace {
+
+// A view keyed as the caller's map, from dense ids' keys and their counts
+// at [id * levels + level].
+template <class View, class Key>
+const View& fill_view(View& view, const std::vector<Key>& keys, const std::vector<LevelCounts>& counts, std::size_t levels) {
+    view.clear();
+    for (std::size_t id = 0; id < keys.size(); id++) {
+        BinCounts b;
+        b.levels.assign(counts.begin() + std::ptrdiff_t(id * levels), counts.begin() + std::ptrdiff_t((id + 1) * levels));
+        view.emplace(keys[id], std::move(b));
+    }
+    return view;
+}
+
+}  // namespace
+
+const std::unordered_map<std::uint64_t, BinCounts>& CacheSimulator::by_pc() const {
+    return fill_view(impl_->pcs_view, impl_->pc_of_id, impl_->pc_counts, impl_->levels.size());
+}
 const std::map<CacheSimulator::ObjectKey, BinCounts>& CacheSimulator::by_object() const {
-    impl_->objects_sorted = std::map<ObjectKey, BinCounts>(impl_->objects.begin(), impl_->objects.end());
-    return impl_->objects_sorted;
+    return fill_view(impl_->objects_view, impl_->object_of_id, impl_->object_counts, impl_->levels.size());
 }
 const std::map<std::uint64_t, CacheSimulator::SiteInfo>& CacheSimulator::sites() const { return impl_->sites; }
 const SimulatorOptions& CacheSimulator::options() const { return impl_->options; }

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <unordered_map>
 
 #include "ecpi/analyze/symbolizer.h"
 #include "text_table.h"
@@ -79,6 +80,10 @@ LineTable read_line_table(const std::string& path) {
         Dwarf_Lines* lines = nullptr;
         std::size_t n = 0;
         if (dwarf_offdie(dw, off + header, &cu) && dwarf_getsrclines(&cu, &lines, &n) == 0) {
+            // A unit's rows name their files by the same few pointers (its
+            // file table): each pointer is looked up once, not each row's
+            // name in the map of strings (SQLite's amalgamation has 214k rows).
+            std::unordered_map<const char*, std::uint32_t> unit_files;
             for (std::size_t i = 0; i < n; i++) {
                 Dwarf_Line* l = dwarf_onesrcline(lines, i);
                 Dwarf_Addr a = 0;
@@ -88,9 +93,13 @@ LineTable read_line_table(const std::string& path) {
                 dwarf_lineno(l, &line);
                 dwarf_lineendsequence(l, &end);
                 const char* src = dwarf_linesrc(l, nullptr, nullptr);
-                auto [it, fresh] = file_ids.try_emplace(src ? src : "", std::uint32_t(t.files.size()));
-                if (fresh) t.files.push_back(it->first);
-                t.rows.push_back({a, it->second, line, end});
+                auto [known, unseen] = unit_files.try_emplace(src, 0);
+                if (unseen) {
+                    auto [it, fresh] = file_ids.try_emplace(src ? src : "", std::uint32_t(t.files.size()));
+                    if (fresh) t.files.push_back(it->first);
+                    known->second = it->second;
+                }
+                t.rows.push_back({a, known->second, line, end});
             }
         }
         off = next;
@@ -98,9 +107,11 @@ LineTable read_line_table(const std::string& path) {
     dwarf_end(dw);
     ::close(fd);
     // Stable: an end_sequence row and the next sequence's first row may share an address; the later one wins.
-    std::stable_sort(t.rows.begin(), t.rows.end(), [](const LineRow& a, const LineRow& b) {
+    // (One unit's rows usually come sorted already: then nothing moves.)
+    auto before = [](const LineRow& a, const LineRow& b) {
         return a.address < b.address || (a.address == b.address && a.end_sequence && !b.end_sequence);
-    });
+    };
+    if (!std::is_sorted(t.rows.begin(), t.rows.end(), before)) std::stable_sort(t.rows.begin(), t.rows.end(), before);
     return t;
 }
 

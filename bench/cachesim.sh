@@ -21,13 +21,19 @@
 # `bash bench/cachesim.sh windows [PROGRAM...]` measures only the window
 # length: the full simulation, then 1/SAMPLE with SEEDS seeds at each length
 # of WINDOWS (no cachegrind, no timing; the errors do not depend on load).
+# `bash bench/cachesim.sh speed [PROGRAM...]` times only (part c, without
+# --sets unless SETS_TOO=1); with BASELINE=/path/to/other/ecpi each program
+# is also built against that ecpi's runtime and every configuration is timed
+# with both, interleaved in each round, for a before/after comparison on one
+# host under one load.
 # Caches: L1d 48 KiB 12-way, L2 1 MiB 8-way, 64-byte lines (this host's, as
 # sysconf reports them), for ecpi and cachegrind alike.
 #
-# Usage: bash bench/cachesim.sh [windows] [PROGRAM...]   (default: all, then sqlite)
+# Usage: bash bench/cachesim.sh [windows|speed] [PROGRAM...]   (default: all, then sqlite)
 # Environment: ECPI (default build/loader/ecpi), ROUNDS (3), SEEDS (10),
 #   WINDOWS (lengths for the windows mode; default 10000 30000 100000 300000),
 #   SAMPLE (its sampling rate 1/SAMPLE; default 10),
+#   BASELINE, SETS_TOO (speed mode, above),
 #   OUT (keep the reports there; default a temporary directory),
 #   ECPI_BENCH_CACHE (SQLite's sources and objects; default ~/.cache/ecpi-bench).
 set -euo pipefail
@@ -60,7 +66,10 @@ declare -A ARGS=(
 	[sqlite]="10000 8 20000"
 )
 MODE=all
-if [ "${1:-}" = windows ]; then MODE=windows; shift; fi
+if [ "${1:-}" = windows ] || [ "${1:-}" = speed ]; then MODE=$1; shift; fi
+BASELINE=${BASELINE:-}
+[ -z "$BASELINE" ] || [ $MODE = speed ] || { echo "bench/cachesim.sh: BASELINE is for the speed mode" >&2; exit 2; }
+[ -z "$BASELINE" ] || [ -x "$BASELINE" ] || { echo "bench/cachesim.sh: BASELINE $BASELINE is not executable" >&2; exit 1; }
 WINDOWS=${WINDOWS:-10000 30000 100000 300000}
 SAMPLE=${SAMPLE:-10}
 PROGRAMS=("$@")
@@ -71,6 +80,7 @@ echo "# $(clang --version | head -1), $(valgrind --version), ecpi $(git -C "$her
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 MEMTRACE=$("$ECPI" flags memtrace)
 MEMTRACE_COMPILE=$("$ECPI" flags memtrace --compile)
+[ -z "$BASELINE" ] || BASE_MEMTRACE=$("$BASELINE" flags memtrace)
 
 # SQLite's amalgamation from npm's better-sqlite3, compiled once per version
 # and flags into CACHE_DIR. Prints nothing and fails when it cannot. The
@@ -94,6 +104,8 @@ fetch_sqlite() {
 	local drv=$here/cachesim/sqlite_orders.c
 	clang -O2 -gdwarf-4 -I"$dir" -o "$T/sqlite.plain" "$drv" "$dir/sqlite3.plain-$key.o" -lm
 	clang -O2 $MEMTRACE -I"$dir" -o "$T/sqlite.mt" "$drv" "$dir/sqlite3.memtrace-$key.o" -lm
+	# (The baseline's compile flags must be the same for this object to serve it.)
+	[ -z "$BASELINE" ] || clang -O2 $BASE_MEMTRACE -I"$dir" -o "$T/sqlite.base.mt" "$drv" "$dir/sqlite3.memtrace-$key.o" -lm
 	echo "sqlite3.c sqlite_orders.c" >"$OUT/sqlite.cgsrc"
 	echo "# sqlite: $(grep -m1 '#define SQLITE_VERSION ' "$dir/sqlite3.h" | awk '{print $3}') from $(cat "$dir/from" 2>/dev/null || echo npm)"
 }
@@ -103,6 +115,7 @@ build() {  # build PROGRAM: $T/PROGRAM.plain and $T/PROGRAM.mt
 	if [ "$p" = sqlite ]; then fetch_sqlite; return; fi
 	clang -O2 -gdwarf-4 -o "$T/$p.plain" "$SRC/$p.c"
 	clang -O2 $MEMTRACE -o "$T/$p.mt" "$SRC/$p.c"
+	[ -z "$BASELINE" ] || clang -O2 $BASE_MEMTRACE -o "$T/$p.base.mt" "$SRC/$p.c"
 	echo "$p.c" >"$OUT/$p.cgsrc"
 }
 
@@ -185,11 +198,62 @@ speed() {  # speed PROGRAM: ROUNDS interleaved rounds of every configuration
 	flock -u 9
 }
 
+# The speed mode: ROUNDS interleaved rounds; with BASELINE, each simulated
+# configuration runs with both ecpis in turn (labels "base 1/10" and so on).
+speed_only() {
+	local p=$1 args r s v
+	read -ra args <<<"${ARGS[$p]}"
+	local sets=("")
+	[ -z "${SETS_TOO:-}" ] || sets+=("--sets $SETS")
+	local variants=(new)
+	[ -z "$BASELINE" ] || variants+=(base)
+	rm -f "$OUT/$p.times"
+	flock -x 9
+	echo "# $p: timing under flock -x, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+	for r in $(seq "$ROUNDS"); do
+		timed "$p" alone "$T/$p.plain" "${args[@]}"
+		for v in "${variants[@]}"; do
+			local e=$ECPI prog=$T/$p.mt label=""
+			[ $v = new ] || { e=$BASELINE; prog=$T/$p.base.mt; label="base "; }
+			timed "$p" "${label}uncontrolled" "$prog" "${args[@]}"
+			for s in 1 10 100; do
+				local x
+				for x in "${sets[@]}"; do
+					# shellcheck disable=SC2086
+					timed "$p" "${label}1/$s${x:++sets}" "$e" cachesim --sample 1/$s $x --seed "$r" "${CACHES[@]}" --format json \
+						-o "$OUT/$p.$v.t.1_$s.json" -- "$prog" "${args[@]}"
+				done
+			done
+		done
+	done
+	echo "# $p: load average after timing $(cut -d' ' -f1-3 /proc/loadavg)"
+	flock -u 9
+	python3 - "$OUT/$p.times" "$p" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    c, t = line.rsplit(' ', 1)
+    rows.setdefault(c, []).append(float(t))
+med = {c: statistics.median(v) for c, v in rows.items()}
+print(f"| {sys.argv[2]} | config | median s (of {len(rows['alone'])}) | / alone | 1/1 / this |")
+for c in rows:
+    base = 'base ' if c.startswith('base ') else ''
+    full = med.get(base + '1/1' + ('+sets' if c.endswith('+sets') else ''))
+    print(f"| | {c} | {med[c]:.3f} | {med[c] / med['alone']:.2f}x | " + (f"{full / med[c]:.2f}x |" if full and '1/' in c else "|"))
+PY
+}
+
 DONE=()
 for p in "${PROGRAMS[@]}"; do
 	[ -n "${ARGS[$p]:-}" ] || { echo "bench/cachesim.sh: unknown program '$p' (${!ARGS[*]})" >&2; exit 2; }
 	flock -s 9
 	if ! build "$p"; then flock -u 9; continue; fi
+	if [ $MODE = speed ]; then
+		flock -u 9
+		speed_only "$p"
+		DONE+=("$p")
+		continue
+	fi
 	if [ $MODE = windows ]; then
 		echo "# $p ${ARGS[$p]}: full simulation, $SEEDS runs at 1/$SAMPLE at each window of $WINDOWS"
 		windows "$p"
@@ -205,6 +269,7 @@ for p in "${PROGRAMS[@]}"; do
 	DONE+=("$p")
 done
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ $MODE != speed ] || exit 0
 if [ $MODE = windows ]; then
 	TABLE=windows SEEDS=$SEEDS python3 "$here/cachesim/tables.py" "$OUT" "${DONE[@]}"
 	exit 0

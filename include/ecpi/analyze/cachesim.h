@@ -143,7 +143,9 @@ public:
     // are grouped by the low bits of the line number, common to all
     // levels), for the sampling error of the choice of sets.
     const std::vector<BinCounts>& set_groups() const;
-    // Per pc (references and misses by level).
+    // Per pc (references and misses by level). Built from the simulator's
+    // flat tables at each call (for reports, not per reference); the
+    // reference stays valid until the next call.
     const std::unordered_map<std::uint64_t, BinCounts>& by_pc() const;
     // Per data object.
     struct ObjectKey {
@@ -151,7 +153,7 @@ public:
         std::uint64_t id = 0;          // heap: allocation site; stack: tid; static: line address
         auto operator<=>(const ObjectKey&) const = default;
     };
-    const std::map<ObjectKey, BinCounts>& by_object() const;
+    const std::map<ObjectKey, BinCounts>& by_object() const;  // likewise built at each call
     // Heap allocation sites seen: site pc -> (allocations, bytes, allocator).
     struct SiteInfo {
         std::uint64_t allocations = 0;

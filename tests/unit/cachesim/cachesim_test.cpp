@@ -321,3 +321,29 @@ TEST_CASE("attribution: heap objects stay right through many allocations, frees 
     CHECK(attributed == misses);
     CHECK(misses > live.size() / 2);
 }
+
+TEST_CASE("attribution: a freed allocation's granules name nothing, across a page boundary and after reuse") {
+    auto sim = make({"L1=64:1:64"});  // one line: each probe below touches a new line, so misses
+    auto object_at = [&](std::uint64_t address) {
+        auto before = sim.by_object();
+        ref(sim, address, false, 1);
+        for (const auto& [key, counts] : sim.by_object()) {
+            auto it = before.find(key);
+            if (it == before.end() || it->second.levels[0].references != counts.levels[0].references) return key;
+        }
+        return CacheSimulator::ObjectKey{};
+    };
+    const std::uint64_t start = 0x20000 - 0x80;  // 0x180 bytes, three granules before the page boundary
+    sim.allocate(HeapAllocation{start, 0x180, 0x700, 0});
+    CHECK(object_at(start + 0x10) == CacheSimulator::ObjectKey{ObjectKind::kHeap, 0x700});
+    CHECK(object_at(start + 0x17f) == CacheSimulator::ObjectKey{ObjectKind::kHeap, 0x700});
+    CHECK(object_at(start + 0x180) == CacheSimulator::ObjectKey{ObjectKind::kStatic, start + 0x180});
+    sim.release(start);
+    CHECK(object_at(start + 0x140) == CacheSimulator::ObjectKey{ObjectKind::kStatic, start + 0x140});
+    sim.allocate(HeapAllocation{start, 0x40, 0x800, 0});  // the same start, smaller, another site
+    CHECK(object_at(start + 0x3f) == CacheSimulator::ObjectKey{ObjectKind::kHeap, 0x800});
+    CHECK(object_at(start + 0x100) == CacheSimulator::ObjectKey{ObjectKind::kStatic, start + 0x100});
+    sim.release(start);
+    sim.release(start);  // twice: nothing left to clear
+    CHECK(object_at(start + 0x4) == CacheSimulator::ObjectKey{ObjectKind::kStatic, start});
+}
