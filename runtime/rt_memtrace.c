@@ -5,11 +5,16 @@
  * MemSpy 4.1: outside an ON window a callback costs one decrement and a
  * branch (the countdown lives in the thread's TLS block at a fixed offset);
  * the event that ends the countdown takes the slow path with the pc of the
- * instrumented access (the callback's return address). */
+ * instrumented access (the callback's return address).
+ *
+ * These definitions are weak: a program built with `ecpi flags memtrace
+ * --inline` links rt_memtrace_inline.c's as bitcode, whose strong
+ * definitions prevail and are inlined into the program by the link-time
+ * optimizer. */
 #include "rt_internal.h"
 
 #define ECPI_RT_MEMREF(name, type, size_log2, write)                                           \
-	void name(type *addr)                                                                      \
+	__attribute__((weak)) void name(type *addr)                                                \
 	{                                                                                          \
 		if (__builtin_expect(--ecpi_rt_tls.sampler.countdown != 0, 1))                         \
 			return;                                                                            \
@@ -32,17 +37,17 @@ ECPI_RT_MEMREF(__sanitizer_cov_store16, __int128, 4, 1)
  * callbacks at all; `ecpi flags memtrace` asks for inline 8-bit counters
  * (an inline increment per edge, no call). Their registration is accepted
  * and ignored (paths use trace-pc-guard: rt_paths.c). */
-void __sanitizer_cov_8bit_counters_init(char *start, char *end)
+__attribute__((weak)) void __sanitizer_cov_8bit_counters_init(char *start, char *end)
 {
 	(void)start;
 	(void)end;
 }
-void __sanitizer_cov_bool_flag_init(char *start, char *end)
+__attribute__((weak)) void __sanitizer_cov_bool_flag_init(char *start, char *end)
 {
 	(void)start;
 	(void)end;
 }
-void __sanitizer_cov_pcs_init(const uintptr_t *start, const uintptr_t *end)
+__attribute__((weak)) void __sanitizer_cov_pcs_init(const uintptr_t *start, const uintptr_t *end)
 {
 	(void)start;
 	(void)end;

@@ -2,6 +2,7 @@
 // ecpi's instrumented sources (the runtime in runtime/, ecpi_rt_abi.h).
 //
 //   clang $(ecpi flags memtrace) -O2 -o prog prog.c    # then: ecpi cachesim -- ./prog
+//   clang $(ecpi flags memtrace --inline) -O2 -o prog prog.c  # callbacks inlined (ThinLTO, ld.lld)
 #include <unistd.h>
 
 #include <filesystem>
@@ -18,6 +19,7 @@ struct FlagsArgs {
     std::string kind;
     bool compile_only = false;
     bool link_only = false;
+    bool inline_callbacks = false;
     Format format = Format::kText;
 };
 
@@ -49,22 +51,60 @@ std::filesystem::path runtime_archive() {
                        " (looked in ../runtime and ../lib/ecpi); rebuild ecpi or set ECPI_RUNTIME"};
 }
 
+// --inline: the callbacks as ThinLTO bitcode beside the archive
+// (runtime/rt_memtrace_inline.c), which the program's link inlines; that
+// takes clang's -flto=thin at compile and link time and a linker that runs
+// LLVM's LTO: ld.lld (package lld).
+constexpr const char* kInlineCompile = "-flto=thin";
+
+std::filesystem::path inline_object(const std::filesystem::path& archive) {
+    auto object = archive.parent_path() / "ecpi_rt_inline.o";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(object, ec))
+        throw RuntimeError{"ecpi's inline callbacks (" + object.string() + ") are missing: rebuild ecpi, or build without --inline"};
+    return object;
+}
+
+// ld.lld on PATH, as clang's -fuse-ld=lld looks for it.
+bool have_lld() {
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/bin:/bin";
+    for (std::size_t start = 0; start <= dirs.size();) {
+        std::size_t end = dirs.find(':', start);
+        if (end == std::string::npos) end = dirs.size();
+        std::string dir = dirs.substr(start, end - start);
+        if (!dir.empty() && access((dir + "/ld.lld").c_str(), X_OK) == 0) return true;
+        start = end + 1;
+    }
+    return false;
+}
+
 int run_flags(const FlagsArgs& args) {
     if (args.compile_only && args.link_only) throw UsageError{"choose --compile or --link, not both"};
+    if (args.inline_callbacks && args.kind != "memtrace")
+        throw UsageError{"--inline is for memtrace (the paths callback takes its block's address from its return address)"};
     std::string compile = args.kind == "paths" ? kPathsCompile : kMemtraceCompile;
+    if (args.inline_callbacks) compile += std::string(" ") + kInlineCompile;
     std::string link;
     if (!args.compile_only) {
-        auto archive = runtime_archive().string();
+        auto archive = runtime_archive();
         // Whole archive: the allocator interposition is referenced by nobody
         // in the program, yet must be linked in.
         // -fno-sanitize-link-runtime: clang would otherwise link its UBSan
         // runtime for -fsanitize-coverage, with default callbacks of its own.
-        link = "-fno-sanitize-link-runtime -Wl,--whole-archive " + archive + " -Wl,--no-whole-archive";
+        link = "-fno-sanitize-link-runtime -Wl,--whole-archive " + archive.string() + " -Wl,--no-whole-archive";
+        if (args.inline_callbacks) {
+            if (!have_lld()) throw RuntimeError{"--inline links with ld.lld, which is not on PATH: install lld (apt-get install lld), or build without --inline"};
+            link = "-fuse-ld=lld " + inline_object(archive).string() + " " + link;
+        }
     }
-    std::string line = args.link_only ? link : args.compile_only ? compile : compile + " " + link;
+    // The whole line says -flto=thin once; the link flags alone carry it too.
+    std::string line = args.compile_only ? compile : compile + " " + link;
+    if (args.inline_callbacks && !args.compile_only) link = std::string(kInlineCompile) + " " + link;
+    if (args.link_only) line = link;
     if (args.format == Format::kJson) {
         nlohmann::json doc{{"schema", "ecpi.flags"}, {"version", 1}, {"kind", args.kind},
-                           {"compile", compile}, {"link", link}, {"compiler", "clang"}};
+                           {"compile", compile}, {"link", link}, {"compiler", "clang"}, {"inline", args.inline_callbacks}};
         std::cout << doc.dump(2) << "\n";
     } else {
         std::cout << line << "\n";
@@ -81,6 +121,9 @@ void add_flags_verb(CLI::App& root, std::vector<Verb>& verbs) {
         ->check(CLI::IsMember({"memtrace", "paths"}));
     app->add_flag("--compile", args->compile_only, "Only the compile flags");
     app->add_flag("--link", args->link_only, "Only the link flags");
+    app->add_flag("--inline", args->inline_callbacks,
+                  "memtrace: inline the load/store callbacks into the program (ThinLTO, ld.lld): "
+                  "a reference outside a sampled window costs a decrement and a branch instead of a call");
     add_format_option(*app, args->format);
     verbs.push_back({app, [args] { return run_flags(*args); }});
 }

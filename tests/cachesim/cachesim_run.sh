@@ -72,7 +72,36 @@ expect_exit 1 "No such file" "$ECPI" cachesim --trace "$TMP/nonexistent"
 printf 'garbage\n L zz,8\n' >"$TMP/bad.trace"
 expect_exit 1 "holds no memory references|not lackey" "$ECPI" cachesim --trace "$TMP/bad.trace"
 
-# 6. Unmodified programs under lackey: the same geometry as cachegrind,
+# 6. The callbacks inlined (`--inline`: ThinLTO with ld.lld): no call is
+#    left at a load or store, the program runs alone as before, and a full
+#    simulation attributes misses as the out-of-line build does (the pc of
+#    an inlined reference is the cold call's return address, at its line).
+if command -v ld.lld >/dev/null; then
+	INLINE=$("$ECPI" flags memtrace --inline) || fail "ecpi flags memtrace --inline"
+	clang -O2 $INLINE -o "$TMP/tree.inline" "$SRC/tree.c" || fail "building tree with ecpi's --inline flags"
+	calls=$(objdump -d --no-show-raw-insn "$TMP/tree.inline" | grep -c "call.*<__sanitizer_cov_\(load\|store\)" || true)
+	[ "$calls" -eq 0 ] || fail "$calls calls to the load/store callbacks are left in the --inline build"
+	"$TMP/tree.inline" 20000 | grep -q . || fail "the --inline build printed nothing outside ecpi"
+	"$ECPI" cachesim --sample 1/1 "${CACHES[@]}" --format json -o "$TMP/tree.inline.json" -- "$TMP/tree.inline" 20000 >/dev/null ||
+		fail "full simulation of the --inline build"
+	python3 - "$TMP/tree.json" "$TMP/tree.inline.json" <<'PY' || fail "the --inline build's report differs from the out-of-line build's"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+ma, mb = a["levels"][0]["misses"], b["levels"][0]["misses"]
+assert abs(ma - mb) <= 0.02 * ma, ("L1d misses", ma, mb)
+assert a["procedures"][0]["procedure"] == b["procedures"][0]["procedure"], (a["procedures"][:2], b["procedures"][:2])
+key = lambda l: (l["file"], l["line"])
+assert key(a["lines"][0]) == key(b["lines"][0]), ("top line", a["lines"][0], b["lines"][0])
+oa, ob = a["objects"][0], b["objects"][0]
+assert (oa["kind"], oa["allocation_site"]["line"]) == (ob["kind"], ob["allocation_site"]["line"]), (oa, ob)
+PY
+	expect_exit 1 "ld.lld.*install lld" env PATH=/nonexistent "$ECPI" flags memtrace --inline
+	expect_exit 2 "is for memtrace" "$ECPI" flags paths --inline
+else
+	echo "note: ld.lld not installed; the --inline build is not checked" >&2
+fi
+
+# 7. Unmodified programs under lackey: the same geometry as cachegrind,
 #    whose D1 misses must agree within 5%.
 if command -v valgrind >/dev/null; then
 	"$ECPI" cachesim --valgrind --cache L1d=32k:8:64 --cache LL=256k:8:64 --format json -o "$TMP/lackey.json" -- "$TMP/plain" 30000 1 >/dev/null ||
@@ -82,7 +111,7 @@ if command -v valgrind >/dev/null; then
 	d1=$(sed -n 's/.*D1  misses: *\([0-9,]*\).*/\1/p' "$TMP/cg.txt" | tr -d ,)
 	[ -n "$d1" ] || fail "no D1 misses in cachegrind's output: $(cat "$TMP/cg.txt")"
 	json_check "$TMP/lackey.json" "abs(d['levels'][0]['misses'] - $d1) <= 0.05 * $d1"
-	# 7. A program built with ecpi's flags, fully simulated, against
+	# 8. A program built with ecpi's flags, fully simulated, against
 	#    cachegrind on the same source built without them: within 5%. The
 	#    runtime must leave the program's heap as it finds it: when its own
 	#    allocations (pthread_getattr_np's buffers) came from the program's
