@@ -25,7 +25,10 @@
 # --sets unless SETS_TOO=1); with BASELINE=/path/to/other/ecpi each program
 # is also built against that ecpi's runtime and every configuration is timed
 # with both, interleaved in each round, for a before/after comparison on one
-# host under one load.
+# host under one load. With INLINE=1 each program is also built with
+# `ecpi flags memtrace --inline` (callbacks inlined by ThinLTO; ld.lld) and
+# timed beside the out-of-line build (labels "inline 1/10" and so on);
+# SQLite's inline link takes minutes and is cached like its objects.
 # Caches: L1d 48 KiB 12-way, L2 1 MiB 8-way, 64-byte lines (this host's, as
 # sysconf reports them), for ecpi and cachegrind alike.
 #
@@ -33,7 +36,7 @@
 # Environment: ECPI (default build/loader/ecpi), ROUNDS (3), SEEDS (10),
 #   WINDOWS (lengths for the windows mode; default 10000 30000 100000 300000),
 #   SAMPLE (its sampling rate 1/SAMPLE; default 10),
-#   BASELINE, SETS_TOO (speed mode, above),
+#   BASELINE, SETS_TOO, INLINE (speed mode, above),
 #   OUT (keep the reports there; default a temporary directory),
 #   ECPI_BENCH_CACHE (SQLite's sources and objects; default ~/.cache/ecpi-bench).
 set -euo pipefail
@@ -81,6 +84,12 @@ echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 MEMTRACE=$("$ECPI" flags memtrace)
 MEMTRACE_COMPILE=$("$ECPI" flags memtrace --compile)
 [ -z "$BASELINE" ] || BASE_MEMTRACE=$("$BASELINE" flags memtrace)
+INLINE=${INLINE:-}
+[ -z "$INLINE" ] || [ $MODE = speed ] || { echo "bench/cachesim.sh: INLINE is for the speed mode" >&2; exit 2; }
+if [ -n "$INLINE" ]; then
+	INLINE_MEMTRACE=$("$ECPI" flags memtrace --inline) || exit 1
+	INLINE_COMPILE=$("$ECPI" flags memtrace --inline --compile)
+fi
 
 # SQLite's amalgamation from npm's better-sqlite3, compiled once per version
 # and flags into CACHE_DIR. Prints nothing and fails when it cannot. The
@@ -106,6 +115,16 @@ fetch_sqlite() {
 	clang -O2 $MEMTRACE -I"$dir" -o "$T/sqlite.mt" "$drv" "$dir/sqlite3.memtrace-$key.o" -lm
 	# (The baseline's compile flags must be the same for this object to serve it.)
 	[ -z "$BASELINE" ] || clang -O2 $BASE_MEMTRACE -I"$dir" -o "$T/sqlite.base.mt" "$drv" "$dir/sqlite3.memtrace-$key.o" -lm
+	if [ -n "$INLINE" ]; then
+		# ThinLTO bitcode, then a link that inlines the callbacks into all of
+		# SQLite (minutes): both cached, the link by everything it reads.
+		local ikey lkey
+		ikey=$(echo "$(clang --version | head -1) $INLINE_COMPILE $SQLITE_DEFS" | md5sum | cut -c1-8)
+		[ -s "$dir/sqlite3.inline-$ikey.o" ] || clang -O2 $INLINE_COMPILE $SQLITE_DEFS -c "$dir/sqlite3.c" -o "$dir/sqlite3.inline-$ikey.o"
+		lkey=$( { echo "$ikey $INLINE_MEMTRACE" | sed 's|/[^ ]*/||g'; cat "$drv" $(echo "$INLINE_MEMTRACE" | grep -o '/[^ ]*\.[ao]\b'); } | md5sum | cut -c1-8)
+		[ -s "$dir/sqlite.inline-$lkey" ] || clang -O2 $INLINE_MEMTRACE -I"$dir" -o "$dir/sqlite.inline-$lkey" "$drv" "$dir/sqlite3.inline-$ikey.o" -lm
+		cp "$dir/sqlite.inline-$lkey" "$T/sqlite.inl"
+	fi
 	echo "sqlite3.c sqlite_orders.c" >"$OUT/sqlite.cgsrc"
 	echo "# sqlite: $(grep -m1 '#define SQLITE_VERSION ' "$dir/sqlite3.h" | awk '{print $3}') from $(cat "$dir/from" 2>/dev/null || echo npm)"
 }
@@ -116,6 +135,7 @@ build() {  # build PROGRAM: $T/PROGRAM.plain and $T/PROGRAM.mt
 	clang -O2 -gdwarf-4 -o "$T/$p.plain" "$SRC/$p.c"
 	clang -O2 $MEMTRACE -o "$T/$p.mt" "$SRC/$p.c"
 	[ -z "$BASELINE" ] || clang -O2 $BASE_MEMTRACE -o "$T/$p.base.mt" "$SRC/$p.c"
+	[ -z "$INLINE" ] || clang -O2 $INLINE_MEMTRACE -o "$T/$p.inl" "$SRC/$p.c"
 	echo "$p.c" >"$OUT/$p.cgsrc"
 }
 
@@ -207,6 +227,7 @@ speed_only() {
 	[ -z "${SETS_TOO:-}" ] || sets+=("--sets $SETS")
 	local variants=(new)
 	[ -z "$BASELINE" ] || variants+=(base)
+	[ -z "$INLINE" ] || variants+=(inline)
 	rm -f "$OUT/$p.times"
 	flock -x 9
 	echo "# $p: timing under flock -x, load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -214,7 +235,8 @@ speed_only() {
 		timed "$p" alone "$T/$p.plain" "${args[@]}"
 		for v in "${variants[@]}"; do
 			local e=$ECPI prog=$T/$p.mt label=""
-			[ $v = new ] || { e=$BASELINE; prog=$T/$p.base.mt; label="base "; }
+			[ $v != base ] || { e=$BASELINE; prog=$T/$p.base.mt; label="base "; }
+			[ $v != inline ] || { prog=$T/$p.inl; label="inline "; }
 			timed "$p" "${label}uncontrolled" "$prog" "${args[@]}"
 			for s in 1 10 100; do
 				local x
@@ -237,7 +259,7 @@ for line in open(sys.argv[1]):
 med = {c: statistics.median(v) for c, v in rows.items()}
 print(f"| {sys.argv[2]} | config | median s (of {len(rows['alone'])}) | / alone | 1/1 / this |")
 for c in rows:
-    base = 'base ' if c.startswith('base ') else ''
+    base = next((b for b in ('base ', 'inline ') if c.startswith(b)), '')
     full = med.get(base + '1/1' + ('+sets' if c.endswith('+sets') else ''))
     print(f"| | {c} | {med[c]:.3f} | {med[c] / med['alone']:.2f}x | " + (f"{full / med[c]:.2f}x |" if full and '1/' in c else "|"))
 PY

@@ -150,17 +150,9 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Makes the records written so far visible to the consumer. Producers
- * publish in batches (ECPI_RT_PUBLISH_EVERY records, the end of a window,
- * a wait for room, the thread's end), not per record: the consumer polls
- * `head`, and a store to a line another core keeps reading costs a
- * coherence miss (about 100 ns per block entry here when every record was
- * published, ten times the record's own cost). */
-#define ECPI_RT_PUBLISH_EVERY 64
-
 static void publish(struct ecpi_rt_thread *t)
 {
-	__atomic_store_n(&t->ring->head, t->head, __ATOMIC_RELEASE);
+	ecpi_rt_publish(t);
 }
 
 /* Waits for room for n records. Returns 0 when the consumer is gone (the
@@ -370,6 +362,8 @@ static void close_thread_ring(void *unused)
 void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint64_t pc)
 {
 	struct ecpi_rt_thread *t = &ecpi_rt_tls;
+	if (ecpi_rt_memref_in_window(t, ecpi_rt_memref_word(addr, size_log2, write), pc))
+		return;
 	if (t->in_runtime)
 		return;
 	if (t->state != ECPI_RT_THREAD_ACTIVE) {
@@ -386,9 +380,7 @@ void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint
 	}
 	if (ecpi_rt_sampler_step(&t->sampler))
 		push(t, kind(ECPI_RT_REC_WINDOW) | (t->sampler.windows - 1), t->sampler.gap, 0, 0, 1);
-	push(t, kind(ECPI_RT_REC_MEMREF) | (write ? ECPI_RT_MEMREF_WRITE : 0) |
-	        ((uint64_t)size_log2 << ECPI_RT_MEMREF_SIZE_SHIFT) | (addr & ECPI_RT_MEMREF_ADDR_MASK),
-	     pc, 0, 0, 1);
+	push(t, ecpi_rt_memref_word(addr, size_log2, write), pc, 0, 0, 1);
 	if (t->sampler.on_left == 0)
 		publish(t); /* the window ended */
 }
