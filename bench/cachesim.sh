@@ -26,7 +26,7 @@
 # is also built against that ecpi's runtime and every configuration is timed
 # with both, interleaved in each round, for a before/after comparison on one
 # host under one load. With INLINE=1 each program is also built with
-# `ecpi flags memtrace --inline` (callbacks inlined by ThinLTO; ld.lld) and
+# `ecpi flags memtrace --inline` (callbacks inlined by LTO; ld.lld) and
 # timed beside the out-of-line build (labels "inline 1/10" and so on);
 # SQLite's inline link takes minutes and is cached like its objects.
 # Caches: L1d 48 KiB 12-way, L2 1 MiB 8-way, 64-byte lines (this host's, as
@@ -116,7 +116,7 @@ fetch_sqlite() {
 	# (The baseline's compile flags must be the same for this object to serve it.)
 	[ -z "$BASELINE" ] || clang -O2 $BASE_MEMTRACE -I"$dir" -o "$T/sqlite.base.mt" "$drv" "$dir/sqlite3.memtrace-$key.o" -lm
 	if [ -n "$INLINE" ]; then
-		# ThinLTO bitcode, then a link that inlines the callbacks into all of
+		# LTO bitcode, then a link that inlines the callbacks into all of
 		# SQLite (minutes): both cached, the link by everything it reads.
 		local ikey lkey
 		ikey=$(echo "$(clang --version | head -1) $INLINE_COMPILE $SQLITE_DEFS" | md5sum | cut -c1-8)

@@ -72,10 +72,12 @@ expect_exit 1 "No such file" "$ECPI" cachesim --trace "$TMP/nonexistent"
 printf 'garbage\n L zz,8\n' >"$TMP/bad.trace"
 expect_exit 1 "holds no memory references|not lackey" "$ECPI" cachesim --trace "$TMP/bad.trace"
 
-# 6. The callbacks inlined (`--inline`: ThinLTO with ld.lld): no call is
-#    left at a load or store, the program runs alone as before, and a full
+# 6. The callbacks inlined (`--inline`: LTO with ld.lld): no call is
+#    left at a load or store, the program runs alone as before, a full
 #    simulation attributes misses as the out-of-line build does (the pc of
-#    an inlined reference is the cold call's return address, at its line).
+#    an inlined reference is the cold call's return address, at its line),
+#    and a loop the compiler vectorizes is vectorized in both builds (with
+#    ThinLTO it was not: twice the references, each half as wide).
 if command -v ld.lld >/dev/null; then
 	INLINE=$("$ECPI" flags memtrace --inline) || fail "ecpi flags memtrace --inline"
 	clang -O2 $INLINE -o "$TMP/tree.inline" "$SRC/tree.c" || fail "building tree with ecpi's --inline flags"
@@ -94,6 +96,17 @@ key = lambda l: (l["file"], l["line"])
 assert key(a["lines"][0]) == key(b["lines"][0]), ("top line", a["lines"][0], b["lines"][0])
 oa, ob = a["objects"][0], b["objects"][0]
 assert (oa["kind"], oa["allocation_site"]["line"]) == (ob["kind"], ob["allocation_site"]["line"]), (oa, ob)
+PY
+	clang -O2 $FLAGS -o "$TMP/stream" "$SRC/stream.c" || fail "building stream with ecpi's flags"
+	clang -O2 $INLINE -o "$TMP/stream.inline" "$SRC/stream.c" || fail "building stream with ecpi's --inline flags"
+	for b in stream stream.inline; do
+		"$ECPI" cachesim --sample 1/1 "${CACHES[@]}" --format json -o "$TMP/$b.json" -- "$TMP/$b" 100000 2 >/dev/null ||
+			fail "full simulation of $b"
+	done
+	python3 - "$TMP/stream.json" "$TMP/stream.inline.json" <<'PY' || fail "the --inline build makes other references than the out-of-line build"
+import json, sys
+a, b = (json.load(open(p))["levels"][0]["references"] for p in sys.argv[1:3])
+assert a == b, (a, b)
 PY
 	expect_exit 1 "ld.lld.*install lld" env PATH=/nonexistent "$ECPI" flags memtrace --inline
 	expect_exit 2 "is for memtrace" "$ECPI" flags paths --inline
