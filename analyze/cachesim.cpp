@@ -464,6 +464,7 @@ struct CacheSimulator::Impl {
     struct PcMemo {
         std::uint64_t pc = 0;
         std::uint32_t id_plus_1 = 0;  // 0: empty
+        std::uint32_t recent_hits = 0;  // known L1 hits not yet added to pc_counts
     };
     std::array<PcMemo, 1024> pc_memo{};  // 16 KiB
     std::uint32_t last_stream_id = 0;
@@ -500,25 +501,42 @@ struct CacheSimulator::Impl {
         return made;
     }
 
-    // The counts of a pc's or an object's bin (made at first sight).
-    LevelCounts* pc_bin(std::uint64_t pc) {
-        // A direct-mapped memo of recent pcs' ids in front of the table: a
-        // loop's references come back to the same few pcs, and the table's
-        // probe was 17% of ecpi's samples at 1/1 on SQLite.
+    // The memo entry of a pc: a direct-mapped memo of recent pcs' ids in
+    // front of the table, since a loop's references come back to the same
+    // few pcs (the table's probe was 17% of ecpi's samples at 1/1 on
+    // SQLite). An entry also holds its pc's known L1 hits until it is
+    // replaced (or the counts are read): most references are such hits,
+    // and adding each to the pc's counts cost a host cache miss per
+    // reference on a program with many pcs.
+    PcMemo& pc_memo_entry(std::uint64_t pc) {
         PcMemo& memo = pc_memo[(pc ^ (pc >> 10)) & (pc_memo.size() - 1)];
-        std::uint32_t id;
-        if (memo.id_plus_1 != 0 && memo.pc == pc) {
-            id = memo.id_plus_1 - 1;
-        } else {
-            bool fresh = false;
-            id = pc_ids.id(pc, 0, fresh);
-            if (fresh) {
-                pc_of_id.push_back(pc);
-                pc_counts.resize(pc_counts.size() + levels.size());
-            }
-            memo = {pc, id + 1};
+        if (memo.id_plus_1 != 0 && memo.pc == pc) return memo;
+        flush_recent_hits(memo);
+        bool fresh = false;
+        std::uint32_t id = pc_ids.id(pc, 0, fresh);
+        if (fresh) {
+            pc_of_id.push_back(pc);
+            pc_counts.resize(pc_counts.size() + levels.size());
         }
-        return &pc_counts[std::size_t(id) * levels.size()];
+        memo = {pc, id + 1, 0};
+        return memo;
+    }
+    void flush_recent_hits(PcMemo& memo) {
+        if (memo.recent_hits == 0) return;
+        pc_counts[std::size_t(memo.id_plus_1 - 1) * levels.size()].references += memo.recent_hits;
+        memo.recent_hits = 0;
+    }
+    void flush_all_recent_hits() {
+        for (auto& memo : pc_memo) flush_recent_hits(memo);
+    }
+    void count_recent_hit(std::uint64_t pc) {
+        PcMemo& memo = pc_memo_entry(pc);
+        if (++memo.recent_hits == UINT32_MAX) flush_recent_hits(memo);
+    }
+
+    // The counts of a pc's bin (made at first sight).
+    LevelCounts* pc_bin(std::uint64_t pc) {
+        return &pc_counts[std::size_t(pc_memo_entry(pc).id_plus_1 - 1) * levels.size()];
     }
 
     void close_window(Stream& s) {
@@ -741,7 +759,7 @@ bool CacheSimulator::Impl::known_recent_hit(Stream& s, const MemRef& ref) {
     way.last_time = s.time;
     totals.counts.levels[0].references++;
     s.window_counts.levels[0].references++;
-    pc_bin(ref.pc)[0].references++;
+    count_recent_hit(ref.pc);
     return true;
 }
 
@@ -835,6 +853,7 @@ const View& fill_view(View& view, const std::vector<Key>& keys, const std::vecto
 }  // namespace
 
 const std::unordered_map<std::uint64_t, BinCounts>& CacheSimulator::by_pc() const {
+    impl_->flush_all_recent_hits();
     return fill_view(impl_->pcs_view, impl_->pc_of_id, impl_->pc_counts, impl_->levels.size());
 }
 const std::map<CacheSimulator::ObjectKey, BinCounts>& CacheSimulator::by_object() const {
