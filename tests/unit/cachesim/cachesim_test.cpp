@@ -233,6 +233,33 @@ TEST_CASE("attribution: misses by pc and by heap allocation site") {
     CHECK(sim.by_object().count(CacheSimulator::ObjectKey{ObjectKind::kStatic, 0x10080}) == 1);
 }
 
+TEST_CASE("attribution: hits of pcs that share a memo slot are all counted; a freed large block's range is forgotten") {
+    auto sim = make({"L1=1k:2:64"});
+    // 0x400 and 0x1 fall in one slot of the simulator's pc memo: each
+    // evicts the other, which must hand its held hits to its counts.
+    ref(sim, 0x2000, false, 8, 0x400);  // miss
+    for (int i = 0; i < 50; i++) {
+        ref(sim, 0x2008, false, 8, 0x400);
+        ref(sim, 0x2010, false, 8, 0x1);
+    }
+    CHECK(sim.by_pc().at(0x400).levels[0].references == 51);
+    CHECK(sim.by_pc().at(0x1).levels[0].references == 50);
+    ref(sim, 0x2018, false, 8, 0x1);  // counted after the counts were read once
+    CHECK(sim.by_pc().at(0x1).levels[0].references == 51);
+    CHECK(level(sim, 0).references == 102);
+
+    // A large block's misses name it line after line; once freed, the same
+    // addresses are no longer heap.
+    sim.allocate(HeapAllocation{0x100000, 65536, 0x5555, 0});
+    for (std::uint64_t a = 0x100000; a < 0x100000 + 4096; a += 64) ref(sim, a);
+    CacheSimulator::ObjectKey block{ObjectKind::kHeap, 0x5555};
+    CHECK(sim.by_object().at(block).levels[0].known_misses == 64);
+    sim.release(0x100000);
+    ref(sim, 0x108000);
+    CHECK(sim.by_object().at(block).levels[0].known_misses == 64);
+    CHECK(sim.by_object().count(CacheSimulator::ObjectKey{ObjectKind::kStatic, 0x108000}) == 1);
+}
+
 TEST_CASE("full simulation has no error bound; sampled bounds contain the true rate in most seeds") {
     // A trace with a known answer: with probability p a reference touches a
     // line never seen before (a certain miss), else one of 16 hot lines.
