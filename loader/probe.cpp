@@ -147,23 +147,6 @@ private:
     std::optional<int> status_;
 };
 
-fs::path find_in_path(const std::string& name) {
-    if (name.find('/') != std::string::npos) return name;
-    const char* path = std::getenv("PATH");
-    std::string list = path ? path : "/usr/local/bin:/usr/bin:/bin";
-    std::size_t start = 0;
-    while (start <= list.size()) {
-        std::size_t colon = list.find(':', start);
-        std::string dir = list.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-        if (dir.empty()) dir = ".";
-        fs::path candidate = fs::path(dir) / name;
-        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-        if (colon == std::string::npos) break;
-        start = colon + 1;
-    }
-    return name;
-}
-
 bool process_gone(std::uint32_t pid) {
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
     if (!stat) return true;
@@ -182,6 +165,24 @@ std::string hex(std::uint64_t v) {
 }
 
 }  // namespace
+
+std::optional<fs::path> find_executable(const std::string& name) {
+    if (name.find('/') != std::string::npos) return fs::path(name);
+    const char* path = std::getenv("PATH");
+    std::string list = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    std::size_t start = 0;
+    while (start <= list.size()) {
+        std::size_t colon = list.find(':', start);
+        std::string dir = list.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+        if (dir.empty()) dir = ".";
+        fs::path candidate = fs::path(dir) / name;
+        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+        if (colon == std::string::npos) break;
+        start = colon + 1;
+    }
+    return std::nullopt;
+}
+
 
 struct ProbeSession::Impl {
     ProbeOptions options;
@@ -272,7 +273,7 @@ struct ProbeSession::Impl {
         std::vector<TargetImage> out;
         std::set<std::string> seen;
         if (before_exec) {
-            fs::path exe = find_in_path(options.command[0]);
+            fs::path exe = find_executable(options.command[0]).value_or(options.command[0]);
             std::error_code ec;
             fs::path canonical = fs::weakly_canonical(exe, ec);
             if (ec) canonical = exe;

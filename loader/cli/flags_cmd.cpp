@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "ecpi/loader/probe.h"
 
 namespace ecpi::cli {
 namespace {
@@ -71,20 +72,6 @@ std::filesystem::path inline_object(const std::filesystem::path& archive) {
     return object;
 }
 
-// ld.lld on PATH, as clang's -fuse-ld=lld looks for it.
-bool have_lld() {
-    const char* path = std::getenv("PATH");
-    std::string dirs = path ? path : "/usr/bin:/bin";
-    for (std::size_t start = 0; start <= dirs.size();) {
-        std::size_t end = dirs.find(':', start);
-        if (end == std::string::npos) end = dirs.size();
-        std::string dir = dirs.substr(start, end - start);
-        if (!dir.empty() && access((dir + "/ld.lld").c_str(), X_OK) == 0) return true;
-        start = end + 1;
-    }
-    return false;
-}
-
 int run_flags(const FlagsArgs& args) {
     if (args.compile_only && args.link_only) throw UsageError{"choose --compile or --link, not both"};
     if (args.inline_callbacks && args.kind != "memtrace")
@@ -100,7 +87,7 @@ int run_flags(const FlagsArgs& args) {
         // runtime for -fsanitize-coverage, with default callbacks of its own.
         link = "-fno-sanitize-link-runtime -Wl,--whole-archive " + archive.string() + " -Wl,--no-whole-archive";
         if (args.inline_callbacks) {
-            if (!have_lld()) throw RuntimeError{"--inline links with ld.lld, which is not on PATH: install lld (apt-get install lld), or build without --inline"};
+            if (!loader::find_executable("ld.lld")) throw RuntimeError{"--inline links with ld.lld, which is not on PATH: install lld (apt-get install lld), or build without --inline"};
             link = "-fuse-ld=lld " + inline_object(archive).string() + " " + link;
         }
     }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -71,5 +72,10 @@ private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
+
+// A command name as execvp would find it: a name with a slash as it is,
+// else the first executable file of that name in a directory of PATH;
+// nullopt when none is.
+std::optional<std::filesystem::path> find_executable(const std::string& name);
 
 }  // namespace ecpi::loader
