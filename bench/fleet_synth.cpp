@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "ecpi/analyze/symbolizer.h"
+#include "ecpi/analyze/symbols/symbolizer.h"
 #include "ecpi/store/profile.h"
 
 using namespace ecpi;

@@ -489,7 +489,7 @@ Result<analyze::ExportModel> FleetSource::export_model(const analyze::ExportOpti
                     ev.total += to_u64(r[1]);
                 }
                 std::uint64_t address = to_u64(r[6]);
-                // Caller frames are return addresses: minus 1 falls inside the call (as in analyze/export.cpp).
+                // Caller frames are return addresses: minus 1 falls inside the call (as in analyze/reports/export.cpp).
                 if (r[2] != "1" && address > 0) --address;
                 ev.samples.back().locations.push_back(location(r[4], r[3], r[5], address));
             }

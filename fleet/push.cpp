@@ -10,7 +10,7 @@
 #include <random>
 #include <set>
 
-#include "ecpi/analyze/symbolizer.h"
+#include "ecpi/analyze/symbols/symbolizer.h"
 #include "ecpi/fleet/schema.h"
 #include "ecpi/store/profile.h"
 #include "ecpi/store/push_state.h"

@@ -1,5 +1,5 @@
 /* Latencies and throughputs of the instruction classes a machine model
- * (analyze/machine/, docs/MACHINE_MODEL.md) gives numbers for, measured
+ * (analyze/calc/machine/, docs/MACHINE_MODEL.md) gives numbers for, measured
  * the way the model is meant to be filled in: dependent chains for a class's
  * latency, independent instructions for how many units execute it. Eight
  * instructions per iteration, so the loop's own add/cmp/jne (one fused ALU

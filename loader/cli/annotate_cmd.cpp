@@ -4,7 +4,7 @@
 
 #include "cli_common.h"
 #include "ecpi/terminal_text.h"
-#include "ecpi/analyze/annotate.h"
+#include "ecpi/analyze/reports/annotate.h"
 
 namespace ecpi::cli {
 namespace {

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "ecpi/analyze/cachesim.h"
-#include "ecpi/analyze/cachesim_report.h"
-#include "ecpi/analyze/memtrace_trace.h"
+#include "ecpi/analyze/cachesim/cachesim.h"
+#include "ecpi/analyze/cachesim/cachesim_report.h"
+#include "ecpi/analyze/cachesim/memtrace_trace.h"
 #include "ecpi/loader/memtrace.h"
 
 namespace ecpi::cli {

@@ -4,7 +4,7 @@
 
 #include "cli_common.h"
 #include "ecpi/terminal_text.h"
-#include "ecpi/analyze/calc.h"
+#include "ecpi/analyze/calc/calc.h"
 #include "ecpi/store/profile.h"
 
 namespace ecpi::cli {

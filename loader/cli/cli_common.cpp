@@ -1,6 +1,6 @@
 #include "cli_common.h"
 
-#include "ecpi/analyze/profile_source.h"
+#include "ecpi/analyze/reports/profile_source.h"
 #include "ecpi/terminal_text.h"
 
 #include <signal.h>

@@ -4,7 +4,7 @@
 
 #include "cli_common.h"
 #include "ecpi/terminal_text.h"
-#include "ecpi/analyze/diff.h"
+#include "ecpi/analyze/reports/diff.h"
 #include "fleet_options.h"
 
 namespace ecpi::cli {

@@ -8,7 +8,7 @@
 
 #include "cli_common.h"
 #include "ecpi/terminal_text.h"
-#include "ecpi/analyze/export.h"
+#include "ecpi/analyze/reports/export.h"
 #include "fleet_options.h"
 
 namespace ecpi::cli {

@@ -7,8 +7,8 @@
 #include <iostream>
 
 #include "cli_common.h"
-#include "ecpi/analyze/calc.h"
-#include "ecpi/analyze/layout.h"
+#include "ecpi/analyze/calc/calc.h"
+#include "ecpi/analyze/layout/layout.h"
 
 namespace ecpi::cli {
 namespace {

@@ -10,11 +10,11 @@
 #include <iostream>
 #include <random>
 
-#include "ecpi/analyze/branch_paths.h"
-#include "ecpi/analyze/branch_paths_report.h"
-#include "ecpi/analyze/debug_info.h"
-#include "ecpi/analyze/perf_script.h"
-#include "ecpi/analyze/symbolizer.h"
+#include "ecpi/analyze/paths/branch_paths.h"
+#include "ecpi/analyze/paths/branch_paths_report.h"
+#include "ecpi/analyze/symbols/debug_info.h"
+#include "ecpi/analyze/paths/perf_script.h"
+#include "ecpi/analyze/symbols/symbolizer.h"
 #include "ecpi/loader/memtrace.h"
 #include "ecpi/loader/perf_events.h"
 #include "ecpi/store/branch_paths.h"

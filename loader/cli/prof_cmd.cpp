@@ -4,8 +4,8 @@
 
 #include "cli_common.h"
 #include "ecpi/terminal_text.h"
-#include "ecpi/analyze/prof_report.h"
-#include "ecpi/analyze/profile_source.h"
+#include "ecpi/analyze/reports/prof_report.h"
+#include "ecpi/analyze/reports/profile_source.h"
 #include "ecpi/store/profile.h"
 #include "fleet_options.h"
 

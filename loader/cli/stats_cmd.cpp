@@ -5,7 +5,7 @@
 
 #include "cli_common.h"
 #include "ecpi/terminal_text.h"
-#include "ecpi/analyze/stats.h"
+#include "ecpi/analyze/reports/stats.h"
 #include "fleet_options.h"
 
 namespace ecpi::cli {

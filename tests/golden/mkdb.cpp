@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ecpi/analyze/symbolizer.h"
+#include "ecpi/analyze/symbols/symbolizer.h"
 #include "ecpi/store/profile.h"
 
 namespace {

@@ -131,7 +131,7 @@ def pprof_text(data, protoc):
         fail("protoc could not decode the pprof output: " + out.stderr.decode())
     text = out.stdout.decode()
     # Link-time addresses depend on the compiler: keep the structure only.
-    # and which line each address falls on (tests/unit/analyze checks lines
+    # and which line each address falls on (tests/unit/symbols checks lines
     # against addr2line); function declarations (start_line) stay exact.
     text = re.sub(r"\b(address|memory_start|memory_limit): \d+", r"\1: @ADDR@", text)
     return re.sub(r"\bline: \d+", "line: @LINE@", text)

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "ecpi/analyze/diff.h"
-#include "ecpi/analyze/export.h"
-#include "ecpi/analyze/prof_report.h"
-#include "ecpi/analyze/profile_source.h"
-#include "ecpi/analyze/stats.h"
+#include "ecpi/analyze/reports/diff.h"
+#include "ecpi/analyze/reports/export.h"
+#include "ecpi/analyze/reports/prof_report.h"
+#include "ecpi/analyze/reports/profile_source.h"
+#include "ecpi/analyze/reports/stats.h"
 #include "ecpi/fleet/clickhouse.h"
 #include "ecpi/result.h"
 

@@ -2,7 +2,7 @@
 // runtime (runtime/ecpi_rt_abi.h): creates the shared-memory control region
 // with its per-thread rings, starts the program with ECPI_RT_CONTROL set,
 // and drains the rings while it runs, handing raw record batches to the
-// caller (which decodes and simulates them; see analyze/memtrace_trace.h).
+// caller (which decodes and simulates them; see analyze/cachesim/memtrace_trace.h).
 // Also runs unmodified programs under valgrind's lackey and hands its
 // trace text over as it is produced.
 #pragma once

@@ -7,7 +7,7 @@
 #include <map>
 #include <random>
 
-#include "ecpi/analyze/cachesim.h"
+#include "ecpi/analyze/cachesim/cachesim.h"
 
 extern "C" {
 #include "ecpi_rt_sampling.h"

@@ -7,7 +7,7 @@
 
 #include <capstone/capstone.h>
 
-#include "ecpi/analyze/branch_odds.h"
+#include "ecpi/analyze/calc/branch_odds.h"
 
 using namespace ecpi::analyze;
 using ecpi::store::RegisterSample;

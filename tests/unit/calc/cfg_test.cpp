@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "ecpi/analyze/calc.h"
-#include "ecpi/analyze/cfg.h"
-#include "ecpi/analyze/symbolizer.h"
+#include "ecpi/analyze/calc/calc.h"
+#include "ecpi/analyze/calc/cfg.h"
+#include "ecpi/analyze/symbols/symbolizer.h"
 #include "test_cfg.h"
 
 using namespace ecpi::analyze;

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <map>
 
-#include "ecpi/analyze/culprits.h"
+#include "ecpi/analyze/calc/culprits.h"
 
 using namespace ecpi::analyze;
 

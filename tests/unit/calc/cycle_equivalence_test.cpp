@@ -7,7 +7,7 @@
 #include <random>
 #include <set>
 
-#include "ecpi/analyze/cycle_equivalence.h"
+#include "ecpi/analyze/calc/cycle_equivalence.h"
 
 using namespace ecpi::analyze;
 

@@ -2,7 +2,7 @@
 // samples whose true frequencies are known.
 #include <doctest/doctest.h>
 
-#include "ecpi/analyze/frequency.h"
+#include "ecpi/analyze/calc/frequency.h"
 
 using namespace ecpi::analyze;
 

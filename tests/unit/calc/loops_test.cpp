@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ecpi/analyze/loops.h"
+#include "ecpi/analyze/calc/loops.h"
 #include "test_cfg.h"
 
 using namespace ecpi::analyze;

@@ -5,7 +5,7 @@
 #include <numeric>
 #include <utility>
 
-#include "ecpi/analyze/machine_model.h"
+#include "ecpi/analyze/calc/machine_model.h"
 
 using namespace ecpi::analyze;
 

@@ -6,11 +6,11 @@
 
 #include <vector>
 
-#include "ecpi/analyze/cycle_equivalence.h"
-#include "ecpi/analyze/frequency.h"
-#include "ecpi/analyze/loops.h"
-#include "ecpi/analyze/machine_model.h"
-#include "ecpi/analyze/ranges.h"
+#include "ecpi/analyze/calc/cycle_equivalence.h"
+#include "ecpi/analyze/calc/frequency.h"
+#include "ecpi/analyze/calc/loops.h"
+#include "ecpi/analyze/calc/machine_model.h"
+#include "ecpi/analyze/calc/ranges.h"
 
 using namespace ecpi::analyze;
 

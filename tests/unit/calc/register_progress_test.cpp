@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "ecpi/analyze/register_progress.h"
+#include "ecpi/analyze/calc/register_progress.h"
 
 using namespace ecpi::analyze;
 using ecpi::store::RegisterSample;

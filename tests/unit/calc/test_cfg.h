@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "ecpi/analyze/cfg.h"
-#include "ecpi/analyze/symbolizer.h"
+#include "ecpi/analyze/calc/cfg.h"
+#include "ecpi/analyze/symbols/symbolizer.h"
 
 namespace ecpi::analyze::test {
 

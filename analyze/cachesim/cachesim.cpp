@@ -1,0 +1,947 @@
+// Trace-sampled cache simulation (include/ecpi/analyze/cachesim/cachesim.h; MemSpy).
+#include "ecpi/analyze/cachesim/cachesim.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <list>
+#include <random>
+#include <unordered_set>
+
+namespace ecpi::analyze {
+
+// ---------------------------------------------------------------- geometry
+
+namespace {
+
+std::optional<std::uint64_t> parse_size(std::string_view s) {
+    std::uint64_t mult = 1;
+    if (!s.empty()) {
+        char c = s.back();
+        if (c == 'k' || c == 'K') mult = 1024;
+        if (c == 'm' || c == 'M') mult = 1024 * 1024;
+        if (c == 'g' || c == 'G') mult = 1024ull * 1024 * 1024;
+        if (mult != 1) s.remove_suffix(1);
+    }
+    std::uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size() || v == 0 || v > (1ull << 40) / mult) return std::nullopt;
+    return v * mult;
+}
+
+}  // namespace
+
+Result<void> check_geometry(const CacheGeometry& g) {
+    if (g.size == 0 || g.ways == 0 || g.line == 0) return Error("cache " + g.name + ": size, ways and line must be positive");
+    if (!std::has_single_bit(g.line) || g.line < 8 || g.line > 4096)
+        return Error("cache " + g.name + ": line size " + std::to_string(g.line) + " is not a power of two between 8 and 4096");
+    if (g.ways > 64) return Error("cache " + g.name + ": at most 64 ways are simulated (" + std::to_string(g.ways) + " asked)");
+    if (g.size % (std::uint64_t(g.ways) * g.line) != 0 || !std::has_single_bit(g.sets()))
+        return Error("cache " + g.name + ": size / (ways * line) = " + std::to_string(double(g.size) / (double(g.ways) * g.line)) +
+                     " sets is not a power of two");
+    return ok();
+}
+
+Result<CacheGeometry> parse_cache_geometry(std::string_view text) {
+    auto eq = text.find('=');
+    std::string bad = "cache '" + std::string(text) + "' is not NAME=SIZE:WAYS:LINE (e.g. L1d=32k:8:64)";
+    if (eq == std::string_view::npos || eq == 0) return Error(bad);
+    CacheGeometry g;
+    g.name = std::string(text.substr(0, eq));
+    auto rest = text.substr(eq + 1);
+    auto c1 = rest.find(':');
+    auto c2 = c1 == std::string_view::npos ? c1 : rest.find(':', c1 + 1);
+    if (c2 == std::string_view::npos) return Error(bad);
+    auto size = parse_size(rest.substr(0, c1));
+    auto ways = parse_size(rest.substr(c1 + 1, c2 - c1 - 1));
+    auto line = parse_size(rest.substr(c2 + 1));
+    if (!size || !ways || !line || *ways > 1024 || *line > 65536) return Error(bad);
+    g.size = *size;
+    g.ways = std::uint32_t(*ways);
+    g.line = std::uint32_t(*line);
+    ECPI_RETURN_IF_ERROR(check_geometry(g));
+    return g;
+}
+
+namespace {
+
+std::optional<std::string> read_small_file(const std::string& path) {
+    std::ifstream in(path);
+    std::string s;
+    if (!in || !std::getline(in, s)) return std::nullopt;
+    return s;
+}
+
+std::vector<CacheGeometry> sysfs_caches(const std::string& root) {
+    std::vector<CacheGeometry> out;
+    for (int i = 0; i < 16; i++) {
+        std::string dir = root + "/index" + std::to_string(i) + "/";
+        auto type = read_small_file(dir + "type");
+        if (!type) break;
+        if (*type == "Instruction") continue;
+        auto level = read_small_file(dir + "level");
+        auto size = read_small_file(dir + "size");
+        auto ways = read_small_file(dir + "ways_of_associativity");
+        auto line = read_small_file(dir + "coherency_line_size");
+        if (!level || !size || !ways || !line) continue;
+        CacheGeometry g;
+        g.name = "L" + *level + (*type == "Data" ? "d" : "");
+        auto sz = parse_size(*size);
+        auto w = parse_size(*ways);
+        auto l = parse_size(*line);
+        if (!sz || !w || !l) continue;
+        g.size = *sz;
+        g.ways = std::uint32_t(*w);
+        g.line = std::uint32_t(*l);
+        if (check_geometry(g).ok()) out.push_back(g);
+    }
+    return out;
+}
+
+}  // namespace
+
+HostCaches host_cache_geometry(const std::string& sysfs_root) {
+    HostCaches h;
+    h.levels = sysfs_caches(sysfs_root);
+    if (!h.levels.empty()) {
+        h.source = sysfs_root;
+        return h;
+    }
+    struct Conf {
+        const char* name;
+        int size, ways, line;
+    };
+    const Conf confs[] = {{"L1d", _SC_LEVEL1_DCACHE_SIZE, _SC_LEVEL1_DCACHE_ASSOC, _SC_LEVEL1_DCACHE_LINESIZE},
+                          {"L2", _SC_LEVEL2_CACHE_SIZE, _SC_LEVEL2_CACHE_ASSOC, _SC_LEVEL2_CACHE_LINESIZE},
+                          {"L3", _SC_LEVEL3_CACHE_SIZE, _SC_LEVEL3_CACHE_ASSOC, _SC_LEVEL3_CACHE_LINESIZE}};
+    for (const auto& c : confs) {
+        long size = sysconf(c.size), ways = sysconf(c.ways), line = sysconf(c.line);
+        if (size <= 0 || ways <= 0 || line <= 0) continue;
+        CacheGeometry g{c.name, std::uint64_t(size), std::uint32_t(ways), std::uint32_t(line)};
+        if (check_geometry(g).ok()) h.levels.push_back(g);
+    }
+    if (!h.levels.empty()) {
+        h.source = "sysconf (CPUID; " + sysfs_root + " absent)";
+        return h;
+    }
+    h.levels = {{"L1d", 32 * 1024, 8, 64}, {"L2", 1024 * 1024, 16, 64}};
+    h.source = "built-in default (neither " + sysfs_root + " nor sysconf describe the caches)";
+    return h;
+}
+
+Result<UnknownEstimate> parse_unknown_estimate(std::string_view text) {
+    if (text == "stale") return UnknownEstimate::kStale;
+    if (text == "half") return UnknownEstimate::kHalf;
+    if (text == "wood") return UnknownEstimate::kWood;
+    if (text == "miss") return UnknownEstimate::kMiss;
+    if (text == "hit") return UnknownEstimate::kHit;
+    return Error("unknown estimate '" + std::string(text) + "' (choose stale, half, wood, miss or hit)");
+}
+
+std::string_view unknown_estimate_name(UnknownEstimate e) {
+    switch (e) {
+    case UnknownEstimate::kStale: return "stale";
+    case UnknownEstimate::kHalf: return "half";
+    case UnknownEstimate::kWood: return "wood";
+    case UnknownEstimate::kMiss: return "miss";
+    case UnknownEstimate::kHit: return "hit";
+    }
+    return "?";
+}
+
+void LevelCounts::add(const LevelCounts& o) {
+    references += o.references;
+    known_misses += o.known_misses;
+    unknown += o.unknown;
+    unknown_stale_misses += o.unknown_stale_misses;
+    compulsory += o.compulsory;
+    capacity += o.capacity;
+}
+
+void BinCounts::add(const BinCounts& o) {
+    if (levels.size() < o.levels.size()) levels.resize(o.levels.size());
+    for (std::size_t i = 0; i < o.levels.size(); i++) levels[i].add(o.levels[i]);
+}
+
+// ---------------------------------------------------------------- simulator
+
+namespace {
+
+// One way of a set. Sets keep their ways in LRU order, most recent first,
+// so the blocks referenced in the current window are always a prefix. A
+// way is 32 bytes, so that moving ways is one aligned copy (tags kept apart
+// from the rest made lookups cheaper but the shifts of a miss dearer: 15-40%
+// slower on bloom's misses, 2026-11-26).
+struct Way {
+    std::uint64_t block = 0;       // block number + 1; 0: invalid
+    std::uint64_t fill_time = 0;   // when this generation began (Wood et al.)
+    std::uint64_t last_time = 0;   // last reference
+    std::uint32_t stamp = 0;       // window of the last reference
+    std::uint32_t fill_window = 0; // window the generation began in
+};
+
+// Ordered so that a two-line reference takes the larger outcome: any known
+// miss makes it a known miss; else any unknown line makes it unknown.
+enum class Outcome : std::uint8_t { kKnownHit = 0, kUnknownHit = 1, kUnknownMiss = 2, kKnownMiss = 3 };
+
+// A fully associative LRU shadow and the set of blocks ever seen (--classes).
+struct Shadow {
+    std::size_t capacity = 0;
+    std::list<std::uint64_t> lru;
+    std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> where;
+    std::unordered_set<std::uint64_t> seen;
+    // Returns (first reference ever, missed in the fully associative cache).
+    std::pair<bool, bool> access(std::uint64_t block) {
+        bool first = seen.insert(block).second;
+        auto it = where.find(block);
+        if (it != where.end()) {
+            lru.splice(lru.begin(), lru, it->second);
+            return {first, false};
+        }
+        lru.push_front(block);
+        where[block] = lru.begin();
+        if (lru.size() > capacity) {
+            where.erase(lru.back());
+            lru.pop_back();
+        }
+        return {first, true};
+    }
+};
+
+struct Level {
+    CacheGeometry geometry;
+    unsigned line_shift = 0;
+    std::uint64_t set_mask = 0;
+    std::uint32_t ways = 0;
+    double dead_time = 0, generation_time = 0;  // summed over streams
+};
+
+struct LevelState {
+    std::vector<Way> ways;  // sets * ways
+    Shadow shadow;
+};
+
+struct Stream {
+    std::uint32_t tid = 0;
+    std::vector<LevelState> levels;
+    std::uint32_t window = 0;     // current window id (1-based; 0: none yet)
+    bool exact = true;            // nothing skipped yet: the cache state is the true one
+    bool in_window = false;
+    std::uint64_t time = 0;       // simulated references so far
+    std::uint64_t stack_low = 0, stack_high = 0;
+    BinCounts window_counts;
+};
+
+struct Allocation {
+    std::uint64_t start = 0;
+    std::uint64_t end = 0;
+    std::uint64_t site = 0;
+};
+
+// An open-addressing hash map from 64-bit keys (never 0) to 64-bit values:
+// one probe sequence in one flat array, backward-shift deletion.
+class FlatMap {
+public:
+    FlatMap() { slots_.resize(1024); }
+    const std::uint64_t* find(std::uint64_t key) const {
+        for (std::size_t i = hash(key);; i = (i + 1) & mask()) {
+            if (slots_[i].key == key) return &slots_[i].value;
+            if (slots_[i].key == 0) return nullptr;
+        }
+    }
+    void insert(std::uint64_t key, std::uint64_t value) {
+        if ((count_ + 1) * 2 > slots_.size()) grow();
+        std::size_t i = hash(key);
+        while (slots_[i].key != 0 && slots_[i].key != key) i = (i + 1) & mask();
+        if (slots_[i].key == 0) count_++;
+        slots_[i] = {key, value};
+    }
+    void erase(std::uint64_t key) {
+        std::size_t i = hash(key);
+        while (slots_[i].key != key) {
+            if (slots_[i].key == 0) return;
+            i = (i + 1) & mask();
+        }
+        // Backward shift: move later entries of the cluster into the hole
+        // when their home slot does not lie cyclically in (hole, j].
+        std::size_t hole = i;
+        for (std::size_t j = (i + 1) & mask(); slots_[j].key != 0; j = (j + 1) & mask()) {
+            std::size_t home = hash(slots_[j].key);
+            bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+            if (stays) continue;
+            slots_[hole] = slots_[j];
+            hole = j;
+        }
+        slots_[hole] = {};
+        count_--;
+    }
+
+private:
+    struct Slot {
+        std::uint64_t key = 0;
+        std::uint64_t value = 0;
+    };
+    std::size_t mask() const { return slots_.size() - 1; }
+    std::size_t hash(std::uint64_t key) const { return std::size_t((key * 0x9E3779B97F4A7C15ULL) >> 20) & mask(); }
+    void grow() {
+        std::vector<Slot> old(slots_.size() * 2);
+        old.swap(slots_);
+        count_ = 0;
+        for (const auto& s : old)
+            if (s.key) insert(s.key, s.value);
+    }
+    std::vector<Slot> slots_;
+    std::size_t count_ = 0;
+};
+
+// Dense ids for two-word keys, numbered from 0 in order of first sight:
+// one probe sequence in one flat array of (key, id) slots. Per-pc and
+// per-object counts live in flat vectors indexed by these ids: a reference
+// costs one probe instead of a node-based hash map's lookup and the
+// pointer chase into the bin's own vector of levels.
+class DenseIds {
+public:
+    DenseIds() { slots_.resize(1024); }
+    // The id of (a, b); `fresh` says whether it was new.
+    std::uint32_t id(std::uint64_t a, std::uint64_t b, bool& fresh) {
+        std::size_t i = hash(a, b);
+        for (;; i = (i + 1) & mask()) {
+            const Slot& s = slots_[i];
+            if (s.id_plus_1 == 0) break;
+            if (s.a == a && s.b == b) {
+                fresh = false;
+                return s.id_plus_1 - 1;
+            }
+        }
+        fresh = true;
+        std::uint32_t id = count_++;
+        slots_[i] = {a, b, id + 1};
+        if (std::size_t(count_) * 2 > slots_.size()) grow();
+        return id;
+    }
+    std::uint32_t size() const { return count_; }
+
+private:
+    struct Slot {
+        std::uint64_t a = 0;
+        std::uint64_t b = 0;
+        std::uint32_t id_plus_1 = 0;  // 0: empty
+    };
+    std::size_t mask() const { return slots_.size() - 1; }
+    std::size_t hash(std::uint64_t a, std::uint64_t b) const {
+        std::uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ b * 0xC2B2AE3D27D4EB4FULL;
+        return std::size_t(h ^ (h >> 32)) & mask();
+    }
+    void grow() {
+        std::vector<Slot> old(slots_.size() * 2);
+        old.swap(slots_);
+        for (const auto& s : old) {
+            if (s.id_plus_1 == 0) continue;
+            std::size_t i = hash(s.a, s.b);
+            while (slots_[i].id_plus_1 != 0) i = (i + 1) & mask();
+            slots_[i] = s;
+        }
+    }
+    std::vector<Slot> slots_;
+    std::uint32_t count_ = 0;
+};
+
+// Live heap allocations by address. Every simulated miss asks which object
+// it touched, so the answer must cost about one host cache miss: small
+// allocations are found through their 16-byte granules (malloc's
+// alignment, so a granule belongs to one allocation), large ones (over
+// kLargeBytes) in an ordered map of their own. The granules of a 4 KiB
+// page sit side by side in one block of 256 slots (found through a small
+// hash of pages), so that recording an allocation writes adjacent slots
+// instead of probing a hash table once per granule: every allocation and
+// free of the program is recorded, sampled or not (a per-granule hash
+// took 12% of ecpi's time at 1/10 on the tree program; docs/CACHESIM.md).
+class HeapMap {
+public:
+    static constexpr std::uint64_t kGranuleShift = 4;
+    static constexpr std::uint64_t kLargeBytes = 4096;
+
+    void insert(const Allocation& a) {
+        remove(a.start);
+        if (a.end - a.start > kLargeBytes) {
+            large_[a.start] = a;
+            return;
+        }
+        ends_.insert(a.start, a.end);  // a start is never 0 (malloc never returns it)
+        bool fresh = false;
+        std::uint32_t site = site_ids_.id(a.site, 0, fresh);
+        if (fresh) site_pcs_.push_back(a.site);
+        // A granule belongs to one allocation, so its slot alone names the site.
+        set_granules(a.start, a.end, site + 1);
+    }
+    void remove(std::uint64_t start) {
+        if (const std::uint64_t* end = ends_.find(start)) {
+            set_granules(start, *end, 0);
+            ends_.erase(start);
+            return;
+        }
+        if (!large_.empty()) large_.erase(start);
+    }
+    // The allocation site of the allocation holding `address`, if any; for
+    // a large allocation also its range (`range` is left alone for small
+    // ones, whose extent a granule does not know).
+    std::optional<std::uint64_t> find(std::uint64_t address, std::pair<std::uint64_t, std::uint64_t>* range = nullptr) const {
+        std::uint64_t g = address >> kGranuleShift;
+        if (const std::uint64_t* page = pages_.find((g >> kPageGranuleBits) + 1)) {
+            std::uint32_t site = granule_sites_[*page + (g & kPageGranuleMask)];
+            if (site != 0) return site_pcs_[site - 1];
+        }
+        if (large_.empty()) return std::nullopt;
+        auto it = large_.upper_bound(address);
+        if (it == large_.begin()) return std::nullopt;
+        --it;
+        if (address >= it->second.end) return std::nullopt;
+        if (range) *range = {it->second.start, it->second.end};
+        return it->second.site;
+    }
+
+private:
+    static constexpr unsigned kPageGranuleBits = 8;  // 256 granules of 16 bytes: 4 KiB
+    static constexpr std::uint64_t kPageGranuleMask = (1u << kPageGranuleBits) - 1;
+
+    // Sets the slots of the granules of [start, end) to `value` (a site
+    // id + 1, or 0), making the pages' blocks as needed.
+    void set_granules(std::uint64_t start, std::uint64_t end, std::uint32_t value) {
+        std::uint64_t first = start >> kGranuleShift, last = (end - 1) >> kGranuleShift;
+        for (std::uint64_t g = first; g <= last;) {
+            std::uint64_t page = g >> kPageGranuleBits;
+            std::uint64_t base;
+            if (const std::uint64_t* at = pages_.find(page + 1)) {
+                base = *at;
+            } else {
+                if (value == 0) {  // nothing recorded in this page: nothing to clear
+                    g = (page + 1) << kPageGranuleBits;
+                    continue;
+                }
+                base = granule_sites_.size();
+                granule_sites_.resize(base + (kPageGranuleMask + 1), 0);
+                pages_.insert(page + 1, base);
+            }
+            std::uint64_t page_last = std::min(last, (page << kPageGranuleBits) | kPageGranuleMask);
+            for (; g <= page_last; g++) granule_sites_[base + (g & kPageGranuleMask)] = value;
+        }
+    }
+
+    FlatMap pages_;                           // page + 1 -> its first slot in granule_sites_
+    std::vector<std::uint32_t> granule_sites_; // per granule: site id + 1, 0: none
+    DenseIds site_ids_;                       // site pc -> site id
+    std::vector<std::uint64_t> site_pcs_;     // site id -> site pc
+    FlatMap ends_;                            // start -> end, for small allocations
+    std::map<std::uint64_t, Allocation> large_;
+};
+
+}  // namespace
+
+struct CacheSimulator::Impl {
+    SimulatorOptions options;
+    std::vector<Level> levels;
+    std::uint64_t sample_mask = 0;              // set sampling: lines whose (line & mask) is in `sampled`
+    std::vector<std::uint8_t> sampled;
+    std::unordered_map<std::uint32_t, Stream> streams;
+    Totals totals;
+    std::vector<BinCounts> windows;
+    std::vector<BinCounts> set_groups;          // set sampling: per group of sets (index: line & sample_mask)
+    // Per pc and per data object: dense ids, and counts at [id * levels + level].
+    DenseIds pc_ids;
+    std::vector<std::uint64_t> pc_of_id;
+    std::vector<LevelCounts> pc_counts;
+    DenseIds object_ids;
+    std::vector<ObjectKey> object_of_id;
+    std::vector<LevelCounts> object_counts;
+    mutable std::unordered_map<std::uint64_t, BinCounts> pcs_view;  // by_pc()'s view
+    mutable std::map<ObjectKey, BinCounts> objects_view;            // by_object()'s view
+    struct PcMemo {
+        std::uint64_t pc = 0;
+        std::uint32_t id_plus_1 = 0;  // 0: empty
+        std::uint32_t recent_hits = 0;  // known L1 hits not yet added to pc_counts
+    };
+    std::array<PcMemo, 1024> pc_memo{};  // 16 KiB
+    std::uint32_t last_stream_id = 0;
+    Stream* last_stream = nullptr;  // streams' nodes do not move
+    HeapMap heap;
+    std::map<std::uint64_t, SiteInfo> sites;
+    std::vector<Outcome> outcome_scratch;
+
+    Stream& stream(std::uint32_t id) {
+        if (last_stream && last_stream_id == id) [[likely]]
+            return *last_stream;
+        return find_stream(id);
+    }
+
+    [[gnu::noinline]] Stream& find_stream(std::uint32_t id) {
+        auto it = streams.find(id);
+        if (it != streams.end()) {
+            last_stream_id = id;
+            last_stream = &it->second;
+            return it->second;
+        }
+        Stream s;
+        for (const auto& l : levels) {
+            LevelState st;
+            st.ways.resize(l.geometry.sets() * l.ways);
+            st.shadow.capacity = l.geometry.size / l.geometry.line;
+            s.levels.push_back(std::move(st));
+        }
+        s.window_counts.levels.resize(levels.size());
+        totals.streams++;
+        Stream& made = streams.emplace(id, std::move(s)).first->second;
+        last_stream_id = id;
+        last_stream = &made;
+        return made;
+    }
+
+    // The memo entry of a pc: a direct-mapped memo of recent pcs' ids in
+    // front of the table, since a loop's references come back to the same
+    // few pcs (the table's probe was 17% of ecpi's samples at 1/1 on
+    // SQLite). An entry also holds its pc's known L1 hits until it is
+    // replaced (or the counts are read): most references are such hits,
+    // and adding each to the pc's counts cost a host cache miss per
+    // reference on a program with many pcs.
+    PcMemo& pc_memo_entry(std::uint64_t pc) {
+        PcMemo& memo = pc_memo[(pc ^ (pc >> 10)) & (pc_memo.size() - 1)];
+        if (memo.id_plus_1 != 0 && memo.pc == pc) return memo;
+        flush_recent_hits(memo);
+        bool fresh = false;
+        std::uint32_t id = pc_ids.id(pc, 0, fresh);
+        if (fresh) {
+            pc_of_id.push_back(pc);
+            pc_counts.resize(pc_counts.size() + levels.size());
+        }
+        memo = {pc, id + 1, 0};
+        return memo;
+    }
+    void flush_recent_hits(PcMemo& memo) {
+        if (memo.recent_hits == 0) return;
+        pc_counts[std::size_t(memo.id_plus_1 - 1) * levels.size()].references += memo.recent_hits;
+        memo.recent_hits = 0;
+    }
+    void flush_all_recent_hits() {
+        for (auto& memo : pc_memo) flush_recent_hits(memo);
+    }
+    void count_recent_hit(std::uint64_t pc) {
+        PcMemo& memo = pc_memo_entry(pc);
+        if (++memo.recent_hits == UINT32_MAX) flush_recent_hits(memo);
+    }
+
+    // The counts of a pc's bin (made at first sight).
+    LevelCounts* pc_bin(std::uint64_t pc) {
+        return &pc_counts[std::size_t(pc_memo_entry(pc).id_plus_1 - 1) * levels.size()];
+    }
+
+    void close_window(Stream& s) {
+        if (!s.in_window) return;
+        windows.push_back(s.window_counts);
+        for (auto& l : s.window_counts.levels) l = LevelCounts{};
+        s.in_window = false;
+    }
+
+    // The way of `set` (of `ways` ways) holding block `key`, or `ways`. No
+    // branch per way: which way hits is unpredictable, and a mispredicted
+    // scan cost more than comparing every tag.
+    static std::uint32_t find_way(const Way* set, std::uint32_t ways, std::uint64_t key) {
+        std::uint32_t found = ways;
+        for (std::uint32_t i = ways; i-- > 0;) found = set[i].block == key ? i : found;
+        return found;
+    }
+
+    // Invalidate a block (given as a byte address range) in levels above `level` (inclusion).
+    void back_invalidate(Stream& s, std::size_t level, std::uint64_t first_byte, std::uint64_t bytes) {
+        for (std::size_t u = 0; u < level; u++) {
+            const Level& L = levels[u];
+            for (std::uint64_t a = first_byte; a < first_byte + bytes; a += L.geometry.line) {
+                std::uint64_t block = a >> L.line_shift;
+                Way* set = &s.levels[u].ways[(block & L.set_mask) * L.ways];
+                std::uint32_t i = find_way(set, L.ways, block + 1);
+                if (i == L.ways) continue;
+                std::memmove(set + i, set + i + 1, (L.ways - 1 - i) * sizeof(Way));
+                set[L.ways - 1] = Way{};
+            }
+        }
+    }
+
+    // One block at one level (MemSpy 4.2's known/unknown classification).
+    Outcome access_block(Stream& s, std::size_t level, std::uint64_t block) {
+        Level& L = levels[level];
+        Way* set = &s.levels[level].ways[(block & L.set_mask) * L.ways];
+        const std::uint32_t w = s.window;
+        const std::uint64_t key = block + 1;
+        // The most recent way first: most references touch the line the
+        // previous one at this set touched, and then nothing moves.
+        std::uint32_t i = set[0].block == key ? 0 : find_way(set, L.ways, key);
+        if (i < L.ways) {
+            bool known = s.exact || set[i].stamp == w;
+            if (i != 0) {
+                Way hit = set[i];
+                std::memmove(set + 1, set, i * sizeof(Way));
+                set[0] = hit;
+            }
+            set[0].stamp = w;
+            set[0].last_time = s.time;
+            return known ? Outcome::kKnownHit : Outcome::kUnknownHit;
+        }
+        // Miss: known when the set is full of blocks of this window (or nothing was ever skipped).
+        Way& victim = set[L.ways - 1];
+        bool known = s.exact || (victim.block != 0 && victim.stamp == w);
+        if (victim.block != 0) {
+            if (victim.fill_window == w) {  // a generation inside one window (Wood et al.)
+                L.generation_time += double(s.time - victim.fill_time);
+                L.dead_time += double(s.time - victim.last_time);
+            }
+            if (level > 0) back_invalidate(s, level, (victim.block - 1) << L.line_shift, L.geometry.line);
+        }
+        std::memmove(set + 1, set, (L.ways - 1) * sizeof(Way));
+        set[0] = Way{key, s.time, s.time, w, w};
+        return known ? Outcome::kKnownMiss : Outcome::kUnknownMiss;
+    }
+
+    static void count(LevelCounts& c, Outcome o) {  // no branches: outcomes vary unpredictably
+        c.references++;
+        c.known_misses += o == Outcome::kKnownMiss;
+        c.unknown += o == Outcome::kUnknownHit || o == Outcome::kUnknownMiss;
+        c.unknown_stale_misses += o == Outcome::kUnknownMiss;
+    }
+
+    // The object holding `address`, and the address range over which that
+    // answer holds (empty when it is not known: a small heap block).
+    ObjectKey object_of(const Stream& s, std::uint64_t address, std::pair<std::uint64_t, std::uint64_t>& range) const {
+        range = {0, 0};
+        if (auto site = heap.find(address, &range)) return {ObjectKind::kHeap, *site};
+        if (address >= s.stack_low && address < s.stack_high) {
+            range = {s.stack_low, s.stack_high};
+            return {ObjectKind::kStack, s.tid};
+        }
+        for (const auto& [id, o] : streams)
+            if (address >= o.stack_low && address < o.stack_high) {
+                range = {o.stack_low, o.stack_high};
+                return {ObjectKind::kStack, o.tid};
+            }
+        std::uint64_t line = address & ~std::uint64_t(levels[0].geometry.line - 1);
+        range = {line, line + levels[0].geometry.line};
+        return {ObjectKind::kStatic, line};
+    }
+
+    // The object bin of a missing reference. The last answer is kept with
+    // the range it holds for: a stream over a large block or a stack misses
+    // line after line in one object, and each lookup walked the ordered map
+    // of large blocks (or the stacks of every thread). Allocations, frees
+    // and stack changes forget it.
+    struct ObjectMemo {
+        std::uint64_t low = 0, span = 0;  // span 0: nothing kept
+        std::uint32_t id = 0;
+    };
+    ObjectMemo object_memo;
+    std::uint32_t object_id_of(const Stream& s, std::uint64_t address) {
+        if (address - object_memo.low < object_memo.span) return object_memo.id;
+        std::pair<std::uint64_t, std::uint64_t> range;
+        ObjectKey key = object_of(s, address, range);
+        bool fresh = false;
+        std::uint32_t id = object_ids.id(key.id, std::uint64_t(key.kind), fresh);
+        if (fresh) {
+            object_of_id.push_back(key);
+            object_counts.resize(object_counts.size() + levels.size());
+        }
+        object_memo = {range.first, range.second - range.first, id};
+        return id;
+    }
+
+    bool in_sampled_sets(std::uint64_t address) const {
+        return sample_mask == 0 || sampled[(address >> levels[0].line_shift) & sample_mask];
+    }
+
+    bool plain = false;  // no set sampling, no miss classes: known_recent_hit may settle a reference
+    bool known_recent_hit(Stream& s, const MemRef& ref);
+    void access(Stream& s, const MemRef& ref);
+};
+
+CacheSimulator::CacheSimulator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CacheSimulator::CacheSimulator(CacheSimulator&&) noexcept = default;
+CacheSimulator& CacheSimulator::operator=(CacheSimulator&&) noexcept = default;
+CacheSimulator::~CacheSimulator() = default;
+
+Result<CacheSimulator> CacheSimulator::create(SimulatorOptions options) {
+    if (options.levels.empty()) return Error("no cache levels to simulate");
+    auto impl = std::make_unique<Impl>();
+    for (const auto& g : options.levels) {
+        ECPI_RETURN_IF_ERROR(check_geometry(g));
+        Level l;
+        l.geometry = g;
+        l.line_shift = unsigned(std::countr_zero(g.line));
+        l.set_mask = g.sets() - 1;
+        l.ways = g.ways;
+        impl->levels.push_back(l);
+    }
+    if (options.set_sample > 1) {
+        // MemSpy 7.3: a fixed random subset of sets. Sets are chosen by the
+        // low bits of the line number, which index the sets of every level
+        // alike when all levels share the line size.
+        std::uint64_t min_sets = UINT64_MAX;
+        for (const auto& g : options.levels) {
+            if (g.line != options.levels[0].line)
+                return Error("set sampling needs one line size at every level (" + g.name + " has " + std::to_string(g.line) + ")");
+            min_sets = std::min(min_sets, g.sets());
+        }
+        if (options.set_sample > min_sets)
+            return Error("--sets 1/" + std::to_string(options.set_sample) + " is sparser than the smallest level's " +
+                         std::to_string(min_sets) + " sets");
+        impl->sample_mask = min_sets - 1;
+        impl->sampled.assign(min_sets, 0);
+        std::vector<std::uint64_t> order(min_sets);
+        for (std::uint64_t i = 0; i < min_sets; i++) order[i] = i;
+        std::mt19937_64 rng(options.seed);
+        std::shuffle(order.begin(), order.end(), rng);
+        std::uint64_t keep = min_sets / options.set_sample;
+        for (std::uint64_t i = 0; i < keep; i++) impl->sampled[order[i]] = 1;
+        impl->set_groups.assign(min_sets, BinCounts{});
+        impl->totals.set_scale = options.set_sample;
+    }
+    impl->totals.counts.levels.resize(options.levels.size());
+    impl->plain = options.set_sample <= 1 && !options.classes;
+    impl->options = std::move(options);
+    return CacheSimulator(std::move(impl));
+}
+
+void CacheSimulator::begin_stream(std::uint32_t stream, std::uint32_t tid) { impl_->stream(stream).tid = tid; }
+
+void CacheSimulator::set_stack(std::uint32_t stream, std::uint64_t low, std::uint64_t high) {
+    auto& s = impl_->stream(stream);
+    s.stack_low = low;
+    s.stack_high = high;
+    impl_->object_memo = {};
+}
+
+void CacheSimulator::begin_window(std::uint32_t stream, std::uint64_t skipped) {
+    auto& s = impl_->stream(stream);
+    impl_->close_window(s);
+    impl_->totals.events += skipped;
+    if (skipped > 0) s.exact = false;
+    s.window++;
+    s.in_window = true;
+    impl_->totals.windows++;
+}
+
+void CacheSimulator::end_stream(std::uint32_t stream, std::uint64_t skipped) {
+    auto& s = impl_->stream(stream);
+    impl_->close_window(s);
+    impl_->totals.events += skipped;
+}
+
+void CacheSimulator::access(std::uint32_t stream, const MemRef& ref) {
+    auto& s = impl_->stream(stream);
+    if (!s.in_window) begin_window(stream, 0);
+    impl_->access(s, ref);
+}
+
+// The common reference, settled before the general path: one line that
+// the previous reference to its L1 set already touched in this window (a
+// known hit in the most recent way), with neither set sampling nor miss
+// classes asked for. Nothing moves; only the counts of references grow.
+// Most of SQLite's references are these, and the general path's loop over
+// levels and pending lines cost them as much as a miss (docs/CACHESIM.md).
+bool CacheSimulator::Impl::known_recent_hit(Stream& s, const MemRef& ref) {
+    const Level& L = levels[0];
+    const std::uint64_t block = ref.address >> L.line_shift;
+    if (((ref.address + (ref.size ? ref.size - 1 : 0)) >> L.line_shift) != block) return false;
+    Way& way = s.levels[0].ways[(block & L.set_mask) * L.ways];
+    if (way.block != block + 1) return false;
+    if (!s.exact && way.stamp != s.window) return false;
+    s.time++;
+    way.last_time = s.time;
+    totals.counts.levels[0].references++;
+    s.window_counts.levels[0].references++;
+    count_recent_hit(ref.pc);
+    return true;
+}
+
+void CacheSimulator::Impl::access(Stream& s, const MemRef& ref) {
+    totals.events++;
+    totals.simulated++;
+    if (plain && known_recent_hit(s, ref)) return;
+    if (!in_sampled_sets(ref.address)) return;
+    s.time++;
+    LevelCounts* pc_levels = pc_bin(ref.pc);
+    BinCounts* group = nullptr;
+    if (sample_mask != 0) {
+        group = &set_groups[(ref.address >> levels[0].line_shift) & sample_mask];
+        if (group->levels.empty()) group->levels.resize(levels.size());
+    }
+    // The bytes this reference needs from the current level: one or two
+    // lines of the first level; after a miss, the missed blocks.
+    std::uint64_t first = ref.address, last = ref.address + (ref.size ? ref.size - 1 : 0);
+    std::uint64_t pending[2] = {first, last};
+    std::size_t npending = (first >> levels[0].line_shift) == (last >> levels[0].line_shift) ? 1 : 2;
+    constexpr std::uint32_t kNoObject = UINT32_MAX;
+    std::uint32_t object = kNoObject;
+    for (std::size_t l = 0; l < levels.size() && npending > 0; l++) {
+        const Level& L = levels[l];
+        Outcome worst = Outcome::kKnownHit;
+        std::uint64_t missed[2];
+        std::size_t nmissed = 0;
+        std::uint64_t prev_block = UINT64_MAX;
+        for (std::size_t i = 0; i < npending; i++) {
+            std::uint64_t block = pending[i] >> L.line_shift;
+            if (block == prev_block) continue;  // both bytes in one block of this (larger) line
+            prev_block = block;
+            Outcome o = access_block(s, l, block);
+            if (o == Outcome::kKnownMiss || o == Outcome::kUnknownMiss) missed[nmissed++] = pending[i];
+            worst = std::max(worst, o);
+            if (options.classes) {
+                auto [first_ref, fa_miss] = s.levels[l].shadow.access(block);
+                if (o == Outcome::kKnownMiss || o == Outcome::kUnknownMiss) {
+                    if (first_ref) totals.counts.levels[l].compulsory++;
+                    else if (fa_miss) totals.counts.levels[l].capacity++;
+                }
+            }
+        }
+        count(totals.counts.levels[l], worst);
+        count(s.window_counts.levels[l], worst);
+        count(pc_levels[l], worst);
+        if (group) count(group->levels[l], worst);
+        if (worst != Outcome::kKnownHit) {
+            if (object == kNoObject) object = object_id_of(s, ref.address);
+            count(object_counts[std::size_t(object) * levels.size() + l], worst);
+        }
+        for (std::size_t i = 0; i < nmissed; i++) pending[i] = missed[i];
+        npending = nmissed;
+    }
+}
+
+void CacheSimulator::allocate(const HeapAllocation& a) {
+    if (a.size == 0) return;
+    impl_->heap.insert(Allocation{a.address, a.address + a.size, a.site});
+    impl_->object_memo = {};
+    auto& site = impl_->sites[a.site];
+    site.allocations++;
+    site.bytes += a.size;
+    site.allocator = a.allocator;
+}
+
+void CacheSimulator::release(std::uint64_t address) {
+    impl_->heap.remove(address);
+    impl_->object_memo = {};
+}
+
+const CacheSimulator::Totals& CacheSimulator::totals() const { return impl_->totals; }
+const std::vector<BinCounts>& CacheSimulator::windows() const { return impl_->windows; }
+const std::vector<BinCounts>& CacheSimulator::set_groups() const { return impl_->set_groups; }
+
+namespace {
+
+// A view keyed as the caller's map, from dense ids' keys and their counts
+// at [id * levels + level].
+template <class View, class Key>
+const View& fill_view(View& view, const std::vector<Key>& keys, const std::vector<LevelCounts>& counts, std::size_t levels) {
+    view.clear();
+    for (std::size_t id = 0; id < keys.size(); id++) {
+        BinCounts b;
+        b.levels.assign(counts.begin() + std::ptrdiff_t(id * levels), counts.begin() + std::ptrdiff_t((id + 1) * levels));
+        view.emplace(keys[id], std::move(b));
+    }
+    return view;
+}
+
+}  // namespace
+
+const std::unordered_map<std::uint64_t, BinCounts>& CacheSimulator::by_pc() const {
+    impl_->flush_all_recent_hits();
+    return fill_view(impl_->pcs_view, impl_->pc_of_id, impl_->pc_counts, impl_->levels.size());
+}
+const std::map<CacheSimulator::ObjectKey, BinCounts>& CacheSimulator::by_object() const {
+    return fill_view(impl_->objects_view, impl_->object_of_id, impl_->object_counts, impl_->levels.size());
+}
+const std::map<std::uint64_t, CacheSimulator::SiteInfo>& CacheSimulator::sites() const { return impl_->sites; }
+const SimulatorOptions& CacheSimulator::options() const { return impl_->options; }
+
+std::optional<double> CacheSimulator::wood_alpha(std::size_t level) const {
+    const Level& L = impl_->levels.at(level);
+    if (L.generation_time <= 0) return std::nullopt;
+    return L.dead_time / L.generation_time;
+}
+
+// ---------------------------------------------------------------- estimates
+
+double estimated_misses(const LevelCounts& c, UnknownEstimate e, double wood_alpha) {
+    double known = double(c.known_misses), u = double(c.unknown);
+    switch (e) {
+    case UnknownEstimate::kStale: return known + double(c.unknown_stale_misses);
+    case UnknownEstimate::kHalf: return known + 0.5 * u;
+    case UnknownEstimate::kWood: return known + wood_alpha * u;
+    case UnknownEstimate::kMiss: return known + u;
+    case UnknownEstimate::kHit: return known;
+    }
+    return known;
+}
+
+namespace {
+
+// The standard error of the ratio estimator sum(m_i) / sum(n_i) over
+// samples i (windows, set groups) that hold `fraction` of the population;
+// nullopt with fewer than two samples that reached the level.
+std::optional<double> ratio_standard_error(const std::vector<BinCounts>& samples, std::size_t level, UnknownEstimate e,
+                                           double alpha, double fraction) {
+    std::size_t k = 0;
+    double sum_n = 0, sum_m = 0;
+    for (const auto& w : samples) {
+        if (w.levels.size() <= level || w.levels[level].references == 0) continue;
+        k++;
+        sum_n += double(w.levels[level].references);
+        sum_m += estimated_misses(w.levels[level], e, alpha);
+    }
+    if (k < 2 || sum_n <= 0) return std::nullopt;
+    double ratio = sum_m / sum_n, ss = 0;
+    for (const auto& w : samples) {
+        if (w.levels.size() <= level || w.levels[level].references == 0) continue;
+        double d = estimated_misses(w.levels[level], e, alpha) - ratio * double(w.levels[level].references);
+        ss += d * d;
+    }
+    double mean_n = sum_n / double(k);
+    return std::sqrt(ss / double(k - 1) / double(k)) / mean_n * std::sqrt(std::max(0.0, 1.0 - fraction));
+}
+
+}  // namespace
+
+MissRateEstimate estimate_miss_rate(const CacheSimulator& sim, std::size_t level, UnknownEstimate e) {
+    MissRateEstimate r;
+    const auto& t = sim.totals();
+    const LevelCounts& c = t.counts.levels.at(level);
+    double alpha = sim.wood_alpha(level).value_or(0.5);
+    double first_refs = double(t.counts.levels.at(0).references);
+    if (c.references == 0) return r;
+    double refs = double(c.references);
+    double misses = estimated_misses(c, e, alpha);
+    r.rate = misses / refs;
+    r.global_rate = first_refs > 0 ? misses / first_refs : 0;
+    r.unknown_low = double(c.known_misses) / refs;
+    r.unknown_high = double(c.known_misses + c.unknown) / refs;
+    // MemSpy 6.1: windows as samples; MemSpy 7.3: the chosen set groups
+    // as samples of all groups. Each gives the standard error of a ratio
+    // estimator with its finite-population correction; the two choices are
+    // independent, so their variances add.
+    double time_fraction = t.events ? double(t.simulated) / double(t.events) : 1.0;
+    double set_fraction = 1.0 / double(t.set_scale);
+    std::optional<double> time_se = 0, set_se = 0;
+    if (time_fraction < 1.0) time_se = ratio_standard_error(sim.windows(), level, e, alpha, time_fraction);
+    if (set_fraction < 1.0) set_se = ratio_standard_error(sim.set_groups(), level, e, alpha, set_fraction);
+    if (time_se && set_se) {
+        if (time_fraction < 1.0 || set_fraction < 1.0) r.sampling_error = 1.96 * std::hypot(*time_se, *set_se);
+    } else {
+        r.sampling_error = std::nan("");  // one window or one set group: the sampling error cannot be estimated
+    }
+    double se = std::isnan(r.sampling_error) ? 1.0 : r.sampling_error;
+    r.low = std::clamp(std::min(r.unknown_low, r.rate) - se, 0.0, 1.0);
+    r.high = std::clamp(std::max(r.unknown_high, r.rate) + se, 0.0, 1.0);
+    r.bound = std::max(r.rate - r.low, r.high - r.rate);
+    return r;
+}
+
+}  // namespace ecpi::analyze

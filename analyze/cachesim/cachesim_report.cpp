@@ -1,0 +1,543 @@
+// The `ecpi cachesim` report (include/ecpi/analyze/cachesim/cachesim_report.h).
+#include "ecpi/analyze/cachesim/cachesim_report.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include "ecpi/analyze/symbols/symbolizer.h"
+#include "ecpi/analyze/text_table.h"
+
+namespace ecpi::analyze {
+
+namespace {
+
+using detail::format;
+
+// Names in text output never carry control bytes.
+std::string printable(const std::string& s) {
+    std::string out;
+    for (unsigned char c : s) {
+        if (c < 32 || c == 127) out += format("\\x%02x", c);
+        else out += char(c);
+    }
+    return out;
+}
+
+struct DataSymbol {
+    std::uint64_t start = 0, end = 0;
+    std::string name;
+};
+
+// The DWARF line table of a whole file, as sorted rows. Read here rather
+// than through DebugInfo: clang emits no .debug_aranges, and elfutils
+// 0.188's address-to-CU lookup then finds no unit for clang's code.
+struct LineRow {
+    std::uint64_t address = 0;
+    std::uint32_t file = 0;  // index into LineTable::files
+    int line = 0;
+    bool end_sequence = false;
+};
+struct LineTable {
+    std::vector<LineRow> rows;
+    std::vector<std::string> files;
+    // The row covering `address`: the last row at or before it, unless that
+    // ends a sequence.
+    const LineRow* find(std::uint64_t address) const {
+        auto it = std::upper_bound(rows.begin(), rows.end(), address,
+                                   [](std::uint64_t a, const LineRow& r) { return a < r.address; });
+        if (it == rows.begin()) return nullptr;
+        --it;
+        return it->end_sequence || it->line <= 0 ? nullptr : &*it;
+    }
+};
+
+LineTable read_line_table(const std::string& path) {
+    LineTable t;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return t;
+    struct stat st;
+    Dwarf* dw = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? dwarf_begin(fd, DWARF_C_READ) : nullptr;
+    if (!dw) {
+        ::close(fd);
+        return t;
+    }
+    std::map<std::string, std::uint32_t> file_ids;
+    Dwarf_Off off = 0, next = 0;
+    std::size_t header = 0;
+    while (dwarf_nextcu(dw, off, &next, &header, nullptr, nullptr, nullptr) == 0 && t.rows.size() < 50'000'000) {
+        Dwarf_Die cu;
+        Dwarf_Lines* lines = nullptr;
+        std::size_t n = 0;
+        if (dwarf_offdie(dw, off + header, &cu) && dwarf_getsrclines(&cu, &lines, &n) == 0) {
+            // A unit's rows name their files by the same few pointers (its
+            // file table): each pointer is looked up once, not each row's
+            // name in the map of strings (SQLite's amalgamation has 214k rows).
+            std::unordered_map<const char*, std::uint32_t> unit_files;
+            for (std::size_t i = 0; i < n; i++) {
+                Dwarf_Line* l = dwarf_onesrcline(lines, i);
+                Dwarf_Addr a = 0;
+                int line = 0;
+                bool end = false;
+                if (!l || dwarf_lineaddr(l, &a) != 0) continue;
+                dwarf_lineno(l, &line);
+                dwarf_lineendsequence(l, &end);
+                const char* src = dwarf_linesrc(l, nullptr, nullptr);
+                auto [known, unseen] = unit_files.try_emplace(src, 0);
+                if (unseen) {
+                    auto [it, fresh] = file_ids.try_emplace(src ? src : "", std::uint32_t(t.files.size()));
+                    if (fresh) t.files.push_back(it->first);
+                    known->second = it->second;
+                }
+                t.rows.push_back({a, known->second, line, end});
+            }
+        }
+        off = next;
+    }
+    dwarf_end(dw);
+    ::close(fd);
+    // Stable: an end_sequence row and the next sequence's first row may share an address; the later one wins.
+    // (One unit's rows usually come sorted already: then nothing moves.)
+    auto before = [](const LineRow& a, const LineRow& b) {
+        return a.address < b.address || (a.address == b.address && a.end_sequence && !b.end_sequence);
+    };
+    if (!std::is_sorted(t.rows.begin(), t.rows.end(), before)) std::stable_sort(t.rows.begin(), t.rows.end(), before);
+    return t;
+}
+
+// What one ELF file says about data and code addresses.
+struct ModuleInfo {
+    std::uint64_t bias = 0;
+    std::optional<SymbolTable> functions;
+    std::vector<DataSymbol> data;  // STT_OBJECT/STT_TLS with a size, sorted
+    LineTable lines;
+};
+
+// STT_OBJECT symbols (globals and statics) and the first PT_LOAD's
+// vaddr - offset (for modules known only by their mapping).
+void read_elf_data(const std::string& path, std::vector<DataSymbol>& out, std::optional<std::uint64_t>& load_delta) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return;
+    }
+    elf_version(EV_CURRENT);
+    Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+    if (!elf) {
+        ::close(fd);
+        return;
+    }
+    std::size_t nph = 0;
+    if (elf_getphdrnum(elf, &nph) == 0) {
+        for (std::size_t i = 0; i < nph && i < 4096; i++) {
+            GElf_Phdr ph;
+            if (gelf_getphdr(elf, int(i), &ph) && ph.p_type == PT_LOAD) {
+                load_delta = ph.p_vaddr - ph.p_offset;
+                break;
+            }
+        }
+    }
+    for (int pass = 0; pass < 2 && out.empty(); pass++) {
+        Elf_Scn* scn = nullptr;
+        while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+            GElf_Shdr sh;
+            if (!gelf_getshdr(scn, &sh) || sh.sh_type != (pass == 0 ? SHT_SYMTAB : SHT_DYNSYM) || sh.sh_entsize == 0) continue;
+            Elf_Data* d = elf_getdata(scn, nullptr);
+            if (!d) continue;
+            std::size_t count = std::min<std::size_t>(sh.sh_size / sh.sh_entsize, 10'000'000);
+            for (std::size_t i = 1; i < count; i++) {
+                GElf_Sym sym;
+                if (!gelf_getsym(d, int(i), &sym)) continue;
+                if (GELF_ST_TYPE(sym.st_info) != STT_OBJECT || sym.st_size == 0 || sym.st_shndx == SHN_UNDEF) continue;
+                const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
+                if (!name || !*name) continue;
+                out.push_back({sym.st_value, sym.st_value + sym.st_size, name});
+            }
+        }
+    }
+    elf_end(elf);
+    ::close(fd);
+    std::sort(out.begin(), out.end(), [](const DataSymbol& a, const DataSymbol& b) { return a.start < b.start; });
+}
+
+// Address -> module -> procedure, source line, data symbol.
+class AddressNames {
+public:
+    explicit AddressNames(const std::vector<TraceModule>& modules) : modules_(modules) {}
+
+    struct Code {
+        std::string procedure = "[unknown]";
+        std::string module;
+        std::string file;
+        int line = 0;
+    };
+    Code code(std::uint64_t pc) {
+        Code c;
+        const TraceModule* m = module_of(pc);
+        if (!m) return c;
+        c.module = m->path;
+        ModuleInfo& info = load(*m);
+        std::uint64_t vaddr = pc - info.bias;
+        if (info.functions) {
+            if (const Symbol* s = info.functions->lookup(vaddr)) c.procedure = s->name;
+            else c.procedure = format("[%s+0x%llx]", image_label(m->path).c_str(), (unsigned long long)vaddr);
+        } else {
+            c.procedure = format("[%s+0x%llx]", image_label(m->path).c_str(), (unsigned long long)vaddr);
+        }
+        if (const LineRow* row = info.lines.find(vaddr)) {
+            c.file = info.lines.files[row->file];
+            c.line = row->line;
+        }
+        return c;
+    }
+    // The global or static variable holding `address`, or "".
+    std::string data(std::uint64_t address, std::string* module) {
+        const TraceModule* m = module_of(address);
+        if (!m) return "";
+        *module = m->path;
+        ModuleInfo& info = load(*m);
+        std::uint64_t vaddr = address - info.bias;
+        auto it = std::upper_bound(info.data.begin(), info.data.end(), vaddr,
+                                   [](std::uint64_t a, const DataSymbol& s) { return a < s.start; });
+        if (it == info.data.begin()) return format("[%s data]", image_label(m->path).c_str());
+        --it;
+        if (vaddr < it->end) return it->name;
+        return format("[%s data]", image_label(m->path).c_str());
+    }
+
+private:
+    static std::string image_label(const std::string& p) { return detail::image_label(p); }
+    const TraceModule* module_of(std::uint64_t a) const {
+        for (const auto& m : modules_)
+            if (a >= m.start && a < m.end) return &m;
+        return nullptr;
+    }
+    ModuleInfo& load(const TraceModule& m) {
+        auto it = info_.find(m.path);
+        if (it != info_.end()) return it->second;
+        ModuleInfo info;
+        std::optional<std::uint64_t> delta;
+        read_elf_data(m.path, info.data, delta);
+        info.bias = m.bias_known ? m.base : m.start - delta.value_or(0);
+        auto table = SymbolTable::from_elf(m.path);
+        if (table.ok()) info.functions = std::move(table).value();
+        info.lines = read_line_table(m.path);
+        return info_.emplace(m.path, std::move(info)).first->second;
+    }
+    const std::vector<TraceModule>& modules_;
+    std::map<std::string, ModuleInfo> info_;
+};
+
+const char* allocator_name(std::uint32_t a) {
+    switch (a) {
+    case ECPI_RT_ALLOC_MALLOC: return "malloc";
+    case ECPI_RT_ALLOC_CALLOC: return "calloc";
+    case ECPI_RT_ALLOC_REALLOC: return "realloc";
+    case ECPI_RT_ALLOC_NEW: return "new";
+    case ECPI_RT_ALLOC_NEW_ARRAY: return "new[]";
+    case ECPI_RT_ALLOC_ALIGNED: return "aligned_alloc";
+    }
+    return "?";
+}
+
+const char* kind_name(ObjectKind k) {
+    switch (k) {
+    case ObjectKind::kHeap: return "heap";
+    case ObjectKind::kStack: return "stack";
+    case ObjectKind::kStatic: return "global";
+    case ObjectKind::kUnknown: return "unknown";
+    }
+    return "unknown";
+}
+
+// A row of a table: what it is, and its counts summed over pcs or addresses.
+struct Row {
+    nlohmann::json identity;
+    BinCounts counts;
+};
+
+struct Scaling {
+    double scale = 1;                // program references per simulated reference (time and set sampling)
+    UnknownEstimate estimate;
+    std::vector<double> alpha;       // Wood's alpha per level (0.5 when unmeasured)
+    std::vector<std::string> names;  // level names
+};
+
+nlohmann::json misses_by_level(const BinCounts& c, const Scaling& s) {
+    nlohmann::json m = nlohmann::json::object();
+    for (std::size_t l = 0; l < s.names.size(); l++) {
+        double v = l < c.levels.size() ? estimated_misses(c.levels[l], s.estimate, s.alpha[l]) * s.scale : 0;
+        m[s.names[l]] = std::llround(v);
+    }
+    return m;
+}
+
+double first_level_misses(const BinCounts& c, const Scaling& s) {
+    return c.levels.empty() ? 0 : estimated_misses(c.levels[0], s.estimate, s.alpha[0]);
+}
+
+// Rows sorted by first-level misses, each with its share of all of them
+// and the cumulative share (MemSpy 6.5's bottleneck ordering).
+nlohmann::json table(std::vector<Row> rows, const Scaling& s, double total_first_misses, bool with_references) {
+    std::sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+        return first_level_misses(a.counts, s) > first_level_misses(b.counts, s);
+    });
+    nlohmann::json out = nlohmann::json::array();
+    double cumulative = 0;
+    for (auto& r : rows) {
+        double m = first_level_misses(r.counts, s);
+        if (m <= 0 && !with_references) continue;
+        nlohmann::json j = r.identity;
+        if (with_references)
+            j["references"] = std::llround(double(r.counts.levels.empty() ? 0 : r.counts.levels[0].references) * s.scale);
+        j["misses"] = misses_by_level(r.counts, s);
+        double share = total_first_misses > 0 ? m / total_first_misses : 0;
+        cumulative += share;
+        j["share"] = detail::round4(100 * share);
+        j["cumulative_share"] = detail::round4(100 * std::min(cumulative, 1.0));
+        out.push_back(std::move(j));
+    }
+    return out;
+}
+
+nlohmann::json level_json(const CacheSimulator& sim, std::size_t l, const Scaling& s) {
+    const auto& g = sim.options().levels[l];
+    const auto& c = sim.totals().counts.levels[l];
+    auto e = estimate_miss_rate(sim, l, s.estimate);
+    auto num = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
+    nlohmann::json j{{"name", g.name},
+                     {"size", g.size},
+                     {"ways", g.ways},
+                     {"line", g.line},
+                     {"references", std::llround(double(c.references) * s.scale)},
+                     {"misses", std::llround(estimated_misses(c, s.estimate, s.alpha[l]) * s.scale)},
+                     {"miss_rate", e.rate},
+                     {"bound", e.bound},
+                     {"low", e.low},
+                     {"high", e.high},
+                     {"global_miss_rate", e.global_rate},
+                     {"simulated_references", c.references},
+                     {"known_misses", c.known_misses},
+                     {"unknown", c.unknown},
+                     {"unknown_stale_misses", c.unknown_stale_misses},
+                     {"unknown_low", e.unknown_low},
+                     {"unknown_high", e.unknown_high},
+                     {"sampling_error", num(e.sampling_error)},
+                     {"wood_alpha", sim.wood_alpha(l) ? nlohmann::json(*sim.wood_alpha(l)) : nlohmann::json(nullptr)}};
+    if (sim.options().classes) {
+        double misses = double(c.known_misses + c.unknown_stale_misses);
+        j["classes"] = {{"compulsory", std::llround(double(c.compulsory) * s.scale)},
+                        {"capacity", std::llround(double(c.capacity) * s.scale)},
+                        {"conflict", std::llround(std::max(0.0, misses - double(c.compulsory + c.capacity)) * s.scale)}};
+    }
+    return j;
+}
+
+}  // namespace
+
+nlohmann::json cachesim_report_json(const CacheSimulator& sim, const CachesimReportInput& in) {
+    const auto& t = sim.totals();
+    Scaling s;
+    s.estimate = in.estimate;
+    s.scale = (t.simulated ? double(t.events) / double(t.simulated) : 1.0) * double(t.set_scale);
+    for (std::size_t l = 0; l < sim.options().levels.size(); l++) {
+        s.names.push_back(sim.options().levels[l].name);
+        s.alpha.push_back(sim.wood_alpha(l).value_or(0.5));
+    }
+    AddressNames names(in.modules);
+
+    // Procedures and lines, from pcs.
+    std::map<std::string, Row> procs;
+    std::map<std::pair<std::string, int>, Row> lines;
+    for (const auto& [pc, counts] : sim.by_pc()) {
+        auto code = names.code(in.pc_is_return_address && pc > 0 ? pc - 1 : pc);
+        Row& p = procs[code.procedure];
+        p.identity = {{"procedure", code.procedure}, {"module", code.module}};
+        p.counts.add(counts);
+        // Line 0 is DWARF's "no source line" (code the compiler made up or
+        // merged); such references are kept, per procedure, as line 0.
+        Row& r = lines[{code.line > 0 ? code.file : code.procedure, code.line}];
+        r.identity = {{"file", code.line > 0 ? code.file : ""}, {"line", code.line}, {"procedure", code.procedure}};
+        r.counts.add(counts);
+    }
+    // Data objects: heap by allocation site, globals by symbol, stacks by thread.
+    std::map<std::pair<int, std::string>, Row> objects;
+    for (const auto& [key, counts] : sim.by_object()) {
+        nlohmann::json id;
+        std::string name;
+        if (key.kind == ObjectKind::kHeap) {
+            auto site = names.code(key.id > 0 ? key.id - 1 : 0);
+            name = site.procedure + (site.line > 0 ? format(" (%s:%d)", std::filesystem::path(site.file).filename().c_str(), site.line) : "");
+            auto si = sim.sites().find(key.id);
+            id = {{"name", "heap from " + name},
+                  {"kind", "heap"},
+                  {"allocation_site", {{"procedure", site.procedure}, {"file", site.file}, {"line", site.line}}}};
+            if (si != sim.sites().end())
+                id.update({{"allocator", allocator_name(si->second.allocator)}, {"allocations", si->second.allocations}, {"bytes", si->second.bytes}});
+        } else if (key.kind == ObjectKind::kStack) {
+            name = format("stack of thread %llu", (unsigned long long)key.id);
+            id = {{"name", name}, {"kind", "stack"}, {"allocation_site", nullptr}};
+        } else {
+            std::string module;
+            name = names.data(key.id, &module);
+            if (name.empty()) name = in.objects_available ? "[unknown memory]" : "[heap, stack or unmapped: no allocation events from this source]";
+            id = {{"name", name}, {"kind", name.front() == '[' ? "unknown" : kind_name(key.kind)}, {"allocation_site", nullptr}};
+            if (!module.empty()) id["module"] = module;
+        }
+        Row& r = objects[{int(key.kind), id["name"].get<std::string>()}];
+        r.identity = id;
+        r.counts.add(counts);
+    }
+    double total_first = t.counts.levels.empty() ? 0 : estimated_misses(t.counts.levels[0], s.estimate, s.alpha[0]);
+    auto values = [](auto& m) {
+        std::vector<Row> v;
+        for (auto& [k, r] : m) v.push_back(std::move(r));
+        return v;
+    };
+
+    nlohmann::json doc;
+    doc["schema"] = "ecpi.cachesim";
+    doc["version"] = 1;
+    doc["command"] = in.command;
+    doc["source"] = in.source;
+    doc["model"] = "per-thread private caches, inclusive, LRU, write-allocate";
+    doc["caches_source"] = in.caches_source;
+    double fraction = t.events ? double(t.simulated) / double(t.events) : 1.0;
+    doc["sampling"] = {{"sample", in.sample},
+                       {"window", in.window},
+                       {"seed", in.seed},
+                       {"set_sample", t.set_scale},
+                       {"windows", t.windows},
+                       {"streams", t.streams},
+                       {"references", t.events},
+                       {"simulated", t.simulated},
+                       {"fraction", fraction},
+                       {"unknown_estimate", std::string(unknown_estimate_name(in.estimate))}};
+    nlohmann::json levels = nlohmann::json::array();
+    for (std::size_t l = 0; l < s.names.size(); l++) levels.push_back(level_json(sim, l, s));
+    doc["levels"] = levels;
+    doc["procedures"] = table(values(procs), s, total_first, true);
+    doc["lines"] = table(values(lines), s, total_first, true);
+    doc["objects"] = table(values(objects), s, total_first, false);
+    doc["program"] = in.program;
+    doc["notes"] = in.notes;
+    return doc;
+}
+
+// ---------------------------------------------------------------- text
+
+namespace {
+
+std::string human(double v) {
+    if (v >= 1e9) return format("%.2fG", v / 1e9);
+    if (v >= 1e6) return format("%.2fM", v / 1e6);
+    if (v >= 1e4) return format("%.1fk", v / 1e3);
+    return format("%.0f", v);
+}
+
+std::string pct(double fraction) { return format("%.3f%%", 100 * fraction); }
+
+std::string size_label(std::uint64_t b) {
+    if (b % (1024 * 1024) == 0) return format("%lluM", (unsigned long long)(b >> 20));
+    if (b % 1024 == 0) return format("%lluK", (unsigned long long)(b >> 10));
+    return format("%llu", (unsigned long long)b);
+}
+
+}  // namespace
+
+std::string render_cachesim_text(const nlohmann::json& doc, std::size_t limit) {
+    std::string out;
+    const auto& sm = doc["sampling"];
+    std::string cmd;
+    for (const auto& a : doc["command"]) cmd += (cmd.empty() ? "" : " ") + printable(a.get<std::string>());
+    out += "ecpi cachesim: " + (cmd.empty() ? std::string("(trace)") : cmd) + "\n";
+    out += format("source %s; %s\n", doc["source"].get<std::string>().c_str(), doc["model"].get<std::string>().c_str());
+    std::string caches;
+    for (const auto& l : doc["levels"])
+        caches += (caches.empty() ? "" : ", ") + l["name"].get<std::string>() + " " + size_label(l["size"]) + " " +
+                  std::to_string(l["ways"].get<int>()) + "-way " + std::to_string(l["line"].get<int>()) + "B";
+    out += "caches: " + caches + " (" + doc["caches_source"].get<std::string>() + ")\n";
+    out += format("references %s, simulated %s (%.2f%%) in %llu windows of %llu; sample 1/%llu, sets 1/%llu; unknown references estimated as '%s'\n\n",
+                  human(sm["references"].get<double>()).c_str(), human(sm["simulated"].get<double>()).c_str(),
+                  100 * sm["fraction"].get<double>(), (unsigned long long)sm["windows"].get<std::uint64_t>(),
+                  (unsigned long long)sm["window"].get<std::uint64_t>(), (unsigned long long)sm["sample"].get<std::uint64_t>(),
+                  (unsigned long long)sm["set_sample"].get<std::uint64_t>(), sm["unknown_estimate"].get<std::string>().c_str());
+
+    detail::TextTable levels;
+    for (auto [h, n] : {std::pair{"level", false}, {"references", true}, {"misses", true}, {"miss rate", true},
+                        {"bound", true}, {"range", true}, {"of refs", true}, {"unknown", true}})
+        levels.add_column(h, n);
+    for (const auto& l : doc["levels"]) {
+        double sim_refs = l["simulated_references"].get<double>();
+        levels.add_row({l["name"].get<std::string>(), human(l["references"].get<double>()), human(l["misses"].get<double>()),
+                        pct(l["miss_rate"]), "±" + pct(l["bound"]),
+                        "[" + pct(l["low"]) + ", " + pct(l["high"]) + "]", pct(l["global_miss_rate"]),
+                        sim_refs > 0 ? pct(l["unknown"].get<double>() / sim_refs) : "-"});
+    }
+    out += levels.render();
+    out += "  miss rate: misses / references reaching the level; of refs: misses / all references;\n"
+           "  bound: the estimate's range for unknown references (alpha 0..1) widened by 1.96 standard errors of the window rates\n";
+    for (const auto& l : doc["levels"])
+        if (l.contains("classes"))
+            out += format("  %s misses: compulsory %s, capacity %s, conflict %s\n", l["name"].get<std::string>().c_str(),
+                          human(l["classes"]["compulsory"]).c_str(), human(l["classes"]["capacity"]).c_str(),
+                          human(l["classes"]["conflict"]).c_str());
+
+    auto rows = [&](const char* title, const nlohmann::json& arr, auto&& name_of, bool refs) {
+        if (arr.empty()) return;
+        out += std::string("\n") + title + "\n";
+        detail::TextTable tt;
+        std::vector<std::string> level_names;
+        for (const auto& l : doc["levels"]) level_names.push_back(l["name"]);
+        if (refs) tt.add_column("references", true);
+        for (const auto& n : level_names) tt.add_column(n + " misses", true);
+        tt.add_column("share", true);
+        tt.add_column("cum.", true);
+        tt.add_column("name", false, 80);
+        std::size_t shown = 0;
+        for (const auto& r : arr) {
+            if (limit && shown++ >= limit) break;
+            std::vector<std::string> cells;
+            if (refs) cells.push_back(human(r["references"].get<double>()));
+            for (const auto& n : level_names) cells.push_back(human(r["misses"][n].get<double>()));
+            cells.push_back(format("%.1f%%", r["share"].get<double>()));
+            cells.push_back(format("%.1f%%", r["cumulative_share"].get<double>()));
+            cells.push_back(printable(name_of(r)));
+            tt.add_row(cells);
+        }
+        out += tt.render();
+    };
+    rows("Procedures (by first-level misses; cum.: MemSpy's bottleneck view)", doc["procedures"],
+         [](const nlohmann::json& r) { return r["procedure"].get<std::string>(); }, true);
+    rows("Source lines", doc["lines"],
+         [](const nlohmann::json& r) {
+             if (r["line"].get<int>() == 0) return "(no line)  " + r["procedure"].get<std::string>();
+             return std::filesystem::path(r["file"].get<std::string>()).filename().string() + ":" +
+                    std::to_string(r["line"].get<int>()) + "  " + r["procedure"].get<std::string>();
+         },
+         true);
+    rows("Data objects", doc["objects"],
+         [](const nlohmann::json& r) {
+             std::string s = r["name"].get<std::string>();
+             if (r.contains("allocations")) s += format("  [%llu x %s, %s bytes]", (unsigned long long)r["allocations"].get<std::uint64_t>(),
+                                                        r["allocator"].get<std::string>().c_str(), human(r["bytes"].get<double>()).c_str());
+             return s;
+         },
+         false);
+    for (const auto& n : doc["notes"]) out += "note: " + printable(n.get<std::string>()) + "\n";
+    return out;
+}
+
+}  // namespace ecpi::analyze

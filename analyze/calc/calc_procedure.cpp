@@ -1,0 +1,428 @@
+// One procedure through calc's pipeline (DCPI 6.1, 6.3): CFG, frequency
+// classes, machine-model timing, loops and register-progress anchors,
+// frequency estimates, ranges where the samples cannot decide, culprits.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+#include "ecpi/analyze/calc/branch_odds.h"
+#include "ecpi/analyze/calc/calc.h"
+#include "ecpi/analyze/calc/loops.h"
+#include "ecpi/analyze/calc/ranges.h"
+
+namespace ecpi::analyze {
+
+namespace {
+
+// A count for a sentence: 4 significant digits.
+std::string fmt_count(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return buf;
+}
+
+std::string hex(std::uint64_t v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+    return buf;
+}
+
+const char* register_name(int gp, std::uint8_t width) {
+    static const char* const k64[] = {"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
+                                      "r8",  "r9",  "r10", "r11", "r12", "r13", "r14", "r15"};
+    static const char* const k32[] = {"eax", "ecx", "edx", "ebx", "esp", "ebp", "esi", "edi",
+                                      "r8d", "r9d", "r10d", "r11d", "r12d", "r13d", "r14d", "r15d"};
+    if (gp < 0 || gp >= 16) return "?";
+    return width == 4 ? k32[gp] : k64[gp];
+}
+
+// Everything the steps share.
+struct Analysis {
+    Cfg cfg;
+    FrequencyClasses classes;
+    std::vector<BlockTiming> timing;
+    std::vector<std::uint64_t> samples;       // per instruction
+    LoopInfo loops;
+    std::vector<CalcLoop> loop_reports;       // per loop
+    std::vector<double> loop_anchor;          // per loop: anchored F (0: none)
+    std::vector<CalcBranch> branch_reports;
+    EstimatorOptions options;
+    FrequencyEstimate estimate;
+    std::vector<ClassRange> ranges;
+    CulpritAnalysis culprits;
+};
+
+Result<Cfg> procedure_cfg(const ProcedureInput& input) {
+    if (!input.image) return Error(input.name + ": no image bytes");
+    if (input.end <= input.start) return Error(input.name + ": empty address range");
+    auto bytes = input.image->read(input.start, input.end - input.start);
+    if (bytes.empty())
+        return Error(input.name + ": code at " + hex(input.start) + "-" + hex(input.end) + " is not in " +
+                     input.image->path().string());
+    ECPI_ASSIGN_OR_RETURN(auto insns, decode_x86_64(input.start, bytes));
+    CfgContext ctx;
+    ctx.image = input.image;
+    ctx.name_at = input.name_at;
+    return build_cfg(input.start, input.end, std::move(insns), ctx);
+}
+
+// Samples per instruction (a sample inside an instruction counts for it).
+std::vector<std::uint64_t> per_instruction(const Cfg& cfg, const std::map<std::uint64_t, std::uint64_t>& by_address) {
+    const auto& in = cfg.instructions;
+    std::vector<std::uint64_t> v(in.size(), 0);
+    for (auto [addr, count] : by_address) {
+        auto it = std::upper_bound(in.begin(), in.end(), addr,
+                                   [](std::uint64_t a, const DecodedInstruction& d) { return a < d.address; });
+        if (it == in.begin()) continue;
+        --it;
+        if (addr < it->address + it->size) v[static_cast<std::size_t>(it - in.begin())] += count;
+    }
+    return v;
+}
+
+EstimatorOptions estimator_options(const ProcedureInput& input, const Analysis& a, const MachineModel& model,
+                                   double period_cycles, const EstimatorOptions& base) {
+    EstimatorOptions o = base;
+    o.whole_block_below = std::max(o.whole_block_below, model.whole_block_below());
+    if (!input.instruction_samples.empty() && input.instruction_period > 0) {
+        o.instruction_samples = per_instruction(a.cfg, input.instruction_samples);
+        o.instruction_period = input.instruction_period;
+        o.cycle_period = period_cycles;
+    }
+    return o;
+}
+
+// A loop's blocks as address ranges, for "is this pc in the loop".
+std::vector<std::pair<std::uint64_t, std::uint64_t>> loop_ranges(const Cfg& cfg, const Loop& loop) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> r;
+    for (auto b : loop.blocks) {
+        const auto& blk = cfg.blocks[b];
+        const auto& last = cfg.instructions[blk.first + blk.count - 1];
+        r.emplace_back(cfg.instructions[blk.first].address, last.address + last.size);
+    }
+    std::sort(r.begin(), r.end());
+    return r;
+}
+
+// Register progress per loop (register_progress.h): the loop's rate from
+// pairs of snapshots, times the time its samples stand for, is the count of
+// its stepping block. The loop's anchor is its induction register with the
+// most usable pairs.
+void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycles) {
+    const auto& loops = a.loops.loops;
+    a.loop_reports.assign(loops.size(), {});
+    a.loop_anchor.assign(loops.size(), 0);
+    for (std::uint32_t l = 0; l < loops.size(); ++l) {
+        const Loop& loop = loops[l];
+        CalcLoop& r = a.loop_reports[l];
+        r.header = a.cfg.instructions[a.cfg.blocks[loop.header].first].address;
+        r.depth = loop.depth;
+        r.blocks = static_cast<std::uint32_t>(loop.blocks.size());
+        for (auto b : loop.blocks)
+            for (std::uint32_t i = 0; i < a.cfg.blocks[b].count; ++i) r.samples += a.samples[a.cfg.blocks[b].first + i];
+        std::vector<const InductionVariable*> ivs;
+        for (const auto& iv : a.loops.induction)
+            if (iv.loop == l) ivs.push_back(&iv);
+        if (ivs.empty()) {
+            r.why_not = "no register is stepped by a constant once per iteration";
+            continue;
+        }
+        r.induction = register_name(ivs.front()->gp, ivs.front()->width);
+        r.step = ivs.front()->step;
+        r.step_address = a.cfg.instructions[ivs.front()->instruction].address;
+        if (loop.has_call) {
+            r.why_not = "the loop calls other code: the time it holds is not all in its own blocks";
+            continue;
+        }
+        if (!input.registers || input.registers->stream.empty()) {
+            r.why_not = "no register snapshots recorded (ecpi record --registers)";
+            continue;
+        }
+        const auto ranges = loop_ranges(a.cfg, loop);
+        auto in_loop = [&ranges](std::uint64_t pc) {
+            auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(pc, UINT64_MAX));
+            return it != ranges.begin() && pc < std::prev(it)->second;
+        };
+        LoopRate best;
+        const InductionVariable* best_iv = nullptr;
+        for (const auto* iv : ivs) {
+            ProgressQuery q;
+            q.stream = input.registers->stream;
+            q.image = input.registers->image;
+            q.in_loop = in_loop;
+            q.candidates = input.registers->candidates;
+            q.gp = iv->gp;
+            q.step = iv->step;
+            q.width = iv->width;
+            q.invariant = a.loops.invariant[l];
+            q.max_gap_ns = input.registers->max_gap_ns;
+            LoopRate rate = loop_rate(q);
+            if (!best_iv || rate.pairs.used > best.pairs.used) {
+                best = rate;
+                best_iv = iv;
+            }
+        }
+        r.induction = register_name(best_iv->gp, best_iv->width);
+        r.step = best_iv->step;
+        r.step_address = a.cfg.instructions[best_iv->instruction].address;
+        r.pairs = best.pairs;
+        if (best.interrupted) {
+            const auto& c = best.pairs;
+            r.why_not = std::to_string(c.gap) + " of " + std::to_string(c.used + c.outlier + c.gap) +
+                        " pairs of register snapshots in the loop had samples without registers between them (the "
+                        "thread in the kernel, e.g. page faults, or off the CPU): the loop's time is not all in its "
+                        "samples";
+            continue;
+        }
+        if (best.few_usable) {
+            const auto& c = best.pairs;
+            r.why_not = "only " + std::to_string(c.used) + " of " +
+                        std::to_string(c.used + c.outlier + c.other_thread + c.left_loop + c.invariant_changed +
+                                       c.wrong_direction + c.too_far + c.gap) +
+                        " pairs of register snapshots stayed in one trip of the loop (trips are short, or the thread "
+                        "is often in the kernel or off the CPU)";
+            continue;
+        }
+        if (best.short_trips) {
+            r.why_not = "its trips are too short for the time between snapshots (" + r.induction + " spans " +
+                        fmt_count(best.span_iterations) + " iterations, a pair moved " +
+                        fmt_count(best.median_iterations) + "): a pair may cross the loop's ends";
+            continue;
+        }
+        if (!best.known) {
+            r.why_not = "too few usable pairs of register snapshots (" + std::to_string(best.pairs.used) + ", need " +
+                        std::to_string(kMinPairs) + ")";
+            continue;
+        }
+        const double loop_ns = static_cast<double>(r.samples) * input.registers->period_ns;
+        r.anchored = true;
+        r.iterations_per_second = best.iterations_per_ns * 1e9;
+        r.iterations = best.iterations_per_ns * loop_ns;
+        r.iterations_min = best.low * loop_ns;
+        r.iterations_max = best.high * loop_ns;
+        a.loop_anchor[l] = r.iterations / period_cycles;
+        a.options.anchors.push_back({best_iv->block, a.loop_anchor[l], false});
+    }
+}
+
+// Each cause's range widened by the analysis at another count the samples
+// allow: stall cycles fall as counts rise, but a cause's share can peak
+// inside a range (at the low end the stall may outrun what one cause
+// explains, leaving the rest unexplained).
+void widen_culprits(CulpritAnalysis& point, const CulpritAnalysis& at) {
+    // Static stall is reported at the point estimate, a single figure that
+    // adds up with execution to the best case (Figure 4's tally).
+    for (std::size_t c = 0; c < kStallCauses; ++c) {
+        if (!is_dynamic(static_cast<StallCause>(c))) continue;
+        point.summary.min[c] = std::min(point.summary.min[c], at.summary.min[c]);
+        point.summary.max[c] = std::max(point.summary.max[c], at.summary.max[c]);
+    }
+    for (std::size_t k = 0; k < point.instructions.size(); ++k) {
+        auto& mine = point.instructions[k].culprits;
+        const auto& other = at.instructions[k].culprits;
+        for (const auto& o : other) {
+            auto it = std::find_if(mine.begin(), mine.end(), [&](const Culprit& m) {
+                return m.cause == o.cause && m.instruction == o.instruction;
+            });
+            if (it == mine.end()) mine.push_back({o.cause, 0, o.cycles_max, o.instruction});
+            else it->cycles_max = std::max(it->cycles_max, o.cycles_max);
+        }
+        for (auto& m : mine) {
+            auto it = std::find_if(other.begin(), other.end(), [&](const Culprit& o) {
+                return m.cause == o.cause && m.instruction == o.instruction;
+            });
+            m.cycles_min = it == other.end() ? 0 : std::min(m.cycles_min, it->cycles_min);
+        }
+    }
+}
+
+CulpritAnalysis culprits_at(const Analysis& a, const ProcedureInput& input, const MachineModel& model,
+                            double period_cycles, const FrequencyEstimate& estimate) {
+    CulpritInput in;
+    in.cfg = &a.cfg;
+    in.timing = &a.timing;
+    in.estimate = &estimate;
+    in.samples = a.samples;
+    in.period_cycles = period_cycles;
+    in.model = &model;
+    in.kernel_sampled = input.kernel_sampled;
+    in.leaf_callee = input.leaf_callee;
+    auto bounding = [&](const char* event, EventSamples& out) {
+        auto it = input.bounding_events.find(event);
+        if (it == input.bounding_events.end() || it->second.period <= 0) return;
+        out.per_instruction = per_instruction(a.cfg, it->second.samples);
+        out.period = it->second.period;
+    };
+    bounding("branch-misses", in.branch_misses);
+    bounding("cache-misses", in.cache_misses);
+    return find_culprits(in);
+}
+
+void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const MachineModel& model, double period_cycles,
+                          bool sampled) {
+    a.estimate = estimate_frequencies(a.cfg, a.classes, a.timing, a.samples, a.options);
+    if (!sampled) {
+        a.ranges.assign(a.classes.count, {});
+        a.culprits = culprits_at(a, input, model, period_cycles, a.estimate);
+        return;
+    }
+    RangeInput ri;
+    ri.cfg = &a.cfg;
+    ri.classes = &a.classes;
+    ri.timing = &a.timing;
+    ri.estimate = &a.estimate;
+    ri.loops = &a.loops;
+    ri.model = &model;
+    ri.samples = a.samples;
+    ri.loop_anchor = a.loop_anchor;
+    a.ranges = class_ranges(ri);
+    clamp_to_ranges(a.estimate, a.cfg, a.classes, a.ranges);
+    a.culprits = culprits_at(a, input, model, period_cycles, a.estimate);
+    if (std::none_of(a.ranges.begin(), a.ranges.end(), [](const ClassRange& r) { return r.ranged; })) return;
+    // Both ends and points between, a factor of (max/min)^(1/8) apart.
+    constexpr int kSteps = 8;
+    for (int step = 0; step <= kSteps; ++step) {
+        const FrequencyEstimate at = estimate_at(a.estimate, a.cfg, a.classes, a.ranges, double(step) / kSteps);
+        widen_culprits(a.culprits, culprits_at(a, input, model, period_cycles, at));
+    }
+}
+
+// A branch's share of snapshots going each way splits its block's measured
+// count between its edges, when the share is known well enough: the rarer
+// way seen at least kMinRarer times (its count then within about 10%), or
+// never in kMinNever snapshots (the rarer way below about 1% of the block).
+constexpr std::uint32_t kMinRarer = 100, kMinNever = 400;
+
+bool anchor_branches(Analysis& a, const ProcedureInput& input) {
+    if (!input.registers || input.registers->stream.empty()) return false;
+    bool added = false;
+    for (const auto& o : branch_odds(a.cfg, input.registers->stream, input.registers->image, input.registers->candidates)) {
+        CalcBranch r;
+        r.jump = a.cfg.instructions[a.cfg.blocks[o.block].first + a.cfg.blocks[o.block].count - 1].address;
+        r.taken = o.taken;
+        r.snapshots = o.total;
+        const std::uint32_t rarer = std::min(o.taken, o.total - o.taken);
+        r.anchored = a.estimate.block_confidence[o.block] == Confidence::kMeasured &&
+                     (rarer >= kMinRarer || (rarer == 0 && o.total >= kMinNever));
+        if (r.anchored) {
+            const double f = a.estimate.block_frequency[o.block];
+            const double p = static_cast<double>(o.taken) / static_cast<double>(o.total);
+            a.options.anchors.push_back({o.taken_edge, p * f, true});
+            a.options.anchors.push_back({o.fall_edge, (1 - p) * f, true});
+            added = true;
+        }
+        a.branch_reports.push_back(r);
+    }
+    return added;
+}
+
+CalcBlock block_report(const Analysis& a, std::uint32_t b, double period_cycles) {
+    const auto& blk = a.cfg.blocks[b];
+    const std::uint32_t cls = a.classes.block_class[b];
+    CalcBlock cb;
+    cb.index = b;
+    cb.address = a.cfg.instructions[blk.first].address;
+    cb.first = blk.first;
+    cb.count = blk.count;
+    cb.frequency_class = cls;
+    cb.confidence = a.estimate.block_confidence[b];
+    cb.source = a.estimate.block_source[b];
+    cb.steady_state = a.timing[b].steady_state;
+    cb.executions = a.estimate.block_frequency[b] * period_cycles;
+    cb.ranged = a.ranges[cls].ranged;
+    cb.executions_min = cb.ranged ? a.ranges[cls].min * period_cycles : cb.executions;
+    cb.executions_max = cb.ranged ? a.ranges[cls].max * period_cycles : cb.executions;
+    cb.best_cycles = a.timing[b].cycles;
+    cb.best_cpi = a.timing[b].cycles / blk.count;
+    for (std::uint32_t i = 0; i < blk.count; ++i) cb.samples += a.samples[blk.first + i];
+    const double f = a.estimate.block_frequency[b];
+    if (f > 0) cb.actual_cpi = static_cast<double>(cb.samples) / f / blk.count;
+    return cb;
+}
+
+CalcInstruction instruction_report(const Analysis& a, const CalcBlock& cb, std::uint32_t i) {
+    const std::uint32_t k = cb.first + i;
+    const auto& d = a.cfg.instructions[k];
+    const double f = a.estimate.block_frequency[cb.index];
+    CalcInstruction ci;
+    ci.address = d.address;
+    ci.text = d.text();
+    ci.samples = a.samples[k];
+    ci.best_cycles = a.timing[cb.index].m[i];
+    ci.best_known = a.timing[cb.index].known[i];
+    ci.executions = cb.executions;
+    ci.executions_min = cb.executions_min;
+    ci.executions_max = cb.executions_max;
+    if (f > 0) ci.cpi = static_cast<double>(a.samples[k]) / f;
+    ci.confidence = cb.confidence;
+    const auto& st = a.culprits.instructions[k];
+    ci.static_cycles = st.static_cycles;
+    ci.dynamic_cycles = st.dynamic_cycles;
+    for (const auto& c : st.culprits) {
+        CalcCulprit cc{c.cause, c.cycles_min, c.cycles_max, std::nullopt};
+        if (c.instruction != kNoInstruction) cc.instruction = a.cfg.instructions[c.instruction].address;
+        ci.culprits.push_back(cc);
+    }
+    return ci;
+}
+
+CalcProcedure procedure_report(const Analysis& a, const ProcedureInput& input, double period_cycles) {
+    CalcProcedure proc;
+    proc.name = input.name;
+    proc.start = input.start;
+    proc.end = input.end;
+    proc.frequency_classes = a.classes.count;
+    proc.missing_edges = a.cfg.missing_edges;
+    proc.unresolved_jumps = a.cfg.unresolved_jumps;
+    proc.jump_tables = static_cast<std::uint32_t>(a.cfg.jump_tables.size());
+    proc.invocations = a.estimate.invocations * period_cycles;
+    proc.stalls = a.culprits.summary;
+    proc.loops = a.loop_reports;
+    proc.branches = a.branch_reports;
+    double weighted_best = 0, weighted_insns = 0, weighted_samples = 0;
+    for (std::uint32_t b = 0; b < a.cfg.blocks.size(); ++b) {
+        CalcBlock cb = block_report(a, b, period_cycles);
+        const double f = a.estimate.block_frequency[b];
+        weighted_best += f * a.timing[b].cycles;
+        weighted_insns += f * cb.count;
+        weighted_samples += static_cast<double>(cb.samples);
+        proc.samples += cb.samples;
+        if (cb.ranged) proc.ranged_samples += cb.samples;
+        if (cb.confidence == Confidence::kMeasured) proc.anchored_samples += cb.samples;
+        if (!input.details) continue;
+        for (std::uint32_t i = 0; i < cb.count; ++i) proc.instructions.push_back(instruction_report(a, cb, i));
+        proc.blocks.push_back(cb);
+    }
+    if (weighted_insns > 0) {
+        proc.best_cpi = weighted_best / weighted_insns;
+        proc.actual_cpi = weighted_samples / weighted_insns;
+    }
+    for (std::uint32_t e = 0; input.details && e < a.cfg.edges.size(); ++e)
+        proc.edges.push_back({a.cfg.edges[e].from, a.cfg.edges[e].to, a.cfg.edges[e].kind, a.classes.edge_class[e],
+                              a.estimate.edge_frequency[e] * period_cycles});
+    return proc;
+}
+
+}  // namespace
+
+Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const MachineModel& model, double period_cycles,
+                                        const EstimatorOptions& options) {
+    Analysis a;
+    ECPI_ASSIGN_OR_RETURN(a.cfg, procedure_cfg(input));
+    a.classes = frequency_classes(a.cfg);
+    a.timing = model.time_blocks(a.cfg);
+    a.samples = per_instruction(a.cfg, input.samples);
+    a.options = estimator_options(input, a, model, period_cycles, options);
+    // Loops, anchors and ranges only matter where there are samples (most
+    // procedures of `calc --all --unsampled` have none).
+    const bool sampled = std::any_of(a.samples.begin(), a.samples.end(), [](std::uint64_t s) { return s > 0; });
+    if (sampled) {
+        a.loops = find_loops(a.cfg);
+        measure_loops(a, input, period_cycles);
+    }
+    estimate_with_ranges(a, input, model, period_cycles, sampled);
+    if (sampled && anchor_branches(a, input)) estimate_with_ranges(a, input, model, period_cycles, sampled);
+    return procedure_report(a, input, period_cycles);
+}
+
+}  // namespace ecpi::analyze

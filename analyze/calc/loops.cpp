@@ -1,0 +1,257 @@
+// Natural loops and induction variables. See loops.h.
+#include "ecpi/analyze/calc/loops.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <optional>
+
+#include <capstone/capstone.h>
+
+namespace ecpi::analyze {
+
+bool Loop::contains(std::uint32_t block) const { return std::binary_search(blocks.begin(), blocks.end(), block); }
+
+namespace {
+
+// The System V ABI's caller-saved general-purpose registers: a call may
+// change them (hardware numbers: rax rcx rdx rsi rdi r8 r9 r10 r11).
+constexpr std::array<int, 9> kCallerSaved = {0, 1, 2, 6, 7, 8, 9, 10, 11};
+
+bool caller_saved(int gp) { return std::find(kCallerSaved.begin(), kCallerSaved.end(), gp) != kCallerSaved.end(); }
+
+// Cooper, Harvey and Kennedy's iterative dominator algorithm over the
+// blocks plus a root (index nb) standing for kEntryBlock.
+std::vector<std::uint32_t> dominator_tree(const Cfg& cfg) {
+    const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
+    const std::uint32_t root = nb;
+    auto successors = [&](std::uint32_t n, std::vector<std::uint32_t>& out) {
+        out.clear();
+        if (n == root) {
+            for (const auto& e : cfg.edges)
+                if (e.from == kEntryBlock && e.to < nb) out.push_back(e.to);
+            return;
+        }
+        for (auto e : cfg.blocks[n].out_edges)
+            if (cfg.edges[e].to < nb) out.push_back(cfg.edges[e].to);
+    };
+    // Reverse postorder from the root (iterative DFS).
+    std::vector<std::uint32_t> order;
+    std::vector<std::uint32_t> rpo_index(nb + 1, kNoLoop);
+    {
+        std::vector<bool> seen(nb + 1, false);
+        std::vector<std::pair<std::uint32_t, std::size_t>> stack = {{root, 0}};
+        std::vector<std::vector<std::uint32_t>> succ(nb + 1);
+        for (std::uint32_t n = 0; n <= nb; ++n) successors(n, succ[n]);
+        seen[root] = true;
+        while (!stack.empty()) {
+            auto& [n, next] = stack.back();
+            if (next < succ[n].size()) {
+                std::uint32_t s = succ[n][next++];
+                if (!seen[s]) {
+                    seen[s] = true;
+                    stack.push_back({s, 0});
+                }
+                continue;
+            }
+            order.push_back(n);
+            stack.pop_back();
+        }
+        std::reverse(order.begin(), order.end());
+        for (std::uint32_t k = 0; k < order.size(); ++k) rpo_index[order[k]] = k;
+    }
+    std::vector<std::vector<std::uint32_t>> preds(nb + 1);
+    for (const auto& e : cfg.edges) {
+        if (e.to >= nb) continue;
+        preds[e.to].push_back(e.from == kEntryBlock ? root : e.from);
+    }
+    std::vector<std::uint32_t> idom(nb + 1, kNoLoop);
+    idom[root] = root;
+    auto intersect = [&](std::uint32_t a, std::uint32_t b) {
+        while (a != b) {
+            while (rpo_index[a] > rpo_index[b]) a = idom[a];
+            while (rpo_index[b] > rpo_index[a]) b = idom[b];
+        }
+        return a;
+    };
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (std::uint32_t n : order) {
+            if (n == root) continue;
+            std::uint32_t new_idom = kNoLoop;
+            for (auto p : preds[n]) {
+                if (rpo_index[p] == kNoLoop || idom[p] == kNoLoop) continue;
+                new_idom = new_idom == kNoLoop ? p : intersect(p, new_idom);
+            }
+            if (new_idom != kNoLoop && idom[n] != new_idom) {
+                idom[n] = new_idom;
+                changed = true;
+            }
+        }
+    }
+    idom.pop_back();
+    for (auto& d : idom)
+        if (d == root) d = kEntryBlock;
+    return idom;
+}
+
+// Natural loops: per header, the union of the bodies of its back edges.
+std::vector<Loop> natural_loops(const Cfg& cfg, const LoopInfo& info) {
+    const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
+    std::map<std::uint32_t, Loop> by_header;
+    for (const auto& e : cfg.edges) {
+        if (e.from >= nb || e.to >= nb || !dominates(info, e.to, e.from)) continue;
+        Loop& loop = by_header[e.to];
+        loop.header = e.to;
+        loop.latches.push_back(e.from);
+        std::vector<bool> in(nb, false);
+        for (auto b : loop.blocks) in[b] = true;
+        in[e.to] = true;
+        std::vector<std::uint32_t> work;
+        if (!in[e.from]) {
+            in[e.from] = true;
+            work.push_back(e.from);
+        }
+        while (!work.empty()) {
+            std::uint32_t b = work.back();
+            work.pop_back();
+            for (auto pe : cfg.blocks[b].in_edges) {
+                std::uint32_t p = cfg.edges[pe].from;
+                if (p < nb && !in[p]) {
+                    in[p] = true;
+                    work.push_back(p);
+                }
+            }
+        }
+        loop.blocks.clear();
+        for (std::uint32_t b = 0; b < nb; ++b)
+            if (in[b]) loop.blocks.push_back(b);
+    }
+    std::vector<Loop> loops;
+    for (auto& [h, loop] : by_header) {
+        std::sort(loop.latches.begin(), loop.latches.end());
+        loop.latches.erase(std::unique(loop.latches.begin(), loop.latches.end()), loop.latches.end());
+        for (auto b : loop.blocks) {
+            const auto& blk = cfg.blocks[b];
+            for (std::uint32_t i = 0; i < blk.count; ++i)
+                loop.has_call = loop.has_call || is_call(cfg.instructions[blk.first + i].flow);
+        }
+        loops.push_back(std::move(loop));
+    }
+    // Outer loops first: a loop holding more blocks cannot be inside one holding fewer.
+    std::stable_sort(loops.begin(), loops.end(),
+                     [](const Loop& a, const Loop& b) { return a.blocks.size() > b.blocks.size(); });
+    return loops;
+}
+
+void nest(LoopInfo& info, std::uint32_t blocks) {
+    info.innermost.assign(blocks, kNoLoop);
+    for (std::uint32_t l = 0; l < info.loops.size(); ++l) {
+        Loop& loop = info.loops[l];
+        // The innermost loop already holding the header encloses this one
+        // (loops come outer first, so it has been assigned).
+        loop.parent = info.innermost[loop.header];
+        loop.depth = loop.parent == kNoLoop ? 1 : info.loops[loop.parent].depth + 1;
+        for (auto b : loop.blocks) info.innermost[b] = l;
+    }
+}
+
+// The constant an instruction adds to its first operand register, when it
+// is one of the stepping forms.
+std::optional<std::int64_t> constant_step(const DecodedInstruction& d) {
+    if (d.first_register == 0 || (d.first_size != 4 && d.first_size != 8)) return std::nullopt;
+    switch (d.id) {
+        case X86_INS_INC: return 1;
+        case X86_INS_DEC: return -1;
+        case X86_INS_ADD:
+            if (d.has_immediate && !d.loads && !d.stores) return d.immediate;
+            return std::nullopt;
+        case X86_INS_SUB:
+            if (d.has_immediate && !d.loads && !d.stores) return -d.immediate;
+            return std::nullopt;
+        case X86_INS_LEA:
+            if (d.memory.base == d.first_register && d.memory.index == 0 && d.memory.segment == 0) return d.memory.disp;
+            return std::nullopt;
+        default: return std::nullopt;
+    }
+}
+
+// Per loop: which general-purpose registers its instructions write (a call
+// writes every caller-saved one) and read, and the one writer of each
+// register written exactly once.
+struct RegisterUse {
+    std::array<std::uint32_t, 16> writers{};  // instructions writing the register
+    std::array<std::uint32_t, 16> last_writer{};
+    std::array<bool, 16> read{};
+};
+
+RegisterUse register_use(const Cfg& cfg, const Loop& loop) {
+    RegisterUse use;
+    for (auto b : loop.blocks) {
+        const auto& blk = cfg.blocks[b];
+        for (std::uint32_t i = 0; i < blk.count; ++i) {
+            const std::uint32_t k = blk.first + i;
+            const DecodedInstruction& d = cfg.instructions[k];
+            for (auto r : d.reads)
+                if (int n = gp_register_number(r); n >= 0) use.read[static_cast<std::size_t>(n)] = true;
+            for (auto r : d.writes)
+                if (int n = gp_register_number(r); n >= 0) {
+                    ++use.writers[static_cast<std::size_t>(n)];
+                    use.last_writer[static_cast<std::size_t>(n)] = k;
+                }
+            if (is_call(d.flow))
+                for (int n : kCallerSaved) ++use.writers[static_cast<std::size_t>(n)];
+        }
+    }
+    return use;
+}
+
+void induction_variables(const Cfg& cfg, LoopInfo& info) {
+    info.invariant.assign(info.loops.size(), {});
+    for (std::uint32_t l = 0; l < info.loops.size(); ++l) {
+        const Loop& loop = info.loops[l];
+        const RegisterUse use = register_use(cfg, loop);
+        for (int n = 0; n < 16; ++n) {
+            const auto r = static_cast<std::size_t>(n);
+            if (use.writers[r] == 0) {
+                if (use.read[r]) info.invariant[l].push_back(n);
+                continue;
+            }
+            if (use.writers[r] != 1 || n == 4 /* rsp */ || (loop.has_call && caller_saved(n))) continue;
+            const std::uint32_t k = use.last_writer[r];
+            const DecodedInstruction& d = cfg.instructions[k];
+            if (gp_register_number(d.first_register) != n) continue;
+            auto step = constant_step(d);
+            if (!step || *step == 0) continue;
+            const std::uint32_t b = cfg.instruction_block[k];
+            if (info.innermost[b] != l) continue;  // runs once per iteration of a nested loop, not of this one
+            bool every_iteration = std::all_of(loop.latches.begin(), loop.latches.end(),
+                                               [&](std::uint32_t latch) { return dominates(info, b, latch); });
+            if (!every_iteration) continue;
+            info.induction.push_back({l, n, *step, d.first_size, k, b});
+        }
+    }
+}
+
+}  // namespace
+
+bool dominates(const LoopInfo& info, std::uint32_t a, std::uint32_t b) {
+    if (a >= info.idom.size() || b >= info.idom.size()) return false;
+    for (std::uint32_t x = b; x != kEntryBlock && x != kNoLoop; x = info.idom[x]) {
+        if (x == a) return true;
+        if (info.idom[x] == x) break;
+    }
+    return false;
+}
+
+LoopInfo find_loops(const Cfg& cfg) {
+    LoopInfo info;
+    if (cfg.blocks.empty()) return info;
+    info.idom = dominator_tree(cfg);
+    info.loops = natural_loops(cfg, info);
+    nest(info, static_cast<std::uint32_t>(cfg.blocks.size()));
+    induction_variables(cfg, info);
+    return info;
+}
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,150 @@
+// Honest ranges where the samples cannot decide. See ranges.h.
+#include "ecpi/analyze/calc/ranges.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <capstone/capstone.h>
+
+namespace ecpi::analyze {
+
+namespace {
+
+bool stack_access(const DecodedInstruction& d) {
+    switch (d.id) {
+        case X86_INS_PUSH: case X86_INS_POP: case X86_INS_CALL: case X86_INS_RET: return true;
+        default: return d.memory.base == kStackPointer;
+    }
+}
+
+// The longest stall per execution the model allows instruction d: a load
+// that misses every cache and the TLB; a branch, return or call that
+// mispredicts every time.
+double worst_stall(const DecodedInstruction& d, const MachineModel& model) {
+    double stall = 0;
+    if (d.loads && !stack_access(d)) stall += model.memory_latency() + model.page_walk_latency();
+    switch (d.flow) {
+        case FlowKind::kCondJump: case FlowKind::kIndirectJump: case FlowKind::kReturn:
+        case FlowKind::kIndirectCall: case FlowKind::kCall:
+            stall += model.mispredict_penalty();
+            break;
+        default: break;
+    }
+    return stall;
+}
+
+struct ClassTotals {
+    double samples = 0;
+    double best_cycles = 0;   // per execution, over the class's blocks
+    double worst_stall = 0;   // per execution, over the class's instructions
+    std::uint32_t loop = kNoLoop;  // the innermost loop of all its blocks, if they share one
+    bool one_loop = true;
+};
+
+std::vector<ClassTotals> class_totals(const RangeInput& in) {
+    const Cfg& cfg = *in.cfg;
+    std::vector<ClassTotals> totals(in.classes->count);
+    std::vector<bool> seen(in.classes->count, false);
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b) {
+        auto& t = totals[in.classes->block_class[b]];
+        const auto& blk = cfg.blocks[b];
+        const auto& timing = (*in.timing)[b];
+        t.best_cycles += std::max(timing.cycles, timing.call_cycles);
+        for (std::uint32_t i = 0; i < blk.count; ++i) {
+            t.samples += static_cast<double>(in.samples[blk.first + i]);
+            t.worst_stall += worst_stall(cfg.instructions[blk.first + i], *in.model);
+        }
+        const std::uint32_t loop = in.loops->innermost[b];
+        const std::uint32_t c = in.classes->block_class[b];
+        if (!seen[c]) t.loop = loop;
+        else if (t.loop != loop) t.one_loop = false;
+        seen[c] = true;
+    }
+    return totals;
+}
+
+// The most a class inside anchored loop l can run: once per iteration, plus
+// the loop's entries (the last test of each invocation).
+double loop_bound(const RangeInput& in, std::uint32_t l) {
+    const Cfg& cfg = *in.cfg;
+    const Loop& loop = in.loops->loops[l];
+    double entries = 0;
+    for (auto e : cfg.blocks[loop.header].in_edges)
+        if (!loop.contains(cfg.edges[e].from)) entries += in.estimate->edge_frequency[e];
+    return in.loop_anchor[l] + entries;
+}
+
+FrequencyEstimate with_class_frequencies(const FrequencyEstimate& base, const Cfg& cfg, const FrequencyClasses& fc,
+                                         const std::vector<double>& f) {
+    FrequencyEstimate out = base;
+    for (std::uint32_t c = 0; c < fc.count; ++c) out.classes[c].frequency = f[c];
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b) out.block_frequency[b] = f[fc.block_class[b]];
+    for (std::uint32_t e = 0; e < cfg.edges.size(); ++e) out.edge_frequency[e] = f[fc.edge_class[e]];
+    out.invocations = f[fc.invocation_class];
+    return out;
+}
+
+}  // namespace
+
+std::vector<ClassRange> class_ranges(const RangeInput& in) {
+    const auto& fc = *in.classes;
+    std::vector<ClassRange> ranges(fc.count);
+    const std::vector<ClassTotals> totals = class_totals(in);
+    for (std::uint32_t c = 0; c < fc.count; ++c) {
+        const ClassEstimate& e = in.estimate->classes[c];
+        const ClassTotals& t = totals[c];
+        if (e.confidence == Confidence::kMeasured || t.samples < static_cast<double>(in.min_samples) ||
+            t.best_cycles <= 0)
+            continue;
+        // The samples are themselves a count with sampling error (DCPI 6.2:
+        // about sqrt(S) for S samples): the bounds use S +- 2 sqrt(S), so a
+        // class of 25 samples is allowed 15 to 35 samples' worth of cycles.
+        const double spread = 2 * std::sqrt(t.samples);
+        double high = (t.samples + spread) / t.best_cycles;
+        double low = std::max(t.samples - spread, 0.0) / (t.best_cycles + t.worst_stall);
+        bool over_bound = false;
+        if (t.one_loop && t.loop != kNoLoop && in.loop_anchor[t.loop] > 0) {
+            const double bound = loop_bound(in, t.loop);
+            over_bound = e.frequency > 1.1 * bound;
+            high = std::min(high, bound);
+            low = std::min(low, high);
+        } else {
+            // The model's best case is no hard bound: the core can beat it
+            // (Zen 5 ran a bit-count loop 1.7-2x under it), and a block's
+            // cycles can land in another block's samples (a caller's after
+            // its calls: 2.3x). Clamping the estimator's point into the
+            // range moved right answers away from the truth (calls: within
+            // 15% for 37% of samples, then 0%); the range spans both.
+            low = std::min(low, e.frequency);
+            high = std::max(high, e.frequency);
+        }
+        if (e.confidence != Confidence::kLow && !over_bound) continue;
+        ranges[c] = {true, low, high};
+    }
+    return ranges;
+}
+
+FrequencyEstimate estimate_at(const FrequencyEstimate& estimate, const Cfg& cfg, const FrequencyClasses& fc,
+                              std::span<const ClassRange> ranges, double position) {
+    position = std::clamp(position, 0.0, 1.0);
+    auto along = [&](const ClassRange& r) {
+        if (r.min <= 0 || r.max <= r.min) return r.min + position * (r.max - r.min);
+        return r.min * std::pow(r.max / r.min, position);
+    };
+    std::vector<double> f(fc.count);
+    for (std::uint32_t c = 0; c < fc.count; ++c)
+        f[c] = ranges[c].ranged ? along(ranges[c]) : estimate.classes[c].frequency;
+    return with_class_frequencies(estimate, cfg, fc, f);
+}
+
+void clamp_to_ranges(FrequencyEstimate& estimate, const Cfg& cfg, const FrequencyClasses& fc,
+                     std::span<const ClassRange> ranges) {
+    std::vector<double> f(fc.count);
+    for (std::uint32_t c = 0; c < fc.count; ++c) {
+        f[c] = estimate.classes[c].frequency;
+        if (ranges[c].ranged) f[c] = std::clamp(f[c], ranges[c].min, ranges[c].max);
+    }
+    estimate = with_class_frequencies(estimate, cfg, fc, f);
+}
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,179 @@
+// Loop iteration rates from pairs of register snapshots. See register_progress.h.
+#include "ecpi/analyze/calc/register_progress.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace ecpi::analyze {
+
+namespace {
+
+struct Pair {
+    double iterations = 0;
+    double ns = 0;
+    double rate() const { return iterations / ns; }
+};
+
+// Why a pair cannot be used, or how many iterations it saw.
+enum class Verdict { kUse, kOtherThread, kLeftLoop, kInvariant, kDirection, kTooFar, kGap };
+
+Verdict judge(const ProgressQuery& q, const store::RegisterSample& a, const store::RegisterSample& b, double& iterations) {
+    if (a.tid != b.tid || a.pid != b.pid) return Verdict::kOtherThread;
+    if (b.image != q.image || !q.in_loop(b.offset)) return Verdict::kLeftLoop;
+    for (int r : q.invariant)
+        if (a.regs[static_cast<std::size_t>(r)] != b.regs[static_cast<std::size_t>(r)]) return Verdict::kInvariant;
+    const double ns = static_cast<double>(b.time_ns) - static_cast<double>(a.time_ns);
+    if (ns <= 0 || (q.max_gap_ns > 0 && ns > q.max_gap_ns)) return Verdict::kGap;
+    // The register's movement in its own width, as a signed number (a
+    // 32-bit counter wraps at 2^32; a 64-bit one at 2^64).
+    const auto r = static_cast<std::size_t>(q.gp);
+    std::uint64_t raw = b.regs[r] - a.regs[r];
+    std::int64_t moved;
+    if (q.width == 4) moved = static_cast<std::int32_t>(static_cast<std::uint32_t>(raw));
+    else moved = static_cast<std::int64_t>(raw);
+    if (moved % q.step != 0) return Verdict::kDirection;
+    const std::int64_t n = moved / q.step;
+    if (n < 0) return Verdict::kDirection;
+    // No loop of a register this wide runs a quarter of its range between
+    // two samples; such a jump is another invocation that kept the invariants.
+    const double limit = q.width == 4 ? std::ldexp(1.0, 30) : std::ldexp(1.0, 62);
+    if (std::fabs(static_cast<double>(n) * static_cast<double>(q.step)) > limit) return Verdict::kTooFar;
+    iterations = static_cast<double>(n);
+    return Verdict::kUse;
+}
+
+void count(PairCounts& c, Verdict v) {
+    switch (v) {
+        case Verdict::kUse: ++c.used; break;
+        case Verdict::kOtherThread: ++c.other_thread; break;
+        case Verdict::kLeftLoop: ++c.left_loop; break;
+        case Verdict::kInvariant: ++c.invariant_changed; break;
+        case Verdict::kDirection: ++c.wrong_direction; break;
+        case Verdict::kTooFar: ++c.too_far; break;
+        case Verdict::kGap: ++c.gap; break;
+    }
+}
+
+// The induction register as a signed number of its width, in the stepping
+// direction, so that values compare in iterations.
+double position(const ProgressQuery& q, const store::RegisterSample& s) {
+    const auto raw = s.regs[static_cast<std::size_t>(q.gp)];
+    const double v = q.width == 4 ? static_cast<double>(static_cast<std::int32_t>(static_cast<std::uint32_t>(raw)))
+                                  : static_cast<double>(static_cast<std::int64_t>(raw));
+    return v / static_cast<double>(q.step);
+}
+
+struct Span {
+    double low = INFINITY, high = -INFINITY;
+    void add(double v) {
+        low = std::min(low, v);
+        high = std::max(high, v);
+    }
+    double width() const { return high >= low ? high - low : 0; }
+};
+
+std::vector<Pair> collect_pairs(const ProgressQuery& q, PairCounts& counts, Span& span) {
+    std::vector<Pair> pairs;
+    auto consider = [&](std::size_t p) {
+        const auto& a = q.stream[p];
+        if (a.image != q.image || !q.in_loop(a.offset)) return;
+        span.add(position(q, a));
+        if (p + 1 >= q.stream.size()) return;
+        const auto& b = q.stream[p + 1];
+        double iterations = 0;
+        Verdict v = judge(q, a, b, iterations);
+        count(counts, v);
+        if (v == Verdict::kUse)
+            pairs.push_back({iterations, static_cast<double>(b.time_ns) - static_cast<double>(a.time_ns)});
+    };
+    if (q.candidates.empty()) {
+        for (std::size_t p = 0; p < q.stream.size(); ++p) consider(p);
+    } else {
+        for (auto p : q.candidates)
+            if (p < q.stream.size()) consider(p);
+    }
+    return pairs;
+}
+
+// A pair far faster than the others passed every check by chance (another
+// invocation with the same invariants and a register further along): drop
+// pairs above 8x the median rate. Slow pairs stay: a loop whose iterations
+// take about a sampling period moves 0 or 1 between samples, and dropping
+// the zeros would inflate its rate.
+void trim(std::vector<Pair>& pairs, PairCounts& counts) {
+    if (pairs.size() < kMinPairs) return;
+    std::vector<double> rates;
+    rates.reserve(pairs.size());
+    for (const auto& p : pairs) rates.push_back(p.rate());
+    std::nth_element(rates.begin(), rates.begin() + static_cast<std::ptrdiff_t>(rates.size() / 2), rates.end());
+    const double median = rates[rates.size() / 2];
+    if (median <= 0) return;
+    auto out = std::remove_if(pairs.begin(), pairs.end(), [&](const Pair& p) { return p.rate() > 8 * median; });
+    const auto dropped = static_cast<std::uint32_t>(pairs.end() - out);
+    counts.outlier += dropped;
+    counts.used -= dropped;
+    pairs.erase(out, pairs.end());
+}
+
+double median_iterations(const std::vector<Pair>& pairs) {
+    std::vector<double> moved;
+    moved.reserve(pairs.size());
+    for (const auto& p : pairs) moved.push_back(p.iterations);
+    const auto mid = moved.begin() + static_cast<std::ptrdiff_t>(moved.size() / 2);
+    std::nth_element(moved.begin(), mid, moved.end());
+    return *mid;
+}
+
+}  // namespace
+
+LoopRate loop_rate(const ProgressQuery& q) {
+    LoopRate out;
+    if (q.gp < 0 || q.gp >= 16 || q.step == 0 || !q.in_loop) return out;
+    Span span;
+    std::vector<Pair> pairs = collect_pairs(q, out.pairs, span);
+    trim(pairs, out.pairs);
+    if (pairs.size() < kMinPairs) return out;
+    const auto& c = out.pairs;
+    const std::uint32_t considered = c.used + c.outlier + c.other_thread + c.left_loop + c.invariant_changed +
+                                     c.wrong_direction + c.too_far + c.gap;
+    const std::uint32_t stayed = c.used + c.outlier + c.gap;
+    if (static_cast<double>(c.gap) > kMaxInterruptedShare * static_cast<double>(stayed)) {
+        out.interrupted = true;
+        return out;
+    }
+    if (static_cast<double>(c.used) < kMinUsableShare * static_cast<double>(considered)) {
+        out.few_usable = true;
+        return out;
+    }
+    out.span_iterations = span.width();
+    out.median_iterations = median_iterations(pairs);
+    // A loop whose pairs all moved 0 (iterations about a period long) still
+    // needs a span of several iterations to show its trips are long.
+    if (std::max(out.median_iterations, 1.0) * kMinSpanPerMove > out.span_iterations) {
+        out.short_trips = true;
+        return out;
+    }
+    for (const auto& p : pairs) {
+        out.iterations += p.iterations;
+        out.seconds += p.ns * 1e-9;
+    }
+    if (out.seconds <= 0) return out;
+    out.iterations_per_ns = out.iterations / (out.seconds * 1e9);
+    // Spread: eight interleaved groups of pairs, each its own rate.
+    std::array<Pair, 8> groups{};
+    for (std::size_t k = 0; k < pairs.size(); ++k) {
+        groups[k % 8].iterations += pairs[k].iterations;
+        groups[k % 8].ns += pairs[k].ns;
+    }
+    out.low = out.high = out.iterations_per_ns;
+    for (const auto& g : groups) {
+        if (g.ns <= 0) continue;
+        out.low = std::min(out.low, g.rate());
+        out.high = std::max(out.high, g.rate());
+    }
+    out.known = true;
+    return out;
+}
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,401 @@
+// Acyclic branch paths from timed block entries. See branch_paths.h.
+#include "ecpi/analyze/paths/branch_paths.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ecpi/analyze/paths/perf_script.h"
+#include "ecpi/analyze/symbols/symbolizer.h"
+
+namespace ecpi::analyze {
+
+// ------------------------------------------------------------ PathProcedure
+
+std::uint32_t PathProcedure::block_at(std::uint64_t address) const {
+    if (address < start || address >= end || block_starts.empty()) return kNoBlock;
+    auto it = std::upper_bound(block_starts.begin(), block_starts.end(), address);
+    if (it == block_starts.begin()) return kNoBlock;
+    return static_cast<std::uint32_t>(it - block_starts.begin() - 1);
+}
+
+bool PathProcedure::is_back_edge(std::uint32_t from, std::uint32_t to) const {
+    // Inside a natural loop the header is entered only by a back edge.
+    const auto& headers = loop_headers[from];
+    return std::find(headers.begin(), headers.end(), to) != headers.end();
+}
+
+bool PathProcedure::follows(std::uint32_t from, std::uint32_t to) const {
+    const auto& direct = successors[from];
+    if (std::find(direct.begin(), direct.end(), to) != direct.end()) return true;
+    // Breadth-first through blocks whose entries are not seen: the machine
+    // code may hold blocks the IR (and so the callbacks) did not.
+    std::vector<std::uint32_t> work{from};
+    std::vector<bool> seen(block_starts.size(), false);
+    seen[from] = true;
+    while (!work.empty()) {
+        std::uint32_t b = work.back();
+        work.pop_back();
+        for (std::uint32_t s : successors[b]) {
+            if (s == to) return true;
+            if (seen[s] || recorded[s]) continue;
+            seen[s] = true;
+            work.push_back(s);
+        }
+    }
+    return false;
+}
+
+PathProcedure path_procedure(const Cfg& cfg, const LoopInfo& loops, std::string name,
+                             const std::function<bool(std::uint32_t)>& is_recorded) {
+    PathProcedure p;
+    p.name = std::move(name);
+    p.start = cfg.start;
+    p.end = cfg.end;
+    const auto n = static_cast<std::uint32_t>(cfg.blocks.size());
+    p.successors.resize(n);
+    p.loop_headers.resize(n);
+    p.taken.assign(n, kNoBlock);
+    p.fall_through.assign(n, kNoBlock);
+    p.recorded.resize(n);
+    for (std::uint32_t b = 0; b < n; b++) {
+        p.block_starts.push_back(cfg.instructions[cfg.blocks[b].first].address);
+        p.recorded[b] = is_recorded(b);
+    }
+    for (const auto& e : cfg.edges) {
+        if (e.from >= n || e.to >= n) continue;
+        p.successors[e.from].push_back(e.to);
+        if (e.kind == EdgeKind::kBranch) p.taken[e.from] = e.to;
+        if (e.kind == EdgeKind::kFallThrough) p.fall_through[e.from] = e.to;
+    }
+    for (std::uint32_t b = 0; b < n; b++)
+        if (p.taken[b] == kNoBlock) p.fall_through[b] = kNoBlock;  // only conditional blocks decide
+    for (const auto& loop : loops.loops)
+        for (std::uint32_t b : loop.blocks)
+            if (b < n) p.loop_headers[b].push_back(loop.header);
+    return p;
+}
+
+// ------------------------------------------------------------ ELF code map
+
+namespace {
+
+constexpr const char* kBlockCallback = "__sanitizer_cov_trace_pc_guard";
+
+class ElfPathCodeMap : public PathCodeMap {
+public:
+    ElfPathCodeMap(SymbolTable table, ImageBytes bytes, BlockSource source)
+        : table_(std::move(table)), bytes_(std::move(bytes)), source_(source) {
+        for (const auto& s : table_.symbols())
+            if (s.name == kBlockCallback) callback_ = s.start;
+    }
+
+    const PathProcedure* procedure_at(std::uint64_t address) override {
+        const Symbol* sym = table_.lookup(address);
+        if (!sym) return nullptr;
+        auto [it, fresh] = procedures_.try_emplace(sym->start);
+        if (fresh) it->second = build(*sym);
+        return it->second.get();
+    }
+
+private:
+    std::unique_ptr<PathProcedure> build(const Symbol& sym) {
+        const std::uint64_t end = table_.end_of(sym);
+        if (end <= sym.start || end - sym.start > (16u << 20)) return nullptr;
+        auto code = bytes_.read(sym.start, end - sym.start);
+        if (code.empty()) return nullptr;
+        auto insns = decode_x86_64(sym.start, code);
+        if (!insns.ok()) return nullptr;
+        CfgContext ctx;
+        ctx.image = &bytes_;
+        ctx.name_at = [this](std::uint64_t a) -> std::string {
+            const Symbol* s = table_.lookup(a);
+            return s && s->start == a ? s->name : std::string();
+        };
+        Cfg cfg = build_cfg(sym.start, end, std::move(*insns), ctx);
+        LoopInfo loops = find_loops(cfg);
+        auto recorded = [&](std::uint32_t b) {
+            if (source_ == BlockSource::kEveryBlock) return true;
+            const BasicBlock& block = cfg.blocks[b];
+            for (std::uint32_t i = block.first; i < block.first + block.count; i++) {
+                const auto& insn = cfg.instructions[i];
+                if (insn.flow == FlowKind::kCall && callback_ && insn.target == callback_) return true;
+            }
+            return false;
+        };
+        return std::make_unique<PathProcedure>(path_procedure(cfg, loops, sym.name, recorded));
+    }
+
+    SymbolTable table_;
+    ImageBytes bytes_;
+    BlockSource source_;
+    std::uint64_t callback_ = 0;
+    std::map<std::uint64_t, std::unique_ptr<PathProcedure>> procedures_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PathCodeMap>> open_path_code_map(const std::filesystem::path& image, BlockSource source) {
+    ECPI_ASSIGN_OR_RETURN(auto table, SymbolTable::from_elf(image));
+    ECPI_ASSIGN_OR_RETURN(auto bytes, ImageBytes::open(image));
+    auto map = std::make_unique<ElfPathCodeMap>(std::move(table), std::move(bytes), source);
+    return std::unique_ptr<PathCodeMap>(std::move(map));
+}
+
+// ------------------------------------------------------------ PathCutter
+
+struct PathCutter::Thread {
+    // The last block entry seen.
+    const PathProcedure* proc = nullptr;
+    std::uint32_t block = kNoBlock;
+    std::uint64_t address = 0;
+    // The open path (when `open`): everything since its first block.
+    bool open = false;
+    Cut start_kind = Cut::kNone;
+    std::vector<std::uint32_t> blocks;
+    std::uint64_t start_ticks = 0;
+    std::uint64_t entries = 0;          // recorded entries, for the cost subtraction
+    std::uint64_t paused_ticks = 0;     // the recorder's own pauses inside the open path
+    std::uint64_t entries_unsynced = 0; // entries before the burst's first path start
+};
+
+PathCutter::PathCutter(PathCodeMap& code, double block_cost_ticks) : code_(code), block_cost_ticks_(block_cost_ticks) {}
+PathCutter::~PathCutter() = default;
+
+void PathCutter::drop_open(Thread& t) {
+    at_edges_ += t.open ? t.entries : 0;
+    at_edges_ += t.entries_unsynced;
+    t.open = false;
+    t.entries = t.entries_unsynced = 0;
+    t.blocks.clear();
+}
+
+void PathCutter::interrupt(std::uint32_t thread) {
+    auto& t = threads_[thread];
+    if (!t) t = std::make_unique<Thread>();
+    drop_open(*t);
+    t->proc = nullptr;
+}
+
+void PathCutter::pause(std::uint32_t thread, std::uint64_t ticks) {
+    auto& t = threads_[thread];
+    if (!t) t = std::make_unique<Thread>();
+    if (t->open) t->paused_ticks += ticks;
+}
+
+void PathCutter::begin_burst(std::uint32_t thread) {
+    interrupt(thread);
+    bursts_++;
+}
+
+PathCutter::Cut PathCutter::classify(const Thread& t, const PathProcedure& proc, std::uint32_t block,
+                                     std::uint64_t address) const {
+    if (t.proc != &proc) return block == 0 ? Cut::kEntry : Cut::kReturn;  // a call (or tail call), or a return
+    // Two callbacks in one machine block: IR blocks the code generator merged.
+    if (block == t.block && address > t.address) return Cut::kNone;
+    if (proc.is_back_edge(t.block, block)) return Cut::kLoop;
+    if (block == 0) return Cut::kEntry;  // the entry again without a back edge: recursion
+    if (!proc.follows(t.block, block)) return Cut::kReturn;  // a recursive call returned into an older frame
+    // A block already on the path without a back edge of a natural loop
+    // (irreducible control flow): cut there, so the path stays acyclic.
+    if (t.open && std::find(t.blocks.begin(), t.blocks.end(), block) != t.blocks.end()) return Cut::kLoop;
+    return Cut::kNone;
+}
+
+namespace {
+
+const char* start_kind_name(int cut) {
+    switch (cut) {
+        case 1: return "entry";
+        case 2: return "loop";
+        default: return "return";
+    }
+}
+
+const char* end_kind_name(int cut) {
+    switch (cut) {
+        case 1: return "call";
+        case 2: return "back-edge";
+        default: return "return";
+    }
+}
+
+std::string decisions_of(const PathProcedure& proc, const std::vector<std::uint32_t>& blocks) {
+    std::string out;
+    for (std::size_t i = 0; i + 1 < blocks.size(); i++) {
+        std::uint32_t a = blocks[i], b = blocks[i + 1];
+        if (a == b) continue;  // merged IR blocks
+        if (proc.taken[a] != kNoBlock) out += b == proc.taken[a] ? 'T' : b == proc.fall_through[a] ? 'N' : '?';
+        else if (std::find(proc.successors[a].begin(), proc.successors[a].end(), b) == proc.successors[a].end()) out += '?';
+    }
+    return out;
+}
+
+}  // namespace
+
+void PathCutter::close_path(Thread& t, std::uint64_t ticks, Cut cut) {
+    const double cost = block_cost_ticks_ * static_cast<double>(t.entries) + static_cast<double>(t.paused_ticks);
+    const double raw = ticks >= t.start_ticks ? static_cast<double>(ticks - t.start_ticks) : 0.0;
+    const auto time = static_cast<std::uint64_t>(std::llround(std::max(0.0, raw - cost)));
+    std::vector<std::uint64_t> addresses;
+    for (std::uint32_t b : t.blocks) addresses.push_back(t.proc->block_starts[b]);
+    Key key{t.proc->start, static_cast<int>(t.start_kind), addresses};
+    auto [it, fresh] = paths_.try_emplace(std::move(key));
+    store::BranchPath& p = it->second;
+    if (fresh) {
+        p.procedure = t.proc->name;
+        p.procedure_start = t.proc->start;
+        p.start_kind = start_kind_name(static_cast<int>(t.start_kind));
+        p.end_kind = end_kind_name(static_cast<int>(cut));
+        p.blocks = std::get<2>(it->first);
+        p.decisions = decisions_of(*t.proc, t.blocks);
+        p.min_ticks = time;
+    }
+    p.occurrences++;
+    p.total_ticks += time;
+    p.min_ticks = std::min(p.min_ticks, time);
+    auto& bucket = p.histogram[store::tick_bucket(time)];
+    bucket.occurrences++;
+    bucket.ticks += time;
+    occurrences_++;
+}
+
+void PathCutter::block(std::uint32_t thread, std::uint64_t address, std::uint64_t ticks) {
+    auto& tp = threads_[thread];
+    if (!tp) tp = std::make_unique<Thread>();
+    Thread& t = *tp;
+    blocks_++;
+    // Most entries stay in the procedure of the last one: skip the lookup.
+    const PathProcedure* proc =
+        t.proc && address >= t.proc->start && address < t.proc->end ? t.proc : code_.procedure_at(address);
+    const std::uint32_t block = proc ? proc->block_at(address) : kNoBlock;
+    if (block == kNoBlock) {
+        outside_++;
+        drop_open(t);
+        t.proc = nullptr;
+        return;
+    }
+    if (!t.proc) {  // the first entry of a burst: how it was reached is unknown
+        t.entries_unsynced++;
+    } else if (Cut cut = classify(t, *proc, block, address); cut != Cut::kNone) {
+        if (t.open) close_path(t, ticks, cut);
+        at_edges_ += t.entries_unsynced;
+        t.entries_unsynced = 0;
+        t.open = true;
+        t.start_kind = cut;
+        t.blocks.assign(1, block);
+        t.start_ticks = ticks;
+        t.entries = 1;
+        t.paused_ticks = 0;
+    } else if (t.open) {
+        if (block != t.block || address <= t.address) t.blocks.push_back(block);
+        t.entries++;
+    } else {
+        t.entries_unsynced++;
+    }
+    t.proc = proc;
+    t.block = block;
+    t.address = address;
+}
+
+void PathCutter::finish(store::BranchPathProfile& profile) {
+    for (auto& [id, t] : threads_) drop_open(*t);
+    profile.bursts += bursts_;
+    profile.blocks += blocks_;
+    profile.blocks_outside += outside_;
+    profile.blocks_at_edges += at_edges_;
+    profile.occurrences += occurrences_;
+    for (auto& [key, path] : paths_) profile.paths.push_back(std::move(path));
+    paths_.clear();
+}
+
+// ------------------------------------------------------------ PathRecordDecoder
+
+void PathRecordDecoder::set_image(std::uint64_t start, std::uint64_t end, std::uint64_t bias) {
+    start_ = start;
+    end_ = end;
+    bias_ = bias;
+}
+
+Result<void> PathRecordDecoder::feed(std::uint32_t ring, std::span<const ecpi_rt_record> records) {
+    for (const auto& r : records) {
+        const auto kind = static_cast<unsigned>(r.w0 >> ECPI_RT_KIND_SHIFT);
+        switch (kind) {
+            case ECPI_RT_REC_BLOCK: {
+                // The return address follows the callback's call, which is
+                // in the block: step back into it (a callback that ends its
+                // block would otherwise name the next one).
+                const std::uint64_t pc = (r.w0 & ECPI_RT_PAYLOAD_MASK) - 1;
+                cutter_.block(ring, pc >= start_ && pc < end_ ? pc - bias_ : 0, r.w1);
+                break;
+            }
+            case ECPI_RT_REC_PAUSE: cutter_.pause(ring, r.w1); break;
+            case ECPI_RT_REC_WINDOW: cutter_.begin_burst(ring); break;
+            case ECPI_RT_REC_THREAD:
+            case ECPI_RT_REC_END: cutter_.interrupt(ring); break;
+            case ECPI_RT_REC_THREAD_STACK_END:
+            case ECPI_RT_REC_ALLOC:
+            case ECPI_RT_REC_ALLOC_SITE:
+            case ECPI_RT_REC_FREE:
+            case ECPI_RT_REC_MEMREF: break;  // a program built for both features: not ours
+            default: return Error("ring " + std::to_string(ring) + " holds a record of unknown kind " + std::to_string(kind) +
+                                  " (the program's runtime is not this ecpi's: rebuild it with 'ecpi flags paths')");
+        }
+    }
+    return ok();
+}
+
+// ------------------------------------------------------------ LBR stacks
+
+namespace {
+
+// A run between two records that cannot be timed or is not a straight line
+// breaks the stream: the path it was in is dropped.
+bool runs_straight(const BranchRecord& older, const BranchRecord& newer) {
+    return newer.cycles != 0 && newer.from >= older.to;
+}
+
+}  // namespace
+
+bool feed_lbr_sample(PathCutter& cutter, PathCodeMap& code, const LbrSample& sample, std::uint64_t bias,
+                     std::uint32_t stream) {
+    std::vector<BranchRecord> b = sample.branches;  // newest first
+    // Skylake repeats the newest record in about a quarter of its stacks
+    // (measured on AutoFDO's propeller_sample_1 recording): one branch, not two.
+    if (b.size() >= 2 && b[0].from == b[1].from && b[0].to == b[1].to) b.erase(b.begin());
+    if (b.size() < 2) return false;
+    if (std::none_of(b.begin(), b.end() - 1, [](const BranchRecord& r) { return r.cycles != 0; })) return false;
+    cutter.begin_burst(stream);
+    std::uint64_t now = 0;
+    // Oldest first: record k's target starts a run that ends at record k-1's source.
+    for (std::size_t k = b.size() - 1; k > 0; k--) {
+        const std::uint64_t from = b[k].to - bias, to = b[k - 1].from - bias;
+        const std::uint64_t cycles = b[k - 1].cycles;
+        const PathProcedure* proc = code.procedure_at(from);
+        const std::uint32_t first = proc ? proc->block_at(from) : kNoBlock;
+        const std::uint32_t last = proc ? proc->block_at(to) : kNoBlock;
+        if (!proc) {
+            cutter.block(stream, 0, now);  // outside the image: counted, and the stream breaks
+            now += cycles;
+            continue;
+        }
+        if (!runs_straight(b[k], b[k - 1]) || first == kNoBlock || last == kNoBlock || last < first) {
+            // An interrupt's return (no cycles), or not a straight run.
+            cutter.interrupt(stream);
+            now += cycles;
+            continue;
+        }
+        cutter.block(stream, from, now);
+        const double span = double(to - from) + 1;
+        for (std::uint32_t blk = first + 1; blk <= last; blk++) {
+            const std::uint64_t start = proc->block_starts[blk];
+            cutter.block(stream, start, now + std::uint64_t(double(cycles) * double(start - from) / span));
+        }
+        now += cycles;
+    }
+    // The newest target, entered at the newest record's time, ends the last run's path.
+    cutter.block(stream, b[0].to - bias, now);
+    cutter.interrupt(stream);
+    return true;
+}
+
+}  // namespace ecpi::analyze

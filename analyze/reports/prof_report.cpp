@@ -1,0 +1,361 @@
+// `ecpi prof` (DCPI section 3.1, Figure 1): samples per procedure or per
+// image, sorted by decreasing samples of the first event.
+#include "ecpi/analyze/reports/prof_report.h"
+#include "ecpi/analyze/reports/profile_source.h"
+
+#include "ecpi/analyze/text_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+namespace ecpi::analyze {
+
+namespace {
+
+constexpr const char* kUnknownProcedure = "[unknown]";
+constexpr const char* kFirstEvent = "cpu-clock";  // listed first when present
+constexpr std::size_t kMaxProcedureWidth = 60;   // longer names overflow their column
+
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0) return {};
+    if (static_cast<std::size_t>(n) < sizeof buf) return std::string(buf, static_cast<std::size_t>(n));
+    std::string out(static_cast<std::size_t>(n) + 1, '\0');
+    va_start(ap, fmt);
+    std::vsnprintf(out.data(), out.size(), fmt, ap);
+    va_end(ap);
+    out.resize(static_cast<std::size_t>(n));
+    return out;
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep) {
+    std::string out;
+    for (const auto& item : items) {
+        if (!out.empty()) out += sep;
+        out += item;
+    }
+    return out;
+}
+
+// Event names in the epoch: sorted, cpu-clock first.
+std::vector<std::string> events_present(const store::EpochContents& contents) {
+    std::set<std::string> names;
+    for (const auto& [name, meta] : contents.meta.events) names.insert(name);
+    for (const auto& profile : contents.profiles) names.insert(profile.event);
+    std::vector<std::string> events(names.begin(), names.end());
+    auto first = std::find(events.begin(), events.end(), kFirstEvent);
+    if (first != events.end()) std::rotate(events.begin(), first, first + 1);
+    return events;
+}
+
+// The image column shows file names; special images ("[kernel]") as they are.
+std::string image_label(const std::string& path) {
+    if (path.empty() || path.front() == '[') return path;
+    std::string name = std::filesystem::path(path).filename().string();
+    return name.empty() ? path : name;
+}
+
+const char* period_unit(const std::string& event) {
+    return event.ends_with("-clock") ? "ns" : "events";
+}
+
+struct RowKey {
+    std::string image;
+    std::string build_id;
+    std::string procedure;
+    auto operator<=>(const RowKey&) const = default;
+};
+
+}  // namespace
+
+Result<ProfReport> build_prof_report(const store::EpochContents& contents, const ProfOptions& options,
+                                     Symbolizer& symbolizer) {
+    ProfReport report;
+    report.epoch = contents.epoch;
+    report.by = options.by;
+    report.pid = options.pid;
+
+    std::vector<std::string> present = events_present(contents);
+    if (options.events.empty()) {
+        report.events = present;
+    } else {
+        for (const auto& event : options.events) {
+            if (std::find(present.begin(), present.end(), event) == present.end()) {
+                return Error("event " + event + " is not in this profile (it has: " +
+                             (present.empty() ? std::string("no events") : join(present, ", ")) + ")");
+            }
+            if (std::find(report.events.begin(), report.events.end(), event) == report.events.end())
+                report.events.push_back(event);
+        }
+    }
+    if (!report.events.empty()) report.sort_event = report.events.front();
+    std::set<std::string> selected(report.events.begin(), report.events.end());
+
+    for (const auto& skipped : contents.skipped) report.warnings.push_back("skipped " + skipped);
+
+    for (const auto& event : report.events) {
+        store::EventMeta& total = report.totals[event];
+        if (auto it = contents.meta.events.find(event); it != contents.meta.events.end()) {
+            total.period = it->second.period;
+            total.lost = it->second.lost;  // not attributable to a process: epoch-wide even with a pid filter
+            total.registers_lost = it->second.registers_lost;
+            if (!options.pid) {  // idle is the pid 0 task: no process filter keeps it
+                total.idle = it->second.idle;
+                total.idle_per_cpu = it->second.idle_per_cpu;
+            }
+        }
+    }
+    for (const auto& registers : contents.registers) {
+        if (selected.count(registers.event) == 0) continue;
+        report.snapshots[registers.event] = {registers.samples.size(), registers.every};
+    }
+
+    const bool by_procedure = options.by == ProfOptions::By::kProcedure;
+    std::map<RowKey, std::map<std::string, std::uint64_t>> rows;
+    std::set<store::ImageId> warned;
+    std::uint64_t merged_left_out = 0;
+    for (const auto& profile : contents.profiles) {
+        if (selected.count(profile.event) == 0) continue;
+        store::EventMeta& total = report.totals[profile.event];
+        if (total.period == 0) total.period = profile.period;
+        const bool unknown_image = profile.image.path == store::kUnknownImage;
+
+        const SymbolTable* table = nullptr;
+        if (by_procedure && !unknown_image) {
+            const Result<SymbolTable>& loaded = symbolizer.table(profile.image);
+            if (loaded.ok()) {
+                table = &loaded.value();
+            } else if (warned.insert(profile.image).second) {
+                std::string what = profile.image.path;
+                if (!profile.image.build_id.empty()) what += " (build id " + profile.image.build_id + ")";
+                report.warnings.push_back("no symbols for " + what + ": " + loaded.error().message());
+            }
+        }
+
+        // Count per symbol first (nullptr: no symbol), build the named rows
+        // after: one string key per symbol rather than per offset.
+        std::unordered_map<const Symbol*, std::uint64_t> per_symbol;
+        for (const auto& process : profile.processes) {
+            if (options.pid && process.pid != *options.pid) {
+                if (process.pid == store::kAllProcesses)
+                    for (const auto& oc : process.counts) merged_left_out += oc.count;
+                continue;
+            }
+            for (const auto& oc : process.counts) {
+                total.samples += oc.count;
+                if (unknown_image) total.unknown += oc.count;
+                per_symbol[table != nullptr ? table->lookup(oc.offset) : nullptr] += oc.count;
+            }
+        }
+        for (const auto& [sym, count] : per_symbol) {
+            RowKey key{profile.image.path, profile.image.build_id,
+                       !by_procedure ? std::string() : sym != nullptr ? sym->name : kUnknownProcedure};
+            rows[key][profile.event] += count;
+        }
+    }
+    if (merged_left_out > 0) {
+        report.warnings.push_back(format("%llu samples recorded without a per-process breakdown are left out by "
+                                         "the pid filter",
+                                         static_cast<unsigned long long>(merged_left_out)));
+    }
+    if (!options.pid) {
+        for (const auto& event : report.events) {
+            auto it = contents.meta.events.find(event);
+            if (it == contents.meta.events.end()) continue;
+            std::uint64_t stored = report.totals[event].samples;
+            if (it->second.samples != stored) {
+                report.warnings.push_back(format("epoch metadata counts %llu %s samples but the profile files hold %llu",
+                                                 static_cast<unsigned long long>(it->second.samples), event.c_str(),
+                                                 static_cast<unsigned long long>(stored)));
+            }
+        }
+    }
+
+    report.rows.reserve(rows.size());
+    for (auto& [key, samples] : rows) {
+        ProfRow row;
+        row.procedure = key.procedure;
+        row.image = key.image;
+        row.build_id = key.build_id;
+        for (const auto& event : report.events) row.samples[event] = 0;
+        for (const auto& [event, count] : samples) row.samples[event] = count;
+        report.rows.push_back(std::move(row));
+    }
+    const std::string& sort_event = report.sort_event;
+    std::sort(report.rows.begin(), report.rows.end(), [&](const ProfRow& a, const ProfRow& b) {
+        std::uint64_t sa = a.samples.at(sort_event), sb = b.samples.at(sort_event);
+        if (sa != sb) return sa > sb;
+        return std::tie(a.procedure, a.image, a.build_id) < std::tie(b.procedure, b.image, b.build_id);
+    });
+    std::uint64_t sort_total = sort_event.empty() ? 0 : report.totals[sort_event].samples;
+    std::uint64_t cumulative = 0;
+    for (auto& row : report.rows) {
+        std::uint64_t count = row.samples.at(sort_event);
+        cumulative += count;
+        row.percent = percent_of(count, sort_total);
+        row.cumulative_percent = percent_of(cumulative, sort_total);
+    }
+    if (options.limit != 0 && report.rows.size() > options.limit) report.rows.resize(options.limit);
+    return report;
+}
+
+std::string render_prof_text(const ProfReport& report) {
+    std::string out;
+    if (!report.database.empty()) out += "Database: " + detail::escape_control(report.database) + "\n";
+    out += "Epoch: " + report.epoch + "\n";
+    if (report.pid) out += format("Process: %u\n", *report.pid);
+    if (report.events.empty()) {
+        out += "No samples in this epoch.\n";
+        return out;
+    }
+    auto total_of = [&](const std::string& event) {
+        auto it = report.totals.find(event);
+        return it != report.totals.end() ? it->second : store::EventMeta{};
+    };
+    for (const auto& event : report.events) {
+        store::EventMeta t = total_of(event);
+        out += format("Total samples for event type %s = %llu, period %llu %s\n", event.c_str(),
+                      static_cast<unsigned long long>(t.samples), static_cast<unsigned long long>(t.period),
+                      period_unit(event));
+        out += format("    Unknown (unmapped) samples: %llu (%.2f%%)\n", static_cast<unsigned long long>(t.unknown),
+                      percent_of(t.unknown, t.samples));
+        out += format("    Lost samples (ring buffer full): %llu\n", static_cast<unsigned long long>(t.lost));
+        if (t.idle) out += "    Idle samples, kept apart: " + idle_note(t) + "\n";
+        if (auto it = report.snapshots.find(event); it != report.snapshots.end())
+            out += format("    Register snapshots: %llu (one sample in %u), lost %llu\n",
+                          static_cast<unsigned long long>(it->second.stored), it->second.every,
+                          static_cast<unsigned long long>(t.registers_lost));
+    }
+    out += "The counts given below are the number of samples for each listed event type.\n";
+
+    // Columns as in DCPI Figure 1: sort event, %, cum%, then samples and %
+    // of every other event, then procedure and image.
+    struct Column {
+        std::string header;
+        bool numeric = true;
+        std::vector<std::string> cells;
+        std::size_t width = 0;
+    };
+    std::vector<Column> columns;
+    const std::string& sort_event = report.sort_event;
+    auto add = [&](std::string header, bool numeric) -> Column& {
+        columns.push_back(Column{std::move(header), numeric, {}, 0});
+        return columns.back();
+    };
+    {
+        Column& samples = add(sort_event, true);
+        for (const auto& row : report.rows) samples.cells.push_back(format("%llu", static_cast<unsigned long long>(row.samples.at(sort_event))));
+        Column& pct = add("%", true);
+        for (const auto& row : report.rows) pct.cells.push_back(format("%.2f%%", row.percent));
+        Column& cum = add("cum%", true);
+        for (const auto& row : report.rows) cum.cells.push_back(format("%.2f%%", row.cumulative_percent));
+    }
+    for (std::size_t e = 1; e < report.events.size(); ++e) {
+        const std::string& event = report.events[e];
+        std::uint64_t event_total = total_of(event).samples;
+        Column& samples = add(event, true);
+        for (const auto& row : report.rows) {
+            auto it = row.samples.find(event);
+            samples.cells.push_back(format("%llu", static_cast<unsigned long long>(it != row.samples.end() ? it->second : 0)));
+        }
+        Column& pct = add("%", true);
+        for (const auto& row : report.rows) {
+            auto it = row.samples.find(event);
+            pct.cells.push_back(format("%.2f%%", percent_of(it != row.samples.end() ? it->second : 0, event_total)));
+        }
+    }
+    if (report.by == ProfOptions::By::kProcedure) {
+        Column& procedure = add("procedure", false);
+        for (const auto& row : report.rows) procedure.cells.push_back(detail::escape_control(row.procedure));
+    }
+    {
+        Column& image = add("image", false);
+        for (const auto& row : report.rows) image.cells.push_back(detail::escape_control(image_label(row.image)));
+    }
+    for (auto& column : columns) {
+        column.width = column.header.size();
+        for (const auto& cell : column.cells) column.width = std::max(column.width, cell.size());
+        if (!column.numeric) column.width = std::min(column.width, std::max(column.header.size(), kMaxProcedureWidth));
+    }
+    auto emit_line = [&](auto&& cell_of) {
+        std::string line;
+        for (std::size_t c = 0; c < columns.size(); ++c) {
+            const Column& column = columns[c];
+            std::string cell = cell_of(column);
+            bool last = c + 1 == columns.size();
+            if (c > 0) line += "  ";
+            std::size_t pad = column.width > cell.size() ? column.width - cell.size() : 0;
+            if (column.numeric) line.append(pad, ' ');
+            line += cell;
+            if (!column.numeric && !last) line.append(pad, ' ');
+        }
+        out += line;
+        out += '\n';
+    };
+    std::size_t rule = 0;  // the full width of the table
+    for (const auto& column : columns) rule += column.width + 2;
+    out += std::string(rule - 2, '=') + "\n";
+    emit_line([](const Column& column) { return column.header; });
+    for (std::size_t r = 0; r < report.rows.size(); ++r)
+        emit_line([r](const Column& column) { return column.cells[r]; });
+    if (report.rows.empty()) out += "(no samples)\n";
+    return out;
+}
+
+nlohmann::json render_prof_json(const ProfReport& report) {
+    // 4 decimals: stable values for golden comparisons, plenty for percentages.
+    auto round4 = [](double v) { return std::round(v * 1e4) / 1e4; };
+    const bool by_procedure = report.by == ProfOptions::By::kProcedure;
+    nlohmann::json doc = nlohmann::json::object();
+    doc["schema"] = "ecpi.prof";
+    doc["version"] = 1;
+    doc["database"] = report.database;
+    doc["epoch"] = report.epoch;
+    doc["by"] = by_procedure ? "procedure" : "image";
+    doc["pid"] = report.pid ? nlohmann::json(*report.pid) : nlohmann::json(nullptr);
+    doc["events"] = report.events;
+    nlohmann::json totals = nlohmann::json::object();
+    for (const auto& event : report.events) {
+        auto it = report.totals.find(event);
+        store::EventMeta t = it != report.totals.end() ? it->second : store::EventMeta{};
+        totals[event] = {{"samples", t.samples}, {"unknown", t.unknown}, {"lost", t.lost}, {"period", t.period},
+                         {"idle", t.idle}};
+        if (!t.idle_per_cpu.empty()) totals[event]["idle_per_cpu"] = t.idle_per_cpu;
+        if (auto it = report.snapshots.find(event); it != report.snapshots.end())
+            totals[event]["register_snapshots"] = {
+                {"stored", it->second.stored}, {"every", it->second.every}, {"lost", t.registers_lost}};
+    }
+    doc["totals"] = std::move(totals);
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& row : report.rows) {
+        nlohmann::json r = nlohmann::json::object();
+        if (by_procedure) r["procedure"] = row.procedure;
+        r["image"] = row.image;
+        r["build_id"] = row.build_id;
+        nlohmann::json samples = nlohmann::json::object();
+        for (const auto& event : report.events) {
+            auto it = row.samples.find(event);
+            samples[event] = it != row.samples.end() ? it->second : 0;
+        }
+        r["samples"] = std::move(samples);
+        r["percent"] = round4(row.percent);
+        r["cumulative_percent"] = round4(row.cumulative_percent);
+        rows.push_back(std::move(r));
+    }
+    doc["rows"] = std::move(rows);
+    doc["warnings"] = report.warnings;
+    return doc;
+}
+
+}  // namespace ecpi::analyze

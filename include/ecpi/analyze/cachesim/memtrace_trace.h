@@ -1,0 +1,104 @@
+// Memory-reference traces for the cache simulator: the runtime's ring
+// records (runtime/ecpi_rt_abi.h), valgrind lackey's --trace-mem=yes text,
+// and ecpi's binary trace file (docs/CACHESIM.md, "Binary trace format").
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ecpi/analyze/cachesim/cachesim.h"
+#include "ecpi/result.h"
+#include "ecpi_rt_abi.h"
+
+namespace ecpi::analyze {
+
+// Where a traced program's code and data were loaded (for symbols).
+struct TraceModule {
+    std::string path;
+    std::uint64_t base = 0;    // load bias (runtime address - ELF address)
+    std::uint64_t start = 0;
+    std::uint64_t end = 0;
+    bool bias_known = true;    // false: `start` maps file offset 0; the bias comes from the ELF
+};
+
+// Decodes runtime records into simulator calls, one state per stream
+// (ring). Rejects unknown record kinds and broken pairs by name.
+class RecordDecoder {
+public:
+    explicit RecordDecoder(CacheSimulator& sim) : sim_(sim) {}
+    Result<void> feed(std::uint32_t stream, std::span<const ecpi_rt_record> records);
+    std::uint64_t allocations() const { return allocations_; }
+    // Streams that began but never sent END (the program died, or _exit).
+    std::vector<std::uint32_t> unfinished() const;
+
+private:
+    struct StreamState {
+        bool begun = false;
+        bool ended = false;
+        bool have_first = false;      // the first half of a two-record event
+        ecpi_rt_record first{};
+    };
+    CacheSimulator& sim_;
+    std::unordered_map<std::uint32_t, StreamState> streams_;
+    std::uint64_t allocations_ = 0;
+};
+
+// valgrind lackey's --trace-mem=yes text: "I  addr,size" (an instruction:
+// the pc of the data references after it), " L addr,size", " S addr,size",
+// " M addr,size" (modify: one reference, counted as a write, as cachegrind
+// counts it). Lines of valgrind's own ("==pid== ...") are skipped. One
+// stream (lackey does not say which thread ran).
+class LackeyParser {
+public:
+    explicit LackeyParser(CacheSimulator& sim) : sim_(sim) {}
+    Result<void> feed(std::string_view text);  // any chunking
+    Result<void> finish();
+    std::uint64_t lines() const { return lines_; }
+
+private:
+    Result<void> line(std::string_view l);
+    CacheSimulator& sim_;
+    std::string partial_;
+    std::uint64_t pc_ = 0;
+    std::uint64_t lines_ = 0;
+    bool started_ = false;
+};
+
+// ecpi's binary trace: a header with the module table, then the runtime's
+// 16-byte records with stream switches. Version 1.
+inline constexpr char kTraceMagic[8] = {'E', 'C', 'P', 'I', 'T', 'R', 'C', '\0'};
+inline constexpr std::uint32_t kTraceVersion = 1;
+inline constexpr std::uint32_t kTraceRecStream = 32;  // w0: kind | stream id
+
+class TraceWriter {
+public:
+    static Result<TraceWriter> create(const std::filesystem::path& path);
+    TraceWriter(TraceWriter&&) noexcept;
+    TraceWriter& operator=(TraceWriter&&) noexcept;
+    ~TraceWriter();
+    Result<void> write(std::uint32_t stream, std::span<const ecpi_rt_record> records);
+    // Writes the module table into the header and closes the file.
+    Result<void> finish(const std::vector<TraceModule>& modules);
+
+private:
+    TraceWriter() = default;
+    std::FILE* file_ = nullptr;
+    std::filesystem::path path_;
+    std::uint32_t stream_ = UINT32_MAX;
+};
+
+// Reads a saved trace (binary or lackey text, told apart by the magic) into
+// the simulator. Returns the modules the trace names.
+struct TraceFileInfo {
+    std::string format;               // "ecpi" or "lackey"
+    std::vector<TraceModule> modules;
+};
+Result<TraceFileInfo> read_trace_file(const std::filesystem::path& path, CacheSimulator& sim);
+
+}  // namespace ecpi::analyze

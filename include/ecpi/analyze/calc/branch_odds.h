@@ -1,0 +1,56 @@
+// Branch probabilities from register snapshots (calc: execution counts
+// anchored by register progress; Spike's layout needs the same edge counts).
+//
+// A snapshot taken in a block before its closing `cmp`/`test` + `jcc` holds
+// the compare's register operands whenever no instruction between the
+// snapshot's pc and the jump writes them: evaluating the jump's condition on
+// them says which way that execution went. Over the block's snapshots, the
+// share that go the taken way estimates the branch's probability directly,
+// where time samples alone cannot split a branch whose one side stalls.
+//
+// The snapshots are time-weighted (an execution of the block contributes as
+// many as the time it spends there), which does not bias the share as long
+// as the time before the branch does not depend on where it goes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "ecpi/analyze/calc/cfg.h"
+#include "ecpi/store/profile.h"
+
+namespace ecpi::analyze {
+
+// The condition a `cmp a, b` / `test a, b` + `jcc` pair decides, as far as
+// it can be evaluated on register values.
+struct BranchCondition {
+    std::uint32_t setter = 0;            // CFG index of the cmp/test
+    std::uint32_t jump = 0;              // CFG index of the jcc
+    bool is_test = false;                // test (a & b) rather than cmp (a - b)
+    int a = -1, b = -1;                  // hardware register numbers; b = -1: the immediate
+    std::int64_t immediate = 0;
+    std::uint8_t width = 8;              // operand bytes
+    unsigned jcc = 0;                    // Capstone instruction id of the jump
+};
+
+// The condition closing block b, when it is a register compare and jump.
+std::optional<BranchCondition> branch_condition(const Cfg& cfg, std::uint32_t b);
+
+// Whether the jump is taken for these operand values.
+bool evaluate(const BranchCondition& c, std::uint64_t a, std::uint64_t b);
+
+struct BranchOdds {
+    std::uint32_t block = 0;
+    std::uint32_t taken_edge = 0, fall_edge = 0;  // CFG edge indices
+    std::uint32_t taken = 0, total = 0;           // snapshots that decided the branch, and of them taken
+};
+
+// Per block ending in an evaluable branch with at least one deciding
+// snapshot. `stream` is the epoch's snapshots, `image` this procedure's
+// image index in them, `candidates` the positions of those in the procedure.
+std::vector<BranchOdds> branch_odds(const Cfg& cfg, std::span<const store::RegisterSample> stream, std::uint32_t image,
+                                    std::span<const std::uint32_t> candidates);
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,215 @@
+// `ecpi calc`: DCPI's dcpicalc (Figure 2 without the culprit column, which
+// is the next analysis). For one procedure (or every sampled procedure):
+// the CFG, frequency classes, machine-model timing and frequency estimates,
+// then per block the best-case and actual CPI and per instruction the
+// samples, estimated execution count, CPI, confidence and source line.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ecpi/analyze/calc/culprits.h"
+#include "ecpi/analyze/calc/frequency.h"
+#include "ecpi/analyze/calc/register_progress.h"
+#include "ecpi/analyze/symbols/symbolizer.h"
+#include "ecpi/result.h"
+#include "ecpi/store/profile.h"
+
+namespace ecpi::analyze {
+
+struct CalcOptions {
+    std::string procedure;                    // name (exact, or unique loose match); ignored with `all`
+    bool all = false;                         // every sampled procedure of every image
+    bool unsampled = false;                   // with `all`: every procedure of the images, sampled or not
+    std::optional<std::string> image;         // only images whose path equals this or ends with "/" + it
+    std::string event;                        // "" = cycles if recorded, else cpu-clock, else the first
+    std::optional<double> cpu_mhz;            // override the clock rate recorded in the epoch
+    std::string machine = "auto";             // a built-in model name, a JSON file, or "auto" (by the recorded CPU)
+    bool lines = true;                        // look up source lines (DWARF)
+    bool summary = false;                     // DCPI Figure 4 per procedure (and per image with --all); no listing
+};
+
+struct CalcCulprit {
+    StallCause cause = StallCause::kUnexplained;
+    double cycles_min = 0, cycles_max = 0;    // stall cycles per execution
+    std::optional<std::uint64_t> instruction; // the culprit instruction's address
+};
+
+struct CalcInstruction {
+    std::uint64_t address = 0;
+    std::string text;
+    std::uint64_t samples = 0;
+    double best_cycles = 0;                   // M_i (model, in the profile's attribution)
+    bool best_known = false;
+    double executions = 0;                    // estimated execution count
+    double executions_min = 0, executions_max = 0;  // == executions unless its block's count is a range
+    std::optional<double> cpi;                // cycles per execution (none when executions == 0)
+    Confidence confidence = Confidence::kLow;
+    std::string file;                         // source file:line from DWARF ("" when none)
+    int line = 0;
+    double static_cycles = 0;                 // per execution (culprits.h)
+    double dynamic_cycles = 0;                // per execution; negative: faster than the best case
+    std::vector<CalcCulprit> culprits;        // dynamic causes, then the static one
+};
+
+struct CalcBlock {
+    std::uint32_t index = 0;
+    std::uint64_t address = 0;
+    std::uint32_t first = 0, count = 0;       // instruction range in CalcProcedure::instructions
+    std::uint32_t frequency_class = 0;
+    std::uint64_t samples = 0;
+    double executions = 0;
+    // The range the samples allow where they cannot decide (ranges.h);
+    // both == executions when the count is not a range.
+    double executions_min = 0, executions_max = 0;
+    bool ranged = false;
+    double best_cycles = 0;                   // best-case cycles per execution
+    double best_cpi = 0;                      // best_cycles / instructions
+    std::optional<double> actual_cpi;         // samples * P / executions / instructions
+    Confidence confidence = Confidence::kLow;
+    EstimateSource source = EstimateSource::kNone;
+    bool steady_state = false;
+};
+
+struct CalcEdge {
+    std::uint32_t from = 0, to = 0;           // block indices; kEntryBlock / kExitBlock
+    EdgeKind kind = EdgeKind::kFallThrough;
+    std::uint32_t frequency_class = 0;
+    double executions = 0;
+};
+
+// A natural loop (loops.h) and what register progress said of it.
+struct CalcLoop {
+    std::uint64_t header = 0;                 // address of the header block
+    std::uint32_t depth = 1;
+    std::uint32_t blocks = 0;
+    std::uint64_t samples = 0;                // samples in its blocks (nested loops included)
+    std::string induction;                    // the induction register ("rax", "esi"); "" when none
+    std::int64_t step = 0;                    // per iteration
+    std::uint64_t step_address = 0;           // the stepping instruction
+    bool anchored = false;                    // its count comes from register progress
+    std::string why_not;                      // when not anchored: why
+    double iterations = 0;                    // anchored: executions of the stepping block
+    double iterations_min = 0, iterations_max = 0;  // from the spread of the rate
+    double iterations_per_second = 0;
+    PairCounts pairs;                         // register_progress.h
+};
+
+// A conditional branch whose way was read off register snapshots (branch_odds.h).
+struct CalcBranch {
+    std::uint64_t jump = 0;                   // address of the jcc
+    std::uint32_t taken = 0, snapshots = 0;   // snapshots that decided it, and of them the taken way
+    bool anchored = false;                    // its edges' counts are measured: its block's count split by the share
+};
+
+struct CalcProcedure {
+    std::string name;
+    std::string image;                        // recorded path
+    std::string build_id;
+    std::uint64_t start = 0, end = 0;
+    std::uint64_t samples = 0;
+    double invocations = 0;                   // estimated calls
+    double best_cpi = 0;                      // weighted by estimated executions
+    std::optional<double> actual_cpi;
+    std::uint32_t frequency_classes = 0;
+    bool missing_edges = false;
+    std::vector<std::uint64_t> unresolved_jumps;
+    std::uint32_t jump_tables = 0;
+    StallSummary stalls;                      // DCPI Figure 4 (each cause's range covers both ends of every count range)
+    std::uint64_t anchored_samples = 0;       // samples of blocks whose count is measured (register progress)
+    std::uint64_t ranged_samples = 0;         // samples of blocks whose count is a range
+    std::vector<CalcLoop> loops;
+    std::vector<CalcBranch> branches;
+    std::vector<CalcBlock> blocks;
+    std::vector<CalcInstruction> instructions;
+    std::vector<CalcEdge> edges;
+};
+
+struct CalcImageSummary {
+    std::string image;
+    std::string build_id;
+    std::uint32_t procedures = 0;
+    StallSummary stalls;
+};
+
+struct CalcReport {
+    std::string database;                     // set by the caller
+    std::string epoch;
+    std::string event;
+    std::uint64_t period = 0;                 // in the event's unit
+    std::uint64_t event_samples = 0;          // all samples of the event in the epoch
+    double period_cycles = 0;                 // P
+    double cpu_mhz = 0;
+    std::string clock_source;                 // where cpu_mhz came from, said in the output
+    std::string machine;
+    std::string machine_source;               // why this model: named, or matched to the recorded CPU
+    int sample_skid = 1;                      // the model's: where samples land relative to the waiting instruction
+    std::vector<CalcProcedure> procedures;    // hottest first with --all
+    std::vector<CalcImageSummary> images;     // with --all: the procedures' stalls added up per image
+    std::vector<std::string> warnings;
+    bool summary = false;                     // procedures carry no blocks, instructions or edges
+    double analysis_seconds = 0;
+    std::uint64_t analyzed_bytes = 0;         // code bytes analyzed
+};
+
+// The analysis of one procedure from its code and its per-address samples;
+// the building block of run_calc, exposed for tests and the accuracy bench.
+struct ProcedureInput {
+    std::string name;
+    std::uint64_t start = 0, end = 0;
+    const ImageBytes* image = nullptr;        // code and jump tables
+    std::function<std::string(std::uint64_t)> name_at;  // for no-return calls
+    // Whether the function at an address is a leaf (culprits.h); unset: unknown.
+    std::function<bool(std::uint64_t)> leaf_callee;
+    std::map<std::uint64_t, std::uint64_t> samples;      // address -> samples
+    // Samples of an event counting retired instructions (address -> samples)
+    // and its period; empty/0 when not recorded.
+    std::map<std::uint64_t, std::uint64_t> instruction_samples;
+    double instruction_period = 0;
+    // Samples of other events, where recorded, bound their causes
+    // (culprits.h): "branch-misses", "cache-misses"; address -> samples,
+    // and the period.
+    struct EventProfile {
+        std::map<std::uint64_t, std::uint64_t> samples;
+        double period = 0;
+    };
+    std::map<std::string, EventProfile> bounding_events;
+    bool kernel_sampled = true;               // the profile holds kernel samples for the cycle event
+    bool details = true;                      // false: leave blocks, instructions and edges out
+    // Register snapshots (register_progress.h), when the epoch kept them for
+    // the cycle event: the whole stream of the profile, this image's index in
+    // it, and the positions of the snapshots in [start, end) of the image.
+    struct Registers {
+        std::span<const store::RegisterSample> stream;
+        std::uint32_t image = 0;
+        std::vector<std::uint32_t> candidates;
+        double period_ns = 0;                 // wall-clock time one sample stands for
+        double max_gap_ns = 0;                // pairs further apart are not used
+    };
+    std::optional<Registers> registers;
+};
+[[nodiscard]] Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const MachineModel& model,
+                                                      double period_cycles, const EstimatorOptions& options = {});
+
+[[nodiscard]] Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOptions& options,
+                                          Symbolizer& symbolizer);
+
+bool is_clock_event(const std::string& event);  // cpu-clock, task-clock
+
+std::string render_calc_text(const CalcReport& report);
+// {"schema":"ecpi.calc","version":2,...}; documented in docs/json-schema.md.
+nlohmann::json render_calc_json(const CalcReport& report);
+// Writes render_calc_json(report).dump(2) without building the whole tree
+// (`calc --all` on a large library: one procedure's tree at a time).
+void write_calc_json(const CalcReport& report, std::ostream& out);
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,61 @@
+// Natural loops and their induction variables, from a procedure's CFG.
+//
+// `ecpi calc` anchors execution counts on register progress (docs/ACCURACY.md):
+// where a loop steps a register by a constant once per iteration, two
+// register snapshots of one thread inside one invocation of the loop say how
+// many iterations ran between them. This file finds the loops and the
+// registers that qualify; register_progress.h turns snapshots into rates.
+//
+// Loops are the natural loops of back edges t -> h where h dominates t
+// (dominators over the CFG rooted at kEntryBlock, virtual entries included).
+// Loops that share a header are one loop.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ecpi/analyze/calc/cfg.h"
+
+namespace ecpi::analyze {
+
+inline constexpr std::uint32_t kNoLoop = 0xffffffffu;
+
+struct Loop {
+    std::uint32_t header = 0;
+    std::vector<std::uint32_t> blocks;    // sorted; the header and nested loops' blocks included
+    std::vector<std::uint32_t> latches;   // sources of the back edges into the header, sorted
+    std::uint32_t parent = kNoLoop;       // the innermost loop enclosing this one
+    std::uint32_t depth = 1;              // 1 for an outermost loop
+    bool has_call = false;                // a call in the loop's blocks (callee time is not in them)
+    bool contains(std::uint32_t block) const;
+};
+
+// A register stepped by a constant once per iteration of its loop: exactly
+// one instruction in the loop writes it (add/sub/inc/dec with an immediate,
+// or lea r, [r + disp]), that instruction's block is in no nested loop and
+// dominates every latch, so each iteration runs it exactly once.
+struct InductionVariable {
+    std::uint32_t loop = 0;               // index into LoopInfo::loops
+    int gp = -1;                          // hardware register number (store::GpRegister)
+    std::int64_t step = 0;                // added per iteration (negative: counts down)
+    std::uint8_t width = 8;               // bytes the step works on (4: a 32-bit register, zero-extended)
+    std::uint32_t instruction = 0;        // CFG index of the stepping instruction
+    std::uint32_t block = 0;              // its block: it runs once per iteration
+};
+
+struct LoopInfo {
+    std::vector<std::uint32_t> idom;      // per block: immediate dominator (kEntryBlock for roots; unreachable: kNoLoop)
+    std::vector<Loop> loops;              // outer loops before the loops they contain
+    std::vector<std::uint32_t> innermost; // per block: innermost loop holding it, or kNoLoop
+    std::vector<InductionVariable> induction;  // by loop, then register
+    // Per loop: the general-purpose registers (hardware numbers) the loop
+    // reads and never writes; equal in two snapshots of one invocation.
+    std::vector<std::vector<int>> invariant;
+};
+
+// Whether block a dominates block b (every path from the entry to b passes a).
+bool dominates(const LoopInfo& info, std::uint32_t a, std::uint32_t b);
+
+LoopInfo find_loops(const Cfg& cfg);
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,69 @@
+// Honest ranges where the samples cannot decide (calc: DCPI 6.1 warns that
+// on an out-of-order core a class whose samples all land on one issue point
+// cannot tell "runs often and fast" from "runs less often and stalls").
+//
+// A class estimated from placement alone with low confidence, and not
+// anchored by register progress, gets a range of counts instead of a number
+// it cannot defend:
+// (its samples taken as S +- 2 sqrt(S), their own sampling error)
+//  - at most its samples over its best-case cycles (no stall at all), and at
+//    most what an anchored enclosing loop allows (a block outside nested
+//    loops runs at most once per iteration of its loop, plus the loop's
+//    entries);
+//  - at least its samples over its best-case cycles plus the longest stall
+//    each of its instructions can take by the machine model (a load: a
+//    memory access plus a page walk; a branch, return or call: a
+//    misprediction).
+// The range also spans the estimator's own point (from the ratios of samples
+// at issue points), as the model's best case is no hard bound; only an
+// anchored loop's bound is: there the point is moved into the range. A class
+// with a confident estimate that breaks its anchored loop's bound is ranged
+// too.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ecpi/analyze/calc/cfg.h"
+#include "ecpi/analyze/calc/cycle_equivalence.h"
+#include "ecpi/analyze/calc/frequency.h"
+#include "ecpi/analyze/calc/loops.h"
+#include "ecpi/analyze/calc/machine_model.h"
+
+namespace ecpi::analyze {
+
+struct ClassRange {
+    bool ranged = false;
+    double min = 0, max = 0;              // F (executions per sampling period)
+};
+
+struct RangeInput {
+    const Cfg* cfg = nullptr;
+    const FrequencyClasses* classes = nullptr;
+    const std::vector<BlockTiming>* timing = nullptr;
+    const FrequencyEstimate* estimate = nullptr;
+    const LoopInfo* loops = nullptr;
+    const MachineModel* model = nullptr;
+    std::span<const std::uint64_t> samples;      // per instruction
+    std::vector<double> loop_anchor;             // per loop: its anchored F (0: none)
+    std::uint64_t min_samples = 8;               // classes with fewer samples are left as they are
+};
+
+// Per class.
+std::vector<ClassRange> class_ranges(const RangeInput& input);
+
+// The estimate with every ranged class's F moved to `position` along its
+// range (0: the low end, 1: the high end; geometric in between, as ranges
+// span orders of magnitude), blocks and edges recomputed: what the culprit
+// analysis runs on to find each cause's range over the counts the samples
+// allow (a cause can peak inside the range: at the low end a stall can be
+// longer than any one cause explains).
+FrequencyEstimate estimate_at(const FrequencyEstimate& estimate, const Cfg& cfg, const FrequencyClasses& classes,
+                              std::span<const ClassRange> ranges, double position);
+
+// The point estimate moved into each range (in place).
+void clamp_to_ranges(FrequencyEstimate& estimate, const Cfg& cfg, const FrequencyClasses& classes,
+                     std::span<const ClassRange> ranges);
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,99 @@
+// Loop iteration rates from register snapshots (calc: execution counts
+// anchored by register progress).
+//
+// Two consecutive snapshots of one thread, both inside one loop, with the
+// loop's invariant registers unchanged and its induction register moved in
+// the stepping direction, saw (r2 - r1) / step iterations in t2 - t1. The
+// pairs' iterations over their time give the loop's rate while it runs, and
+// the rate times the time the loop held (its samples times the sampling
+// period) its iteration count. This is an observable independent of where in
+// the loop the samples land, which is all DCPI 6.1's estimator has: a loop
+// with one issue point (a pointer chase, whose every cycle lands after the
+// load) cannot be told "fast and frequent" from "slow and rare" without it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ecpi/analyze/calc/loops.h"
+#include "ecpi/store/profile.h"
+
+namespace ecpi::analyze {
+
+// One thread's snapshots as the pairing sees them: the whole stream of the
+// thread (all images), in time order, so that "consecutive" means nothing
+// of the thread was sampled in between.
+struct ProgressQuery {
+    std::span<const store::RegisterSample> stream;  // sorted by (tid, time_ns): RegisterProfile::samples
+    std::uint32_t image = 0;                         // the loop's image, as an index into the profile's images
+    // Whether an offset in the image lies in the loop (any of its blocks).
+    std::function<bool(std::uint64_t)> in_loop;
+    // Positions in `stream` of the snapshots in the image whose offset may
+    // be in the loop (a superset is fine); empty: scan the whole stream.
+    std::span<const std::uint32_t> candidates;
+    int gp = -1;                                     // the induction register
+    std::int64_t step = 0;
+    std::uint8_t width = 8;
+    std::vector<int> invariant;                      // registers that must not change
+    double max_gap_ns = 0;                           // pairs further apart are not used (0: no limit)
+};
+
+struct PairCounts {
+    std::uint32_t used = 0;
+    std::uint32_t other_thread = 0;      // the next snapshot belongs to another thread
+    std::uint32_t left_loop = 0;         // the next snapshot of the thread is outside the loop
+    std::uint32_t invariant_changed = 0; // another invocation of the loop (or another process)
+    std::uint32_t wrong_direction = 0;   // moved against the step, or not by a multiple of it
+    std::uint32_t too_far = 0;           // moved further than any loop can in a register of this width
+    std::uint32_t gap = 0;               // the two snapshots are too far apart in time
+    std::uint32_t outlier = 0;           // dropped by trimming the pair rates
+};
+
+struct LoopRate {
+    bool known = false;
+    double iterations_per_ns = 0;        // over the pairs used (their iterations over their time)
+    double low = 0, high = 0;            // spread: the 10th and 90th percentile of eight interleaved groups' rates
+    double iterations = 0;               // over the pairs used
+    double seconds = 0;                  // over the pairs used
+    PairCounts pairs;
+    // The induction register's values over the loop's snapshots span this
+    // many iterations; the pairs used moved a median of `median_iterations`.
+    double span_iterations = 0;
+    double median_iterations = 0;
+    // The pairs moved too far for the span: the loop's trips are too short
+    // for the time between snapshots, and a pair may cross one or more ends
+    // of the loop with the register back at its start (not `known`).
+    bool short_trips = false;
+    // Fewer than kMinUsableShare of the pairs starting in the loop were
+    // usable (not `known`): the thread was seldom still in the same trip at
+    // its next snapshot, and the few that were are no fair sample.
+    bool few_usable = false;
+    bool interrupted = false;            // see kMaxInterruptedShare
+};
+
+inline constexpr double kMinUsableShare = 0.25;
+
+// Of the pairs that stayed in the loop, more than this share had samples
+// between them that kept no registers (the thread in the kernel: page faults,
+// system calls; or off the CPU). The loop's time then is not all in its
+// user-mode samples, and the rate from the pairs, whose gaps hide kernel
+// time too, times those samples' time would undercount it (seen: a loop
+// touching fresh pages, measured 124x low). Not `known`.
+inline constexpr double kMaxInterruptedShare = 0.10;
+
+// A pair that crosses an end of the loop, when the register restarts from the
+// same place, moves backwards and is dropped, as long as the loop runs several
+// pairs' worth of iterations per trip. A loop whose whole trip is not this
+// many times what a pair moves cannot tell crossings from progress: its
+// iteration counts between snapshots look random in [0, span].
+inline constexpr double kMinSpanPerMove = 8;
+
+// At least this many pairs make a rate.
+inline constexpr std::uint32_t kMinPairs = 8;
+
+LoopRate loop_rate(const ProgressQuery& query);
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,149 @@
+// Acyclic branch paths from sequences of timed block entries (variational
+// path profiling, VPP 4; Ball and Larus's path definition).
+//
+// A path starts at a procedure entry, at a loop header reached by a back
+// edge, or where a procedure continues after a callee returned; it ends at
+// a back edge, a call (into code whose blocks are seen) or a return. Its
+// signature is the procedure, its start and the blocks it entered (with the
+// branch decisions they imply). The time of an occurrence is the time stamp
+// of the next path's first block minus its own first block's, less the
+// recording's own cost per block entry.
+//
+// Blocks come from the image's own CFG (analyze/calc/cfg.h) and loops
+// (analyze/calc/loops.h). The cutter sees the blocks whose entries were recorded:
+// with the instrumented source, the machine blocks holding a call to
+// __sanitizer_cov_trace_pc_guard (clang's IR blocks; the machine code may
+// have a few more); with LBR, every block between two taken branches.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ecpi/analyze/calc/cfg.h"
+#include "ecpi/analyze/calc/loops.h"
+#include "ecpi/result.h"
+#include "ecpi/store/branch_paths.h"
+#include "ecpi_rt_abi.h"
+
+namespace ecpi::analyze {
+
+inline constexpr std::uint32_t kNoBlock = 0xffffffffu;
+
+// One procedure as the path cutter sees it.
+struct PathProcedure {
+    std::string name;
+    std::uint64_t start = 0, end = 0;
+    std::vector<std::uint64_t> block_starts;              // sorted; block 0 is the entry
+    std::vector<std::vector<std::uint32_t>> successors;   // per block, within the procedure
+    std::vector<std::vector<std::uint32_t>> loop_headers;  // per block: headers of the loops holding it
+    std::vector<std::uint32_t> taken;                     // per block ending in a conditional jump: its taken successor
+    std::vector<std::uint32_t> fall_through;              // per block ending in a conditional jump: the other one
+    std::vector<bool> recorded;                           // per block: its entries are seen
+
+    std::uint32_t block_at(std::uint64_t address) const;  // kNoBlock outside
+    bool is_back_edge(std::uint32_t from, std::uint32_t to) const;
+    // Whether `to` follows `from` through blocks whose entries are not seen.
+    bool follows(std::uint32_t from, std::uint32_t to) const;
+};
+
+// Builds it from a CFG; `is_recorded(block)` says which blocks' entries the
+// source sees.
+PathProcedure path_procedure(const Cfg& cfg, const LoopInfo& loops, std::string name,
+                             const std::function<bool(std::uint32_t)>& is_recorded);
+
+// Procedures of one image by address, built on first use.
+class PathCodeMap {
+public:
+    virtual ~PathCodeMap() = default;
+    // The procedure holding `address` (an ELF virtual address), or nullptr.
+    virtual const PathProcedure* procedure_at(std::uint64_t address) = 0;
+};
+
+enum class BlockSource {
+    kInstrumented,  // blocks calling __sanitizer_cov_trace_pc_guard are seen
+    kEveryBlock,    // every block is seen (LBR reconstruction)
+};
+
+// An ELF image's procedures from its symbols and code.
+[[nodiscard]] Result<std::unique_ptr<PathCodeMap>> open_path_code_map(const std::filesystem::path& image,
+                                                                      BlockSource source);
+
+// Cuts block-entry streams (one per thread) into path occurrences and
+// aggregates them by signature.
+class PathCutter {
+public:
+    PathCutter(PathCodeMap& code, double block_cost_ticks);
+    ~PathCutter();
+    PathCutter(const PathCutter&) = delete;
+    PathCutter& operator=(const PathCutter&) = delete;
+    // The recording's cost per block entry, when the runtime measured it
+    // after the cutter was made (before the first entry is fed).
+    void set_block_cost(double ticks) { block_cost_ticks_ = ticks; }
+    // A new burst of consecutive entries begins (or an LBR stack): whatever
+    // was open is incomplete and dropped.
+    void begin_burst(std::uint32_t thread);
+    // The stream stops being consecutive (a thread begins or ends): the
+    // open path is incomplete and dropped.
+    void interrupt(std::uint32_t thread);
+    // The recorder spent `ticks` of its own after the last entry's stamp
+    // (copying its records out): taken out of the open path's time.
+    void pause(std::uint32_t thread, std::uint64_t ticks);
+    // The entry of the block holding `address` at time `ticks`.
+    void block(std::uint32_t thread, std::uint64_t address, std::uint64_t ticks);
+    // Moves the aggregated paths and counts into `profile`.
+    void finish(store::BranchPathProfile& profile);
+
+private:
+    struct Thread;
+    enum class Cut { kNone, kEntry, kLoop, kReturn };
+    using Key = std::tuple<std::uint64_t, int, std::vector<std::uint64_t>>;  // procedure, start kind, blocks
+    Cut classify(const Thread& t, const PathProcedure& proc, std::uint32_t block, std::uint64_t address) const;
+    void close_path(Thread& t, std::uint64_t ticks, Cut cut);
+    void drop_open(Thread& t);
+
+    PathCodeMap& code_;
+    double block_cost_ticks_;
+    std::map<std::uint32_t, std::unique_ptr<Thread>> threads_;
+    std::map<Key, store::BranchPath> paths_;
+    std::uint64_t bursts_ = 0, blocks_ = 0, outside_ = 0, at_edges_ = 0, occurrences_ = 0;
+};
+
+struct LbrSample;
+
+// Feeds one last-branch-record stack (perf_script.h) to a cutter as a burst
+// of block entries: consecutive records are a straight run from one's
+// target to the next's source, taking the later record's cycles. The block
+// holding a target is entered at the cycle count of its taken branch
+// (exact); blocks a run falls through into get times interpolated by their
+// address within the run (an estimate). Addresses are the sample's minus
+// `bias`. A run whose record has no cycle count (an interrupt's return) or
+// that is not straight breaks the stream; a repeated newest record (Skylake
+// writes some twice) counts once. Returns false (and feeds nothing) when no
+// record has a cycle count.
+bool feed_lbr_sample(PathCutter& cutter, PathCodeMap& code, const LbrSample& sample, std::uint64_t bias,
+                     std::uint32_t stream);
+
+// Feeds the records of a paths run (runtime/ecpi_rt_abi.h: WINDOW begins a
+// burst, BLOCK is one block entry) to a cutter, one stream per ring. Block
+// addresses are the callbacks' return addresses in the running program;
+// those in the image's mapping [start, end) become ELF addresses (minus
+// `bias`), the others count as outside the image.
+class PathRecordDecoder {
+public:
+    explicit PathRecordDecoder(PathCutter& cutter) : cutter_(cutter) {}
+    void set_image(std::uint64_t start, std::uint64_t end, std::uint64_t bias);
+    [[nodiscard]] Result<void> feed(std::uint32_t ring, std::span<const ecpi_rt_record> records);
+
+private:
+    PathCutter& cutter_;
+    std::uint64_t start_ = 0, end_ = 0, bias_ = 0;
+};
+
+}  // namespace ecpi::analyze
