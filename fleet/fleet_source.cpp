@@ -594,6 +594,7 @@ Result<analyze::StatsReport> fleet_stats_report(std::vector<ReportSource>& sourc
         flats.push_back(std::move(*flat));
     }
     analyze::StatsReport report = analyze::compute_stats(std::move(stats_sets), flats, options.by);
+    analyze::hide_rows_below(report, options.min_samples);
     if (options.limit != 0 && report.rows.size() > options.limit) report.rows.resize(options.limit);
     report.event = event;
     report.pid = options.pid;

@@ -87,8 +87,20 @@ std::string base_name(std::string name, bool strip_scope) {
     return name;
 }
 
-bool image_matches(const std::string& path, const std::string& wanted) {
-    if (path == wanted) return true;
+// --image names an image as the user sees it: the recorded path, a file name,
+// a path suffix ("bin/server"), or a path relative to where the user stands
+// ("./server", "../build/server"), which is made absolute first (issue 34,
+// defect 4: "./hot" matched nothing while "hot" matched).
+bool image_matches(const std::string& path, const std::string& given) {
+    if (path == given) return true;
+    std::string wanted = std::filesystem::path(given).lexically_normal().string();
+    if (wanted.rfind("../", 0) == 0 || given.rfind("./", 0) == 0) {
+        std::error_code ec;
+        const auto absolute = std::filesystem::absolute(given, ec).lexically_normal();
+        if (!ec && absolute.string() == path) return true;
+        if (wanted.rfind("../", 0) == 0) return false;
+    }
+    if (wanted == path) return true;
     if (wanted.find('/') == std::string::npos)
         return std::filesystem::path(path).filename() == wanted;
     return path.size() > wanted.size() && path.compare(path.size() - wanted.size(), wanted.size(), wanted) == 0 &&

@@ -8,6 +8,7 @@
 
 #include "ecpi/analyze/calc/calc.h"
 #include "ecpi/analyze/text_table.h"
+#include "ecpi/json_document.h"
 
 namespace ecpi::analyze {
 
@@ -489,10 +490,10 @@ nlohmann::json render_calc_json(const CalcReport& r) {
 }
 
 void write_calc_json(const CalcReport& r, std::ostream& out) {
-    // The same text as render_calc_json(r).dump(2), one procedure at a time:
+    // The same text as dump_document(render_calc_json(r)), one procedure at a time:
     // a whole image's procedures as one tree took 400 MB and a third of
     // `calc --all`'s time.
-    const std::string text = calc_json_shell(r).dump(2);
+    const std::string text = dump_document(calc_json_shell(r));
     const std::string marker = "\n  \"procedures\": []";
     auto at = text.find(marker);
     if (at == std::string::npos || r.procedures.empty()) {

@@ -77,6 +77,17 @@ StatsReport compute_stats(std::vector<StatsSet> sets, const std::vector<FlatProf
     return report;
 }
 
+void hide_rows_below(StatsReport& report, std::uint64_t min_samples) {
+    report.min_samples = min_samples;
+    if (min_samples == 0 || report.sets.empty()) return;
+    const std::uint64_t min_sum = min_samples * report.sets.size();
+    const auto kept = std::stable_partition(report.rows.begin(), report.rows.end(),
+                                            [&](const StatsRow& row) { return row.sum >= min_sum; });
+    report.rows_below_min_samples = static_cast<std::size_t>(report.rows.end() - kept);
+    report.rows.erase(kept, report.rows.end());
+    report.rows_total = report.rows.size();
+}
+
 Result<StatsReport> build_stats_report(const std::vector<LoadedProfile>& profiles, const StatsOptions& options,
                                        SymbolizerPool& symbolizers) {
     if (profiles.empty()) return Error("no profiles given");
@@ -103,6 +114,7 @@ Result<StatsReport> build_stats_report(const std::vector<LoadedProfile>& profile
         flats.push_back(std::move(*flat));
     }
     StatsReport report = compute_stats(std::move(sets), flats, options.by);
+    hide_rows_below(report, options.min_samples);
     if (options.limit != 0 && report.rows.size() > options.limit) report.rows.resize(options.limit);
     report.event = event;
     report.pid = options.pid;
@@ -137,7 +149,10 @@ std::string render_stats_text(const StatsReport& report) {
         table.add_row(std::move(cells));
     }
     out += table.render();
-    if (report.rows.empty()) out += "(no samples)\n";
+    if (report.rows.empty()) out += report.rows_below_min_samples ? "(no rows above --min-samples)\n" : "(no samples)\n";
+    if (report.rows_below_min_samples != 0)
+        out += format("(%zu rows with fewer than %llu samples per set hidden; --min-samples 0 shows them)\n",
+                      report.rows_below_min_samples, static_cast<unsigned long long>(report.min_samples));
     if (report.rows.size() < report.rows_total)
         out += format("(%zu more rows; --limit 0 shows all)\n", report.rows_total - report.rows.size());
     return out;
@@ -180,6 +195,8 @@ nlohmann::json render_stats_json(const StatsReport& report) {
     }
     doc["rows"] = std::move(rows);
     doc["rows_total"] = report.rows_total;
+    doc["min_samples"] = report.min_samples;
+    doc["rows_below_min_samples"] = report.rows_below_min_samples;
     doc["warnings"] = report.warnings;
     return doc;
 }

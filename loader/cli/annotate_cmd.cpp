@@ -29,7 +29,7 @@ int run_annotate(const AnnotateArgs& args) {
     analyze::Symbolizer symbolizer({.database = profile.source.database});
     auto report = unwrap(analyze::build_annotate_report(profile, options, symbolizer));
     if (args.format == Format::kJson) {
-        std::cout << analyze::render_annotate_json(report).dump(2) << "\n";
+        std::cout << dump_document(analyze::render_annotate_json(report)) << "\n";
     } else {
         std::cout << analyze::render_annotate_text(report);
         for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi annotate: warning: %s\n", escape_for_terminal(w).c_str());

@@ -172,7 +172,7 @@ int run_cachesim(const CachesimArgs& args) {
     if (writer) unwrap(writer->finish(in.modules));
 
     auto doc = analyze::cachesim_report_json(sim, in);
-    std::string text = args.format == Format::kJson ? doc.dump(2) + "\n" : analyze::render_cachesim_text(doc, args.limit);
+    std::string text = args.format == Format::kJson ? dump_document(doc) + "\n" : analyze::render_cachesim_text(doc, args.limit);
     std::cout.flush();
     if (out_file.is_open()) {
         out_file << text;

@@ -6,10 +6,12 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace ecpi::cli {
@@ -40,7 +42,28 @@ std::vector<VerbFactory> registered_verbs() {
     return out;
 }
 
-OpenedEpoch read_database_epoch(const std::string& database, const std::string& epoch) {
+namespace {
+// DB@N and DB/epochs/NNNNN name an epoch in the profile's name itself; README
+// promises both forms to every report (issue 34, defect 3).
+bool names_an_epoch(const std::string& spec) {
+    const std::size_t at = spec.rfind('@');
+    if (at != std::string::npos && at > 0 && at + 1 < spec.size() &&
+        std::all_of(spec.begin() + static_cast<std::ptrdiff_t>(at) + 1, spec.end(), [](unsigned char c) { return std::isdigit(c); }))
+        return true;
+    std::filesystem::path path = std::filesystem::path(spec).lexically_normal();
+    if (!path.has_filename() && path.has_parent_path()) path = path.parent_path();
+    return path.has_parent_path() && path.parent_path().filename() == "epochs";
+}
+}  // namespace
+
+OpenedEpoch read_database_epoch(const std::string& spec, const std::string& epoch_option) {
+    std::string database = spec;
+    std::string epoch = epoch_option;
+    if (names_an_epoch(spec)) {
+        auto source = unwrap(analyze::resolve_source(spec, epoch_option));
+        database = source.database.string();
+        epoch = source.epoch;
+    }
     auto db = unwrap(store::Database::open(database, store::Database::Mode::kReadOnly));
     std::string chosen = epoch;
     std::vector<std::string> epochs;
@@ -84,9 +107,23 @@ void note_idle_kept_apart(const char* verb, const store::EpochContents& contents
 }
 
 void add_format_option(CLI::App& app, Format& format) {
-    std::map<std::string, Format> names{{"text", Format::kText}, {"json", Format::kJson}};
-    app.add_option("--format", format, "Output format: text or json")
-        ->transform(CLI::CheckedTransformer(names, CLI::ignore_case))
+    // A plain validator, not CLI11's CheckedTransformer: that one prints its
+    // internals in --help ("ENUM:value in {json->1,text->0} OR {1,0}") and in
+    // errors ("Check xml value in ... FAILED"); issue 34, defect 8.
+    const CLI::Validator text_or_json(
+        [](std::string& value) -> std::string {
+            std::string lower = value;
+            std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+            if (lower != "text" && lower != "json") return "unknown format " + escape_for_terminal(value) + " (text or json)";
+            value = lower;
+            return {};
+        },
+        "", "format");
+    app.add_option_function<std::string>(
+           "--format", [&format](const std::string& value) { format = value == "json" ? Format::kJson : Format::kText; },
+           "Output format: text or json")
+        ->check(text_or_json)
+        ->type_name("text|json")
         ->default_str("text");
 }
 

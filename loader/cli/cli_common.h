@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ecpi/json_document.h"
 #include "ecpi/result.h"
 #include "ecpi/store/profile.h"
 
@@ -59,8 +60,9 @@ void write_report(const std::string& text, const std::string& report_file, bool 
 // "off" or 0 keeps none. Throws UsageError otherwise.
 std::uint32_t parse_registers_option(const std::string& value);
 
-// Opens a database read-only and reads one epoch of it: `epoch`, or the
-// newest when empty (a database without epochs is a runtime error).
+// Opens a database read-only and reads one epoch of it: the one the name
+// gives (DB@N, DB/epochs/NNNNN) or `epoch` (--epoch; both must agree), else
+// the newest (a database without epochs is a runtime error).
 struct OpenedEpoch {
     store::Database database;
     store::EpochContents contents;

@@ -67,7 +67,7 @@ int run_ctl(const CtlArgs& args) {
     if (reply.is_discarded()) throw RuntimeError{"the daemon sent a reply that is not JSON: " + reply_text};
     if (reply.contains("error")) throw RuntimeError{"the daemon refused: " + reply["error"].get<std::string>()};
     if (args.format == Format::kJson) {
-        std::cout << reply.dump(2) << "\n";
+        std::cout << dump_document(reply) << "\n";
     } else if (args.request == "status") {
         print_status_text(reply);
     } else if (args.request == "flush") {

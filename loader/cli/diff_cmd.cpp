@@ -56,7 +56,7 @@ int run_diff(const DiffArgs& args, const CLI::App& app) {
         report = unwrap(analyze::build_diff_report(a, b, options, symbolizers));
     }
     if (args.format == Format::kJson) {
-        std::cout << analyze::render_diff_json(report).dump(2) << "\n";
+        std::cout << dump_document(analyze::render_diff_json(report)) << "\n";
     } else {
         std::cout << analyze::render_diff_text(report);
         for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi diff: warning: %s\n", escape_for_terminal(w).c_str());

@@ -87,7 +87,7 @@ int run_export(const ExportArgs& args) {
         auto bytes = unwrap(analyze::render_pprof(model));
         out.assign(bytes.begin(), bytes.end());
     } else if (format == "json") {
-        out = analyze::render_export_json(model).dump(2) + "\n";
+        out = dump_document(analyze::render_export_json(model)) + "\n";
     } else if (format == "speedscope") {
         out = analyze::render_speedscope(model).dump() + "\n";
     } else {

@@ -98,7 +98,7 @@ int run_flags(const FlagsArgs& args) {
     if (args.format == Format::kJson) {
         nlohmann::json doc{{"schema", "ecpi.flags"}, {"version", 1}, {"kind", args.kind},
                            {"compile", compile}, {"link", link}, {"compiler", "clang"}, {"inline", args.inline_callbacks}};
-        std::cout << doc.dump(2) << "\n";
+        std::cout << dump_document(doc) << "\n";
     } else {
         std::cout << line << "\n";
     }

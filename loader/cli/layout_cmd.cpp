@@ -32,7 +32,7 @@ std::string render(const analyze::LayoutReport& report, const std::string& forma
     if (format == "bolt-blocks") return analyze::render_bolt_block_counts(report);
     if (format == "lld-order") return analyze::render_lld_order(report);
     if (format == "lld-call-graph") return analyze::render_lld_call_graph(report);
-    return analyze::render_layout_json(report).dump(1) + "\n";
+    return dump_document(analyze::render_layout_json(report), 1) + "\n";
 }
 
 void write_output(const std::string& text, const std::string& path) {

@@ -87,8 +87,8 @@ int run_paths(const PathsArgs& args) {
     }
     if (args.format == Format::kJson) {
         // One document per run; --all wraps them in a list document.
-        if (documents.size() == 1) std::cout << documents[0].dump(2) << "\n";
-        else std::cout << nlohmann::json{{"schema", "ecpi.probe-list"}, {"version", 1}, {"reports", documents}}.dump(2) << "\n";
+        if (documents.size() == 1) std::cout << dump_document(documents[0]) << "\n";
+        else std::cout << dump_document(nlohmann::json{{"schema", "ecpi.probe-list"}, {"version", 1}, {"reports", documents}}) << "\n";
     }
     return kExitOk;
 }

@@ -65,7 +65,7 @@ void print_report(const store::BranchPathProfile& profile, std::size_t limit, Fo
     if (!saved.empty()) doc["saved"] = saved;
     std::cout.flush();
     if (format == Format::kJson) {
-        std::cout << doc.dump(2) << "\n";
+        std::cout << dump_document(doc) << "\n";
     } else {
         std::cout << analyze::render_branch_paths_text(doc);
         if (!saved.empty()) std::cout << "Saved to " << saved << " (ecpi paths --branch to read it again)\n";
@@ -227,7 +227,7 @@ int run_branch_report(const BranchReportArgs& args) {
     }
     auto doc = analyze::branch_paths_report_json(profile, options, debug ? &*debug : nullptr, compare);
     doc["file"] = file.string();
-    if (args.format == Format::kJson) std::cout << doc.dump(2) << "\n";
+    if (args.format == Format::kJson) std::cout << dump_document(doc) << "\n";
     else std::cout << analyze::render_branch_paths_text(doc);
     return kExitOk;
 }

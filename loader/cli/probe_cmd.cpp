@@ -193,7 +193,7 @@ int run_probe(ProbeArgs& args, CLI::App& app) {
     }
     rank_paths(report, *rank);
     const std::string rendered =
-        text ? render_probe_text(report, *rank, args.limit) : store::probe_report_to_json(report).dump(2) + "\n";
+        text ? render_probe_text(report, *rank, args.limit) : dump_document(store::probe_report_to_json(report)) + "\n";
     write_report(rendered, args.report_file, !args.command.empty());
     if (auto status = session.command_status()) return *status;
     return kExitOk;

@@ -40,7 +40,7 @@ int run_prof(const ProfArgs& args) {
         options.limit = args.limit;
         auto report = fleet_prof(args, options);
         if (args.format == Format::kJson) {
-            std::cout << analyze::render_prof_json(report).dump(2) << "\n";
+            std::cout << dump_document(analyze::render_prof_json(report)) << "\n";
         } else {
             std::cout << analyze::render_prof_text(report);
         }
@@ -57,7 +57,7 @@ int run_prof(const ProfArgs& args) {
     auto report = unwrap(analyze::build_prof_report(contents, options, symbolizer));
     report.database = args.database;
     if (args.format == Format::kJson) {
-        std::cout << analyze::render_prof_json(report).dump(2) << "\n";
+        std::cout << dump_document(analyze::render_prof_json(report)) << "\n";
     } else {
         std::cout << analyze::render_prof_text(report);
         for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi prof: warning: %s\n", escape_for_terminal(w).c_str());

@@ -40,7 +40,7 @@ int run_push(const PushArgs& args) {
             std::printf("ecpi schema version %u ready in %s%s\n", fleet::kSchemaVersion, url->display().c_str(),
                         args.cluster.empty() ? "" : (" (Distributed over cluster " + args.cluster + ")").c_str());
         if (args.database.empty()) {
-            if (args.format == Format::kJson) std::cout << doc.dump(2) << "\n";
+            if (args.format == Format::kJson) std::cout << dump_document(doc) << "\n";
             return kExitOk;
         }
     }
@@ -63,7 +63,7 @@ int run_push(const PushArgs& args) {
     doc["backlog_full"] = progress.backlog_full;
     doc["epochs_lost"] = progress.epochs_lost;
     if (args.format == Format::kJson) {
-        std::cout << doc.dump(2) << "\n";
+        std::cout << dump_document(doc) << "\n";
     } else {
         std::printf("%s: %llu samples sent to %s in %llu batches (%llu already there); %llu batches queued\n",
                     args.database.c_str(), static_cast<unsigned long long>(progress.samples_sent), url->display().c_str(),

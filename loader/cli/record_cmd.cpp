@@ -98,7 +98,7 @@ int run_record(RecordArgs& args, CLI::App& app) {
             j["bpf_run_count"] = summary.bpf_run_count;
             j["bpf_run_time_ns"] = summary.bpf_run_time_ns;
         }
-        write_report(j.dump(2) + "\n", args.report_file, !o.command.empty());
+        write_report(dump_document(j) + "\n", args.report_file, !o.command.empty());
     } else if (!args.quiet) {
         if (o.overhead_budget_percent)
             std::fprintf(stderr,

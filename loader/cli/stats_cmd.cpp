@@ -18,6 +18,7 @@ struct StatsArgs {
     std::optional<std::string> event;
     std::optional<std::uint32_t> pid;
     std::size_t limit = 0;
+    std::uint64_t min_samples = analyze::kDefaultStatsMinSamples;
     Format format = Format::kText;
     fleet::FleetFilterArgs fleet;
 };
@@ -44,9 +45,10 @@ int run_stats(const StatsArgs& args) {
     options.event = args.event;
     options.pid = args.pid;
     options.limit = args.limit;
+    options.min_samples = args.min_samples;
     auto report = build_report(args, options);
     if (args.format == Format::kJson) {
-        std::cout << analyze::render_stats_json(report).dump(2) << "\n";
+        std::cout << dump_document(analyze::render_stats_json(report)) << "\n";
     } else {
         std::cout << analyze::render_stats_text(report);
         for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi stats: warning: %s\n", escape_for_terminal(w).c_str());
@@ -67,6 +69,9 @@ void add_stats_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("-e,--event", args->event, "Event to compare (default: the one all profiles share, cpu-clock first)");
     app->add_option("--pid", args->pid, "Only samples of this process");
     app->add_option("--limit", args->limit, "Show at most N rows (0: all)");
+    app->add_option("--min-samples", args->min_samples,
+                    "Hide rows with fewer than N samples per set on average: their range is noise (0: show all)")
+        ->default_str(std::to_string(analyze::kDefaultStatsMinSamples));
     add_fleet_filter_options(*app, args->fleet);
     add_include_idle_option(*app, args->include_idle);
     add_format_option(*app, args->format);

@@ -4,7 +4,8 @@ so no port and no network) to check an `ecpi export --format html` page:
 
   flamegraph_browser.py CHROMIUM PAGE.html FRAME_NAME SCREENSHOT.png
 
-1. the page loads with no console error and no uncaught exception;
+1. the page loads with no console error and no uncaught exception, and its
+   root frame is the top row of the graph, on the first screen;
 2. the flame graph has frames, and hovering FRAME_NAME shows its tooltip;
 3. a real mouse click on FRAME_NAME zooms to it (it spans the full width);
 4. the search box highlights matches and reports the matched share;
@@ -153,6 +154,15 @@ def main():
         errors = errors_in(browser.events)
         check(not errors, "no console errors or exceptions" + ("" if not errors else ": " + "; ".join(errors)))
 
+        # The first screen shows the root: drawn as an icicle (root on top),
+        # a deep whole-system profile no longer opens on an empty box with
+        # the root 1,400 px down (issue 34, defect 10).
+        root = browser.evaluate(
+            "(function(){const f=document.getElementById('flame'); const e=[...f.querySelectorAll('.frame')]"
+            ".find(x=>x._node && x._node.depth===0); if(!e) return null; const r=e.getBoundingClientRect();"
+            "return {top:r.top, graph_top:f.getBoundingClientRect().top, height:window.innerHeight};})()")
+        check(root is not None and 0 <= root["top"] < root["height"] and root["top"] - root["graph_top"] < 17,
+              "the root frame is the graph's top row, on the first screen (%s)" % root)
         find = ("(function(){const e=[...document.querySelectorAll('#flame .frame')].find("
                 "x=>x.dataset.name===%s && !x.classList.contains('ancestor')); if(!e) return null;"
                 "e.scrollIntoView({block:'center'}); const r=e.getBoundingClientRect();"

@@ -8,15 +8,16 @@ A case directory holds case.json:
    "stderr": "regex",             must match stderr (optional); errors must be one line
    "output": "stdout" | PATH,     where the result goes (default stdout)
    "compare": "json" | "text" | "pprof" | "html" | "none",
-   "ignore": ["key", ...]}        JSON keys dropped everywhere before comparing
+   "ignore": ["key", ...],        JSON keys dropped everywhere before comparing
+   "cwd": "@ANNOTEST_DIR@"}       where ecpi runs (optional; for relative paths in args)
 and expected.json or expected.txt. JSON is compared by value. With
 ECPI_UPDATE_GOLDENS=1 the expected file is rewritten from the actual output.
 
 Placeholders: @<NAME>@ (a database made from dbs/<name>.json, upper case),
-@TMP@, @OUT@ (a scratch directory), @ANNOTEST@ and @ANNOTEST_BID@ (the test
-binary and its build id), @SRCDIR@ (the source tree). Outputs are normalized
+@TMP@, @OUT@ (a scratch directory), @ANNOTEST@, @ANNOTEST_DIR@ and
+@ANNOTEST_BID@ (the test binary, its directory and its build id), @SRCDIR@ (the source tree). Outputs are normalized
 back to the placeholders before comparing, so goldens hold no machine paths.
-Environment: ECPI, MKDB, ANNOTEST, SRCDIR, PROTOC (optional).
+Environment: ECPI, MKDB, ANNOTEST, SRCDIR, PROTOC (optional: else protoc on PATH).
 Exit 0 pass, 1 fail, 77 skip.
 """
 import difflib
@@ -137,14 +138,25 @@ def pprof_text(data, protoc):
     return re.sub(r"\bline: \d+", "line: @LINE@", text)
 
 
+def check_schema_first(data):
+    """docs/json-schema.md: "schema" and "version" start every document, in
+    the text itself (a reader may look only at the first lines)."""
+    keys = json.loads(data, object_pairs_hook=lambda pairs: [k for k, _ in pairs])
+    if isinstance(keys, list) and "schema" in keys and keys[:2] != ["schema", "version"]:
+        fail("the document does not start with schema and version: its keys start %s" % keys[:3])
+
+
 def main():
     case_dir = os.path.abspath(sys.argv[1])
     case = json.load(open(os.path.join(case_dir, "case.json")))
     ecpi, mkdb = os.environ["ECPI"], os.environ["MKDB"]
     annotest, srcdir = os.environ["ANNOTEST"], os.environ["SRCDIR"]
     compare = case.get("compare", "json")
-    if compare == "pprof" and not os.environ.get("PROTOC"):
-        print("SKIP: protoc not found (install protobuf-compiler)", file=sys.stderr)
+    # protoc is looked up when the test runs, not when CMake configured: `make
+    # demo` configures before `make test` installs protobuf-compiler (issue 34).
+    protoc = os.environ.get("PROTOC") or shutil.which("protoc")
+    if compare == "pprof" and not protoc:
+        print("SKIP: protoc not found on PATH (install protobuf-compiler: make test-deps)", file=sys.stderr)
         sys.exit(77)
     update = os.environ.get("ECPI_UPDATE_GOLDENS") == "1"
 
@@ -153,6 +165,7 @@ def main():
         out_dir = os.path.join(tmp, "out")
         os.mkdir(out_dir)
         table = [("@OUT@", out_dir), ("@ANNOTEST_BID@", build_id(annotest)), ("@ANNOTEST@", annotest),
+                 ("@ANNOTEST_DIR@", os.path.dirname(annotest)),
                  ("@SRCDIR@", srcdir)]
         for name in case.get("dbs", []):
             table.insert(0, ("@%s@" % name.upper(), os.path.join(tmp, name)))
@@ -166,7 +179,8 @@ def main():
                 fail("making %s: %s" % (name, made.stderr))
 
         args = [substitute(a, table) for a in case["args"]]
-        run = subprocess.run([ecpi] + args, capture_output=True, timeout=60)
+        cwd = substitute(case["cwd"], table) if "cwd" in case else None  # for relative paths in args
+        run = subprocess.run([ecpi] + args, capture_output=True, timeout=60, cwd=cwd)
         stderr = run.stderr.decode(errors="replace")
         want_exit = case.get("exit", 0)
         if run.returncode != want_exit:
@@ -188,6 +202,8 @@ def main():
         reverse = sorted(((k, v) for k, v in table if v), key=lambda kv: -len(kv[1]))
         if compare == "json" or compare == "html":
             actual = html_data(data.decode()) if compare == "html" else json.loads(data)
+            if compare == "json":
+                check_schema_first(data)
             check_documented(actual, srcdir)
             actual = drop_keys(normalize(actual, reverse), set(case.get("ignore", [])))
             expected_path = os.path.join(case_dir, "expected.json")
@@ -203,7 +219,7 @@ def main():
                 fail("output differs from %s:\n%s" % (expected_path, "\n".join(
                     difflib.unified_diff(a, b, "expected", "actual", lineterm=""))))
         else:
-            text = pprof_text(data, os.environ["PROTOC"]) if compare == "pprof" else data.decode()
+            text = pprof_text(data, protoc) if compare == "pprof" else data.decode()
             text = normalize(text, reverse)
             expected_path = os.path.join(case_dir, "expected.txt")
             if update:

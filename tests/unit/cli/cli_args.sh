@@ -5,7 +5,13 @@ expect_exit 2 "choose one target" "$ECPI" record -a -p 1
 expect_exit 2 "between 1 and 100000" "$ECPI" record -F 0 -- true
 expect_exit 2 "unknown event 'bogus'" "$ECPI" record -e bogus -- true
 expect_exit 2 "by" "$ECPI" prof --by function
-expect_exit 2 "format" "$ECPI" prof --format xml
+expect_exit 2 "unknown format xml \(text or json\)" "$ECPI" prof --format xml
+# Help names the choices plainly, never CLI11's internals (issue 34, defect 8).
+for verb in prof stats diff annotate calc; do
+	help=$("$ECPI" "$verb" --help)
+	grep -q -- "--format text|json" <<<"$help" || fail "$verb --help does not show --format text|json"
+	! grep -q "ENUM\|->" <<<"$help" || fail "$verb --help shows CLI11 internals: $(grep 'ENUM\|->' <<<"$help")"
+done
 expect_exit 2 "nosuch" "$ECPI" nosuch
 expect_exit 1 "not an ecpi database" "$ECPI" prof "$TMP/missing"
 "$ECPI" --help >/dev/null || fail "--help failed"

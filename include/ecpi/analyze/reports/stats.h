@@ -15,11 +15,17 @@
 
 namespace ecpi::analyze {
 
+inline constexpr std::uint64_t kDefaultStatsMinSamples = 10;
+
 struct StatsOptions {
     Grouping by = Grouping::kProcedure;
     std::optional<std::string> event;        // default: common_event()
     std::optional<std::uint32_t> pid;
     std::size_t limit = 0;                   // 0: all rows
+    // Rows whose mean over the sets is under this many samples are hidden:
+    // a procedure with 1 or 2 samples has a range of 100% by chance alone and
+    // would rank first (issue 34, defect 7). 0 shows every row.
+    std::uint64_t min_samples = kDefaultStatsMinSamples;
 };
 
 // One input profile of the statistics ("set" in DCPI's words).
@@ -53,7 +59,9 @@ struct StatsReport {
     std::vector<StatsSet> sets;
     std::uint64_t total = 0;                 // over all sets
     std::vector<StatsRow> rows;              // by decreasing range%, then sum, procedure, image
-    std::size_t rows_total = 0;              // rows before the limit
+    std::size_t rows_total = 0;              // rows before the limit (after min_samples)
+    std::uint64_t min_samples = 0;           // the threshold applied (mean samples per set)
+    std::size_t rows_below_min_samples = 0;  // rows hidden by it
     std::vector<std::string> warnings;
 };
 
@@ -61,6 +69,10 @@ struct StatsReport {
 // `sets[i]` describes `profiles[i]`, whose totals it takes).
 StatsReport compute_stats(std::vector<StatsSet> sets, const std::vector<FlatProfile>& profiles,
                           Grouping by);
+
+// Hides the rows whose mean per set is under `min_samples` (0: none), and
+// counts them in the report.
+void hide_rows_below(StatsReport& report, std::uint64_t min_samples);
 
 // Picks the event, flattens each profile (images merged by build id) and
 // computes the statistics.
