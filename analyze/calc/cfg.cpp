@@ -177,6 +177,139 @@ struct CapstoneDecoder {
     CapstoneDecoder& operator=(const CapstoneDecoder&) = delete;
 };
 
+// The registers an instruction reads and writes, canonical (rip left out:
+// it is not a data dependency).
+void register_accesses(DecodedInstruction& d, csh handle, const cs_insn* insn, const RegisterTable& regs) {
+    cs_regs rr, ww;
+    std::uint8_t nr = 0, nw = 0;
+    if (cs_regs_access(handle, insn, rr, &nr, ww, &nw) == CS_ERR_OK) {
+        for (int k = 0; k < nr; ++k) {
+            d.reads.add(regs.canonical[rr[k]]);
+            d.vector = d.vector || regs.vector[rr[k]];
+        }
+        for (int k = 0; k < nw; ++k) {
+            d.writes.add(regs.canonical[ww[k]]);
+            d.vector = d.vector || regs.vector[ww[k]];
+        }
+    }
+    std::uint16_t rip = regs.canonical[X86_REG_RIP];
+    d.reads.remove(rip);
+    d.writes.remove(rip);
+}
+
+// The memory operand (its address) and whether the instruction loads or
+// stores, the stack's own accesses included.
+void memory_accesses(DecodedInstruction& d, const cs_insn* insn, const RegisterTable& regs) {
+    const cs_x86& x86 = insn->detail->x86;
+    const std::uint16_t rip = regs.canonical[X86_REG_RIP];
+    bool is_lea = insn->id == X86_INS_LEA;
+    bool is_nop = insn->id == X86_INS_NOP || insn->id == X86_INS_ENDBR64 || insn->id == X86_INS_PREFETCH ||
+                  insn->id == X86_INS_PREFETCHT0 || insn->id == X86_INS_PREFETCHT1 ||
+                  insn->id == X86_INS_PREFETCHT2 || insn->id == X86_INS_PREFETCHNTA ||
+                  insn->id == X86_INS_PREFETCHW;
+    for (int k = 0; k < x86.op_count; ++k) {
+        const cs_x86_op& op = x86.operands[k];
+        if (op.type != X86_OP_MEM || is_nop) continue;
+        d.memory.segment = regs.canonical[op.mem.segment];
+        d.memory.base = op.mem.base == X86_REG_RIP ? rip : regs.canonical[op.mem.base];
+        d.memory.index = regs.canonical[op.mem.index];
+        d.memory.scale = op.mem.scale;
+        d.memory.disp = op.mem.disp;
+        if (op.mem.base == X86_REG_RIP) d.memory.disp += static_cast<std::int64_t>(d.address + d.size);
+        if (is_lea) continue;  // an address computation, no memory access
+        if (op.access & CS_AC_READ) d.loads = true;
+        if (op.access & CS_AC_WRITE) d.stores = true;
+        if (!(op.access & (CS_AC_READ | CS_AC_WRITE))) d.loads = true;  // unknown access: assume a read
+    }
+    switch (insn->id) {
+        case X86_INS_PUSH: case X86_INS_CALL: d.stores = true; break;
+        case X86_INS_POP: case X86_INS_RET: d.loads = true; break;
+        default: break;
+    }
+}
+
+// Zero idioms, register moves, the first operands' registers and the
+// immediate: what the machine model and register progress look at.
+void operand_shapes(DecodedInstruction& d, const cs_insn* insn, const RegisterTable& regs) {
+    const cs_x86& x86 = insn->detail->x86;
+    if (is_zero_idiom_candidate(insn->id) && x86.op_count >= 2) {
+        const cs_x86_op& a = x86.operands[x86.op_count - 2];
+        const cs_x86_op& b = x86.operands[x86.op_count - 1];
+        if (a.type == X86_OP_REG && b.type == X86_OP_REG && a.reg == b.reg) {
+            d.zero_idiom = true;
+            d.reads.clear();
+        }
+    }
+    auto plain_register = [](const cs_x86_op& op) {
+        return op.type == X86_OP_REG && op.reg != X86_REG_AH && op.reg != X86_REG_BH && op.reg != X86_REG_CH &&
+               op.reg != X86_REG_DH;
+    };
+    if (x86.op_count >= 1 && plain_register(x86.operands[0])) {
+        d.first_register = regs.canonical[x86.operands[0].reg];
+        d.first_size = x86.operands[0].size;
+    }
+    if (x86.op_count >= 2 && plain_register(x86.operands[1])) d.second_register = regs.canonical[x86.operands[1].reg];
+    for (int k = 0; k < x86.op_count; ++k)
+        if (x86.operands[k].type == X86_OP_IMM) {
+            d.has_immediate = true;
+            d.immediate = x86.operands[k].imm;
+        }
+    if (is_register_move(insn->id) && x86.op_count == 2 && x86.operands[0].type == X86_OP_REG &&
+        x86.operands[1].type == X86_OP_REG)
+        d.reg_move = true;
+}
+
+// Returns, calls, jumps (with their direct targets) and traps.
+void control_flow(DecodedInstruction& d, const cs_insn* insn) {
+    const cs_detail* det = insn->detail;
+    const cs_x86& x86 = det->x86;
+    if (has_group(det, CS_GRP_RET) || insn->id == X86_INS_IRET || insn->id == X86_INS_IRETD ||
+        insn->id == X86_INS_IRETQ || insn->id == X86_INS_RETF) {
+        d.flow = FlowKind::kReturn;
+    } else if (has_group(det, CS_GRP_CALL)) {
+        if (x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM) {
+            d.flow = FlowKind::kCall;
+            d.target = static_cast<std::uint64_t>(x86.operands[0].imm);
+        } else {
+            d.flow = FlowKind::kIndirectCall;
+        }
+    } else if (has_group(det, CS_GRP_JUMP)) {
+        bool unconditional = insn->id == X86_INS_JMP || insn->id == X86_INS_LJMP;
+        bool direct = x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM;
+        if (direct) d.target = static_cast<std::uint64_t>(x86.operands[0].imm);
+        if (!unconditional) d.flow = FlowKind::kCondJump;
+        else d.flow = direct ? FlowKind::kJump : FlowKind::kIndirectJump;
+    } else if (insn->id == X86_INS_UD2 || insn->id == X86_INS_UD2B || insn->id == X86_INS_UD0 ||
+               insn->id == X86_INS_HLT || insn->id == X86_INS_INT3) {
+        d.flow = FlowKind::kTrap;
+    }
+}
+
+// One instruction Capstone decoded.
+DecodedInstruction describe(csh handle, const cs_insn* insn, const RegisterTable& regs) {
+    DecodedInstruction d;
+    d.address = insn->address;
+    d.size = static_cast<std::uint8_t>(insn->size);
+    d.id = insn->id;
+    d.mnemonic = insn->mnemonic;
+    d.operands = insn->op_str;
+    register_accesses(d, handle, insn, regs);
+    memory_accesses(d, insn, regs);
+    operand_shapes(d, insn, regs);
+    control_flow(d, insn);
+    return d;
+}
+
+// A byte Capstone cannot decode: a one-byte trap, and decoding goes on after it.
+DecodedInstruction undecodable(std::uint64_t pc) {
+    DecodedInstruction d;
+    d.address = pc;
+    d.size = 1;
+    d.mnemonic = "(bad)";
+    d.flow = FlowKind::kTrap;
+    return d;
+}
+
 }  // namespace
 
 Result<std::vector<DecodedInstruction>> decode_x86_64(std::uint64_t address, std::span<const std::uint8_t> bytes) {
@@ -191,115 +324,14 @@ Result<std::vector<DecodedInstruction>> decode_x86_64(std::uint64_t address, std
     std::size_t left = bytes.size();
     std::uint64_t pc = address;
     while (left > 0) {
-        DecodedInstruction d;
         if (!cs_disasm_iter(handle, &code, &left, &pc, insn)) {
-            d.address = pc;
-            d.size = 1;
-            d.mnemonic = "(bad)";
-            d.flow = FlowKind::kTrap;
-            out.push_back(std::move(d));
+            out.push_back(undecodable(pc));
             ++code;
             --left;
             ++pc;
             continue;
         }
-        d.address = insn->address;
-        d.size = static_cast<std::uint8_t>(insn->size);
-        d.id = insn->id;
-        d.mnemonic = insn->mnemonic;
-        d.operands = insn->op_str;
-        const cs_detail* det = insn->detail;
-        const cs_x86& x86 = det->x86;
-
-        cs_regs rr, ww;
-        std::uint8_t nr = 0, nw = 0;
-        if (cs_regs_access(handle, insn, rr, &nr, ww, &nw) == CS_ERR_OK) {
-            for (int k = 0; k < nr; ++k) {
-                d.reads.add(regs.canonical[rr[k]]);
-                d.vector = d.vector || regs.vector[rr[k]];
-            }
-            for (int k = 0; k < nw; ++k) {
-                d.writes.add(regs.canonical[ww[k]]);
-                d.vector = d.vector || regs.vector[ww[k]];
-            }
-        }
-        // rip is not a data dependency.
-        std::uint16_t rip = regs.canonical[X86_REG_RIP];
-        d.reads.remove(rip);
-        d.writes.remove(rip);
-
-        bool is_lea = insn->id == X86_INS_LEA;
-        bool is_nop = insn->id == X86_INS_NOP || insn->id == X86_INS_ENDBR64 || insn->id == X86_INS_PREFETCH ||
-                      insn->id == X86_INS_PREFETCHT0 || insn->id == X86_INS_PREFETCHT1 ||
-                      insn->id == X86_INS_PREFETCHT2 || insn->id == X86_INS_PREFETCHNTA ||
-                      insn->id == X86_INS_PREFETCHW;
-        for (int k = 0; k < x86.op_count; ++k) {
-            const cs_x86_op& op = x86.operands[k];
-            if (op.type != X86_OP_MEM || is_nop) continue;
-            d.memory.segment = regs.canonical[op.mem.segment];
-            d.memory.base = op.mem.base == X86_REG_RIP ? rip : regs.canonical[op.mem.base];
-            d.memory.index = regs.canonical[op.mem.index];
-            d.memory.scale = op.mem.scale;
-            d.memory.disp = op.mem.disp;
-            if (op.mem.base == X86_REG_RIP) d.memory.disp += static_cast<std::int64_t>(d.address + d.size);
-            if (is_lea) continue;  // an address computation, no memory access
-            if (op.access & CS_AC_READ) d.loads = true;
-            if (op.access & CS_AC_WRITE) d.stores = true;
-            if (!(op.access & (CS_AC_READ | CS_AC_WRITE))) d.loads = true;  // unknown access: assume a read
-        }
-        switch (insn->id) {
-            case X86_INS_PUSH: case X86_INS_CALL: d.stores = true; break;
-            case X86_INS_POP: case X86_INS_RET: d.loads = true; break;
-            default: break;
-        }
-        if (is_zero_idiom_candidate(insn->id) && x86.op_count >= 2) {
-            const cs_x86_op& a = x86.operands[x86.op_count - 2];
-            const cs_x86_op& b = x86.operands[x86.op_count - 1];
-            if (a.type == X86_OP_REG && b.type == X86_OP_REG && a.reg == b.reg) {
-                d.zero_idiom = true;
-                d.reads.clear();
-            }
-        }
-        auto plain_register = [](const cs_x86_op& op) {
-            return op.type == X86_OP_REG && op.reg != X86_REG_AH && op.reg != X86_REG_BH && op.reg != X86_REG_CH &&
-                   op.reg != X86_REG_DH;
-        };
-        if (x86.op_count >= 1 && plain_register(x86.operands[0])) {
-            d.first_register = regs.canonical[x86.operands[0].reg];
-            d.first_size = x86.operands[0].size;
-        }
-        if (x86.op_count >= 2 && plain_register(x86.operands[1])) d.second_register = regs.canonical[x86.operands[1].reg];
-        for (int k = 0; k < x86.op_count; ++k)
-            if (x86.operands[k].type == X86_OP_IMM) {
-                d.has_immediate = true;
-                d.immediate = x86.operands[k].imm;
-            }
-        if (is_register_move(insn->id) && x86.op_count == 2 && x86.operands[0].type == X86_OP_REG &&
-            x86.operands[1].type == X86_OP_REG)
-            d.reg_move = true;
-
-        // Control flow.
-        if (has_group(det, CS_GRP_RET) || insn->id == X86_INS_IRET || insn->id == X86_INS_IRETD ||
-            insn->id == X86_INS_IRETQ || insn->id == X86_INS_RETF) {
-            d.flow = FlowKind::kReturn;
-        } else if (has_group(det, CS_GRP_CALL)) {
-            if (x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM) {
-                d.flow = FlowKind::kCall;
-                d.target = static_cast<std::uint64_t>(x86.operands[0].imm);
-            } else {
-                d.flow = FlowKind::kIndirectCall;
-            }
-        } else if (has_group(det, CS_GRP_JUMP)) {
-            bool unconditional = insn->id == X86_INS_JMP || insn->id == X86_INS_LJMP;
-            bool direct = x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM;
-            if (direct) d.target = static_cast<std::uint64_t>(x86.operands[0].imm);
-            if (!unconditional) d.flow = FlowKind::kCondJump;
-            else d.flow = direct ? FlowKind::kJump : FlowKind::kIndirectJump;
-        } else if (insn->id == X86_INS_UD2 || insn->id == X86_INS_UD2B || insn->id == X86_INS_UD0 ||
-                   insn->id == X86_INS_HLT || insn->id == X86_INS_INT3) {
-            d.flow = FlowKind::kTrap;
-        }
-        out.push_back(std::move(d));
+        out.push_back(describe(handle, insn, regs));
     }
     return out;
 }
