@@ -204,10 +204,8 @@ std::string source_text(const CalcInstruction& ci) {
     return std::filesystem::path(ci.file).filename().string() + ":" + std::to_string(ci.line);
 }
 
-}  // namespace
-
-std::string render_calc_text(const CalcReport& r) {
-    std::ostringstream o;
+// The event, its period in cycles, the machine model and the skid.
+void render_header(std::ostringstream& o, const CalcReport& r) {
     o << "Event " << r.event << ", period " << r.period << (is_clock_event(r.event) ? " ns" : "") << " = "
       << fmt("%.0f", r.period_cycles) << " cycles per sample";
     if (is_clock_event(r.event))
@@ -219,36 +217,42 @@ std::string render_calc_text(const CalcReport& r) {
           : r.sample_skid == 1 ? std::string("one instruction after the one that")
                                : std::to_string(r.sample_skid) + " instructions after the one that")
       << " kept retirement waiting (timer interrupts\non this core), and Min/CPI are charged the same way.\n";
-    if (r.summary && r.images.empty()) {
-        for (const auto& p : r.procedures) {
-            o << "\n" << detail::escape_control(p.name) << "  (" << detail::escape_control(p.image) << ")\n";
-            o << "*** Counts: " << share(p.anchored_samples, p.samples) << " of the samples measured by register "
-              << "progress, " << share(p.ranged_samples, p.samples) << " on ranges (the samples cannot decide)\n";
-            render_summary(o, p.stalls, r.event_samples);
-        }
-        return o.str();
+}
+
+// --summary of named procedures: Figure 4 for each.
+void render_procedure_summaries(std::ostringstream& o, const CalcReport& r) {
+    for (const auto& p : r.procedures) {
+        o << "\n" << detail::escape_control(p.name) << "  (" << detail::escape_control(p.image) << ")\n";
+        o << "*** Counts: " << share(p.anchored_samples, p.samples) << " of the samples measured by register "
+          << "progress, " << share(p.ranged_samples, p.samples) << " on ranges (the samples cannot decide)\n";
+        render_summary(o, p.stalls, r.event_samples);
     }
-    if (r.summary) {
-        o << "\n" << r.procedures.size() << " procedures, " << r.analyzed_bytes << " bytes of code analyzed in "
-          << fmt("%.2f", r.analysis_seconds) << " s\n\n";
-        char head[200];
-        std::snprintf(head, sizeof head, "%9s %14s %8s %8s %7s  %s\n", "Samples", "Calls (est.)", "Best CPI", "CPI",
-                      "Classes", "Procedure (image)");
-        o << head;
-        for (const auto& p : r.procedures) {
-            char line[160];
-            std::snprintf(line, sizeof line, "%9" PRIu64 " %14s %8.2f %8s %7u  ", p.samples,
-                          count_text(p.invocations).c_str(), p.best_cpi,
-                          p.actual_cpi ? fmt("%.2f", *p.actual_cpi).c_str() : "-", p.frequency_classes);
-            o << line << detail::escape_control(p.name) << (p.missing_edges ? " [missing edges]" : "") << "  ("
-              << detail::escape_control(std::filesystem::path(p.image).filename().string()) << ")\n";
-        }
-        for (const auto& im : r.images) {
-            o << "\nImage " << detail::escape_control(im.image) << " (" << im.procedures << " procedures)\n";
-            render_summary(o, im.stalls, r.event_samples);
-        }
-        return o.str();
+}
+
+// --summary --all: a line per procedure, then Figure 4 per image.
+void render_summary_table(std::ostringstream& o, const CalcReport& r) {
+    o << "\n" << r.procedures.size() << " procedures, " << r.analyzed_bytes << " bytes of code analyzed in "
+      << fmt("%.2f", r.analysis_seconds) << " s\n\n";
+    char head[200];
+    std::snprintf(head, sizeof head, "%9s %14s %8s %8s %7s  %s\n", "Samples", "Calls (est.)", "Best CPI", "CPI",
+                  "Classes", "Procedure (image)");
+    o << head;
+    for (const auto& p : r.procedures) {
+        char line[160];
+        std::snprintf(line, sizeof line, "%9" PRIu64 " %14s %8.2f %8s %7u  ", p.samples,
+                      count_text(p.invocations).c_str(), p.best_cpi,
+                      p.actual_cpi ? fmt("%.2f", *p.actual_cpi).c_str() : "-", p.frequency_classes);
+        o << line << detail::escape_control(p.name) << (p.missing_edges ? " [missing edges]" : "") << "  ("
+          << detail::escape_control(std::filesystem::path(p.image).filename().string()) << ")\n";
     }
+    for (const auto& im : r.images) {
+        o << "\nImage " << detail::escape_control(im.image) << " (" << im.procedures << " procedures)\n";
+        render_summary(o, im.stalls, r.event_samples);
+    }
+}
+
+// What the bubbles and their letters mean.
+void render_legend(std::ostringstream& o) {
     o << "\nBubbles above an instruction show its stall (one line per cycle per execution, at most 8)\n"
          "and every cause not ruled out; the Culprits column names the instructions behind them.\n";
     std::string legend;
@@ -261,83 +265,200 @@ std::string render_calc_text(const CalcReport& r) {
         }
     }
     o << "Static:  " << legend << "\n";
-    for (const auto& p : r.procedures) {
-        o << "\n" << detail::escape_control(p.name) << "  (" << detail::escape_control(p.image) << ")  " << p.samples << " samples, "
-          << count_text(p.invocations) << " calls (est.), " << p.blocks.size() << " blocks, "
-          << p.frequency_classes << " frequency classes";
-        if (p.jump_tables) o << ", " << p.jump_tables << " jump table" << (p.jump_tables > 1 ? "s" : "");
-        o << "\n*** Procedure best-case CPI " << fmt("%.2f", p.best_cpi) << ", actual CPI "
-          << (p.actual_cpi ? fmt("%.2f", *p.actual_cpi) : std::string("n/a")) << "\n";
-        o << "*** Counts: " << share(p.anchored_samples, p.samples) << " of the samples measured by register progress, "
-          << share(p.ranged_samples, p.samples) << " on ranges (the samples cannot decide)\n";
-        render_loops(o, p);
-        if (p.missing_edges) {
-            o << "*** CFG is missing edges (unresolved indirect jump";
-            for (auto a : p.unresolved_jumps) o << " " << hex(a);
-            o << "): one frequency class per block, no propagation\n";
-        }
-        for (const auto& b : p.blocks) {
-            if (b.samples == 0 && b.executions == 0) continue;  // never seen running
-            o << "\nBlock " << b.index << " at " << hex(b.address) << " (class " << b.frequency_class << ", "
-              << estimate_source_name(b.source) << (b.steady_state ? ", loop steady state" : "") << ")\n";
-            o << "*** Best-case " << fmt("%.1f", b.best_cycles) << "/" << b.count << " = "
-              << fmt("%.2f", b.best_cpi) << " CPI\n";
-            if (b.actual_cpi)
-                o << "*** Actual    " << fmt("%.1f", *b.actual_cpi * b.count) << "/" << b.count << " = "
-                  << fmt("%.2f", *b.actual_cpi) << " CPI  ("
-                  << executions_text(b.executions, b.executions_min, b.executions_max, b.ranged) << " executions, "
-                  << (b.ranged ? std::string("a range: the samples cannot decide") :
-                                 std::string(confidence_name(b.confidence)) + " confidence")
-                  << ")\n";
-            else
-                o << "*** Actual    n/a (no executions estimated)\n";
-            char head[160];
-            std::snprintf(head, sizeof head, "%-18s %-40s %9s %5s %14s %9s %-8s %-16s %s\n", "Address",
-                          "Instruction", "Samples", "Min", "Executions", "CPI", "Conf", "Source", "Culprits");
-            o << head;
-            for (std::uint32_t k = b.first; k < b.first + b.count; ++k) {
-                const auto& ci = p.instructions[k];
-                std::string text = ci.text.size() > 40 ? ci.text.substr(0, 39) + "~" : ci.text;
-                std::string min = ci.best_known ? fmt("%.0f", ci.best_cycles) : "?";
-                std::string cpi = ci.cpi ? fmt("%.1fcy", *ci.cpi) : "-";
-                bool stalled = shows_stall(ci, p.samples);
-                if (stalled) {
-                    double stall = std::max(ci.dynamic_cycles, 0.0) + ci.static_cycles;
-                    int lines = std::clamp(static_cast<int>(std::lround(stall)), 1, 8);
-                    std::string letters = culprit_letters(ci);
-                    for (int l = 0; l < lines; ++l) {
-                        o << std::string(19, ' ') << letters;
-                        if (l + 1 == lines) o << "  " << fmt("%.1f", stall) << " stall cycles per execution";
-                        o << "\n";
-                    }
-                }
-                char line[400];
-                std::snprintf(line, sizeof line, "%-18s %-40s %9" PRIu64 " %5s %14s %9s %-8s %-16s %s",
-                              hex(ci.address).c_str(), text.c_str(), ci.samples, min.c_str(),
-                              executions_text(ci.executions, ci.executions_min, ci.executions_max,
-                                              ci.executions_min != ci.executions_max).c_str(),
-                              cpi.c_str(), confidence_name(ci.confidence),
-                              source_text(ci).c_str(), stalled ? culprit_column(ci).c_str() : "");
-                std::string ls = line;
-                while (!ls.empty() && ls.back() == ' ') ls.pop_back();
-                o << ls << "\n";
-            }
+}
+
+// One instruction's line of the listing, with its stall's bubbles above it.
+void render_instruction(std::ostringstream& o, const CalcInstruction& ci, std::uint64_t procedure_samples) {
+    std::string text = ci.text.size() > 40 ? ci.text.substr(0, 39) + "~" : ci.text;
+    std::string min = ci.best_known ? fmt("%.0f", ci.best_cycles) : "?";
+    std::string cpi = ci.cpi ? fmt("%.1fcy", *ci.cpi) : "-";
+    bool stalled = shows_stall(ci, procedure_samples);
+    if (stalled) {
+        double stall = std::max(ci.dynamic_cycles, 0.0) + ci.static_cycles;
+        int lines = std::clamp(static_cast<int>(std::lround(stall)), 1, 8);
+        std::string letters = culprit_letters(ci);
+        for (int l = 0; l < lines; ++l) {
+            o << std::string(19, ' ') << letters;
+            if (l + 1 == lines) o << "  " << fmt("%.1f", stall) << " stall cycles per execution";
+            o << "\n";
         }
     }
+    char line[400];
+    std::snprintf(line, sizeof line, "%-18s %-40s %9" PRIu64 " %5s %14s %9s %-8s %-16s %s",
+                  hex(ci.address).c_str(), text.c_str(), ci.samples, min.c_str(),
+                  executions_text(ci.executions, ci.executions_min, ci.executions_max,
+                                  ci.executions_min != ci.executions_max).c_str(),
+                  cpi.c_str(), confidence_name(ci.confidence),
+                  source_text(ci).c_str(), stalled ? culprit_column(ci).c_str() : "");
+    std::string ls = line;
+    while (!ls.empty() && ls.back() == ' ') ls.pop_back();
+    o << ls << "\n";
+}
+
+// A block's head (best case and actual CPI) and its instructions.
+void render_block(std::ostringstream& o, const CalcProcedure& p, const CalcBlock& b) {
+    o << "\nBlock " << b.index << " at " << hex(b.address) << " (class " << b.frequency_class << ", "
+      << estimate_source_name(b.source) << (b.steady_state ? ", loop steady state" : "") << ")\n";
+    o << "*** Best-case " << fmt("%.1f", b.best_cycles) << "/" << b.count << " = "
+      << fmt("%.2f", b.best_cpi) << " CPI\n";
+    if (b.actual_cpi)
+        o << "*** Actual    " << fmt("%.1f", *b.actual_cpi * b.count) << "/" << b.count << " = "
+          << fmt("%.2f", *b.actual_cpi) << " CPI  ("
+          << executions_text(b.executions, b.executions_min, b.executions_max, b.ranged) << " executions, "
+          << (b.ranged ? std::string("a range: the samples cannot decide") :
+                         std::string(confidence_name(b.confidence)) + " confidence")
+          << ")\n";
+    else
+        o << "*** Actual    n/a (no executions estimated)\n";
+    char head[160];
+    std::snprintf(head, sizeof head, "%-18s %-40s %9s %5s %14s %9s %-8s %-16s %s\n", "Address",
+                  "Instruction", "Samples", "Min", "Executions", "CPI", "Conf", "Source", "Culprits");
+    o << head;
+    for (std::uint32_t k = b.first; k < b.first + b.count; ++k) render_instruction(o, p.instructions[k], p.samples);
+}
+
+// DCPI Figure 2 for one procedure: its head, loops, and every block seen running.
+void render_procedure(std::ostringstream& o, const CalcProcedure& p) {
+    o << "\n" << detail::escape_control(p.name) << "  (" << detail::escape_control(p.image) << ")  " << p.samples << " samples, "
+      << count_text(p.invocations) << " calls (est.), " << p.blocks.size() << " blocks, "
+      << p.frequency_classes << " frequency classes";
+    if (p.jump_tables) o << ", " << p.jump_tables << " jump table" << (p.jump_tables > 1 ? "s" : "");
+    o << "\n*** Procedure best-case CPI " << fmt("%.2f", p.best_cpi) << ", actual CPI "
+      << (p.actual_cpi ? fmt("%.2f", *p.actual_cpi) : std::string("n/a")) << "\n";
+    o << "*** Counts: " << share(p.anchored_samples, p.samples) << " of the samples measured by register progress, "
+      << share(p.ranged_samples, p.samples) << " on ranges (the samples cannot decide)\n";
+    render_loops(o, p);
+    if (p.missing_edges) {
+        o << "*** CFG is missing edges (unresolved indirect jump";
+        for (auto a : p.unresolved_jumps) o << " " << hex(a);
+        o << "): one frequency class per block, no propagation\n";
+    }
+    for (const auto& b : p.blocks) {
+        if (b.samples == 0 && b.executions == 0) continue;  // never seen running
+        render_block(o, p, b);
+    }
+}
+
+}  // namespace
+
+std::string render_calc_text(const CalcReport& r) {
+    std::ostringstream o;
+    render_header(o, r);
+    if (r.summary && r.images.empty()) {
+        render_procedure_summaries(o, r);
+        return o.str();
+    }
+    if (r.summary) {
+        render_summary_table(o, r);
+        return o.str();
+    }
+    render_legend(o);
+    for (const auto& p : r.procedures) render_procedure(o, p);
     return o.str();
 }
 
 namespace {
 
+using nlohmann::json;
+
+json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+json block_id_json(std::uint32_t b) {
+    if (b == kEntryBlock) return "entry";
+    if (b == kExitBlock) return "exit";
+    return b;
+}
+
+json loop_json(const CalcLoop& l) {
+    json jl = {{"header", hex(l.header)},
+               {"depth", l.depth},
+               {"blocks", l.blocks},
+               {"samples", l.samples},
+               {"induction", l.induction.empty() ? json(nullptr) : json(l.induction)},
+               {"step", l.step},
+               {"anchored", l.anchored}};
+    if (!l.induction.empty()) jl["step_address"] = hex(l.step_address);
+    if (l.anchored) {
+        jl["iterations"] = l.iterations;
+        jl["iterations_min"] = l.iterations_min;
+        jl["iterations_max"] = l.iterations_max;
+        jl["iterations_per_second"] = l.iterations_per_second;
+    } else {
+        jl["why_not"] = l.why_not;
+    }
+    jl["pairs"] = {{"used", l.pairs.used},
+                   {"other_thread", l.pairs.other_thread},
+                   {"left_loop", l.pairs.left_loop},
+                   {"invariant_changed", l.pairs.invariant_changed},
+                   {"wrong_direction", l.pairs.wrong_direction},
+                   {"too_far", l.pairs.too_far},
+                   {"gap", l.pairs.gap},
+                   {"outlier", l.pairs.outlier}};
+    return jl;
+}
+
+json block_json(const CalcBlock& b) {
+    return {{"index", b.index},
+            {"address", hex(b.address)},
+            {"instructions", b.count},
+            {"frequency_class", b.frequency_class},
+            {"samples", b.samples},
+            {"executions", b.executions},
+            {"executions_min", b.executions_min},
+            {"executions_max", b.executions_max},
+            {"ranged", b.ranged},
+            {"best_cycles", b.best_cycles},
+            {"best_cpi", b.best_cpi},
+            {"actual_cpi", optional_json(b.actual_cpi)},
+            {"confidence", confidence_name(b.confidence)},
+            {"estimate", estimate_source_name(b.source)},
+            {"steady_state", b.steady_state}};
+}
+
+json culprits_json(const CalcInstruction& ci) {
+    json culprits = json::array();
+    for (const auto& c : ci.culprits) {
+        json jc = {{"cause", c.cause == StallCause::kStaticDivider ? "divider" : stall_cause_name(c.cause)},
+                   {"kind", is_dynamic(c.cause) ? "dynamic" : "static"},
+                   {"cycles_min", c.cycles_min},
+                   {"cycles_max", c.cycles_max}};
+        if (c.instruction) jc["instruction"] = hex(*c.instruction);
+        culprits.push_back(std::move(jc));
+    }
+    return culprits;
+}
+
+json instruction_json(const CalcInstruction& ci, std::uint32_t block) {
+    json ji = {{"address", hex(ci.address)},
+               {"block", block},
+               {"instruction", ci.text},
+               {"samples", ci.samples},
+               {"best_cycles", ci.best_known ? json(ci.best_cycles) : json(nullptr)},
+               {"executions", ci.executions},
+               {"executions_min", ci.executions_min},
+               {"executions_max", ci.executions_max},
+               {"cpi", optional_json(ci.cpi)},
+               {"confidence", confidence_name(ci.confidence)}};
+    if (!ci.file.empty()) ji["source"] = {{"file", ci.file}, {"line", ci.line}};
+    ji["static_cycles"] = ci.static_cycles;
+    ji["dynamic_cycles"] = ci.dynamic_cycles;
+    ji["culprits"] = culprits_json(ci);
+    return ji;
+}
+
+json edges_json(const CalcProcedure& p) {
+    json edges = json::array();
+    for (const auto& e : p.edges)
+        edges.push_back({{"from", block_id_json(e.from)},
+                         {"to", block_id_json(e.to)},
+                         {"kind", edge_kind_name(e.kind)},
+                         {"frequency_class", e.frequency_class},
+                         {"executions", e.executions}});
+    return edges;
+}
+
 // One procedure's object of the ecpi.calc schema.
-nlohmann::json procedure_json(const CalcReport& r, const CalcProcedure& p) {
-    using nlohmann::json;
-    auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
-    auto block_id = [](std::uint32_t b) -> json {
-        if (b == kEntryBlock) return "entry";
-        if (b == kExitBlock) return "exit";
-        return b;
-    };
+json procedure_json(const CalcReport& r, const CalcProcedure& p) {
     json jp = {{"name", p.name},
                {"image", p.image},
                {"build_id", p.build_id},
@@ -346,7 +467,7 @@ nlohmann::json procedure_json(const CalcReport& r, const CalcProcedure& p) {
                {"samples", p.samples},
                {"invocations", p.invocations},
                {"best_cpi", p.best_cpi},
-               {"actual_cpi", opt(p.actual_cpi)},
+               {"actual_cpi", optional_json(p.actual_cpi)},
                {"frequency_classes", p.frequency_classes},
                {"missing_edges", p.missing_edges},
                {"jump_tables", p.jump_tables},
@@ -354,33 +475,7 @@ nlohmann::json procedure_json(const CalcReport& r, const CalcProcedure& p) {
                {"ranged_samples", p.ranged_samples},
                {"summary", summary_json(p.stalls, r.event_samples)}};
     json loops = json::array();
-    for (const auto& l : p.loops) {
-        json jl = {{"header", hex(l.header)},
-                   {"depth", l.depth},
-                   {"blocks", l.blocks},
-                   {"samples", l.samples},
-                   {"induction", l.induction.empty() ? json(nullptr) : json(l.induction)},
-                   {"step", l.step},
-                   {"anchored", l.anchored}};
-        if (!l.induction.empty()) jl["step_address"] = hex(l.step_address);
-        if (l.anchored) {
-            jl["iterations"] = l.iterations;
-            jl["iterations_min"] = l.iterations_min;
-            jl["iterations_max"] = l.iterations_max;
-            jl["iterations_per_second"] = l.iterations_per_second;
-        } else {
-            jl["why_not"] = l.why_not;
-        }
-        jl["pairs"] = {{"used", l.pairs.used},
-                       {"other_thread", l.pairs.other_thread},
-                       {"left_loop", l.pairs.left_loop},
-                       {"invariant_changed", l.pairs.invariant_changed},
-                       {"wrong_direction", l.pairs.wrong_direction},
-                       {"too_far", l.pairs.too_far},
-                       {"gap", l.pairs.gap},
-                       {"outlier", l.pairs.outlier}};
-        loops.push_back(std::move(jl));
-    }
+    for (const auto& l : p.loops) loops.push_back(loop_json(l));
     jp["loops"] = std::move(loops);
     json branches = json::array();
     for (const auto& b : p.branches)
@@ -392,59 +487,12 @@ nlohmann::json procedure_json(const CalcReport& r, const CalcProcedure& p) {
     json blocks = json::array();
     json insns = json::array();
     for (const auto& b : p.blocks) {
-        blocks.push_back({{"index", b.index},
-                          {"address", hex(b.address)},
-                          {"instructions", b.count},
-                          {"frequency_class", b.frequency_class},
-                          {"samples", b.samples},
-                          {"executions", b.executions},
-                          {"executions_min", b.executions_min},
-                          {"executions_max", b.executions_max},
-                          {"ranged", b.ranged},
-                          {"best_cycles", b.best_cycles},
-                          {"best_cpi", b.best_cpi},
-                          {"actual_cpi", opt(b.actual_cpi)},
-                          {"confidence", confidence_name(b.confidence)},
-                          {"estimate", estimate_source_name(b.source)},
-                          {"steady_state", b.steady_state}});
-        for (std::uint32_t k = b.first; k < b.first + b.count; ++k) {
-            const auto& ci = p.instructions[k];
-            json ji = {{"address", hex(ci.address)},
-                       {"block", b.index},
-                       {"instruction", ci.text},
-                       {"samples", ci.samples},
-                       {"best_cycles", ci.best_known ? json(ci.best_cycles) : json(nullptr)},
-                       {"executions", ci.executions},
-                       {"executions_min", ci.executions_min},
-                       {"executions_max", ci.executions_max},
-                       {"cpi", opt(ci.cpi)},
-                       {"confidence", confidence_name(ci.confidence)}};
-            if (!ci.file.empty()) ji["source"] = {{"file", ci.file}, {"line", ci.line}};
-            ji["static_cycles"] = ci.static_cycles;
-            ji["dynamic_cycles"] = ci.dynamic_cycles;
-            json culprits = json::array();
-            for (const auto& c : ci.culprits) {
-                json jc = {{"cause", c.cause == StallCause::kStaticDivider ? "divider" : stall_cause_name(c.cause)},
-                           {"kind", is_dynamic(c.cause) ? "dynamic" : "static"},
-                           {"cycles_min", c.cycles_min},
-                           {"cycles_max", c.cycles_max}};
-                if (c.instruction) jc["instruction"] = hex(*c.instruction);
-                culprits.push_back(std::move(jc));
-            }
-            ji["culprits"] = std::move(culprits);
-            insns.push_back(std::move(ji));
-        }
+        blocks.push_back(block_json(b));
+        for (std::uint32_t k = b.first; k < b.first + b.count; ++k) insns.push_back(instruction_json(p.instructions[k], b.index));
     }
     jp["blocks"] = std::move(blocks);
     jp["instructions"] = std::move(insns);
-    json edges = json::array();
-    for (const auto& e : p.edges)
-        edges.push_back({{"from", block_id(e.from)},
-                         {"to", block_id(e.to)},
-                         {"kind", edge_kind_name(e.kind)},
-                         {"frequency_class", e.frequency_class},
-                         {"executions", e.executions}});
-    jp["edges"] = std::move(edges);
+    jp["edges"] = edges_json(p);
     return jp;
 }
 

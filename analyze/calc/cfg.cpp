@@ -177,6 +177,139 @@ struct CapstoneDecoder {
     CapstoneDecoder& operator=(const CapstoneDecoder&) = delete;
 };
 
+// The registers an instruction reads and writes, canonical (rip left out:
+// it is not a data dependency).
+void register_accesses(DecodedInstruction& d, csh handle, const cs_insn* insn, const RegisterTable& regs) {
+    cs_regs rr, ww;
+    std::uint8_t nr = 0, nw = 0;
+    if (cs_regs_access(handle, insn, rr, &nr, ww, &nw) == CS_ERR_OK) {
+        for (int k = 0; k < nr; ++k) {
+            d.reads.add(regs.canonical[rr[k]]);
+            d.vector = d.vector || regs.vector[rr[k]];
+        }
+        for (int k = 0; k < nw; ++k) {
+            d.writes.add(regs.canonical[ww[k]]);
+            d.vector = d.vector || regs.vector[ww[k]];
+        }
+    }
+    std::uint16_t rip = regs.canonical[X86_REG_RIP];
+    d.reads.remove(rip);
+    d.writes.remove(rip);
+}
+
+// The memory operand (its address) and whether the instruction loads or
+// stores, the stack's own accesses included.
+void memory_accesses(DecodedInstruction& d, const cs_insn* insn, const RegisterTable& regs) {
+    const cs_x86& x86 = insn->detail->x86;
+    const std::uint16_t rip = regs.canonical[X86_REG_RIP];
+    bool is_lea = insn->id == X86_INS_LEA;
+    bool is_nop = insn->id == X86_INS_NOP || insn->id == X86_INS_ENDBR64 || insn->id == X86_INS_PREFETCH ||
+                  insn->id == X86_INS_PREFETCHT0 || insn->id == X86_INS_PREFETCHT1 ||
+                  insn->id == X86_INS_PREFETCHT2 || insn->id == X86_INS_PREFETCHNTA ||
+                  insn->id == X86_INS_PREFETCHW;
+    for (int k = 0; k < x86.op_count; ++k) {
+        const cs_x86_op& op = x86.operands[k];
+        if (op.type != X86_OP_MEM || is_nop) continue;
+        d.memory.segment = regs.canonical[op.mem.segment];
+        d.memory.base = op.mem.base == X86_REG_RIP ? rip : regs.canonical[op.mem.base];
+        d.memory.index = regs.canonical[op.mem.index];
+        d.memory.scale = op.mem.scale;
+        d.memory.disp = op.mem.disp;
+        if (op.mem.base == X86_REG_RIP) d.memory.disp += static_cast<std::int64_t>(d.address + d.size);
+        if (is_lea) continue;  // an address computation, no memory access
+        if (op.access & CS_AC_READ) d.loads = true;
+        if (op.access & CS_AC_WRITE) d.stores = true;
+        if (!(op.access & (CS_AC_READ | CS_AC_WRITE))) d.loads = true;  // unknown access: assume a read
+    }
+    switch (insn->id) {
+        case X86_INS_PUSH: case X86_INS_CALL: d.stores = true; break;
+        case X86_INS_POP: case X86_INS_RET: d.loads = true; break;
+        default: break;
+    }
+}
+
+// Zero idioms, register moves, the first operands' registers and the
+// immediate: what the machine model and register progress look at.
+void operand_shapes(DecodedInstruction& d, const cs_insn* insn, const RegisterTable& regs) {
+    const cs_x86& x86 = insn->detail->x86;
+    if (is_zero_idiom_candidate(insn->id) && x86.op_count >= 2) {
+        const cs_x86_op& a = x86.operands[x86.op_count - 2];
+        const cs_x86_op& b = x86.operands[x86.op_count - 1];
+        if (a.type == X86_OP_REG && b.type == X86_OP_REG && a.reg == b.reg) {
+            d.zero_idiom = true;
+            d.reads.clear();
+        }
+    }
+    auto plain_register = [](const cs_x86_op& op) {
+        return op.type == X86_OP_REG && op.reg != X86_REG_AH && op.reg != X86_REG_BH && op.reg != X86_REG_CH &&
+               op.reg != X86_REG_DH;
+    };
+    if (x86.op_count >= 1 && plain_register(x86.operands[0])) {
+        d.first_register = regs.canonical[x86.operands[0].reg];
+        d.first_size = x86.operands[0].size;
+    }
+    if (x86.op_count >= 2 && plain_register(x86.operands[1])) d.second_register = regs.canonical[x86.operands[1].reg];
+    for (int k = 0; k < x86.op_count; ++k)
+        if (x86.operands[k].type == X86_OP_IMM) {
+            d.has_immediate = true;
+            d.immediate = x86.operands[k].imm;
+        }
+    if (is_register_move(insn->id) && x86.op_count == 2 && x86.operands[0].type == X86_OP_REG &&
+        x86.operands[1].type == X86_OP_REG)
+        d.reg_move = true;
+}
+
+// Returns, calls, jumps (with their direct targets) and traps.
+void control_flow(DecodedInstruction& d, const cs_insn* insn) {
+    const cs_detail* det = insn->detail;
+    const cs_x86& x86 = det->x86;
+    if (has_group(det, CS_GRP_RET) || insn->id == X86_INS_IRET || insn->id == X86_INS_IRETD ||
+        insn->id == X86_INS_IRETQ || insn->id == X86_INS_RETF) {
+        d.flow = FlowKind::kReturn;
+    } else if (has_group(det, CS_GRP_CALL)) {
+        if (x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM) {
+            d.flow = FlowKind::kCall;
+            d.target = static_cast<std::uint64_t>(x86.operands[0].imm);
+        } else {
+            d.flow = FlowKind::kIndirectCall;
+        }
+    } else if (has_group(det, CS_GRP_JUMP)) {
+        bool unconditional = insn->id == X86_INS_JMP || insn->id == X86_INS_LJMP;
+        bool direct = x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM;
+        if (direct) d.target = static_cast<std::uint64_t>(x86.operands[0].imm);
+        if (!unconditional) d.flow = FlowKind::kCondJump;
+        else d.flow = direct ? FlowKind::kJump : FlowKind::kIndirectJump;
+    } else if (insn->id == X86_INS_UD2 || insn->id == X86_INS_UD2B || insn->id == X86_INS_UD0 ||
+               insn->id == X86_INS_HLT || insn->id == X86_INS_INT3) {
+        d.flow = FlowKind::kTrap;
+    }
+}
+
+// One instruction Capstone decoded.
+DecodedInstruction describe(csh handle, const cs_insn* insn, const RegisterTable& regs) {
+    DecodedInstruction d;
+    d.address = insn->address;
+    d.size = static_cast<std::uint8_t>(insn->size);
+    d.id = insn->id;
+    d.mnemonic = insn->mnemonic;
+    d.operands = insn->op_str;
+    register_accesses(d, handle, insn, regs);
+    memory_accesses(d, insn, regs);
+    operand_shapes(d, insn, regs);
+    control_flow(d, insn);
+    return d;
+}
+
+// A byte Capstone cannot decode: a one-byte trap, and decoding goes on after it.
+DecodedInstruction undecodable(std::uint64_t pc) {
+    DecodedInstruction d;
+    d.address = pc;
+    d.size = 1;
+    d.mnemonic = "(bad)";
+    d.flow = FlowKind::kTrap;
+    return d;
+}
+
 }  // namespace
 
 Result<std::vector<DecodedInstruction>> decode_x86_64(std::uint64_t address, std::span<const std::uint8_t> bytes) {
@@ -191,115 +324,14 @@ Result<std::vector<DecodedInstruction>> decode_x86_64(std::uint64_t address, std
     std::size_t left = bytes.size();
     std::uint64_t pc = address;
     while (left > 0) {
-        DecodedInstruction d;
         if (!cs_disasm_iter(handle, &code, &left, &pc, insn)) {
-            d.address = pc;
-            d.size = 1;
-            d.mnemonic = "(bad)";
-            d.flow = FlowKind::kTrap;
-            out.push_back(std::move(d));
+            out.push_back(undecodable(pc));
             ++code;
             --left;
             ++pc;
             continue;
         }
-        d.address = insn->address;
-        d.size = static_cast<std::uint8_t>(insn->size);
-        d.id = insn->id;
-        d.mnemonic = insn->mnemonic;
-        d.operands = insn->op_str;
-        const cs_detail* det = insn->detail;
-        const cs_x86& x86 = det->x86;
-
-        cs_regs rr, ww;
-        std::uint8_t nr = 0, nw = 0;
-        if (cs_regs_access(handle, insn, rr, &nr, ww, &nw) == CS_ERR_OK) {
-            for (int k = 0; k < nr; ++k) {
-                d.reads.add(regs.canonical[rr[k]]);
-                d.vector = d.vector || regs.vector[rr[k]];
-            }
-            for (int k = 0; k < nw; ++k) {
-                d.writes.add(regs.canonical[ww[k]]);
-                d.vector = d.vector || regs.vector[ww[k]];
-            }
-        }
-        // rip is not a data dependency.
-        std::uint16_t rip = regs.canonical[X86_REG_RIP];
-        d.reads.remove(rip);
-        d.writes.remove(rip);
-
-        bool is_lea = insn->id == X86_INS_LEA;
-        bool is_nop = insn->id == X86_INS_NOP || insn->id == X86_INS_ENDBR64 || insn->id == X86_INS_PREFETCH ||
-                      insn->id == X86_INS_PREFETCHT0 || insn->id == X86_INS_PREFETCHT1 ||
-                      insn->id == X86_INS_PREFETCHT2 || insn->id == X86_INS_PREFETCHNTA ||
-                      insn->id == X86_INS_PREFETCHW;
-        for (int k = 0; k < x86.op_count; ++k) {
-            const cs_x86_op& op = x86.operands[k];
-            if (op.type != X86_OP_MEM || is_nop) continue;
-            d.memory.segment = regs.canonical[op.mem.segment];
-            d.memory.base = op.mem.base == X86_REG_RIP ? rip : regs.canonical[op.mem.base];
-            d.memory.index = regs.canonical[op.mem.index];
-            d.memory.scale = op.mem.scale;
-            d.memory.disp = op.mem.disp;
-            if (op.mem.base == X86_REG_RIP) d.memory.disp += static_cast<std::int64_t>(d.address + d.size);
-            if (is_lea) continue;  // an address computation, no memory access
-            if (op.access & CS_AC_READ) d.loads = true;
-            if (op.access & CS_AC_WRITE) d.stores = true;
-            if (!(op.access & (CS_AC_READ | CS_AC_WRITE))) d.loads = true;  // unknown access: assume a read
-        }
-        switch (insn->id) {
-            case X86_INS_PUSH: case X86_INS_CALL: d.stores = true; break;
-            case X86_INS_POP: case X86_INS_RET: d.loads = true; break;
-            default: break;
-        }
-        if (is_zero_idiom_candidate(insn->id) && x86.op_count >= 2) {
-            const cs_x86_op& a = x86.operands[x86.op_count - 2];
-            const cs_x86_op& b = x86.operands[x86.op_count - 1];
-            if (a.type == X86_OP_REG && b.type == X86_OP_REG && a.reg == b.reg) {
-                d.zero_idiom = true;
-                d.reads.clear();
-            }
-        }
-        auto plain_register = [](const cs_x86_op& op) {
-            return op.type == X86_OP_REG && op.reg != X86_REG_AH && op.reg != X86_REG_BH && op.reg != X86_REG_CH &&
-                   op.reg != X86_REG_DH;
-        };
-        if (x86.op_count >= 1 && plain_register(x86.operands[0])) {
-            d.first_register = regs.canonical[x86.operands[0].reg];
-            d.first_size = x86.operands[0].size;
-        }
-        if (x86.op_count >= 2 && plain_register(x86.operands[1])) d.second_register = regs.canonical[x86.operands[1].reg];
-        for (int k = 0; k < x86.op_count; ++k)
-            if (x86.operands[k].type == X86_OP_IMM) {
-                d.has_immediate = true;
-                d.immediate = x86.operands[k].imm;
-            }
-        if (is_register_move(insn->id) && x86.op_count == 2 && x86.operands[0].type == X86_OP_REG &&
-            x86.operands[1].type == X86_OP_REG)
-            d.reg_move = true;
-
-        // Control flow.
-        if (has_group(det, CS_GRP_RET) || insn->id == X86_INS_IRET || insn->id == X86_INS_IRETD ||
-            insn->id == X86_INS_IRETQ || insn->id == X86_INS_RETF) {
-            d.flow = FlowKind::kReturn;
-        } else if (has_group(det, CS_GRP_CALL)) {
-            if (x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM) {
-                d.flow = FlowKind::kCall;
-                d.target = static_cast<std::uint64_t>(x86.operands[0].imm);
-            } else {
-                d.flow = FlowKind::kIndirectCall;
-            }
-        } else if (has_group(det, CS_GRP_JUMP)) {
-            bool unconditional = insn->id == X86_INS_JMP || insn->id == X86_INS_LJMP;
-            bool direct = x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM;
-            if (direct) d.target = static_cast<std::uint64_t>(x86.operands[0].imm);
-            if (!unconditional) d.flow = FlowKind::kCondJump;
-            else d.flow = direct ? FlowKind::kJump : FlowKind::kIndirectJump;
-        } else if (insn->id == X86_INS_UD2 || insn->id == X86_INS_UD2B || insn->id == X86_INS_UD0 ||
-                   insn->id == X86_INS_HLT || insn->id == X86_INS_INT3) {
-            d.flow = FlowKind::kTrap;
-        }
-        out.push_back(std::move(d));
+        out.push_back(describe(handle, insn, regs));
     }
     return out;
 }
@@ -641,17 +673,18 @@ void strongly_connected(const Cfg& cfg, const std::vector<bool>& members, OnScc 
     }
 }
 
+void add_edge(Cfg& cfg, std::uint32_t from, std::uint32_t to, EdgeKind kind) {
+    auto e = static_cast<std::uint32_t>(cfg.edges.size());
+    cfg.edges.push_back({from, to, kind});
+    if (from != kEntryBlock) cfg.blocks[from].out_edges.push_back(e);
+    if (to != kExitBlock) cfg.blocks[to].in_edges.push_back(e);
+}
+
 }  // namespace
 
 void connect_entry_and_exit(Cfg& cfg) {
     const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
     if (nb == 0) return;
-    auto add_edge = [&](std::uint32_t from, std::uint32_t to, EdgeKind kind) {
-        auto e = static_cast<std::uint32_t>(cfg.edges.size());
-        cfg.edges.push_back({from, to, kind});
-        if (from != kEntryBlock) cfg.blocks[from].out_edges.push_back(e);
-        if (to != kExitBlock) cfg.blocks[to].in_edges.push_back(e);
-    };
     // Marks every block reachable from `seeds` following edges forward
     // (forward = true) or backward.
     auto reach = [&](std::vector<bool>& seen, bool forward) {
@@ -694,7 +727,7 @@ void connect_entry_and_exit(Cfg& cfg) {
                     std::uint32_t from = cfg.edges[e].from;
                     if (from != kEntryBlock && component[from] != c) source = false;
                 }
-            if (source) add_edge(kEntryBlock, *std::min_element(sccs[c].begin(), sccs[c].end()), EdgeKind::kVirtualEntry);
+            if (source) add_edge(cfg, kEntryBlock, *std::min_element(sccs[c].begin(), sccs[c].end()), EdgeKind::kVirtualEntry);
         }
     }
     // DCPI 6.1.2's extension: loops that never reach the exit get an edge to
@@ -719,27 +752,28 @@ void connect_entry_and_exit(Cfg& cfg) {
                 std::uint32_t to = cfg.edges[e].to;
                 if (to != kExitBlock && component[to] != c) terminal = false;
             }
-        if (terminal) add_edge(*std::max_element(sccs[c].begin(), sccs[c].end()), kExitBlock, EdgeKind::kLoopExit);
+        if (terminal) add_edge(cfg, *std::max_element(sccs[c].begin(), sccs[c].end()), kExitBlock, EdgeKind::kLoopExit);
     }
 }
 
-Cfg build_cfg(std::uint64_t start, std::uint64_t end, std::vector<DecodedInstruction> instructions,
-              const CfgContext& context) {
-    Cfg cfg;
-    cfg.start = start;
-    cfg.end = end;
-    cfg.instructions = std::move(instructions);
+namespace {
+
+// What the instructions that end blocks do: where blocks start, how each
+// indirect jump resolves, which calls never return.
+struct BlockEnds {
+    std::vector<bool> leader;
+    std::map<std::uint32_t, IndirectResolution> indirect;
+    std::vector<bool> noreturn_call;
+};
+
+BlockEnds find_block_ends(const Cfg& cfg, const AddressIndex& index, const CfgContext& context) {
     const auto& insns = cfg.instructions;
     const std::uint32_t n = static_cast<std::uint32_t>(insns.size());
-    if (n == 0) return cfg;
-    AddressIndex index{insns};
-    auto inside = [&](std::uint64_t a) { return a >= start && a < end; };
-
-    // What each block-ending instruction does.
-    std::vector<bool> leader(n, false);
-    leader[0] = true;
-    std::map<std::uint32_t, IndirectResolution> indirect;
-    std::vector<bool> noreturn_call(n, false);
+    auto inside = [&](std::uint64_t a) { return a >= cfg.start && a < cfg.end; };
+    BlockEnds out;
+    out.leader.assign(n, false);
+    out.leader[0] = true;
+    out.noreturn_call.assign(n, false);
     for (std::uint32_t i = 0; i < n; ++i) {
         const auto& d = insns[i];
         bool ends = false;
@@ -748,14 +782,14 @@ Cfg build_cfg(std::uint64_t start, std::uint64_t end, std::vector<DecodedInstruc
             case FlowKind::kJump:
                 ends = true;
                 if (inside(d.target)) {
-                    if (auto t = index.find(d.target)) leader[*t] = true;
+                    if (auto t = index.find(d.target)) out.leader[*t] = true;
                 }
                 break;
             case FlowKind::kIndirectJump: {
                 ends = true;
-                auto res = resolve_indirect(insns, i, context, index, start, end);
-                for (auto t : res.targets) leader[*index.find(t)] = true;
-                indirect.emplace(i, std::move(res));
+                auto res = resolve_indirect(insns, i, context, index, cfg.start, cfg.end);
+                for (auto t : res.targets) out.leader[*index.find(t)] = true;
+                out.indirect.emplace(i, std::move(res));
                 break;
             }
             case FlowKind::kReturn:
@@ -764,115 +798,141 @@ Cfg build_cfg(std::uint64_t start, std::uint64_t end, std::vector<DecodedInstruc
                 break;
             case FlowKind::kCall:
                 if (context.name_at && !inside(d.target) && is_noreturn_function(context.name_at(d.target))) {
-                    noreturn_call[i] = true;
+                    out.noreturn_call[i] = true;
                     ends = true;
                 }
                 break;
             default:
                 break;
         }
-        if (ends && i + 1 < n) leader[i + 1] = true;
+        if (ends && i + 1 < n) out.leader[i + 1] = true;
     }
+    return out;
+}
 
+// Cuts the instructions into blocks, one at each leader.
+void cut_blocks(Cfg& cfg, const std::vector<bool>& leader) {
+    const std::uint32_t n = static_cast<std::uint32_t>(cfg.instructions.size());
     cfg.instruction_block.assign(n, 0);
     for (std::uint32_t i = 0; i < n; ++i) {
         if (leader[i]) cfg.blocks.push_back({i, 0, {}, {}});
         cfg.blocks.back().count++;
         cfg.instruction_block[i] = static_cast<std::uint32_t>(cfg.blocks.size() - 1);
     }
-    const std::uint32_t nb = static_cast<std::uint32_t>(cfg.blocks.size());
+}
 
-    auto add_edge = [&](std::uint32_t from, std::uint32_t to, EdgeKind kind) {
-        auto e = static_cast<std::uint32_t>(cfg.edges.size());
-        cfg.edges.push_back({from, to, kind});
-        if (from != kEntryBlock) cfg.blocks[from].out_edges.push_back(e);
-        if (to != kExitBlock) cfg.blocks[to].in_edges.push_back(e);
-    };
-    auto block_at = [&](std::uint64_t address) -> std::optional<std::uint32_t> {
-        auto i = index.find(address);
-        if (!i) return std::nullopt;
-        return cfg.instruction_block[*i];
-    };
-    auto fall_through = [&](std::uint32_t b) {
-        if (b + 1 < nb) add_edge(b, b + 1, EdgeKind::kFallThrough);
-        else add_edge(b, kExitBlock, EdgeKind::kTailJump);  // runs into the next function
-    };
+// The edges out of each block, by what its last instruction does.
+class BlockEdges {
+public:
+    BlockEdges(Cfg& cfg, const AddressIndex& index, const BlockEnds& ends) : cfg_(cfg), index_(index), ends_(ends) {}
 
-    // Alignment padding: a block of NOPs right after an instruction that
-    // does not fall through (nothing jumps into padding; a jump target
-    // after it starts its own block).
-    auto is_padding = [&](std::uint32_t b) {
-        const auto& blk = cfg.blocks[b];
-        if (b == 0) return false;
-        const auto& before = insns[blk.first - 1];
-        bool falls = before.flow == FlowKind::kNone || before.flow == FlowKind::kCondJump ||
-                     is_call(before.flow);
-        if (falls && !noreturn_call[blk.first - 1]) return false;
-        for (std::uint32_t i = blk.first; i < blk.first + blk.count; ++i)
-            if (insns[i].mnemonic.rfind("nop", 0) != 0) return false;
-        return true;
-    };
-
-    add_edge(kEntryBlock, 0, EdgeKind::kEntry);
-    for (std::uint32_t b = 0; b < nb; ++b) {
-        std::uint32_t last = cfg.blocks[b].first + cfg.blocks[b].count - 1;
+    void add(std::uint32_t b) {
+        const auto& insns = cfg_.instructions;
+        std::uint32_t last = cfg_.blocks[b].first + cfg_.blocks[b].count - 1;
         const auto& d = insns[last];
         switch (d.flow) {
             case FlowKind::kCondJump:
-                if (!inside(d.target)) {
-                    add_edge(b, kExitBlock, EdgeKind::kTailJump);
-                } else if (auto t = block_at(d.target)) {
-                    add_edge(b, *t, EdgeKind::kBranch);
-                } else {
-                    // A jump into the middle of an instruction: we cannot follow it.
-                    cfg.missing_edges = true;
-                    cfg.unresolved_jumps.push_back(d.address);
-                    add_edge(b, kExitBlock, EdgeKind::kUnresolved);
-                }
+                jump(b, d, EdgeKind::kBranch);
                 fall_through(b);
                 break;
             case FlowKind::kJump:
-                if (!inside(d.target)) {
-                    add_edge(b, kExitBlock, EdgeKind::kTailJump);
-                } else if (auto t = block_at(d.target)) {
-                    add_edge(b, *t, EdgeKind::kJump);
-                } else {
-                    cfg.missing_edges = true;
-                    cfg.unresolved_jumps.push_back(d.address);
-                    add_edge(b, kExitBlock, EdgeKind::kUnresolved);
-                }
+                jump(b, d, EdgeKind::kJump);
                 break;
-            case FlowKind::kIndirectJump: {
-                const auto& res = indirect.at(last);
-                if (res.kind == IndirectKind::kTable) {
-                    cfg.jump_tables.push_back(res.table);
-                    std::set<std::uint32_t> seen;
-                    for (auto t : res.targets) {
-                        std::uint32_t tb = *block_at(t);
-                        if (seen.insert(tb).second) add_edge(b, tb, EdgeKind::kSwitch);
-                    }
-                } else if (res.kind == IndirectKind::kTailCall) {
-                    add_edge(b, kExitBlock, EdgeKind::kTailJump);
-                } else {
-                    cfg.missing_edges = true;
-                    cfg.unresolved_jumps.push_back(d.address);
-                    add_edge(b, kExitBlock, EdgeKind::kUnresolved);
-                }
+            case FlowKind::kIndirectJump:
+                indirect_jump(b, d, ends_.indirect.at(last));
                 break;
-            }
             case FlowKind::kReturn:
-                add_edge(b, kExitBlock, EdgeKind::kReturn);
+                add_edge(cfg_, b, kExitBlock, EdgeKind::kReturn);
                 break;
             case FlowKind::kTrap:
-                add_edge(b, kExitBlock, EdgeKind::kTrap);
+                add_edge(cfg_, b, kExitBlock, EdgeKind::kTrap);
                 break;
             default:
-                if (noreturn_call[last]) add_edge(b, kExitBlock, EdgeKind::kNoReturn);
-                else if (is_padding(b)) add_edge(b, kExitBlock, EdgeKind::kPadding);
+                if (ends_.noreturn_call[last]) add_edge(cfg_, b, kExitBlock, EdgeKind::kNoReturn);
+                else if (is_padding(b)) add_edge(cfg_, b, kExitBlock, EdgeKind::kPadding);
                 else fall_through(b);
                 break;
         }
     }
+
+private:
+    bool inside(std::uint64_t a) const { return a >= cfg_.start && a < cfg_.end; }
+
+    std::optional<std::uint32_t> block_at(std::uint64_t address) const {
+        auto i = index_.find(address);
+        if (!i) return std::nullopt;
+        return cfg_.instruction_block[*i];
+    }
+
+    void fall_through(std::uint32_t b) {
+        if (b + 1 < cfg_.blocks.size()) add_edge(cfg_, b, b + 1, EdgeKind::kFallThrough);
+        else add_edge(cfg_, b, kExitBlock, EdgeKind::kTailJump);  // runs into the next function
+    }
+
+    void unresolved(std::uint32_t b, const DecodedInstruction& d) {
+        cfg_.missing_edges = true;
+        cfg_.unresolved_jumps.push_back(d.address);
+        add_edge(cfg_, b, kExitBlock, EdgeKind::kUnresolved);
+    }
+
+    // A direct jump: out of the procedure, to a block, or (into the middle
+    // of an instruction) somewhere we cannot follow.
+    void jump(std::uint32_t b, const DecodedInstruction& d, EdgeKind kind) {
+        if (!inside(d.target)) add_edge(cfg_, b, kExitBlock, EdgeKind::kTailJump);
+        else if (auto t = block_at(d.target)) add_edge(cfg_, b, *t, kind);
+        else unresolved(b, d);
+    }
+
+    void indirect_jump(std::uint32_t b, const DecodedInstruction& d, const IndirectResolution& res) {
+        if (res.kind == IndirectKind::kTable) {
+            cfg_.jump_tables.push_back(res.table);
+            std::set<std::uint32_t> seen;
+            for (auto t : res.targets) {
+                std::uint32_t tb = *block_at(t);
+                if (seen.insert(tb).second) add_edge(cfg_, b, tb, EdgeKind::kSwitch);
+            }
+        } else if (res.kind == IndirectKind::kTailCall) {
+            add_edge(cfg_, b, kExitBlock, EdgeKind::kTailJump);
+        } else {
+            unresolved(b, d);
+        }
+    }
+
+    // Alignment padding: a block of NOPs right after an instruction that
+    // does not fall through (nothing jumps into padding; a jump target
+    // after it starts its own block).
+    bool is_padding(std::uint32_t b) const {
+        const auto& insns = cfg_.instructions;
+        const auto& blk = cfg_.blocks[b];
+        if (b == 0) return false;
+        const auto& before = insns[blk.first - 1];
+        bool falls = before.flow == FlowKind::kNone || before.flow == FlowKind::kCondJump || is_call(before.flow);
+        if (falls && !ends_.noreturn_call[blk.first - 1]) return false;
+        for (std::uint32_t i = blk.first; i < blk.first + blk.count; ++i)
+            if (insns[i].mnemonic.rfind("nop", 0) != 0) return false;
+        return true;
+    }
+
+    Cfg& cfg_;
+    const AddressIndex& index_;
+    const BlockEnds& ends_;
+};
+
+}  // namespace
+
+Cfg build_cfg(std::uint64_t start, std::uint64_t end, std::vector<DecodedInstruction> instructions,
+              const CfgContext& context) {
+    Cfg cfg;
+    cfg.start = start;
+    cfg.end = end;
+    cfg.instructions = std::move(instructions);
+    if (cfg.instructions.empty()) return cfg;
+    AddressIndex index{cfg.instructions};
+    const BlockEnds ends = find_block_ends(cfg, index, context);
+    cut_blocks(cfg, ends.leader);
+    add_edge(cfg, kEntryBlock, 0, EdgeKind::kEntry);
+    BlockEdges edges(cfg, index, ends);
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b) edges.add(b);
     connect_entry_and_exit(cfg);
     return cfg;
 }

@@ -2,6 +2,7 @@
 #include "ecpi/analyze/calc/culprits.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -65,6 +66,16 @@ struct Candidate {
     StallCause cause;
     double max;  // cycles per execution (bounded by the stall itself later)
     std::uint32_t instruction;
+};
+
+// A stall's candidate causes, each bounded by the stall itself (D cycles
+// per execution); called as add(cause, bound, culprit).
+struct Candidates {
+    double D;
+    std::vector<Candidate> list;
+    void operator()(StallCause c, double max, std::uint32_t culprit) {
+        if (max > 0) list.push_back({c, std::min(max, D), culprit});
+    }
 };
 
 class Analyzer {
@@ -338,18 +349,26 @@ private:
     }
 
     void explain(std::uint32_t b, std::uint32_t i, InstructionStalls& st, double executions, StallSummary& sum) {
-        const auto& blk = cfg_.blocks[b];
-        const std::uint32_t k = blk.first + i;
-        const double D = st.dynamic_cycles;
-        std::vector<Candidate> cands;
-        auto add = [&](StallCause c, double max, std::uint32_t culprit) {
-            if (max > 0) cands.push_back({c, std::min(max, D), culprit});
-        };
+        Candidates add{st.dynamic_cycles, {}};
+        front_end_candidates(b, i, executions, add);
+        execution_candidates(b, i, executions, add);
+        // Page faults and context switches: with kernel samples, their
+        // handling is charged to the kernel's code, not to k; without, any
+        // instruction may have paid for them.
+        if (!in_.kernel_sampled) {
+            add(StallCause::kPageFault, add.D, kNoInstruction);
+            add(StallCause::kContextSwitch, add.D, kNoInstruction);
+        }
+        one_per_culprit(add.list);
+        assign_ranges(add.list, st, executions, sum);
+    }
+
+    void front_end_candidates(std::uint32_t b, std::uint32_t i, double executions, Candidates& add) const {
         // Front-end stalls land on the instruction that had not arrived, k,
         // and (the interrupt is taken at the next retirement) on the one
         // after it: so k and, within the block, the instruction before k.
-        front_end(b, i, D, executions, add);
-        if (i > 0) front_end(b, i - 1, D, executions, add);
+        front_end(b, i, add.D, executions, add);
+        if (i > 0) front_end(b, i - 1, add.D, executions, add);
         // After a misprediction the window restarts empty: the first
         // instructions past the target pay their latencies in full. So the
         // heads of blocks a few instructions back on the frequent path are
@@ -360,9 +379,24 @@ private:
             std::uint32_t jb = block_of(j);
             if (cfg_.blocks[jb].first == j) mispredicts_into(jb, executions, add);
         }
+    }
 
-        // Execution stalls: the instruction(s) that kept retirement waiting
-        // land `skid` places earlier (one or two instructions on x86).
+    void execution_candidates(std::uint32_t b, std::uint32_t i, double executions, Candidates& add) const {
+        const std::uint32_t k = cfg_.blocks[b].first + i;
+        const bool stores = block_stores(b);
+        const std::vector<std::uint32_t> loads = window_candidates(execution_window(b, i), stores, add);
+        load_candidates(b, loads, executions, stores, add);
+        // A store that cannot get a store-buffer entry stops dispatch: the
+        // store itself is where the interrupt finds the machine waiting.
+        if (store_may_wait(k, stores)) add(StallCause::kStoreBuffer, add.D, k);
+        if (cls(k).sync) add(StallCause::kSync, add.D, k);
+    }
+
+    // Execution stalls: the instruction(s) that kept retirement waiting
+    // land `skid` places earlier (one or two instructions on x86).
+    std::vector<std::uint32_t> execution_window(std::uint32_t b, std::uint32_t i) const {
+        const auto& blk = cfg_.blocks[b];
+        const std::uint32_t k = blk.first + i;
         const auto skid = static_cast<std::uint32_t>(std::max(in_.model->sample_skid(), 0));
         std::vector<std::uint32_t> window = {skid == 0 ? k : before(b, i, skid), before(b, i, skid + 1)};
         // On a core that spreads a short block's samples over it (the model's
@@ -370,13 +404,28 @@ private:
         // retirement waiting may be any of the block's.
         if (blk.count <= in_.model->whole_block_below())
             for (std::uint32_t j = 0; j < blk.count; ++j) window.push_back(blk.first + j);
-        // Stores other than the stack's own (push, call): those hit the line
-        // at the top of the stack, which stays in L1, so by themselves they
-        // never fill the store buffer.
-        bool block_stores = false;
+        return window;
+    }
+
+    // Stores other than the stack's own (push, call): those hit the line
+    // at the top of the stack, which stays in L1, so by themselves they
+    // never fill the store buffer.
+    bool block_stores(std::uint32_t b) const {
+        const auto& blk = cfg_.blocks[b];
+        bool stores = false;
         for (std::uint32_t j = 0; j < blk.count; ++j)
-            block_stores = block_stores || (insn(blk.first + j).stores && !cls(blk.first + j).stack_op);
-        auto store_may_wait = [&](std::uint32_t j) { return insn(j).stores && (!cls(j).stack_op || block_stores); };
+            stores = stores || (insn(blk.first + j).stores && !cls(blk.first + j).stack_op);
+        return stores;
+    }
+
+    bool store_may_wait(std::uint32_t j, bool block_stores) const {
+        return insn(j).stores && (!cls(j).stack_op || block_stores);
+    }
+
+    // Divider, sync and store-buffer candidates at the window's
+    // instructions; returns the loads they are or depend on, each once.
+    std::vector<std::uint32_t> window_candidates(const std::vector<std::uint32_t>& window, bool block_stores,
+                                                 Candidates& add) const {
         std::vector<std::uint32_t> loads;
         for (auto w : window) {
             if (w == kNoInstruction) continue;
@@ -391,12 +440,19 @@ private:
                 std::uint32_t src = writer_of(wb, wi, r);
                 if (src != kNoInstruction && insn(src).loads && !cls(src).stack_op) loads.push_back(src);
             }
-            if (cls(w).long_latency) add(StallCause::kDivider, D, w);
-            if (cls(w).sync) add(StallCause::kSync, D, w);
-            if (store_may_wait(w)) add(StallCause::kStoreBuffer, D, w);
+            if (cls(w).long_latency) add(StallCause::kDivider, add.D, w);
+            if (cls(w).sync) add(StallCause::kSync, add.D, w);
+            if (store_may_wait(w, block_stores)) add(StallCause::kStoreBuffer, add.D, w);
         }
         std::sort(loads.begin(), loads.end());
         loads.erase(std::unique(loads.begin(), loads.end()), loads.end());
+        return loads;
+    }
+
+    // D-cache, DTLB and memory-ordering candidates at the loads.
+    void load_candidates(std::uint32_t b, const std::vector<std::uint32_t>& loads, double executions,
+                         bool block_stores, Candidates& add) const {
+        const double D = add.D;
         for (auto l : loads) {
             // A load walking memory with a small stride misses at most once
             // per line (D-cache) or page (DTLB) it moves through.
@@ -413,21 +469,11 @@ private:
             // ordering (a store to the same 4 KiB offset: 4K aliasing).
             if (block_stores && block_of(l) == b) add(StallCause::kStoreBuffer, D, l);
         }
-        // A store that cannot get a store-buffer entry stops dispatch: the
-        // store itself is where the interrupt finds the machine waiting.
-        if (store_may_wait(k)) add(StallCause::kStoreBuffer, D, k);
-        if (cls(k).sync) add(StallCause::kSync, D, k);
+    }
 
-        // Page faults and context switches: with kernel samples, their
-        // handling is charged to the kernel's code, not to k; without, any
-        // instruction may have paid for them.
-        if (!in_.kernel_sampled) {
-            add(StallCause::kPageFault, D, kNoInstruction);
-            add(StallCause::kContextSwitch, D, kNoInstruction);
-        }
-
-        // One entry per (cause, culprit instruction): the same branch can be
-        // found at the head and through the refill walk.
+    // One entry per (cause, culprit instruction), the largest bound: the
+    // same branch can be found at the head and through the refill walk.
+    static void one_per_culprit(std::vector<Candidate>& cands) {
         std::sort(cands.begin(), cands.end(), [](const Candidate& x, const Candidate& y) {
             return std::tie(x.cause, x.instruction, y.max) < std::tie(y.cause, y.instruction, x.max);
         });
@@ -436,9 +482,14 @@ private:
                                     return x.cause == y.cause && x.instruction == y.instruction;
                                 }),
                     cands.end());
+    }
 
-        // Ranges per cause (DCPI Figure 4): at most its bound; at least what
-        // the other causes together cannot explain.
+    // Ranges per cause (DCPI Figure 4): at most its bound; at least what
+    // the other causes together cannot explain. Into the instruction's
+    // culprits and the summary.
+    static void assign_ranges(const std::vector<Candidate>& cands, InstructionStalls& st, double executions,
+                              StallSummary& sum) {
+        const double D = st.dynamic_cycles;
         std::array<double, kStallCauses> cause_max{};
         for (const auto& c : cands) {
             auto x = static_cast<std::size_t>(c.cause);

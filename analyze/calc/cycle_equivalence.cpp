@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 namespace ecpi::analyze {
 
@@ -62,144 +63,188 @@ struct BracketList {
     }
 };
 
-}  // namespace
+// Adjacency in CSR form; self-loops are left out.
+struct Adjacency {
+    std::vector<std::uint32_t> start, list;
+};
 
-std::vector<std::uint32_t> cycle_equivalence(std::uint32_t nodes, std::span<const UndirectedEdge> edges,
-                                             std::uint32_t root) {
+Adjacency adjacency(std::uint32_t nodes, std::span<const UndirectedEdge> edges) {
     const std::uint32_t m = static_cast<std::uint32_t>(edges.size());
-    std::vector<std::uint32_t> cls(m, kNone);
-    std::uint32_t next_class = 0;
-    if (nodes == 0) return cls;
-
-    // Adjacency in CSR form; self-loops are set aside (each is its own class).
     std::vector<std::uint32_t> degree(nodes + 1, 0);
     for (std::uint32_t e = 0; e < m; ++e) {
-        if (edges[e].a == edges[e].b) {
-            cls[e] = next_class++;
-            continue;
-        }
+        if (edges[e].a == edges[e].b) continue;
         ++degree[edges[e].a];
         ++degree[edges[e].b];
     }
-    std::vector<std::uint32_t> adj_start(nodes + 1, 0);
-    for (std::uint32_t v = 0; v < nodes; ++v) adj_start[v + 1] = adj_start[v] + degree[v];
-    std::vector<std::uint32_t> adj(adj_start[nodes]);
-    {
-        std::vector<std::uint32_t> fill(adj_start.begin(), adj_start.end() - 1);
-        for (std::uint32_t e = 0; e < m; ++e) {
-            if (edges[e].a == edges[e].b) continue;
-            adj[fill[edges[e].a]++] = e;
-            adj[fill[edges[e].b]++] = e;
-        }
+    Adjacency adj;
+    adj.start.assign(nodes + 1, 0);
+    for (std::uint32_t v = 0; v < nodes; ++v) adj.start[v + 1] = adj.start[v] + degree[v];
+    adj.list.resize(adj.start[nodes]);
+    std::vector<std::uint32_t> fill(adj.start.begin(), adj.start.end() - 1);
+    for (std::uint32_t e = 0; e < m; ++e) {
+        if (edges[e].a == edges[e].b) continue;
+        adj.list[fill[edges[e].a]++] = e;
+        adj.list[fill[edges[e].b]++] = e;
     }
-    auto other_end = [&](std::uint32_t e, std::uint32_t v) { return edges[e].a == v ? edges[e].b : edges[e].a; };
+    return adj;
+}
 
-    // Undirected DFS with an explicit stack: preorder numbers, tree edges,
-    // and each backedge's lower (descendant) and upper (ancestor) end.
-    std::vector<std::uint32_t> dfsnum(nodes, kNone), order, parent_edge(nodes, kNone);
-    order.reserve(nodes);
-    std::vector<std::uint8_t> edge_seen(m, 0);
+// An undirected DFS forest: preorder numbers, tree edges, and each
+// backedge's lower (descendant) and upper (ancestor) end.
+struct DfsTree {
+    std::vector<std::uint32_t> dfsnum, order, parent_edge;
     // Backedges grouped by their lower and upper ends (linked lists through arrays).
-    std::vector<std::uint32_t> from_head(nodes, kNone), to_head(nodes, kNone);
-    std::vector<std::uint32_t> from_next(m, kNone), to_next(m, kNone), upper(m, kNone);
-    std::vector<std::uint32_t> first_child(nodes, kNone), next_sibling(nodes, kNone);
+    std::vector<std::uint32_t> from_head, to_head;
+    std::vector<std::uint32_t> from_next, to_next, upper;
+    std::vector<std::uint32_t> first_child, next_sibling;
+
+    DfsTree(std::uint32_t nodes, std::uint32_t m)
+        : dfsnum(nodes, kNone), parent_edge(nodes, kNone), from_head(nodes, kNone), to_head(nodes, kNone),
+          from_next(m, kNone), to_next(m, kNone), upper(m, kNone), first_child(nodes, kNone),
+          next_sibling(nodes, kNone) {
+        order.reserve(nodes);
+    }
+};
+
+// The DFS from r, with an explicit stack, over edges not yet seen.
+void dfs_from(DfsTree& t, std::span<const UndirectedEdge> edges, const Adjacency& adj, std::uint32_t r,
+              std::vector<std::uint8_t>& edge_seen) {
+    auto other_end = [&](std::uint32_t e, std::uint32_t v) { return edges[e].a == v ? edges[e].b : edges[e].a; };
     struct Frame {
         std::uint32_t node, next;
     };
     std::vector<Frame> stack;
-    std::vector<std::uint32_t> roots;
-    auto dfs_from = [&](std::uint32_t r) {
-        roots.push_back(r);
-        dfsnum[r] = static_cast<std::uint32_t>(order.size());
-        order.push_back(r);
-        stack.push_back({r, adj_start[r]});
-        while (!stack.empty()) {
-            Frame& f = stack.back();
-            if (f.next == adj_start[f.node + 1]) {
-                stack.pop_back();
-                continue;
-            }
-            std::uint32_t e = adj[f.next++];
-            if (edge_seen[e]) continue;
-            edge_seen[e] = 1;
-            std::uint32_t v = f.node;
-            std::uint32_t w = other_end(e, v);
-            if (dfsnum[w] == kNone) {
-                parent_edge[w] = e;
-                next_sibling[w] = first_child[v];
-                first_child[v] = w;
-                dfsnum[w] = static_cast<std::uint32_t>(order.size());
-                order.push_back(w);
-                stack.push_back({w, adj_start[w]});
-            } else {
-                // w is an ancestor of v (undirected DFS has no cross edges).
-                upper[e] = w;
-                from_next[e] = from_head[v];
-                from_head[v] = e;
-                to_next[e] = to_head[w];
-                to_head[w] = e;
-            }
-        }
-    };
-    dfs_from(root < nodes ? root : 0);
-    for (std::uint32_t v = 0; v < nodes; ++v)
-        if (dfsnum[v] == kNone) dfs_from(v);
-
-    BracketPool pool;
-    pool.prev.reserve(m * 2);
-    for (std::uint32_t e = 0; e < m; ++e) pool.add();  // bracket id e == edge e
-    std::vector<BracketList> blist(nodes);
-    std::vector<std::uint32_t> hi(nodes, kNone);
-    // Capping backedges by their upper end.
-    std::vector<std::uint32_t> cap_head(nodes, kNone);
-    std::vector<std::uint32_t> cap_next;
-
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
-        const std::uint32_t n = *it;
-        std::uint32_t hi0 = kNone;
-        for (std::uint32_t e = from_head[n]; e != kNone; e = from_next[e]) hi0 = std::min(hi0, dfsnum[upper[e]]);
-        std::uint32_t hi1 = kNone, hichild = kNone;
-        for (std::uint32_t c = first_child[n]; c != kNone; c = next_sibling[c])
-            if (hichild == kNone || hi[c] < hi1) {
-                hi1 = hi[c];
-                hichild = c;
-            }
-        hi[n] = std::min(hi0, hi1);
-        std::uint32_t hi2 = kNone;
-        for (std::uint32_t c = first_child[n]; c != kNone; c = next_sibling[c])
-            if (c != hichild) hi2 = std::min(hi2, hi[c]);
-
-        BracketList& bl = blist[n];
-        for (std::uint32_t c = first_child[n]; c != kNone; c = next_sibling[c]) bl.concat(pool, blist[c]);
-        for (std::uint32_t d = cap_head[n]; d != kNone; d = cap_next[d - m]) bl.erase(pool, d);
-        for (std::uint32_t e = to_head[n]; e != kNone; e = to_next[e]) {
-            bl.erase(pool, e);
-            if (cls[e] == kNone) cls[e] = next_class++;
-        }
-        for (std::uint32_t e = from_head[n]; e != kNone; e = from_next[e]) bl.push(pool, e);
-        if (hi2 < hi0) {
-            // A capping backedge from n to the node numbered hi2.
-            std::uint32_t d = pool.add();
-            std::uint32_t target = order[hi2];
-            cap_next.push_back(cap_head[target]);
-            cap_head[target] = d;
-            bl.push(pool, d);
-        }
-        std::uint32_t e = parent_edge[n];
-        if (e == kNone) continue;  // a DFS root
-        if (bl.size == 0) {
-            cls[e] = next_class++;  // a bridge: on no cycle
+    t.dfsnum[r] = static_cast<std::uint32_t>(t.order.size());
+    t.order.push_back(r);
+    stack.push_back({r, adj.start[r]});
+    while (!stack.empty()) {
+        Frame& f = stack.back();
+        if (f.next == adj.start[f.node + 1]) {
+            stack.pop_back();
             continue;
         }
-        std::uint32_t b = bl.head;
-        if (pool.recent_size[b] != bl.size) {
-            pool.recent_size[b] = bl.size;
-            pool.recent_class[b] = next_class++;
+        std::uint32_t e = adj.list[f.next++];
+        if (edge_seen[e]) continue;
+        edge_seen[e] = 1;
+        std::uint32_t v = f.node;
+        std::uint32_t w = other_end(e, v);
+        if (t.dfsnum[w] == kNone) {
+            t.parent_edge[w] = e;
+            t.next_sibling[w] = t.first_child[v];
+            t.first_child[v] = w;
+            t.dfsnum[w] = static_cast<std::uint32_t>(t.order.size());
+            t.order.push_back(w);
+            stack.push_back({w, adj.start[w]});
+        } else {
+            // w is an ancestor of v (undirected DFS has no cross edges).
+            t.upper[e] = w;
+            t.from_next[e] = t.from_head[v];
+            t.from_head[v] = e;
+            t.to_next[e] = t.to_head[w];
+            t.to_head[w] = e;
         }
-        cls[e] = pool.recent_class[b];
-        if (pool.recent_size[b] == 1 && b < m) cls[b] = cls[e];
     }
-    // Renumber densely in edge order (capping-only classes leave gaps).
+}
+
+// The DFS forest from root, then from every node not reached yet.
+DfsTree dfs_tree(std::uint32_t nodes, std::span<const UndirectedEdge> edges, const Adjacency& adj,
+                 std::uint32_t root) {
+    DfsTree t(nodes, static_cast<std::uint32_t>(edges.size()));
+    std::vector<std::uint8_t> edge_seen(edges.size(), 0);
+    dfs_from(t, edges, adj, root < nodes ? root : 0, edge_seen);
+    for (std::uint32_t v = 0; v < nodes; ++v)
+        if (t.dfsnum[v] == kNone) dfs_from(t, edges, adj, v, edge_seen);
+    return t;
+}
+
+// Figure 4's bottom-up pass, nodes in reverse preorder: each node's bracket
+// list is built from its children's, and the tree edge above it takes the
+// class of its (top bracket, list size).
+class BracketPass {
+public:
+    BracketPass(const DfsTree& tree, std::uint32_t nodes, std::uint32_t m, std::vector<std::uint32_t>& cls,
+                std::uint32_t& next_class)
+        : t_(tree), m_(m), cls_(cls), next_class_(next_class), blist_(nodes), hi_(nodes, kNone),
+          cap_head_(nodes, kNone) {
+        pool_.prev.reserve(m * 2);
+        for (std::uint32_t e = 0; e < m; ++e) pool_.add();  // bracket id e == edge e
+    }
+
+    void run() {
+        for (auto it = t_.order.rbegin(); it != t_.order.rend(); ++it) visit(*it);
+    }
+
+private:
+    void visit(std::uint32_t n) {
+        auto [hi0, hi2] = high_points(n);
+        BracketList& bl = blist_[n];
+        for (std::uint32_t c = t_.first_child[n]; c != kNone; c = t_.next_sibling[c]) bl.concat(pool_, blist_[c]);
+        for (std::uint32_t d = cap_head_[n]; d != kNone; d = cap_next_[d - m_]) bl.erase(pool_, d);
+        for (std::uint32_t e = t_.to_head[n]; e != kNone; e = t_.to_next[e]) {
+            bl.erase(pool_, e);
+            if (cls_[e] == kNone) cls_[e] = next_class_++;
+        }
+        for (std::uint32_t e = t_.from_head[n]; e != kNone; e = t_.from_next[e]) bl.push(pool_, e);
+        if (hi2 < hi0) {
+            // A capping backedge from n to the node numbered hi2.
+            std::uint32_t d = pool_.add();
+            std::uint32_t target = t_.order[hi2];
+            cap_next_.push_back(cap_head_[target]);
+            cap_head_[target] = d;
+            bl.push(pool_, d);
+        }
+        classify_tree_edge(n, bl);
+    }
+
+    // hi0: the highest node n's own backedges reach; hi[n]: the highest
+    // reached from n's subtree; hi2: the highest reached through any child
+    // but the one reaching highest. Returns (hi0, hi2).
+    std::pair<std::uint32_t, std::uint32_t> high_points(std::uint32_t n) {
+        std::uint32_t hi0 = kNone;
+        for (std::uint32_t e = t_.from_head[n]; e != kNone; e = t_.from_next[e]) hi0 = std::min(hi0, t_.dfsnum[t_.upper[e]]);
+        std::uint32_t hi1 = kNone, hichild = kNone;
+        for (std::uint32_t c = t_.first_child[n]; c != kNone; c = t_.next_sibling[c])
+            if (hichild == kNone || hi_[c] < hi1) {
+                hi1 = hi_[c];
+                hichild = c;
+            }
+        hi_[n] = std::min(hi0, hi1);
+        std::uint32_t hi2 = kNone;
+        for (std::uint32_t c = t_.first_child[n]; c != kNone; c = t_.next_sibling[c])
+            if (c != hichild) hi2 = std::min(hi2, hi_[c]);
+        return {hi0, hi2};
+    }
+
+    void classify_tree_edge(std::uint32_t n, const BracketList& bl) {
+        std::uint32_t e = t_.parent_edge[n];
+        if (e == kNone) return;  // a DFS root
+        if (bl.size == 0) {
+            cls_[e] = next_class_++;  // a bridge: on no cycle
+            return;
+        }
+        std::uint32_t b = bl.head;
+        if (pool_.recent_size[b] != bl.size) {
+            pool_.recent_size[b] = bl.size;
+            pool_.recent_class[b] = next_class_++;
+        }
+        cls_[e] = pool_.recent_class[b];
+        if (pool_.recent_size[b] == 1 && b < m_) cls_[b] = cls_[e];
+    }
+
+    const DfsTree& t_;
+    const std::uint32_t m_;
+    std::vector<std::uint32_t>& cls_;
+    std::uint32_t& next_class_;
+    BracketPool pool_;
+    std::vector<BracketList> blist_;
+    std::vector<std::uint32_t> hi_;
+    // Capping backedges by their upper end.
+    std::vector<std::uint32_t> cap_head_;
+    std::vector<std::uint32_t> cap_next_;
+};
+
+// Renumbers densely in edge order (capping-only classes leave gaps).
+void renumber_densely(std::vector<std::uint32_t>& cls, std::uint32_t next_class) {
     std::vector<std::uint32_t> renumber(next_class, kNone);
     std::uint32_t dense = 0;
     for (auto& c : cls) {
@@ -211,6 +256,23 @@ std::vector<std::uint32_t> cycle_equivalence(std::uint32_t nodes, std::span<cons
             c = dense++;
         }
     }
+}
+
+}  // namespace
+
+std::vector<std::uint32_t> cycle_equivalence(std::uint32_t nodes, std::span<const UndirectedEdge> edges,
+                                             std::uint32_t root) {
+    const std::uint32_t m = static_cast<std::uint32_t>(edges.size());
+    std::vector<std::uint32_t> cls(m, kNone);
+    std::uint32_t next_class = 0;
+    if (nodes == 0) return cls;
+    // Self-loops are set aside: each is its own class.
+    for (std::uint32_t e = 0; e < m; ++e)
+        if (edges[e].a == edges[e].b) cls[e] = next_class++;
+    const Adjacency adj = adjacency(nodes, edges);
+    const DfsTree tree = dfs_tree(nodes, edges, adj, root);
+    BracketPass(tree, nodes, m, cls, next_class).run();
+    renumber_densely(cls, next_class);
     return cls;
 }
 

@@ -145,35 +145,29 @@ bool loops_on_itself(const Cfg& cfg, std::uint32_t b) {
     return false;
 }
 
-// DCPI 6.1.3 for one class.
-//
-// x86 twist: where exactly a sample lands near a stall varies by an
-// instruction or so (interrupt skid, retirement in groups), so an issue
-// point's ratio is taken over a window of +-attribution_radius instructions
-// (known M only) in its block, extended back to the producer of its critical
-// operand (DCPI's span). Misattributed cycles then stay inside the window,
-// while a dynamic stall still inflates the ratios of the windows around it.
-ClassEstimate estimate_class(std::span<const std::pair<std::uint32_t, std::uint32_t>> members,  // (block, index in block), by block
-                             const Cfg& cfg, const std::vector<BlockTiming>& timing,
-                             std::span<const std::uint64_t> samples, std::span<const std::uint32_t> first_call,
-                             const EstimatorOptions& opt) {
-    ClassEstimate est;
-    double sum_s = 0, sum_m = 0;
-    struct Point {
-        double value;   // window ratio
-        double m;       // M_i of the issue point itself
-        std::uint32_t block, lo, hi;  // window [lo, hi] in the block
-    };
-    std::vector<Point> points;
-    double max_s = 0;
-    auto s_at = [&](std::uint32_t b, std::uint32_t i) {
+// An issue point of a class: the ratio S/M over its window (DCPI 6.1.3).
+struct IssuePoint {
+    double value;   // window ratio
+    double m;       // M_i of the issue point itself
+    std::uint32_t block, lo, hi;  // window [lo, hi] in the block
+};
+
+// What estimate_class reads, with the windows of the class's short blocks,
+// worked out once per block.
+class ClassSamples {
+public:
+    ClassSamples(const Cfg& cfg, const std::vector<BlockTiming>& timing, std::span<const std::uint64_t> samples,
+                 const EstimatorOptions& opt)
+        : cfg(cfg), timing(timing), samples(samples), opt(opt) {}
+
+    double at(std::uint32_t b, std::uint32_t i) const {
         return static_cast<double>(samples[cfg.blocks[b].first + i]);
-    };
+    }
+
     // Short blocks (models with whole_block_below) use their whole body as
     // the window where they spread samples, less any dynamic stall (see
     // short_block_windows); instructions with unknown M never count.
-    std::map<std::uint32_t, ShortBlockWindows> short_blocks;
-    auto short_block = [&](std::uint32_t b) -> const ShortBlockWindows* {
+    const ShortBlockWindows* short_block(std::uint32_t b) {
         // Longer blocks too when they are a loop of one block in its steady
         // state (short_block_windows takes those whole): main's 50-instruction
         // initialisation loop in loops.c, 10 modelled cycles, put its samples
@@ -182,87 +176,161 @@ ClassEstimate estimate_class(std::span<const std::pair<std::uint32_t, std::uint3
         if (opt.whole_block_below == 0) return nullptr;
         if (cfg.blocks[b].count > opt.whole_block_below && !(timing[b].steady_state && loops_on_itself(cfg, b)))
             return nullptr;
-        auto it = short_blocks.find(b);
-        if (it == short_blocks.end())
-            it = short_blocks
+        auto it = short_blocks_.find(b);
+        if (it == short_blocks_.end())
+            it = short_blocks_
                      .emplace(b, short_block_windows(timing[b], loops_on_itself(cfg, b), samples.subspan(cfg.blocks[b].first, cfg.blocks[b].count), opt))
                      .first;
         return &it->second;
-    };
-    auto counts = [&](std::uint32_t b, std::uint32_t k) {
+    }
+
+    // Whether instruction k of block b counts in a window.
+    bool counts(std::uint32_t b, std::uint32_t k) {
         if (!timing[b].known[k]) return false;
         const ShortBlockWindows* sb = short_block(b);
         return !sb || !sb->whole || !sb->stalled[k];
-    };
-    double after_call_s = 0;  // samples on untimed instructions after a call in their block
-    double entry_s = 0;       // samples on the procedure's untimed first instruction (the call's cost)
-    for (auto [b, i] : members) {
-        const BlockTiming& t = timing[b];
-        double s = s_at(b, i);
-        est.samples += samples[cfg.blocks[b].first + i];
-        max_s = std::max(max_s, s);
-        if (!t.known[i] && first_call[b] < i) after_call_s += s;
-        if (!t.known[i] && cfg.blocks[b].first + i == 0) entry_s += s;
-        if (!t.known[i]) continue;
-        sum_s += s;
-        sum_m += t.m[i];
-        if (t.m[i] <= 0) continue;
-        ++est.issue_points;
-        const std::uint32_t n = cfg.blocks[b].count;
-        auto [lo, hi] = radius_window(t, i, n, opt);
-        if (const ShortBlockWindows* sb = short_block(b); sb && sb->whole) {
-            lo = 0;  // a short block that spreads its samples: they may land anywhere in it
-            hi = n - 1;
-        }
-        double ws = 0, wm = 0;
-        for (std::uint32_t k = lo; k <= hi; ++k)
-            if (counts(b, k)) {
-                ws += s_at(b, k);
-                wm += t.m[k];
-            }
-        points.push_back({ws / wm, t.m[i], b, lo, hi});
-    }
-    if (est.samples == 0) return est;  // propagation decides (taken as 0 if it cannot tell)
-    // Samples on instructions the model cannot time, right after a call,
-    // hold the call's and return's cost where it lands in the caller (on Zen
-    // 5 a loop around a call of a short leaf puts all its samples there; in
-    // other code much of it lands in the callee). Where most of the class's
-    // samples sit there, the timed instructions' few samples say little (a
-    // loop around one call came out 1000x low from them), so the class's
-    // samples go over its blocks' best-case cycles, each at least the
-    // model's cycles for its calls (call_return_cycles).
-    const bool after_calls = after_call_s >= opt.after_call_share * static_cast<double>(est.samples);
-    if (est.issue_points == 0 || sum_m <= 0 || after_calls) {
-        // No issue point with a known M (a short block after a call, say):
-        // the class's samples over its blocks' best-case cycles, if any.
-        double cycles = 0;
-        std::int64_t last = -1;  // members come block by block
-        for (auto [b, i] : members)
-            if (static_cast<std::int64_t>(b) != last) {
-                last = b;
-                cycles += after_calls ? std::max(timing[b].cycles, timing[b].call_cycles) : timing[b].cycles;
-            }
-        if (cycles <= 0) return est;
-        // A leaf's first instruction holds the call's cost, which its
-        // cycles leave out (machine_model.cpp): calls.c's square and twice,
-        // with no other timed instruction, came out 4x and 12x.
-        const double counted = static_cast<double>(est.samples) - (after_calls ? 0 : entry_s);
-        est.frequency = counted / cycles;
-        est.known = true;
-        est.source = EstimateSource::kSampleTotal;
-        est.confidence = Confidence::kLow;
-        return est;
     }
 
-    if (est.samples < opt.few_samples) {
-        est.frequency = sum_s / sum_m;
-        est.known = true;
-        est.source = EstimateSource::kSampleTotal;
-        est.issue_points_used = est.issue_points;
-        est.confidence = Confidence::kLow;
-        return est;
+    const Cfg& cfg;
+    const std::vector<BlockTiming>& timing;
+    const std::span<const std::uint64_t> samples;
+    const EstimatorOptions& opt;
+
+private:
+    std::map<std::uint32_t, ShortBlockWindows> short_blocks_;
+};
+
+// What a class's instructions add up to, and its issue points.
+struct ClassTally {
+    std::vector<IssuePoint> points;
+    double sum_s = 0, sum_m = 0;
+    double max_s = 0;
+    double after_call_s = 0;  // samples on untimed instructions after a call in their block
+    double entry_s = 0;       // samples on the procedure's untimed first instruction (the call's cost)
+};
+
+// Instruction i of block b as an issue point: its window's ratio.
+IssuePoint issue_point(ClassSamples& in, std::uint32_t b, std::uint32_t i) {
+    const BlockTiming& t = in.timing[b];
+    const std::uint32_t n = in.cfg.blocks[b].count;
+    auto [lo, hi] = radius_window(t, i, n, in.opt);
+    if (const ShortBlockWindows* sb = in.short_block(b); sb && sb->whole) {
+        lo = 0;  // a short block that spreads its samples: they may land anywhere in it
+        hi = n - 1;
     }
-    std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) { return a.value < b.value; });
+    double ws = 0, wm = 0;
+    for (std::uint32_t k = lo; k <= hi; ++k)
+        if (in.counts(b, k)) {
+            ws += in.at(b, k);
+            wm += t.m[k];
+        }
+    return {ws / wm, t.m[i], b, lo, hi};
+}
+
+// Sums the class's samples and cycles, counting its samples and issue points into `est`.
+ClassTally tally_class(std::span<const std::pair<std::uint32_t, std::uint32_t>> members, ClassSamples& in,
+                       std::span<const std::uint32_t> first_call, ClassEstimate& est) {
+    ClassTally tally;
+    for (auto [b, i] : members) {
+        const BlockTiming& t = in.timing[b];
+        double s = in.at(b, i);
+        est.samples += in.samples[in.cfg.blocks[b].first + i];
+        tally.max_s = std::max(tally.max_s, s);
+        if (!t.known[i] && first_call[b] < i) tally.after_call_s += s;
+        if (!t.known[i] && in.cfg.blocks[b].first + i == 0) tally.entry_s += s;
+        if (!t.known[i]) continue;
+        tally.sum_s += s;
+        tally.sum_m += t.m[i];
+        if (t.m[i] <= 0) continue;
+        ++est.issue_points;
+        tally.points.push_back(issue_point(in, b, i));
+    }
+    return tally;
+}
+
+// The class's samples over its blocks' best-case cycles, if any (each at
+// least the model's cycles for its calls where most samples sit after calls).
+void estimate_from_cycles(ClassEstimate& est, std::span<const std::pair<std::uint32_t, std::uint32_t>> members,
+                          const std::vector<BlockTiming>& timing, bool after_calls, double entry_s) {
+    double cycles = 0;
+    std::int64_t last = -1;  // members come block by block
+    for (auto [b, i] : members)
+        if (static_cast<std::int64_t>(b) != last) {
+            last = b;
+            cycles += after_calls ? std::max(timing[b].cycles, timing[b].call_cycles) : timing[b].cycles;
+        }
+    if (cycles <= 0) return;
+    // A leaf's first instruction holds the call's cost, which its
+    // cycles leave out (machine_model.cpp): calls.c's square and twice,
+    // with no other timed instruction, came out 4x and 12x.
+    const double counted = static_cast<double>(est.samples) - (after_calls ? 0 : entry_s);
+    est.frequency = counted / cycles;
+    est.known = true;
+    est.source = EstimateSource::kSampleTotal;
+    est.confidence = Confidence::kLow;
+}
+
+// The average over the class, sum S / sum M, with low confidence.
+void average_over_class(ClassEstimate& est, const ClassTally& tally) {
+    est.frequency = tally.sum_s / tally.sum_m;
+    est.known = true;
+    est.source = EstimateSource::kSampleTotal;
+    est.issue_points_used = est.issue_points;
+    est.confidence = Confidence::kLow;
+}
+
+// S and M over the union of the cluster's windows (no instruction twice).
+std::pair<double, double> cluster_sums(ClassSamples& in, std::span<const IssuePoint> cluster) {
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> window;
+    for (const auto& p : cluster)
+        for (std::uint32_t x = p.lo; x <= p.hi; ++x)
+            if (in.counts(p.block, x)) window.push_back({p.block, x});
+    std::sort(window.begin(), window.end());
+    window.erase(std::unique(window.begin(), window.end()), window.end());
+    double cs = 0, cm = 0;
+    for (auto [blk, x] : window) {
+        cs += in.at(blk, x);
+        cm += in.timing[blk].m[x];
+    }
+    return {cs, cm};
+}
+
+// Issue points whose windows overlap share samples (a whole short block
+// shares all of them): the evidence is as many windows as are pairwise
+// disjoint, not as many issue points as agree.
+std::uint32_t independent_windows(std::span<const IssuePoint> cluster) {
+    std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> windows;  // (block, hi, lo)
+    for (const auto& p : cluster) windows.emplace_back(p.block, p.hi, p.lo);
+    std::sort(windows.begin(), windows.end());
+    std::uint32_t independent = 0;
+    std::int64_t last_block = -1, last_hi = -1;
+    for (auto [blk, hi, lo] : windows) {  // greedy by end: the most disjoint intervals
+        if (static_cast<std::int64_t>(blk) == last_block && static_cast<std::int64_t>(lo) <= last_hi) continue;
+        ++independent;
+        last_block = blk;
+        last_hi = hi;
+    }
+    return independent;
+}
+
+// On an out-of-order core the model's M_i are least certain one by one. A
+// cluster holding most of the class's static cycles outvotes the rest (the
+// rest stalled); a minority cluster must agree with the class's whole ratio
+// sum S / sum M to be trusted.
+void check_agreement(ClassEstimate& est, const ClassTally& tally, double cluster_m, double total_m) {
+    double agreement = est.frequency / (tally.sum_s / tally.sum_m);
+    if (cluster_m < 0.5 * total_m) {
+        if (agreement < 0.75 || agreement > 1.0 / 0.75) est.confidence = Confidence::kLow;
+        else if (agreement < 0.9 || agreement > 1.0 / 0.9) est.confidence = std::min(est.confidence, Confidence::kMedium);
+    }
+}
+
+// DCPI 6.1.3: F from the first cluster of issue points with similar ratios
+// that holds enough of the class; false where no cluster is acceptable.
+bool estimate_from_clusters(ClassEstimate& est, ClassTally& tally, ClassSamples& in) {
+    const EstimatorOptions& opt = in.opt;
+    auto& points = tally.points;
+    std::sort(points.begin(), points.end(), [](const IssuePoint& a, const IssuePoint& b) { return a.value < b.value; });
     const std::size_t n = points.size();
     const std::size_t min_members =
         std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(opt.min_cluster_fraction * static_cast<double>(n))));
@@ -279,58 +347,55 @@ ClassEstimate estimate_class(std::span<const std::pair<std::uint32_t, std::uint3
         // so one issue point the model overrates cannot set F alone.
         if (members_in < min_members) continue;
         if (cluster_m < opt.min_cluster_fraction * total_m) continue;
-        // F over the union of the cluster's windows (no instruction twice).
-        std::vector<std::pair<std::uint32_t, std::uint32_t>> window;
-        for (std::size_t k = a; k <= b; ++k)
-            for (std::uint32_t x = points[k].lo; x <= points[k].hi; ++x)
-                if (counts(points[k].block, x)) window.push_back({points[k].block, x});
-        std::sort(window.begin(), window.end());
-        window.erase(std::unique(window.begin(), window.end()), window.end());
-        double cs = 0, cm = 0;
-        for (auto [blk, x] : window) {
-            cs += s_at(blk, x);
-            cm += timing[blk].m[x];
-        }
+        const std::span<const IssuePoint> cluster(points.data() + a, members_in);
+        auto [cs, cm] = cluster_sums(in, cluster);
         if (cs < static_cast<double>(opt.min_cluster_samples) || cm <= 0) continue;
         double f = cs / cm;
-        if (max_s / f > opt.max_stall_cycles) continue;  // would imply an unreasonable stall elsewhere
+        if (tally.max_s / f > opt.max_stall_cycles) continue;  // would imply an unreasonable stall elsewhere
         est.frequency = f;
         est.known = true;
         est.source = EstimateSource::kIssuePoints;
         est.issue_points_used = static_cast<std::uint32_t>(members_in);
         est.spread = points[a].value > 0 ? points[b].value / points[a].value : 1;
-        // Issue points whose windows overlap share samples (a whole short
-        // block shares all of them): the evidence is as many windows as
-        // are pairwise disjoint, not as many issue points as agree.
-        std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> windows;  // (block, hi, lo)
-        for (std::size_t k = a; k <= b; ++k) windows.emplace_back(points[k].block, points[k].hi, points[k].lo);
-        std::sort(windows.begin(), windows.end());
-        std::uint32_t independent = 0;
-        std::int64_t last_block = -1, last_hi = -1;
-        for (auto [blk, hi, lo] : windows) {  // greedy by end: the most disjoint intervals
-            if (static_cast<std::int64_t>(blk) == last_block && static_cast<std::int64_t>(lo) <= last_hi) continue;
-            ++independent;
-            last_block = blk;
-            last_hi = hi;
-        }
-        est.confidence = rate(independent, est.spread, cs);
-        // On an out-of-order core the model's M_i are least certain one by
-        // one. A cluster holding most of the class's static cycles outvotes
-        // the rest (the rest stalled); a minority cluster must agree with the
-        // class's whole ratio sum S / sum M to be trusted.
-        double agreement = f / (sum_s / sum_m);
-        if (cluster_m < 0.5 * total_m) {
-            if (agreement < 0.75 || agreement > 1.0 / 0.75) est.confidence = Confidence::kLow;
-            else if (agreement < 0.9 || agreement > 1.0 / 0.9) est.confidence = std::min(est.confidence, Confidence::kMedium);
-        }
+        est.confidence = rate(independent_windows(cluster), est.spread, cs);
+        check_agreement(est, tally, cluster_m, total_m);
+        return true;
+    }
+    return false;
+}
+
+// DCPI 6.1.3 for one class.
+//
+// x86 twist: where exactly a sample lands near a stall varies by an
+// instruction or so (interrupt skid, retirement in groups), so an issue
+// point's ratio is taken over a window of +-attribution_radius instructions
+// (known M only) in its block, extended back to the producer of its critical
+// operand (DCPI's span). Misattributed cycles then stay inside the window,
+// while a dynamic stall still inflates the ratios of the windows around it.
+ClassEstimate estimate_class(std::span<const std::pair<std::uint32_t, std::uint32_t>> members,  // (block, index in block), by block
+                             const Cfg& cfg, const std::vector<BlockTiming>& timing,
+                             std::span<const std::uint64_t> samples, std::span<const std::uint32_t> first_call,
+                             const EstimatorOptions& opt) {
+    ClassEstimate est;
+    ClassSamples in(cfg, timing, samples, opt);
+    ClassTally tally = tally_class(members, in, first_call, est);
+    if (est.samples == 0) return est;  // propagation decides (taken as 0 if it cannot tell)
+    // Samples on instructions the model cannot time, right after a call,
+    // hold the call's and return's cost where it lands in the caller (on Zen
+    // 5 a loop around a call of a short leaf puts all its samples there; in
+    // other code much of it lands in the callee). Where most of the class's
+    // samples sit there, the timed instructions' few samples say little (a
+    // loop around one call came out 1000x low from them), so the class's
+    // samples go over its blocks' best-case cycles, each at least the
+    // model's cycles for its calls (call_return_cycles).
+    const bool after_calls = tally.after_call_s >= opt.after_call_share * static_cast<double>(est.samples);
+    if (est.issue_points == 0 || tally.sum_m <= 0 || after_calls) {
+        // No issue point with a known M (a short block after a call, say).
+        estimate_from_cycles(est, members, timing, after_calls, tally.entry_s);
         return est;
     }
-    // No acceptable cluster: the average over the class, with low confidence.
-    est.frequency = sum_s / sum_m;
-    est.known = true;
-    est.source = EstimateSource::kSampleTotal;
-    est.issue_points_used = est.issue_points;
-    est.confidence = Confidence::kLow;
+    // Few samples, or no acceptable cluster: the average over the class.
+    if (est.samples < opt.few_samples || !estimate_from_clusters(est, tally, in)) average_over_class(est, tally);
     return est;
 }
 

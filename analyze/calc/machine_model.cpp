@@ -546,125 +546,168 @@ const char* static_cause_name(StaticCause cause) {
     return "?";
 }
 
-std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
-    const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
-    std::vector<BlockTiming> timings(nb);
-    // Each block's predecessors (not the entry, each once, in in-edge
-    // order), all in one array: built per call, they were a vector per block
-    // and per step of every latch walk.
-    std::vector<std::uint32_t> pred_start(nb + 1, 0), pred_list;
-    pred_list.reserve(cfg.edges.size());
-    for (std::uint32_t b = 0; b < nb; ++b) {
-        pred_start[b] = static_cast<std::uint32_t>(pred_list.size());
-        for (auto e : cfg.blocks[b].in_edges) {
-            std::uint32_t from = cfg.edges[e].from;
-            auto mine = pred_list.begin() + pred_start[b];
-            if (from != kEntryBlock && std::find(mine, pred_list.end(), from) == pred_list.end())
-                pred_list.push_back(from);
-        }
-    }
-    pred_start[nb] = static_cast<std::uint32_t>(pred_list.size());
-    auto real_preds = [&](std::uint32_t b) {
-        return std::span<const std::uint32_t>(pred_list.data() + pred_start[b], pred_start[b + 1] - pred_start[b]);
-    };
-    // Each instruction is classified once per procedure (classify caches by Capstone id).
-    std::vector<const InstructionClass*> classes(cfg.instructions.size());
-    for (std::size_t i = 0; i < classes.size(); ++i) classes[i] = &classify(cfg.instructions[i]);
-    auto append_block = [&](std::vector<Simulation::Step>& steps, std::uint32_t b) {
-        const auto& blk = cfg.blocks[b];
-        for (std::uint32_t i = 0; i < blk.count; ++i) {
-            const auto* insn = &cfg.instructions[blk.first + i];
-            bool after_call = !steps.empty() && is_call(steps.back().insn->flow);
-            steps.push_back({insn, classes[blk.first + i], steps.empty() || after_call});
-        }
-    };
+namespace {
 
-    std::vector<Simulation::Step> steps;  // reused for every block, like these:
-    std::vector<std::uint32_t> cycle, latches, path, chain;
-    std::vector<std::size_t> rep_starts;
-    for (std::uint32_t b = 0; b < nb; ++b) {
-        const auto& blk = cfg.blocks[b];
-        BlockTiming& t = timings[b];
-        auto preds = real_preds(b);
-
-        // A cycle through b: a self-loop, or a latch (a predecessor at or
-        // after b) from which unique predecessors lead back to b.
-        cycle.clear();
-        if (std::find(preds.begin(), preds.end(), b) != preds.end()) {
-            cycle.push_back(b);
-        } else {
-            latches.clear();
-            for (auto p : preds)
-                if (cfg.instructions[cfg.blocks[p].first].address >= cfg.instructions[blk.first].address)
-                    latches.push_back(p);
-            if (latches.size() == 1) {
-                path.assign(1, latches[0]);
-                std::size_t len = cfg.blocks[latches[0]].count + blk.count;
-                while (path.back() != b && len < kMaxSimulated / 2) {
-                    auto pp = real_preds(path.back());
-                    if (pp.size() != 1) break;
-                    if (pp[0] != b && std::find(path.begin(), path.end(), pp[0]) != path.end()) break;
-                    path.push_back(pp[0]);
-                    len += cfg.blocks[pp[0]].count;
-                }
-                if (path.back() == b) {
-                    // path: latch ... b (walking backwards); the cycle in program order starts at b.
-                    cycle.assign(path.rbegin(), path.rend());  // b ... latch
-                }
+// Each block's predecessors (not the entry, each once, in in-edge order),
+// all in one array: built per call, they were a vector per block and per
+// step of every latch walk.
+class Predecessors {
+public:
+    explicit Predecessors(const Cfg& cfg) : start_(cfg.blocks.size() + 1, 0) {
+        const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
+        list_.reserve(cfg.edges.size());
+        for (std::uint32_t b = 0; b < nb; ++b) {
+            start_[b] = static_cast<std::uint32_t>(list_.size());
+            for (auto e : cfg.blocks[b].in_edges) {
+                std::uint32_t from = cfg.edges[e].from;
+                auto mine = list_.begin() + start_[b];
+                if (from != kEntryBlock && std::find(mine, list_.end(), from) == list_.end()) list_.push_back(from);
             }
         }
+        start_[nb] = static_cast<std::uint32_t>(list_.size());
+    }
+    std::span<const std::uint32_t> operator()(std::uint32_t b) const {
+        return std::span<const std::uint32_t>(list_.data() + start_[b], start_[b + 1] - start_[b]);
+    }
 
+private:
+    std::vector<std::uint32_t> start_, list_;
+};
+
+// A cycle through b into `cycle`, in program order from b: a self-loop, or a
+// latch (a predecessor at or after b) from which unique predecessors lead
+// back to b. Left empty where there is none; `latches` and `path` are
+// scratch.
+void find_cycle(const Cfg& cfg, const Predecessors& real_preds, std::uint32_t b, std::vector<std::uint32_t>& cycle,
+                std::vector<std::uint32_t>& latches, std::vector<std::uint32_t>& path) {
+    const auto& blk = cfg.blocks[b];
+    auto preds = real_preds(b);
+    cycle.clear();
+    if (std::find(preds.begin(), preds.end(), b) != preds.end()) {
+        cycle.push_back(b);
+        return;
+    }
+    latches.clear();
+    for (auto p : preds)
+        if (cfg.instructions[cfg.blocks[p].first].address >= cfg.instructions[blk.first].address) latches.push_back(p);
+    if (latches.size() != 1) return;
+    path.assign(1, latches[0]);
+    std::size_t len = cfg.blocks[latches[0]].count + blk.count;
+    while (path.back() != b && len < kMaxSimulated / 2) {
+        auto pp = real_preds(path.back());
+        if (pp.size() != 1) break;
+        if (pp[0] != b && std::find(path.begin(), path.end(), pp[0]) != path.end()) break;
+        path.push_back(pp[0]);
+        len += cfg.blocks[pp[0]].count;
+    }
+    if (path.back() == b) {
+        // path: latch ... b (walking backwards); the cycle in program order starts at b.
+        cycle.assign(path.rbegin(), path.rend());  // b ... latch
+    }
+}
+
+// The unique predecessor chain of b (whose only predecessor is another
+// block) into `chain`, nearest first, up to kMaxContextInstructions.
+void predecessor_chain(const Cfg& cfg, const Predecessors& real_preds, std::uint32_t b,
+                       std::vector<std::uint32_t>& chain) {
+    auto preds = real_preds(b);
+    chain.assign(1, preds[0]);
+    std::size_t len = cfg.blocks[preds[0]].count;
+    while (len < kMaxContextInstructions) {
+        auto pp = real_preds(chain.back());
+        if (pp.size() != 1 || std::find(chain.begin(), chain.end(), pp[0]) != chain.end() || pp[0] == b) break;
+        chain.push_back(pp[0]);
+        len += cfg.blocks[pp[0]].count;
+    }
+}
+
+}  // namespace
+
+// Times the blocks of one CFG one by one: finds what runs before a block (a
+// cycle through it or a predecessor chain), simulates that and the block,
+// and keeps the block's share. Its buffers are reused for every block.
+class MachineModel::BlockTimer {
+public:
+    BlockTimer(const MachineModel& model, const Cfg& cfg) : model_(model), cfg_(cfg), preds_(cfg) {
+        // Each instruction is classified once per procedure (classify caches by Capstone id).
+        classes_.resize(cfg.instructions.size());
+        for (std::size_t i = 0; i < classes_.size(); ++i) classes_[i] = &model.classify(cfg.instructions[i]);
+    }
+
+    void time(std::uint32_t b, BlockTiming& t) {
+        find_cycle(cfg_, preds_, b, cycle_, latches_, path_);
         // An out-of-order core overlaps a block's latencies with the code
         // around it, so a block on no cycle is timed as if it ran back to
         // back with itself: only its recurrences and resources bound it.
         bool repeated_alone = false;
-        if (cycle.empty() && overlap_blocks_) {
-            cycle.push_back(b);
+        if (cycle_.empty() && model_.overlap_blocks_) {
+            cycle_.push_back(b);
             repeated_alone = true;
         }
+        const std::size_t block_pos = lay_out(b, t, repeated_alone);
+        const auto& sim = Simulation::run(model_, steps_, repeated_alone ? cfg_.blocks[b].count : 0);
+        record_waits(b, t, sim);
+        record_issue_costs(b, t, sim, block_pos);
+    }
 
-        steps.clear();
-        std::size_t block_pos = 0;  // position of b's first instruction in `steps` (the last repetition)
+private:
+    void append_block(std::uint32_t b) {
+        const auto& blk = cfg_.blocks[b];
+        for (std::uint32_t i = 0; i < blk.count; ++i) {
+            const auto* insn = &cfg_.instructions[blk.first + i];
+            bool after_call = !steps_.empty() && is_call(steps_.back().insn->flow);
+            steps_.push_back({insn, classes_[blk.first + i], steps_.empty() || after_call});
+        }
+    }
+
+    // The steps simulated for block b: its cycle repeated, or its
+    // predecessor chain then b, or b alone. Returns the position of b's first
+    // instruction in the steps (in the last repetition).
+    std::size_t lay_out(std::uint32_t b, BlockTiming& t, bool repeated_alone) {
+        auto preds = preds_(b);
+        steps_.clear();
+        std::size_t block_pos = 0;
         // Where b starts in the repetitions that are averaged (the second
         // half): a steady state can alternate, e.g. a 4-instruction block on
         // an 8-wide core retires two executions per cycle.
-        rep_starts.clear();
-        if (!cycle.empty()) {
-            std::size_t len = 0;
-            for (auto c : cycle) len += cfg.blocks[c].count;
-            // A block repeated only to overlap it with itself settles in a
-            // few repetitions; a real loop gets loop_iterations.
-            int wanted = repeated_alone ? std::min(loop_iterations_, 4) : loop_iterations_;
-            int reps = std::max(2, std::min(wanted, static_cast<int>(kMaxSimulated / std::max<std::size_t>(len, 1))));
-            for (int r = 0; r < reps; ++r) {
-                if (r >= reps / 2) rep_starts.push_back(steps.size());
-                for (auto c : cycle) append_block(steps, c);
-            }
-            block_pos = rep_starts.back();
+        rep_starts_.clear();
+        if (!cycle_.empty()) {
+            block_pos = repeat_cycle(repeated_alone);
             t.steady_state = !repeated_alone;
             t.has_context = true;
         } else if (preds.size() == 1 && preds[0] != b) {
-            // Unique predecessor chain, oldest first.
-            chain.assign(1, preds[0]);
-            std::size_t len = cfg.blocks[preds[0]].count;
-            while (len < kMaxContextInstructions) {
-                auto pp = real_preds(chain.back());
-                if (pp.size() != 1 || std::find(chain.begin(), chain.end(), pp[0]) != chain.end() || pp[0] == b) break;
-                chain.push_back(pp[0]);
-                len += cfg.blocks[pp[0]].count;
-            }
-            for (auto it = chain.rbegin(); it != chain.rend(); ++it) append_block(steps, *it);
-            block_pos = steps.size();
+            predecessor_chain(cfg_, preds_, b, chain_);
+            for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) append_block(*it);  // oldest first
+            block_pos = steps_.size();
             t.has_context = true;
         }
-        if (cycle.empty()) {
-            block_pos = steps.size();
-            append_block(steps, b);
+        if (cycle_.empty()) {
+            block_pos = steps_.size();
+            append_block(b);
         }
-        if (rep_starts.empty()) rep_starts.push_back(block_pos);
-        const double reps_averaged = static_cast<double>(rep_starts.size());
-        const auto& sim = Simulation::run(*this, steps, repeated_alone ? blk.count : 0);
+        if (rep_starts_.empty()) rep_starts_.push_back(block_pos);
+        return block_pos;
+    }
 
+    // The cycle, repeated; returns where the last repetition starts.
+    std::size_t repeat_cycle(bool repeated_alone) {
+        std::size_t len = 0;
+        for (auto c : cycle_) len += cfg_.blocks[c].count;
+        // A block repeated only to overlap it with itself settles in a
+        // few repetitions; a real loop gets loop_iterations.
+        int wanted = repeated_alone ? std::min(model_.loop_iterations_, 4) : model_.loop_iterations_;
+        int reps = std::max(2, std::min(wanted, static_cast<int>(kMaxSimulated / std::max<std::size_t>(len, 1))));
+        for (int r = 0; r < reps; ++r) {
+            if (r >= reps / 2) rep_starts_.push_back(steps_.size());
+            for (auto c : cycle_) append_block(c);
+        }
+        return rep_starts_.back();
+    }
+
+    // Each instruction's wait, averaged over the repetitions, and the block's cycles.
+    void record_waits(std::uint32_t b, BlockTiming& t, const Simulation::Out& sim) const {
+        const auto& blk = cfg_.blocks[b];
+        const double reps_averaged = static_cast<double>(rep_starts_.size());
         t.m.assign(blk.count, 0);
         t.known.assign(blk.count, false);
         t.span_start.resize(blk.count);
@@ -674,13 +717,20 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
         t.cycles = 0;
         t.call_cycles = 0;
         for (std::uint32_t i = 0; i < blk.count; ++i) {
-            for (auto start : rep_starts) t.wait[i] += sim.wait[start + i] / reps_averaged;
+            for (auto start : rep_starts_) t.wait[i] += sim.wait[start + i] / reps_averaged;
             t.cycles += t.wait[i];
             t.span_start[i] = i;
-            if (is_call(cfg.instructions[blk.first + i].flow)) t.call_cycles += call_return_cycles_;
+            if (is_call(cfg_.instructions[blk.first + i].flow)) t.call_cycles += model_.call_return_cycles_;
         }
-        // The profile charges W_j to the instruction `skid` places later.
-        const std::size_t skid = static_cast<std::size_t>(sample_skid_);
+    }
+
+    // M_i as the profile charges it: W_j goes to the instruction `skid`
+    // places later. With it, the static cause and culprit, and the span back
+    // to the critical operand's producer.
+    void record_issue_costs(std::uint32_t b, BlockTiming& t, const Simulation::Out& sim, std::size_t block_pos) const {
+        const auto& blk = cfg_.blocks[b];
+        const double reps_averaged = static_cast<double>(rep_starts_.size());
+        const std::size_t skid = static_cast<std::size_t>(model_.sample_skid_);
         // A procedure's first instruction follows a call (in the caller),
         // and the call's cost lands on it as the callee's return lands after
         // the call: unknown, unless the entry block is a loop in its steady
@@ -690,15 +740,15 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
             std::size_t pos = block_pos + i;
             if (pos < skid) continue;
             std::size_t src = pos - skid;  // the instruction whose wait lands on i
-            const DecodedInstruction& si = *steps[src].insn;
+            const DecodedInstruction& si = *steps_[src].insn;
             if (!sim.wait_known[src]) continue;
             if (is_call(si.flow)) continue;  // the callee's ret lands here
-            for (auto start : rep_starts) t.m[i] += sim.wait[start + i - skid] / reps_averaged;
+            for (auto start : rep_starts_) t.m[i] += sim.wait[start + i - skid] / reps_averaged;
             t.known[i] = true;
             // The cause as seen in the last repetition (the steady state).
             t.static_cause[i] = sim.cause[src];
             if (sim.culprit[src] != kNoProducer)
-                t.static_culprit[i] = static_cast<std::uint32_t>(steps[sim.culprit[src]].insn - cfg.instructions.data());
+                t.static_culprit[i] = static_cast<std::uint32_t>(steps_[sim.culprit[src]].insn - cfg_.instructions.data());
             std::uint32_t prod = sim.producer[src];
             if (prod != kNoProducer && prod >= block_pos && prod + skid + 1 < pos) {
                 std::uint32_t start = static_cast<std::uint32_t>(prod + skid + 1 - block_pos);
@@ -708,6 +758,20 @@ std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
             }
         }
     }
+
+    const MachineModel& model_;
+    const Cfg& cfg_;
+    const Predecessors preds_;
+    std::vector<const InstructionClass*> classes_;
+    std::vector<Simulation::Step> steps_;
+    std::vector<std::uint32_t> cycle_, latches_, path_, chain_;
+    std::vector<std::size_t> rep_starts_;
+};
+
+std::vector<BlockTiming> MachineModel::time_blocks(const Cfg& cfg) const {
+    std::vector<BlockTiming> timings(cfg.blocks.size());
+    BlockTimer timer(*this, cfg);
+    for (std::uint32_t b = 0; b < timings.size(); ++b) timer.time(b, timings[b]);
     return timings;
 }
 

@@ -134,6 +134,7 @@ public:
 
 private:
     struct Simulation;
+    class BlockTimer;  // time_blocks' steps (machine_model.cpp)
     std::string name_;
     int dispatch_width_ = 4;
     int retire_width_ = 4;
