@@ -4,6 +4,7 @@
 #include "ecpi/analyze/reports/profile_source.h"
 
 #include "ecpi/analyze/text_table.h"
+#include "ecpi/terminal_text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -290,11 +291,11 @@ std::vector<Column> prof_columns(const ProfReport& report) {
     }
     if (report.by == ProfOptions::By::kProcedure) {
         Column& procedure = add("procedure", false);
-        for (const auto& row : report.rows) procedure.cells.push_back(detail::escape_control(row.procedure));
+        for (const auto& row : report.rows) procedure.cells.push_back(escape_for_terminal(row.procedure));
     }
     {
         Column& image = add("image", false);
-        for (const auto& row : report.rows) image.cells.push_back(detail::escape_control(image_label(row.image)));
+        for (const auto& row : report.rows) image.cells.push_back(escape_for_terminal(image_label(row.image)));
     }
     for (auto& column : columns) {
         column.width = column.header.size();
@@ -351,7 +352,7 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
 
 std::string render_prof_text(const ProfReport& report) {
     std::string out;
-    if (!report.database.empty()) out += "Database: " + detail::escape_control(report.database) + "\n";
+    if (!report.database.empty()) out += "Database: " + escape_for_terminal(report.database) + "\n";
     out += "Epoch: " + report.epoch + "\n";
     if (report.pid) out += format("Process: %u\n", *report.pid);
     if (report.events.empty()) {
