@@ -18,6 +18,9 @@
 namespace ecpi::loader {
 namespace detail {
 
+namespace {
+
+// This process's resident memory and CPU time (user + system).
 std::uint64_t rss_bytes() {
     std::ifstream in("/proc/self/statm");
     std::uint64_t size = 0, resident = 0;
@@ -31,6 +34,8 @@ double cpu_seconds() {
     return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
            static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
+
+}  // namespace
 
 nlohmann::json Session::status_json() {
     double uptime = std::chrono::duration<double>(Clock::now() - started_).count();

@@ -14,7 +14,11 @@
 
 namespace ecpi::loader::detail {
 
+namespace {
+
 std::string errno_text(int err) { return std::strerror(err); }
+
+}  // namespace
 
 ChildProcess::~ChildProcess() {
     if (release_fd_ >= 0) ::close(release_fd_);

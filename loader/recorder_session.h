@@ -72,8 +72,6 @@ struct StackKeyHash {
     }
 };
 
-std::string errno_text(int err);
-
 // Reads the kernel's text start once; kernel samples are stored relative to it.
 struct KernelBase {
     std::uint64_t text = 0;
@@ -114,10 +112,6 @@ std::vector<std::uint32_t> existing_descendants(const std::vector<std::uint32_t>
 
 // The command line of `pid` with NULs as spaces; "" when the process is gone.
 std::string read_cmdline(std::uint32_t pid);
-
-// This process's resident memory and CPU time (user + system).
-std::uint64_t rss_bytes();
-double cpu_seconds();
 
 class Session {
 public:
