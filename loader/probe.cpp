@@ -527,6 +527,13 @@ struct ProbeSession::Impl {
         if (final_answer) frame_cache[pc] = frame;
         return frame;
     }
+
+    // ProbeSession::snapshot's steps, in its order.
+    store::ProbeReport report_header(bool final) const;
+    void read_counters(store::ProbeReport& r) const;
+    void add_warnings(store::ProbeReport& r) const;
+    store::ProbeFunction report_function(const Probe& p);
+    store::ProbePath report_path(const std::vector<std::uint64_t>& ips, const PathStats& stats);
 };
 
 ProbeSession::ProbeSession(ProbeSession&&) noexcept = default;
@@ -672,41 +679,41 @@ std::optional<int> ProbeSession::command_status() const {
 
 std::uint32_t ProbeSession::pid() const { return impl_->pid; }
 
-store::ProbeReport ProbeSession::snapshot(bool final) {
-    auto& impl = *impl_;
+// What was probed, for how long, and how (metrics, sampling).
+store::ProbeReport ProbeSession::Impl::report_header(bool final) const {
     store::ProbeReport r;
-    r.pid = impl.pid;
-    r.comm = impl.processes.comm(impl.pid);
-    r.command = impl.options.command;
-    r.started_unix = impl.started_unix;
-    r.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - impl.started).count();
+    r.pid = pid;
+    r.comm = processes.comm(pid);
+    r.command = options.command;
+    r.started_unix = started_unix;
+    r.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     r.final = final;
-    r.target_exited = impl.exited;
-    r.metrics = impl.options.metrics;
-    if (impl.options.sample_n > 1) {
-        r.sample_n = impl.options.sample_n;
-        r.sample_burst = std::max<std::uint32_t>(1, impl.options.sample_burst);
+    r.target_exited = exited;
+    r.metrics = options.metrics;
+    if (options.sample_n > 1) {
+        r.sample_n = options.sample_n;
+        r.sample_burst = std::max<std::uint32_t>(1, options.sample_burst);
     }
-    if (final) {
-        // iPath 4.2: entries whose exit never came are reported as such.
-        for (auto& [key, pend] : impl.pending) ++pend.path->unmatched;
-        impl.pending.clear();
-    }
-    // Per-CPU counters summed.
+    return r;
+}
+
+// The BPF programs' per-CPU counters summed, their run statistics, and the
+// loader's own counts.
+void ProbeSession::Impl::read_counters(store::ProbeReport& r) const {
     static const char* const kCounterNames[ECPI_PROBE_COUNTER_MAX] = {
         "calls", "ringbuf_lost", "active_stack_full", "exit_unmatched", "abandoned", "threads_full",
         "stack_copy_errors", "reserved"};
-    std::vector<std::uint64_t> per_cpu(static_cast<std::size_t>(impl.ncpus));
+    std::vector<std::uint64_t> per_cpu(static_cast<std::size_t>(ncpus));
     for (std::uint32_t c = 0; c < ECPI_PROBE_COUNTER_MAX - 1; ++c) {
-        if (bpf_map_lookup_elem(bpf_map__fd(impl.skel->maps.probe_counters), &c, per_cpu.data()) != 0) continue;
+        if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.probe_counters), &c, per_cpu.data()) != 0) continue;
         std::uint64_t sum = 0;
         for (auto v : per_cpu) sum += v;
         r.counters[kCounterNames[c]] = sum;
     }
     // Kernel BPF statistics (kernel.bpf_stats_enabled=1): run time of the
     // probe programs themselves, for the benchmark.
-    for (auto [prog, name] : {std::pair{impl.skel->progs.ecpi_probe_entry, "entry"},
-                              std::pair{impl.skel->progs.ecpi_probe_exit, "exit"}}) {
+    for (auto [prog, name] : {std::pair{skel->progs.ecpi_probe_entry, "entry"},
+                              std::pair{skel->progs.ecpi_probe_exit, "exit"}}) {
         bpf_prog_info info{};
         __u32 len = sizeof info;
         if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0 && info.run_cnt) {
@@ -714,73 +721,92 @@ store::ProbeReport ProbeSession::snapshot(bool final) {
             r.counters[std::string("bpf_") + name + "_run_ns"] = info.run_time_ns;
         }
     }
-    r.counters["unknown_records"] = impl.unknown_kinds;
-    r.counters["orphan_exits"] = impl.orphan_exits;
-    if (impl.options.dwarf) {
-        r.counters["dwarf_unwind_failures"] = impl.stack_unwind_errors;
-        if (impl.stack_unwind_errors)
-            r.warnings.push_back(std::to_string(impl.stack_unwind_errors) +
-                                 " call paths could not be unwound with DWARF CFI (no CFI or stack copy too short); "
-                                 "they come from frame pointers");
-    }
+    r.counters["unknown_records"] = unknown_kinds;
+    r.counters["orphan_exits"] = orphan_exits;
+    if (options.dwarf) r.counters["dwarf_unwind_failures"] = stack_unwind_errors;
+}
+
+void ProbeSession::Impl::add_warnings(store::ProbeReport& r) const {
+    if (options.dwarf && stack_unwind_errors)
+        r.warnings.push_back(std::to_string(stack_unwind_errors) +
+                             " call paths could not be unwound with DWARF CFI (no CFI or stack copy too short); "
+                             "they come from frame pointers");
     if (r.counters["ringbuf_lost"])
         r.warnings.push_back(std::to_string(r.counters["ringbuf_lost"]) +
                              " records were lost (ring buffer full): counts are lower bounds");
-    if (impl.unknown_kinds)
-        r.warnings.push_back(std::to_string(impl.unknown_kinds) + " ring-buffer records of unknown kind were ignored");
-    for (const auto& [path, err] : impl.elf_errors) r.warnings.push_back("cannot read symbols of " + path + ": " + err);
+    if (unknown_kinds)
+        r.warnings.push_back(std::to_string(unknown_kinds) + " ring-buffer records of unknown kind were ignored");
+    for (const auto& [path, err] : elf_errors) r.warnings.push_back("cannot read symbols of " + path + ": " + err);
+}
 
-    const bool want_wall = std::count(r.metrics.begin(), r.metrics.end(), "wall") > 0;
-    const bool want_cpu = std::count(r.metrics.begin(), r.metrics.end(), "cpu") > 0;
-    const bool want_blocked = std::count(r.metrics.begin(), r.metrics.end(), "blocked") > 0;
-    for (const auto& p : impl.probes) {
-        store::ProbeFunction f;
-        f.pattern = p->pattern;
-        f.symbol = p->symbol.name;
-        f.demangled = p->symbol.demangled;
-        f.image = p->image;
-        f.build_id = p->build_id;
-        f.address = p->symbol.vaddr;
-        f.timed = impl.timed;
-        f.removed = p->removed;
-        f.calls = p->calls;
-        // Paths that differ only in unresolvable addresses stay apart; paths
-        // that symbolize identically (same call sites) are merged.
-        std::map<std::pair<std::vector<store::ProbeFrame>, bool>, std::size_t> index;
-        for (const auto& [ips, stats] : p->paths) {
-            store::ProbePath path;
-            for (std::size_t i = ips.size() - 1; i-- > 0;) path.frames.push_back(impl.symbolize(ips[i]));
-            // Complete: the walk reached the thread's outermost frame (a
-            // zero frame pointer in a thread-start function), or main's
-            // caller in the C library (see main_called_by_c_library).
-            bool truncated = true;
-            if (!path.frames.empty() && !(stats.flags & ECPI_PROBE_PATH_DEPTH)) {
-                if ((stats.flags & ECPI_PROBE_PATH_FP_END) && is_thread_root(path.frames.front().symbol))
-                    truncated = false;
-                if (impl.main_called_by_c_library(path.frames)) truncated = false;
-            }
-            path.truncated = truncated;
-            path.calls = stats.calls;
-            path.unmatched = stats.unmatched;
-            if (impl.timed) {
-                if (want_wall) path.timers["wall"] = stats.wall;
-                if (want_cpu) path.timers["cpu"] = stats.cpu;
-                if (want_blocked) path.timers["blocked"] = stats.blocked;
-            }
-            f.unmatched += stats.unmatched;
-            auto key = std::make_pair(path.frames, path.truncated);
-            auto [it, inserted] = index.emplace(key, f.paths.size());
-            if (inserted) {
-                f.paths.push_back(std::move(path));
-            } else {
-                auto& into = f.paths[it->second];
-                into.calls += path.calls;
-                into.unmatched += path.unmatched;
-                for (const auto& [name, t] : path.timers) into.timers[name].merge(t);
-            }
+// One probed function and its call paths. Paths that differ only in
+// unresolvable addresses stay apart; paths that symbolize identically (same
+// call sites) are merged.
+store::ProbeFunction ProbeSession::Impl::report_function(const Probe& p) {
+    store::ProbeFunction f;
+    f.pattern = p.pattern;
+    f.symbol = p.symbol.name;
+    f.demangled = p.symbol.demangled;
+    f.image = p.image;
+    f.build_id = p.build_id;
+    f.address = p.symbol.vaddr;
+    f.timed = timed;
+    f.removed = p.removed;
+    f.calls = p.calls;
+    std::map<std::pair<std::vector<store::ProbeFrame>, bool>, std::size_t> index;
+    for (const auto& [ips, stats] : p.paths) {
+        store::ProbePath path = report_path(ips, stats);
+        f.unmatched += stats.unmatched;
+        auto key = std::make_pair(path.frames, path.truncated);
+        auto [it, inserted] = index.emplace(key, f.paths.size());
+        if (inserted) {
+            f.paths.push_back(std::move(path));
+        } else {
+            auto& into = f.paths[it->second];
+            into.calls += path.calls;
+            into.unmatched += path.unmatched;
+            for (const auto& [name, t] : path.timers) into.timers[name].merge(t);
         }
-        r.functions.push_back(std::move(f));
     }
+    return f;
+}
+
+// A call path symbolized, outermost first, with its counts and timers.
+store::ProbePath ProbeSession::Impl::report_path(const std::vector<std::uint64_t>& ips, const PathStats& stats) {
+    store::ProbePath path;
+    for (std::size_t i = ips.size() - 1; i-- > 0;) path.frames.push_back(symbolize(ips[i]));
+    // Complete: the walk reached the thread's outermost frame (a
+    // zero frame pointer in a thread-start function), or main's
+    // caller in the C library (see main_called_by_c_library).
+    bool truncated = true;
+    if (!path.frames.empty() && !(stats.flags & ECPI_PROBE_PATH_DEPTH)) {
+        if ((stats.flags & ECPI_PROBE_PATH_FP_END) && is_thread_root(path.frames.front().symbol))
+            truncated = false;
+        if (main_called_by_c_library(path.frames)) truncated = false;
+    }
+    path.truncated = truncated;
+    path.calls = stats.calls;
+    path.unmatched = stats.unmatched;
+    if (timed) {
+        const auto& metrics = options.metrics;
+        if (std::count(metrics.begin(), metrics.end(), "wall") > 0) path.timers["wall"] = stats.wall;
+        if (std::count(metrics.begin(), metrics.end(), "cpu") > 0) path.timers["cpu"] = stats.cpu;
+        if (std::count(metrics.begin(), metrics.end(), "blocked") > 0) path.timers["blocked"] = stats.blocked;
+    }
+    return path;
+}
+
+store::ProbeReport ProbeSession::snapshot(bool final) {
+    auto& impl = *impl_;
+    store::ProbeReport r = impl.report_header(final);
+    if (final) {
+        // iPath 4.2: entries whose exit never came are reported as such.
+        for (auto& [key, pend] : impl.pending) ++pend.path->unmatched;
+        impl.pending.clear();
+    }
+    impl.read_counters(r);
+    impl.add_warnings(r);
+    for (const auto& p : impl.probes) r.functions.push_back(impl.report_function(*p));
     return r;
 }
 

@@ -24,16 +24,6 @@ namespace {
 
 using detail::format;
 
-// Names in text output never carry control bytes.
-std::string printable(const std::string& s) {
-    std::string out;
-    for (unsigned char c : s) {
-        if (c < 32 || c == 127) out += format("\\x%02x", c);
-        else out += char(c);
-    }
-    return out;
-}
-
 struct DataSymbol {
     std::uint64_t start = 0, end = 0;
     std::string name;
@@ -461,7 +451,7 @@ std::string render_cachesim_text(const nlohmann::json& doc, std::size_t limit) {
     std::string out;
     const auto& sm = doc["sampling"];
     std::string cmd;
-    for (const auto& a : doc["command"]) cmd += (cmd.empty() ? "" : " ") + printable(a.get<std::string>());
+    for (const auto& a : doc["command"]) cmd += (cmd.empty() ? "" : " ") + escape_for_terminal(a.get<std::string>());
     out += "ecpi cachesim: " + (cmd.empty() ? std::string("(trace)") : cmd) + "\n";
     out += format("source %s; %s\n", doc["source"].get<std::string>().c_str(), doc["model"].get<std::string>().c_str());
     std::string caches;
@@ -514,7 +504,7 @@ std::string render_cachesim_text(const nlohmann::json& doc, std::size_t limit) {
             for (const auto& n : level_names) cells.push_back(human(r["misses"][n].get<double>()));
             cells.push_back(format("%.1f%%", r["share"].get<double>()));
             cells.push_back(format("%.1f%%", r["cumulative_share"].get<double>()));
-            cells.push_back(printable(name_of(r)));
+            cells.push_back(name_of(r));  // the table escapes names
             tt.add_row(cells);
         }
         out += tt.render();
@@ -536,7 +526,7 @@ std::string render_cachesim_text(const nlohmann::json& doc, std::size_t limit) {
              return s;
          },
          false);
-    for (const auto& n : doc["notes"]) out += "note: " + printable(n.get<std::string>()) + "\n";
+    for (const auto& n : doc["notes"]) out += "note: " + escape_for_terminal(n.get<std::string>()) + "\n";
     return out;
 }
 

@@ -222,7 +222,7 @@ void render_header(std::ostringstream& o, const CalcReport& r) {
 // --summary of named procedures: Figure 4 for each.
 void render_procedure_summaries(std::ostringstream& o, const CalcReport& r) {
     for (const auto& p : r.procedures) {
-        o << "\n" << detail::escape_control(p.name) << "  (" << detail::escape_control(p.image) << ")\n";
+        o << "\n" << escape_for_terminal(p.name) << "  (" << escape_for_terminal(p.image) << ")\n";
         o << "*** Counts: " << share(p.anchored_samples, p.samples) << " of the samples measured by register "
           << "progress, " << share(p.ranged_samples, p.samples) << " on ranges (the samples cannot decide)\n";
         render_summary(o, p.stalls, r.event_samples);
@@ -242,11 +242,11 @@ void render_summary_table(std::ostringstream& o, const CalcReport& r) {
         std::snprintf(line, sizeof line, "%9" PRIu64 " %14s %8.2f %8s %7u  ", p.samples,
                       count_text(p.invocations).c_str(), p.best_cpi,
                       p.actual_cpi ? fmt("%.2f", *p.actual_cpi).c_str() : "-", p.frequency_classes);
-        o << line << detail::escape_control(p.name) << (p.missing_edges ? " [missing edges]" : "") << "  ("
-          << detail::escape_control(std::filesystem::path(p.image).filename().string()) << ")\n";
+        o << line << escape_for_terminal(p.name) << (p.missing_edges ? " [missing edges]" : "") << "  ("
+          << escape_for_terminal(std::filesystem::path(p.image).filename().string()) << ")\n";
     }
     for (const auto& im : r.images) {
-        o << "\nImage " << detail::escape_control(im.image) << " (" << im.procedures << " procedures)\n";
+        o << "\nImage " << escape_for_terminal(im.image) << " (" << im.procedures << " procedures)\n";
         render_summary(o, im.stalls, r.event_samples);
     }
 }
@@ -319,7 +319,7 @@ void render_block(std::ostringstream& o, const CalcProcedure& p, const CalcBlock
 
 // DCPI Figure 2 for one procedure: its head, loops, and every block seen running.
 void render_procedure(std::ostringstream& o, const CalcProcedure& p) {
-    o << "\n" << detail::escape_control(p.name) << "  (" << detail::escape_control(p.image) << ")  " << p.samples << " samples, "
+    o << "\n" << escape_for_terminal(p.name) << "  (" << escape_for_terminal(p.image) << ")  " << p.samples << " samples, "
       << count_text(p.invocations) << " calls (est.), " << p.blocks.size() << " blocks, "
       << p.frequency_classes << " frequency classes";
     if (p.jump_tables) o << ", " << p.jump_tables << " jump table" << (p.jump_tables > 1 ? "s" : "");

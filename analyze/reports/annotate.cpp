@@ -50,12 +50,9 @@ std::string file_label(const std::string& file) {
     return name.empty() ? file : name;
 }
 
-}  // namespace
-
-Result<AnnotateReport> build_annotate_report(const LoadedProfile& profile, const AnnotateOptions& options,
-                                             Symbolizer& symbolizer) {
-    const store::EpochContents& contents = profile.contents;
-    std::vector<std::string> events = events_in(contents);
+// The event to annotate: --event, or the epoch's first; one it holds.
+Result<std::string> choose_event(const LoadedProfile& profile, const AnnotateOptions& options) {
+    std::vector<std::string> events = events_in(profile.contents);
     if (events.empty()) {
         return Error(profile.source.spec + " holds no samples (epoch " + profile.source.epoch + " is empty)");
     }
@@ -65,9 +62,12 @@ Result<AnnotateReport> build_annotate_report(const LoadedProfile& profile, const
         for (const auto& e : events) have += (have.empty() ? "" : ", ") + e;
         return Error(profile.source.spec + " has no " + event + " samples (it has " + have + ")");
     }
-    ECPI_ASSIGN_OR_RETURN(ProcedureSamples ps,
-                          procedure_samples(contents, event, options.pid, options.procedure, symbolizer));
+    return event;
+}
 
+// The report's header: what was annotated, where, and its address range.
+AnnotateReport start_report(const LoadedProfile& profile, const AnnotateOptions& options, const std::string& event,
+                            const ProcedureSamples& ps) {
     AnnotateReport report;
     report.database = profile.source.database.string();
     report.epoch = profile.source.epoch;
@@ -86,11 +86,13 @@ Result<AnnotateReport> build_annotate_report(const LoadedProfile& profile, const
         report.end = last_sampled + 16;
         report.notes.push_back("the symbol has no size: the listing stops after the last sampled instruction");
     }
+    return report;
+}
 
-    // Code and its disassembly.
-    DebugInfoCache infos(symbolizer);
-    std::string why;
-    const DebugInfo* info = infos.get(ps.image, &why);
+// Code and its disassembly; without them, one row per sampled address, so
+// the counts are still shown.
+std::vector<Instruction> read_instructions(const DebugInfo* info, const std::string& why, const ProcedureSamples& ps,
+                                           AnnotateReport& report) {
     std::vector<Instruction> instructions;
     if (info == nullptr) {
         report.notes.push_back("no code or line information for " + ps.image.path + ": " + why);
@@ -109,12 +111,16 @@ Result<AnnotateReport> build_annotate_report(const LoadedProfile& profile, const
         }
     }
     if (!report.have_code) {
-        // One row per sampled address, so the counts are still shown.
         for (const auto& [address, count] : ps.counts) instructions.push_back({address, 0, ""});
     }
+    return instructions;
+}
 
-    // Samples per instruction: a sample between instruction starts (should
-    // not happen for precise pcs) counts for the instruction containing it.
+// Samples per instruction: a sample between instruction starts (should
+// not happen for precise pcs) counts for the instruction containing it.
+std::vector<AnnotatedInstruction> count_per_instruction(const std::vector<Instruction>& instructions,
+                                                        const ProcedureSamples& ps, const AnnotateReport& report,
+                                                        std::size_t hot) {
     std::vector<AnnotatedInstruction> annotated;
     annotated.reserve(instructions.size());
     for (const auto& insn : instructions) annotated.push_back({insn.address, insn.text, 0, 0, false});
@@ -125,9 +131,13 @@ Result<AnnotateReport> build_annotate_report(const LoadedProfile& profile, const
         (it - 1)->samples += count;
     }
     for (auto& insn : annotated) insn.percent = percent_of(insn.samples, report.samples);
-    mark_hottest(annotated, options.hot);
+    mark_hottest(annotated, hot);
+    return annotated;
+}
 
-    // Source positions.
+// Source positions of each instruction, from DWARF.
+std::vector<Position> source_positions(const DebugInfo* info, const std::vector<AnnotatedInstruction>& annotated,
+                                       const ProcedureSamples& ps, AnnotateReport& report) {
     std::vector<Position> positions(annotated.size());
     if (info != nullptr && info->has_lines()) {
         for (std::size_t i = 0; i < annotated.size(); ++i) {
@@ -146,8 +156,12 @@ Result<AnnotateReport> build_annotate_report(const LoadedProfile& profile, const
         report.notes.push_back("no DWARF line information for " + ps.image.path +
                                " (built without -g, or its debug file is not installed): assembly only");
     }
+    return positions;
+}
 
-    // Blocks of consecutive instructions at one position.
+// Blocks of consecutive instructions at one position.
+void group_blocks(const std::vector<AnnotatedInstruction>& annotated, const std::vector<Position>& positions,
+                  AnnotateReport& report) {
     for (std::size_t i = 0; i < annotated.size(); ++i) {
         if (report.blocks.empty() || !(positions[i] == positions[i - 1])) {
             AnnotatedBlock block;
@@ -158,35 +172,55 @@ Result<AnnotateReport> build_annotate_report(const LoadedProfile& profile, const
         }
         report.blocks.back().instructions.push_back(annotated[i]);
     }
+}
 
-    // Source lines over the whole procedure.
-    if (report.have_lines) {
-        std::map<std::pair<std::string, int>, AnnotatedLine> lines;
-        for (std::size_t i = 0; i < annotated.size(); ++i) {
-            const Position& pos = positions[i];
-            if (pos.line == 0) continue;
-            AnnotatedLine& line = lines[{pos.file, pos.line}];
-            line.file = pos.file;
-            line.line = pos.line;
-            if (line.function.empty()) line.function = pos.function;
-            line.samples += annotated[i].samples;
-        }
-        SourceFiles sources;
-        std::set<std::string> missing;
-        for (auto& [key, line] : lines) {
-            line.percent = percent_of(line.samples, report.samples);
-            if (const auto* text = sources.lines(line.file)) {
-                if (line.line >= 1 && static_cast<std::size_t>(line.line) <= text->size())
-                    line.text = (*text)[static_cast<std::size_t>(line.line - 1)];
-            } else {
-                missing.insert(line.file);
-            }
-            report.lines.push_back(std::move(line));
-        }
-        mark_hottest(report.lines, options.hot);
-        for (const auto& file : missing)
-            report.notes.push_back("source file " + file + " not found: its lines are shown as file:line only");
+// Source lines over the whole procedure, with their text where the source
+// file is found.
+void add_source_lines(const std::vector<AnnotatedInstruction>& annotated, const std::vector<Position>& positions,
+                      std::size_t hot, AnnotateReport& report) {
+    std::map<std::pair<std::string, int>, AnnotatedLine> lines;
+    for (std::size_t i = 0; i < annotated.size(); ++i) {
+        const Position& pos = positions[i];
+        if (pos.line == 0) continue;
+        AnnotatedLine& line = lines[{pos.file, pos.line}];
+        line.file = pos.file;
+        line.line = pos.line;
+        if (line.function.empty()) line.function = pos.function;
+        line.samples += annotated[i].samples;
     }
+    SourceFiles sources;
+    std::set<std::string> missing;
+    for (auto& [key, line] : lines) {
+        line.percent = percent_of(line.samples, report.samples);
+        if (const auto* text = sources.lines(line.file)) {
+            if (line.line >= 1 && static_cast<std::size_t>(line.line) <= text->size())
+                line.text = (*text)[static_cast<std::size_t>(line.line - 1)];
+        } else {
+            missing.insert(line.file);
+        }
+        report.lines.push_back(std::move(line));
+    }
+    mark_hottest(report.lines, hot);
+    for (const auto& file : missing)
+        report.notes.push_back("source file " + file + " not found: its lines are shown as file:line only");
+}
+
+}  // namespace
+
+Result<AnnotateReport> build_annotate_report(const LoadedProfile& profile, const AnnotateOptions& options,
+                                             Symbolizer& symbolizer) {
+    ECPI_ASSIGN_OR_RETURN(std::string event, choose_event(profile, options));
+    ECPI_ASSIGN_OR_RETURN(ProcedureSamples ps,
+                          procedure_samples(profile.contents, event, options.pid, options.procedure, symbolizer));
+    AnnotateReport report = start_report(profile, options, event, ps);
+    DebugInfoCache infos(symbolizer);
+    std::string why;
+    const DebugInfo* info = infos.get(ps.image, &why);
+    const std::vector<Instruction> instructions = read_instructions(info, why, ps, report);
+    const std::vector<AnnotatedInstruction> annotated = count_per_instruction(instructions, ps, report, options.hot);
+    const std::vector<Position> positions = source_positions(info, annotated, ps, report);
+    group_blocks(annotated, positions, report);
+    if (report.have_lines) add_source_lines(annotated, positions, options.hot, report);
     return report;
 }
 

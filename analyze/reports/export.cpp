@@ -166,12 +166,9 @@ bool sample_less(const ExportSample& a, const ExportSample& b) {
     return std::tie(a.pid, a.locations) < std::tie(b.pid, b.locations);
 }
 
-}  // namespace
-
-Result<ExportModel> build_export_model(const LoadedProfile& profile, const ExportOptions& options,
-                                       Symbolizer& symbolizer) {
-    const store::EpochContents& contents = profile.contents;
-    std::vector<std::string> present = events_in(contents);
+// The events to export: --event (each one present), else every event.
+Result<std::vector<std::string>> choose_events(const LoadedProfile& profile, const ExportOptions& options) {
+    std::vector<std::string> present = events_in(profile.contents);
     if (present.empty()) {
         return Error(profile.source.spec + " holds no samples (epoch " + profile.source.epoch + " of " +
                      profile.source.database.string() + " is empty)");
@@ -183,6 +180,113 @@ Result<ExportModel> build_export_model(const LoadedProfile& profile, const Expor
         if (std::find(events.begin(), events.end(), e) == events.end()) events.push_back(e);
     }
     if (events.empty()) events = present;
+    return events;
+}
+
+bool wanted(const ExportOptions& options, std::uint32_t pid) { return !options.pid || pid == *options.pid; }
+
+// The event's period and lost count, whether it has call stacks, and the
+// samples its flat profile holds (for the pid filter).
+std::uint64_t start_event(const store::EpochContents& contents, const ExportOptions& options, ExportEvent& ev) {
+    if (auto it = contents.meta.events.find(ev.name); it != contents.meta.events.end()) {
+        ev.period = it->second.period;
+        ev.lost = it->second.lost;
+    }
+    std::uint64_t flat_total = 0;
+    for (const auto& p : contents.profiles) {
+        if (p.event != ev.name) continue;
+        if (ev.period == 0) ev.period = p.period;
+        for (const auto& proc : p.processes)
+            if (wanted(options, proc.pid))
+                for (const auto& oc : proc.counts) flat_total += oc.count;
+    }
+    for (const auto& sp : contents.stacks)
+        if (sp.event == ev.name && !sp.stacks.empty()) ev.stacks = true;
+    return flat_total;
+}
+
+// Call stacks (-g): one sample per distinct (pid, stack).
+void add_stack_samples(const store::EpochContents& contents, const ExportOptions& options, ModelBuilder& builder,
+                       ExportEvent& ev, ExportModel& model) {
+    std::uint64_t no_frames = 0;
+    for (const auto& sp : contents.stacks) {
+        if (sp.event != ev.name) continue;
+        if (ev.period == 0) ev.period = sp.period;
+        for (const auto& stack : sp.stacks) {
+            if (!wanted(options, stack.pid)) continue;
+            if (stack.frames.empty()) {
+                no_frames += stack.count;
+                continue;
+            }
+            ExportSample sample;
+            sample.pid = stack.pid;
+            sample.count = stack.count;
+            for (std::size_t i = 0; i < stack.frames.size(); ++i) {
+                const store::StackFrame& frame = stack.frames[i];
+                store::ImageId id = frame.image < sp.images.size() ? sp.images[frame.image]
+                                                                   : store::ImageId{store::kUnknownImage, ""};
+                std::uint64_t address = frame.offset;
+                if (is_return_address(sp, stack.frames, i) && address > 0) --address;
+                sample.locations.push_back(builder.location(id, address));
+            }
+            ev.samples.push_back(std::move(sample));
+        }
+    }
+    if (no_frames > 0) {
+        model.warnings.push_back(format("%llu %s samples have an empty call stack and are left out",
+                                        static_cast<unsigned long long>(no_frames), ev.name.c_str()));
+    }
+}
+
+// Flat profiles: one single-frame sample per (pid, image, offset). Returns
+// the samples left out because they have no per-process breakdown
+// (kAllProcesses sections cannot be split by pid).
+std::uint64_t add_flat_samples(const store::EpochContents& contents, const ExportOptions& options,
+                               ModelBuilder& builder, ExportEvent& ev) {
+    std::uint64_t merged_left_out = 0;
+    for (const auto& p : contents.profiles) {
+        if (p.event != ev.name) continue;
+        for (const auto& proc : p.processes) {
+            if (!wanted(options, proc.pid)) {
+                if (proc.pid == store::kAllProcesses)
+                    for (const auto& oc : proc.counts) merged_left_out += oc.count;
+                continue;
+            }
+            for (const auto& oc : proc.counts) {
+                ExportSample sample;
+                sample.pid = proc.pid;
+                sample.count = oc.count;
+                sample.locations.push_back(builder.location(p.image, oc.offset));
+                ev.samples.push_back(std::move(sample));
+            }
+        }
+    }
+    return merged_left_out;
+}
+
+// Sorted samples (files are read in directory order: sort for a
+// deterministic output), the event's totals, and a warning when the call
+// stacks and the flat profile disagree.
+void finish_event(std::uint64_t flat_total, ExportEvent& ev, ExportModel& model) {
+    std::sort(ev.samples.begin(), ev.samples.end(), sample_less);
+    for (const auto& sample : ev.samples) {
+        ev.total += sample.count;
+        const ExportLocation& leaf = model.locations[sample.locations.front()];
+        if (model.images[leaf.image].path == store::kUnknownImage) ev.unknown += sample.count;
+    }
+    if (ev.stacks && ev.total != flat_total) {
+        model.warnings.push_back(format("%s: the call stacks hold %llu samples but the flat profile %llu",
+                                        ev.name.c_str(), static_cast<unsigned long long>(ev.total),
+                                        static_cast<unsigned long long>(flat_total)));
+    }
+}
+
+}  // namespace
+
+Result<ExportModel> build_export_model(const LoadedProfile& profile, const ExportOptions& options,
+                                       Symbolizer& symbolizer) {
+    const store::EpochContents& contents = profile.contents;
+    ECPI_ASSIGN_OR_RETURN(std::vector<std::string> events, choose_events(profile, options));
 
     ExportModel model;
     model.database = profile.source.database.string();
@@ -191,90 +295,14 @@ Result<ExportModel> build_export_model(const LoadedProfile& profile, const Expor
     model.pid = options.pid;
     for (const auto& s : contents.skipped) model.warnings.push_back("skipped " + s);
     ModelBuilder builder(model, options, symbolizer);
-    std::uint64_t merged_left_out = 0;  // kAllProcesses sections cannot be split by pid
-    auto wanted = [&](std::uint32_t pid) { return !options.pid || pid == *options.pid; };
-
+    std::uint64_t merged_left_out = 0;
     for (const auto& name : events) {
         ExportEvent ev;
         ev.name = name;
-        if (auto it = contents.meta.events.find(name); it != contents.meta.events.end()) {
-            ev.period = it->second.period;
-            ev.lost = it->second.lost;
-        }
-        std::uint64_t flat_total = 0;
-        for (const auto& p : contents.profiles) {
-            if (p.event != name) continue;
-            if (ev.period == 0) ev.period = p.period;
-            for (const auto& proc : p.processes)
-                if (wanted(proc.pid))
-                    for (const auto& oc : proc.counts) flat_total += oc.count;
-        }
-        for (const auto& sp : contents.stacks)
-            if (sp.event == name && !sp.stacks.empty()) ev.stacks = true;
-
-        if (ev.stacks) {
-            // Call stacks (-g): one sample per distinct (pid, stack).
-            std::uint64_t no_frames = 0;
-            for (const auto& sp : contents.stacks) {
-                if (sp.event != name) continue;
-                if (ev.period == 0) ev.period = sp.period;
-                for (const auto& stack : sp.stacks) {
-                    if (!wanted(stack.pid)) continue;
-                    if (stack.frames.empty()) {
-                        no_frames += stack.count;
-                        continue;
-                    }
-                    ExportSample sample;
-                    sample.pid = stack.pid;
-                    sample.count = stack.count;
-                    for (std::size_t i = 0; i < stack.frames.size(); ++i) {
-                        const store::StackFrame& frame = stack.frames[i];
-                        store::ImageId id = frame.image < sp.images.size()
-                                                ? sp.images[frame.image]
-                                                : store::ImageId{store::kUnknownImage, ""};
-                        std::uint64_t address = frame.offset;
-                        if (is_return_address(sp, stack.frames, i) && address > 0) --address;
-                        sample.locations.push_back(builder.location(id, address));
-                    }
-                    ev.samples.push_back(std::move(sample));
-                }
-            }
-            if (no_frames > 0) {
-                model.warnings.push_back(format("%llu %s samples have an empty call stack and are left out",
-                                                static_cast<unsigned long long>(no_frames), name.c_str()));
-            }
-        } else {
-            // Flat profiles: one single-frame sample per (pid, image, offset).
-            for (const auto& p : contents.profiles) {
-                if (p.event != name) continue;
-                for (const auto& proc : p.processes) {
-                    if (!wanted(proc.pid)) {
-                        if (proc.pid == store::kAllProcesses)
-                            for (const auto& oc : proc.counts) merged_left_out += oc.count;
-                        continue;
-                    }
-                    for (const auto& oc : proc.counts) {
-                        ExportSample sample;
-                        sample.pid = proc.pid;
-                        sample.count = oc.count;
-                        sample.locations.push_back(builder.location(p.image, oc.offset));
-                        ev.samples.push_back(std::move(sample));
-                    }
-                }
-            }
-        }
-        // Files are read in directory order: sort for a deterministic output.
-        std::sort(ev.samples.begin(), ev.samples.end(), sample_less);
-        for (const auto& sample : ev.samples) {
-            ev.total += sample.count;
-            const ExportLocation& leaf = model.locations[sample.locations.front()];
-            if (model.images[leaf.image].path == store::kUnknownImage) ev.unknown += sample.count;
-        }
-        if (ev.stacks && ev.total != flat_total) {
-            model.warnings.push_back(format("%s: the call stacks hold %llu samples but the flat profile %llu",
-                                            name.c_str(), static_cast<unsigned long long>(ev.total),
-                                            static_cast<unsigned long long>(flat_total)));
-        }
+        const std::uint64_t flat_total = start_event(contents, options, ev);
+        if (ev.stacks) add_stack_samples(contents, options, builder, ev, model);
+        else merged_left_out += add_flat_samples(contents, options, builder, ev);
+        finish_event(flat_total, ev, model);
         model.events.push_back(std::move(ev));
     }
     if (merged_left_out > 0) {

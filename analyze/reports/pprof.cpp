@@ -145,18 +145,17 @@ SampleType sample_type_of(const std::string& event) {
     return {event + "_samples", event, clock ? "nanoseconds" : "count"};
 }
 
-}  // namespace
-
-std::vector<std::uint8_t> encode_pprof(const ExportModel& model) {
-    StringTable strings;
-    ProtoWriter profile;
-
+void write_sample_types(ProtoWriter& profile, StringTable& strings, const ExportModel& model) {
     for (const auto& ev : model.events) {
         SampleType t = sample_type_of(ev.name);
         profile.message(kProfileSampleType, value_type(strings, t.count_type, "count"));
         profile.message(kProfileSampleType, value_type(strings, t.value_type, t.value_unit));
     }
+}
 
+// One sample per (event, stack, process): the two values of its event set,
+// the others zero; the process as "pid" and "comm" labels.
+void write_samples(ProtoWriter& profile, StringTable& strings, const ExportModel& model) {
     const std::size_t nvalues = model.events.size() * 2;
     for (std::size_t e = 0; e < model.events.size(); ++e) {
         const ExportEvent& ev = model.events[e];
@@ -185,16 +184,18 @@ std::vector<std::uint8_t> encode_pprof(const ExportModel& model) {
             profile.message(kProfileSample, s);
         }
     }
+}
 
-    // Mappings: one per image, spanning the addresses sampled in it. The
-    // addresses are link-time (ELF) addresses: ecpi symbolizes them itself,
-    // so has_functions tells pprof not to try.
-    struct Span {
-        std::uint64_t lo = ~std::uint64_t{0};
-        std::uint64_t hi = 0;
-        bool lines = false;
-        bool inlines = false;
-    };
+// What a mapping covers: the addresses sampled in its image, and whether
+// they have line numbers and inline frames.
+struct Span {
+    std::uint64_t lo = ~std::uint64_t{0};
+    std::uint64_t hi = 0;
+    bool lines = false;
+    bool inlines = false;
+};
+
+std::vector<Span> image_spans(const ExportModel& model) {
     std::vector<Span> spans(model.images.size());
     for (const auto& loc : model.locations) {
         Span& span = spans[loc.image];
@@ -203,13 +204,12 @@ std::vector<std::uint8_t> encode_pprof(const ExportModel& model) {
         for (const auto& line : loc.lines) span.lines = span.lines || line.line != 0;
         span.inlines = span.inlines || loc.lines.size() > 1;
     }
-    std::vector<bool> has_functions(model.images.size(), false), has_files(model.images.size(), false);
-    for (const auto& fn : model.functions) {
-        if (fn.symbolized) has_functions[fn.image] = true;
-        if (!fn.file.empty()) has_files[fn.image] = true;
-    }
-    // profile.proto: "mapping[0] will be the main binary" (pprof prints it
-    // as the profile's File): the user image with the most leaf samples.
+    return spans;
+}
+
+// profile.proto: "mapping[0] will be the main binary" (pprof prints it
+// as the profile's File): the user image with the most leaf samples.
+std::vector<std::size_t> mapping_order(const ExportModel& model) {
     std::vector<std::uint64_t> leaf_samples(model.images.size(), 0);
     for (const auto& ev : model.events)
         for (const auto& sample : ev.samples)
@@ -221,7 +221,20 @@ std::vector<std::uint8_t> encode_pprof(const ExportModel& model) {
         if (special(a) != special(b)) return !special(a);
         return leaf_samples[a] > leaf_samples[b];
     });
-    for (std::size_t i : order) {
+    return order;
+}
+
+// Mappings: one per image, spanning the addresses sampled in it. The
+// addresses are link-time (ELF) addresses: ecpi symbolizes them itself,
+// so has_functions tells pprof not to try.
+void write_mappings(ProtoWriter& profile, StringTable& strings, const ExportModel& model) {
+    const std::vector<Span> spans = image_spans(model);
+    std::vector<bool> has_functions(model.images.size(), false), has_files(model.images.size(), false);
+    for (const auto& fn : model.functions) {
+        if (fn.symbolized) has_functions[fn.image] = true;
+        if (!fn.file.empty()) has_files[fn.image] = true;
+    }
+    for (std::size_t i : mapping_order(model)) {
         const Span& span = spans[i];
         ProtoWriter m;
         m.uint64(kMappingId, i + 1);
@@ -236,7 +249,9 @@ std::vector<std::uint8_t> encode_pprof(const ExportModel& model) {
         m.boolean(kMappingHasInlineFrames, span.inlines);
         profile.message(kProfileMapping, m);
     }
+}
 
+void write_locations(ProtoWriter& profile, const ExportModel& model) {
     for (std::size_t i = 0; i < model.locations.size(); ++i) {
         const ExportLocation& loc = model.locations[i];
         ProtoWriter l;
@@ -251,7 +266,9 @@ std::vector<std::uint8_t> encode_pprof(const ExportModel& model) {
         }
         profile.message(kProfileLocation, l);
     }
+}
 
+void write_functions(ProtoWriter& profile, StringTable& strings, const ExportModel& model) {
     for (std::size_t i = 0; i < model.functions.size(); ++i) {
         const ExportFunction& fn = model.functions[i];
         ProtoWriter f;
@@ -262,7 +279,11 @@ std::vector<std::uint8_t> encode_pprof(const ExportModel& model) {
         f.int64(kFunctionStartLine, fn.start_line);
         profile.message(kProfileFunction, f);
     }
+}
 
+// The profile's time span, its period (the first event's), and a comment
+// naming the database, epoch and host.
+void write_profile_fields(ProtoWriter& profile, StringTable& strings, const ExportModel& model) {
     if (model.meta.first_sample_unix > 0) {
         profile.int64(kProfileTimeNanos, model.meta.first_sample_unix * 1'000'000'000);
         if (model.meta.last_update_unix > model.meta.first_sample_unix)
@@ -280,7 +301,19 @@ std::vector<std::uint8_t> encode_pprof(const ExportModel& model) {
     if (!model.meta.hostname.empty()) comment += " on " + model.meta.hostname;
     profile.tag(kProfileComment, kVarint);
     profile.varint(static_cast<std::uint64_t>(strings.index(comment)));
+}
 
+}  // namespace
+
+std::vector<std::uint8_t> encode_pprof(const ExportModel& model) {
+    StringTable strings;
+    ProtoWriter profile;
+    write_sample_types(profile, strings, model);
+    write_samples(profile, strings, model);
+    write_mappings(profile, strings, model);
+    write_locations(profile, model);
+    write_functions(profile, strings, model);
+    write_profile_fields(profile, strings, model);
     // Last: every string has been interned by now.
     for (const auto& s : strings.strings()) profile.string(kProfileStringTable, s);
     return std::move(profile.data());

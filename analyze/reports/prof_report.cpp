@@ -4,6 +4,7 @@
 #include "ecpi/analyze/reports/profile_source.h"
 
 #include "ecpi/analyze/text_table.h"
+#include "ecpi/terminal_text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -77,15 +78,15 @@ struct RowKey {
     auto operator<=>(const RowKey&) const = default;
 };
 
-}  // namespace
+// An event's totals; zero for an event the report has none of.
+store::EventMeta total_of(const ProfReport& report, const std::string& event) {
+    auto it = report.totals.find(event);
+    return it != report.totals.end() ? it->second : store::EventMeta{};
+}
 
-Result<ProfReport> build_prof_report(const store::EpochContents& contents, const ProfOptions& options,
-                                     Symbolizer& symbolizer) {
-    ProfReport report;
-    report.epoch = contents.epoch;
-    report.by = options.by;
-    report.pid = options.pid;
-
+// The events to report (--event, else every event present, cpu-clock
+// first); the first is the one rows are sorted by.
+Result<void> select_events(const store::EpochContents& contents, const ProfOptions& options, ProfReport& report) {
     std::vector<std::string> present = events_present(contents);
     if (options.events.empty()) {
         report.events = present;
@@ -100,10 +101,13 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
         }
     }
     if (!report.events.empty()) report.sort_event = report.events.front();
-    std::set<std::string> selected(report.events.begin(), report.events.end());
+    return ok();
+}
 
-    for (const auto& skipped : contents.skipped) report.warnings.push_back("skipped " + skipped);
-
+// Per event, what the epoch's metadata holds beyond the samples: period,
+// lost, idle; and the register snapshots stored.
+void take_epoch_totals(const store::EpochContents& contents, const ProfOptions& options,
+                       const std::set<std::string>& selected, ProfReport& report) {
     for (const auto& event : report.events) {
         store::EventMeta& total = report.totals[event];
         if (auto it = contents.meta.events.find(event); it != contents.meta.events.end()) {
@@ -120,9 +124,30 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
         if (selected.count(registers.event) == 0) continue;
         report.snapshots[registers.event] = {registers.samples.size(), registers.every};
     }
+}
 
+// The image's symbol table, or nullptr (warned about once per image).
+const SymbolTable* symbols_of(const store::ImageId& image, Symbolizer& symbolizer, std::set<store::ImageId>& warned,
+                              ProfReport& report) {
+    const Result<SymbolTable>& loaded = symbolizer.table(image);
+    if (loaded.ok()) return &loaded.value();
+    if (warned.insert(image).second) {
+        std::string what = image.path;
+        if (!image.build_id.empty()) what += " (build id " + image.build_id + ")";
+        report.warnings.push_back("no symbols for " + what + ": " + loaded.error().message());
+    }
+    return nullptr;
+}
+
+using RowCounts = std::map<RowKey, std::map<std::string, std::uint64_t>>;
+
+// Samples per row (procedure or image) and event, the events' totals counted
+// on the way; samples without a per-process breakdown that the pid filter
+// leaves out are warned about.
+RowCounts count_rows(const store::EpochContents& contents, const ProfOptions& options, Symbolizer& symbolizer,
+                     const std::set<std::string>& selected, ProfReport& report) {
     const bool by_procedure = options.by == ProfOptions::By::kProcedure;
-    std::map<RowKey, std::map<std::string, std::uint64_t>> rows;
+    RowCounts rows;
     std::set<store::ImageId> warned;
     std::uint64_t merged_left_out = 0;
     for (const auto& profile : contents.profiles) {
@@ -130,18 +155,8 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
         store::EventMeta& total = report.totals[profile.event];
         if (total.period == 0) total.period = profile.period;
         const bool unknown_image = profile.image.path == store::kUnknownImage;
-
-        const SymbolTable* table = nullptr;
-        if (by_procedure && !unknown_image) {
-            const Result<SymbolTable>& loaded = symbolizer.table(profile.image);
-            if (loaded.ok()) {
-                table = &loaded.value();
-            } else if (warned.insert(profile.image).second) {
-                std::string what = profile.image.path;
-                if (!profile.image.build_id.empty()) what += " (build id " + profile.image.build_id + ")";
-                report.warnings.push_back("no symbols for " + what + ": " + loaded.error().message());
-            }
-        }
+        const SymbolTable* table =
+            by_procedure && !unknown_image ? symbols_of(profile.image, symbolizer, warned, report) : nullptr;
 
         // Count per symbol first (nullptr: no symbol), build the named rows
         // after: one string key per symbol rather than per offset.
@@ -169,19 +184,27 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
                                          "the pid filter",
                                          static_cast<unsigned long long>(merged_left_out)));
     }
-    if (!options.pid) {
-        for (const auto& event : report.events) {
-            auto it = contents.meta.events.find(event);
-            if (it == contents.meta.events.end()) continue;
-            std::uint64_t stored = report.totals[event].samples;
-            if (it->second.samples != stored) {
-                report.warnings.push_back(format("epoch metadata counts %llu %s samples but the profile files hold %llu",
-                                                 static_cast<unsigned long long>(it->second.samples), event.c_str(),
-                                                 static_cast<unsigned long long>(stored)));
-            }
+    return rows;
+}
+
+// Without a pid filter, the profile files must hold what the metadata counts.
+void check_totals(const store::EpochContents& contents, const ProfOptions& options, ProfReport& report) {
+    if (options.pid) return;
+    for (const auto& event : report.events) {
+        auto it = contents.meta.events.find(event);
+        if (it == contents.meta.events.end()) continue;
+        std::uint64_t stored = report.totals[event].samples;
+        if (it->second.samples != stored) {
+            report.warnings.push_back(format("epoch metadata counts %llu %s samples but the profile files hold %llu",
+                                             static_cast<unsigned long long>(it->second.samples), event.c_str(),
+                                             static_cast<unsigned long long>(stored)));
         }
     }
+}
 
+// The rows, sorted by the sort event's samples, with percent and cumulative
+// percent; at most --limit.
+void add_sorted_rows(RowCounts& rows, std::size_t limit, ProfReport& report) {
     report.rows.reserve(rows.size());
     for (auto& [key, samples] : rows) {
         ProfRow row;
@@ -206,25 +229,13 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
         row.percent = percent_of(count, sort_total);
         row.cumulative_percent = percent_of(cumulative, sort_total);
     }
-    if (options.limit != 0 && report.rows.size() > options.limit) report.rows.resize(options.limit);
-    return report;
+    if (limit != 0 && report.rows.size() > limit) report.rows.resize(limit);
 }
 
-std::string render_prof_text(const ProfReport& report) {
+std::string render_totals(const ProfReport& report) {
     std::string out;
-    if (!report.database.empty()) out += "Database: " + detail::escape_control(report.database) + "\n";
-    out += "Epoch: " + report.epoch + "\n";
-    if (report.pid) out += format("Process: %u\n", *report.pid);
-    if (report.events.empty()) {
-        out += "No samples in this epoch.\n";
-        return out;
-    }
-    auto total_of = [&](const std::string& event) {
-        auto it = report.totals.find(event);
-        return it != report.totals.end() ? it->second : store::EventMeta{};
-    };
     for (const auto& event : report.events) {
-        store::EventMeta t = total_of(event);
+        store::EventMeta t = total_of(report, event);
         out += format("Total samples for event type %s = %llu, period %llu %s\n", event.c_str(),
                       static_cast<unsigned long long>(t.samples), static_cast<unsigned long long>(t.period),
                       period_unit(event));
@@ -237,16 +248,19 @@ std::string render_prof_text(const ProfReport& report) {
                           static_cast<unsigned long long>(it->second.stored), it->second.every,
                           static_cast<unsigned long long>(t.registers_lost));
     }
-    out += "The counts given below are the number of samples for each listed event type.\n";
+    return out;
+}
 
-    // Columns as in DCPI Figure 1: sort event, %, cum%, then samples and %
-    // of every other event, then procedure and image.
-    struct Column {
-        std::string header;
-        bool numeric = true;
-        std::vector<std::string> cells;
-        std::size_t width = 0;
-    };
+struct Column {
+    std::string header;
+    bool numeric = true;
+    std::vector<std::string> cells;
+    std::size_t width = 0;
+};
+
+// Columns as in DCPI Figure 1: sort event, %, cum%, then samples and %
+// of every other event, then procedure and image.
+std::vector<Column> prof_columns(const ProfReport& report) {
     std::vector<Column> columns;
     const std::string& sort_event = report.sort_event;
     auto add = [&](std::string header, bool numeric) -> Column& {
@@ -263,7 +277,7 @@ std::string render_prof_text(const ProfReport& report) {
     }
     for (std::size_t e = 1; e < report.events.size(); ++e) {
         const std::string& event = report.events[e];
-        std::uint64_t event_total = total_of(event).samples;
+        std::uint64_t event_total = total_of(report, event).samples;
         Column& samples = add(event, true);
         for (const auto& row : report.rows) {
             auto it = row.samples.find(event);
@@ -277,17 +291,23 @@ std::string render_prof_text(const ProfReport& report) {
     }
     if (report.by == ProfOptions::By::kProcedure) {
         Column& procedure = add("procedure", false);
-        for (const auto& row : report.rows) procedure.cells.push_back(detail::escape_control(row.procedure));
+        for (const auto& row : report.rows) procedure.cells.push_back(escape_for_terminal(row.procedure));
     }
     {
         Column& image = add("image", false);
-        for (const auto& row : report.rows) image.cells.push_back(detail::escape_control(image_label(row.image)));
+        for (const auto& row : report.rows) image.cells.push_back(escape_for_terminal(image_label(row.image)));
     }
     for (auto& column : columns) {
         column.width = column.header.size();
         for (const auto& cell : column.cells) column.width = std::max(column.width, cell.size());
         if (!column.numeric) column.width = std::min(column.width, std::max(column.header.size(), kMaxProcedureWidth));
     }
+    return columns;
+}
+
+// The table: a rule, the header line, one line per row; numbers right-aligned.
+std::string render_columns(const std::vector<Column>& columns, std::size_t nrows) {
+    std::string out;
     auto emit_line = [&](auto&& cell_of) {
         std::string line;
         for (std::size_t c = 0; c < columns.size(); ++c) {
@@ -307,8 +327,41 @@ std::string render_prof_text(const ProfReport& report) {
     for (const auto& column : columns) rule += column.width + 2;
     out += std::string(rule - 2, '=') + "\n";
     emit_line([](const Column& column) { return column.header; });
-    for (std::size_t r = 0; r < report.rows.size(); ++r)
+    for (std::size_t r = 0; r < nrows; ++r)
         emit_line([r](const Column& column) { return column.cells[r]; });
+    return out;
+}
+
+}  // namespace
+
+Result<ProfReport> build_prof_report(const store::EpochContents& contents, const ProfOptions& options,
+                                     Symbolizer& symbolizer) {
+    ProfReport report;
+    report.epoch = contents.epoch;
+    report.by = options.by;
+    report.pid = options.pid;
+    ECPI_RETURN_IF_ERROR(select_events(contents, options, report));
+    std::set<std::string> selected(report.events.begin(), report.events.end());
+    for (const auto& skipped : contents.skipped) report.warnings.push_back("skipped " + skipped);
+    take_epoch_totals(contents, options, selected, report);
+    RowCounts rows = count_rows(contents, options, symbolizer, selected, report);
+    check_totals(contents, options, report);
+    add_sorted_rows(rows, options.limit, report);
+    return report;
+}
+
+std::string render_prof_text(const ProfReport& report) {
+    std::string out;
+    if (!report.database.empty()) out += "Database: " + escape_for_terminal(report.database) + "\n";
+    out += "Epoch: " + report.epoch + "\n";
+    if (report.pid) out += format("Process: %u\n", *report.pid);
+    if (report.events.empty()) {
+        out += "No samples in this epoch.\n";
+        return out;
+    }
+    out += render_totals(report);
+    out += "The counts given below are the number of samples for each listed event type.\n";
+    out += render_columns(prof_columns(report), report.rows.size());
     if (report.rows.empty()) out += "(no samples)\n";
     return out;
 }

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -93,13 +94,16 @@ ControlReply control(loader::ProbeSession& session, const std::string& raw) {
     return reply;
 }
 
-int run_probe(ProbeArgs& args, CLI::App& app) {
+// Checks the arguments and turns them into the session's options and the
+// paths' rank.
+loader::ProbeOptions probe_options(const ProbeArgs& args, CLI::App& app, PathRank& rank) {
     if ((args.pid != 0) == !args.command.empty()) throw UsageError{"choose one target: -p PID or -- COMMAND"};
     if (args.patterns.empty()) throw UsageError{"name at least one function with --func PATTERN"};
     if (args.interval <= 0) throw UsageError{"--interval must be positive"};
     if (app.count("--duration") && args.duration <= 0) throw UsageError{"--duration must be positive"};
-    auto rank = parse_path_rank(args.rank);
-    if (!rank.ok()) throw UsageError{rank.error().message()};
+    auto parsed_rank = parse_path_rank(args.rank);
+    if (!parsed_rank.ok()) throw UsageError{parsed_rank.error().message()};
+    rank = *parsed_rank;
 
     loader::ProbeOptions o;
     o.pid = args.pid;
@@ -110,7 +114,7 @@ int run_probe(ProbeArgs& args, CLI::App& app) {
         for (const auto& m : args.metrics)
             if (m != "count" && std::find(o.metrics.begin(), o.metrics.end(), m) == o.metrics.end()) o.metrics.push_back(m);
     }
-    if (*rank == PathRank::kVariation && o.metrics.size() == 1)
+    if (rank == PathRank::kVariation && o.metrics.size() == 1)
         throw UsageError{"--rank variation needs a timer (--metric wall, cpu or blocked)"};
     if (!args.sample.empty()) {
         o.sample_n = parse_sample(args.sample);
@@ -119,14 +123,39 @@ int run_probe(ProbeArgs& args, CLI::App& app) {
     }
     o.dwarf = args.unwind == "dwarf";
     o.bare = args.bare;
-    const bool text = args.format == Format::kText;
     if (!args.quiet) o.log = [](const std::string& line) { std::fprintf(stderr, "ecpi probe: %s\n", line.c_str()); };
+    return o;
+}
 
-    const auto& stop = stop_requested_by_signal();
-    auto session = unwrap(loader::ProbeSession::start(o));
-    std::optional<loader::ControlServer> server;
-    if (!args.control_socket.empty()) server.emplace(unwrap(loader::ControlServer::listen(args.control_socket)));
+// Control lines from standard input, once it is readable: each complete
+// line is applied and answered on standard error. EOF stops reading.
+void read_stdin_controls(loader::ProbeSession& session, bool& read_stdin, std::string& stdin_buffer) {
+    pollfd pfd{STDIN_FILENO, POLLIN, 0};
+    int ready = ::poll(&pfd, read_stdin ? 1 : 0, 20);
+    if (!read_stdin || ready <= 0) return;
+    char buf[4096];
+    ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+    if (n <= 0) {
+        read_stdin = false;  // EOF: keep probing
+        return;
+    }
+    stdin_buffer.append(buf, static_cast<std::size_t>(n));
+    std::size_t nl;
+    while ((nl = stdin_buffer.find('\n')) != std::string::npos) {
+        std::string line = stdin_buffer.substr(0, nl);
+        stdin_buffer.erase(0, nl + 1);
+        unwrap(session.poll());  // results of removed probes complete up to now
+        auto reply = control(session, line);
+        for (const auto& l : reply.lines)
+            std::fprintf(stderr, "ecpi probe: %s%s\n", reply.ok ? "" : "error: ", l.c_str());
+    }
+}
 
+// The probing loop: control lines, the live text every --interval, until a
+// signal, --duration or the target's exit. True when the target exited.
+bool probe_until_done(loader::ProbeSession& session, std::optional<loader::ControlServer>& server,
+                      const std::atomic<bool>& stop, const ProbeArgs& args, PathRank rank) {
+    const bool text = args.format == Format::kText;
     // Standard input carries control lines, except when it belongs to the command.
     bool read_stdin = !args.no_stdin && args.command.empty();
     std::string stdin_buffer;
@@ -136,29 +165,9 @@ int run_probe(ProbeArgs& args, CLI::App& app) {
     std::optional<Clock::time_point> deadline;
     if (args.duration > 0)
         deadline = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(args.duration));
-    bool exited = false;
 
     while (!stop.load()) {
-        pollfd pfd{STDIN_FILENO, POLLIN, 0};
-        int ready = ::poll(&pfd, read_stdin ? 1 : 0, 20);
-        if (read_stdin && ready > 0) {
-            char buf[4096];
-            ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
-            if (n <= 0) {
-                read_stdin = false;  // EOF: keep probing
-            } else {
-                stdin_buffer.append(buf, static_cast<std::size_t>(n));
-                std::size_t nl;
-                while ((nl = stdin_buffer.find('\n')) != std::string::npos) {
-                    std::string line = stdin_buffer.substr(0, nl);
-                    stdin_buffer.erase(0, nl + 1);
-                    unwrap(session.poll());  // results of removed probes complete up to now
-                    auto reply = control(session, line);
-                    for (const auto& l : reply.lines)
-                        std::fprintf(stderr, "ecpi probe: %s%s\n", reply.ok ? "" : "error: ", l.c_str());
-                }
-            }
-        }
+        read_stdin_controls(session, read_stdin, stdin_buffer);
         if (server) {
             server->serve([&](const std::string& request) {
                 (void)session.poll();
@@ -167,20 +176,29 @@ int run_probe(ProbeArgs& args, CLI::App& app) {
             });
         }
         unwrap(session.poll());
-        if (!session.target_alive()) {
-            exited = true;
-            break;
-        }
+        if (!session.target_alive()) return true;
         const auto now = Clock::now();
         if (deadline && now >= *deadline) break;
         if (text && !args.quiet && now >= next_print) {
             auto live = session.snapshot(false);
-            rank_paths(live, *rank);
-            std::cout << render_probe_text(live, *rank, args.limit) << std::flush;
+            rank_paths(live, rank);
+            std::cout << render_probe_text(live, rank, args.limit) << std::flush;
             next_print += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(args.interval));
             if (next_print < now) next_print = now;
         }
     }
+    return false;
+}
+
+int run_probe(ProbeArgs& args, CLI::App& app) {
+    PathRank rank{};
+    const loader::ProbeOptions o = probe_options(args, app, rank);
+    const auto& stop = stop_requested_by_signal();
+    auto session = unwrap(loader::ProbeSession::start(o));
+    std::optional<loader::ControlServer> server;
+    if (!args.control_socket.empty()) server.emplace(unwrap(loader::ControlServer::listen(args.control_socket)));
+    const bool exited = probe_until_done(session, server, stop, args, rank);
+
     unwrap(session.poll());
     auto report = session.snapshot(true);
     if (exited && args.command.empty() && !args.quiet)
@@ -191,9 +209,9 @@ int run_probe(ProbeArgs& args, CLI::App& app) {
         auto file = unwrap(store::save_probe_report(db, report));
         if (!args.quiet) std::fprintf(stderr, "ecpi probe: saved %s\n", file.c_str());
     }
-    rank_paths(report, *rank);
-    const std::string rendered =
-        text ? render_probe_text(report, *rank, args.limit) : dump_document(store::probe_report_to_json(report)) + "\n";
+    rank_paths(report, rank);
+    const std::string rendered = args.format == Format::kText ? render_probe_text(report, rank, args.limit)
+                                                              : dump_document(store::probe_report_to_json(report)) + "\n";
     write_report(rendered, args.report_file, !args.command.empty());
     if (auto status = session.command_status()) return *status;
     return kExitOk;

@@ -35,7 +35,8 @@ std::string percent(std::uint64_t part, std::uint64_t whole) {
     return buf;
 }
 
-int run_record(RecordArgs& args, CLI::App& app) {
+// Checks the arguments and completes the recorder's options from them.
+void check_and_complete_options(RecordArgs& args, CLI::App& app) {
     auto& o = args.options;
     int targets = (args.system_wide ? 1 : 0) + (o.pids.empty() ? 0 : 1) + (o.cgroups.empty() ? 0 : 1) +
                   (o.command.empty() ? 0 : 1);
@@ -60,7 +61,80 @@ int run_record(RecordArgs& args, CLI::App& app) {
     const bool targeted = !o.command.empty() || !o.pids.empty();
     o.registers_every = args.registers.empty() ? (targeted ? 1 : 0) : parse_registers_option(args.registers);
     if (!args.quiet) o.log = [](const std::string& line) { std::fprintf(stderr, "ecpi record: %s\n", line.c_str()); };
+}
 
+// The summary as the ecpi.record JSON document.
+nlohmann::json summary_json(const loader::RecordOptions& o, const loader::RecordSummary& summary) {
+    nlohmann::json j{{"schema", "ecpi.record"}, {"version", 1}, {"database", o.database.string()},
+                     {"epoch", summary.epoch}, {"interrupted", summary.interrupted},
+                     {"wall_seconds", summary.wall_s}, {"loader_cpu_seconds", summary.loader_cpu_s},
+                     {"drains", summary.drains}, {"sideband_lost", summary.sideband_lost},
+                     {"frequency_hz", summary.frequency},
+                     {"warnings", summary.warnings}};
+    nlohmann::json events = nlohmann::json::array();
+    for (const auto& e : summary.events)
+        events.push_back({{"event", e.name}, {"period", e.period}, {"samples", e.samples},
+                          {"unknown", e.unknown}, {"lost", e.lost}, {"spilled", e.spilled}, {"taken", e.taken},
+                          {"registers", e.registers}, {"registers_lost", e.registers_lost}, {"idle", e.idle}});
+    j["events"] = events;
+    if (summary.command_status) j["command_status"] = *summary.command_status;
+    if (summary.stack_samples) {
+        j["stack_samples"] = summary.stack_samples;
+        j["distinct_stacks_per_drain"] = summary.distinct_stacks_per_drain;
+    }
+    if (o.overhead_budget_percent)
+        j["overhead_budget"] = {{"budget_percent", *o.overhead_budget_percent},
+                                {"cost_per_sample_us",
+                                 {{"median", summary.sample_cost_us},
+                                  {"low", summary.sample_cost_low_us},
+                                  {"high", summary.sample_cost_high_us}}},
+                                {"estimated_overhead_percent", summary.estimated_overhead_percent}};
+    if (summary.bpf_run_count) {
+        j["bpf_run_count"] = summary.bpf_run_count;
+        j["bpf_run_time_ns"] = summary.bpf_run_time_ns;
+    }
+    return j;
+}
+
+// The summary as lines on standard error.
+void print_summary(const loader::RecordOptions& o, const loader::RecordSummary& summary) {
+    if (o.overhead_budget_percent)
+        std::fprintf(stderr,
+                     "ecpi record: sampled at %llu Hz per CPU (overhead budget %.2f%%: one sample costs %.1f us, "
+                     "quartiles %.1f-%.1f; estimated overhead %.2f%%)\n",
+                     static_cast<unsigned long long>(summary.frequency), *o.overhead_budget_percent,
+                     summary.sample_cost_us, summary.sample_cost_low_us, summary.sample_cost_high_us,
+                     summary.estimated_overhead_percent);
+    for (const auto& e : summary.events) {
+        std::fprintf(stderr,
+                     "ecpi record: %s: %llu samples (period %llu%s), unknown %llu (%s), lost %llu\n",
+                     e.name.c_str(), static_cast<unsigned long long>(e.samples),
+                     static_cast<unsigned long long>(e.period), e.name.find("clock") != std::string::npos ? " ns" : "",
+                     static_cast<unsigned long long>(e.unknown), percent(e.unknown, e.samples).c_str(),
+                     static_cast<unsigned long long>(e.lost));
+        if (e.idle)
+            std::fprintf(stderr, "ecpi record: %s: %llu more samples found a CPU idle (kept apart; reports show "
+                                 "them with --include-idle)\n",
+                         e.name.c_str(), static_cast<unsigned long long>(e.idle));
+    }
+    for (const auto& e : summary.events) {
+        if (o.registers_every == 0) break;
+        std::fprintf(stderr, "ecpi record: %s: %llu register snapshots kept (one sample in %u), %llu lost\n",
+                     e.name.c_str(), static_cast<unsigned long long>(e.registers), o.registers_every,
+                     static_cast<unsigned long long>(e.registers_lost));
+    }
+    if (summary.stack_samples)
+        std::fprintf(stderr, "ecpi record: %llu stack samples, %.1f%% distinct within a drain interval\n",
+                     static_cast<unsigned long long>(summary.stack_samples),
+                     100.0 * static_cast<double>(summary.distinct_stacks_per_drain) /
+                         static_cast<double>(summary.stack_samples));
+    std::fprintf(stderr, "ecpi record: wrote %s (epoch %s)%s\n", o.database.c_str(), summary.epoch.c_str(),
+                 summary.interrupted ? " after interruption" : "");
+}
+
+int run_record(RecordArgs& args, CLI::App& app) {
+    check_and_complete_options(args, app);
+    const auto& o = args.options;
     const auto& stop = stop_requested_by_signal();
     // With a command, Ctrl-C reaches the command too (same process group);
     // without one, ecpi records until the duration passes or Ctrl-C.
@@ -69,70 +143,8 @@ int run_record(RecordArgs& args, CLI::App& app) {
 
     auto summary = unwrap(loader::record(o, stop));
 
-    if (args.format == Format::kJson) {
-        nlohmann::json j{{"schema", "ecpi.record"}, {"version", 1}, {"database", o.database.string()},
-                         {"epoch", summary.epoch}, {"interrupted", summary.interrupted},
-                         {"wall_seconds", summary.wall_s}, {"loader_cpu_seconds", summary.loader_cpu_s},
-                         {"drains", summary.drains}, {"sideband_lost", summary.sideband_lost},
-                         {"frequency_hz", summary.frequency},
-                         {"warnings", summary.warnings}};
-        nlohmann::json events = nlohmann::json::array();
-        for (const auto& e : summary.events)
-            events.push_back({{"event", e.name}, {"period", e.period}, {"samples", e.samples},
-                              {"unknown", e.unknown}, {"lost", e.lost}, {"spilled", e.spilled}, {"taken", e.taken},
-                              {"registers", e.registers}, {"registers_lost", e.registers_lost}, {"idle", e.idle}});
-        j["events"] = events;
-        if (summary.command_status) j["command_status"] = *summary.command_status;
-        if (summary.stack_samples) {
-            j["stack_samples"] = summary.stack_samples;
-            j["distinct_stacks_per_drain"] = summary.distinct_stacks_per_drain;
-        }
-        if (o.overhead_budget_percent)
-            j["overhead_budget"] = {{"budget_percent", *o.overhead_budget_percent},
-                                    {"cost_per_sample_us",
-                                     {{"median", summary.sample_cost_us},
-                                      {"low", summary.sample_cost_low_us},
-                                      {"high", summary.sample_cost_high_us}}},
-                                    {"estimated_overhead_percent", summary.estimated_overhead_percent}};
-        if (summary.bpf_run_count) {
-            j["bpf_run_count"] = summary.bpf_run_count;
-            j["bpf_run_time_ns"] = summary.bpf_run_time_ns;
-        }
-        write_report(dump_document(j) + "\n", args.report_file, !o.command.empty());
-    } else if (!args.quiet) {
-        if (o.overhead_budget_percent)
-            std::fprintf(stderr,
-                         "ecpi record: sampled at %llu Hz per CPU (overhead budget %.2f%%: one sample costs %.1f us, "
-                         "quartiles %.1f-%.1f; estimated overhead %.2f%%)\n",
-                         static_cast<unsigned long long>(summary.frequency), *o.overhead_budget_percent,
-                         summary.sample_cost_us, summary.sample_cost_low_us, summary.sample_cost_high_us,
-                         summary.estimated_overhead_percent);
-        for (const auto& e : summary.events) {
-            std::fprintf(stderr,
-                         "ecpi record: %s: %llu samples (period %llu%s), unknown %llu (%s), lost %llu\n",
-                         e.name.c_str(), static_cast<unsigned long long>(e.samples),
-                         static_cast<unsigned long long>(e.period), e.name.find("clock") != std::string::npos ? " ns" : "",
-                         static_cast<unsigned long long>(e.unknown), percent(e.unknown, e.samples).c_str(),
-                         static_cast<unsigned long long>(e.lost));
-            if (e.idle)
-                std::fprintf(stderr, "ecpi record: %s: %llu more samples found a CPU idle (kept apart; reports show "
-                                     "them with --include-idle)\n",
-                             e.name.c_str(), static_cast<unsigned long long>(e.idle));
-        }
-        for (const auto& e : summary.events) {
-            if (o.registers_every == 0) break;
-            std::fprintf(stderr, "ecpi record: %s: %llu register snapshots kept (one sample in %u), %llu lost\n",
-                         e.name.c_str(), static_cast<unsigned long long>(e.registers), o.registers_every,
-                         static_cast<unsigned long long>(e.registers_lost));
-        }
-        if (summary.stack_samples)
-            std::fprintf(stderr, "ecpi record: %llu stack samples, %.1f%% distinct within a drain interval\n",
-                         static_cast<unsigned long long>(summary.stack_samples),
-                         100.0 * static_cast<double>(summary.distinct_stacks_per_drain) /
-                             static_cast<double>(summary.stack_samples));
-        std::fprintf(stderr, "ecpi record: wrote %s (epoch %s)%s\n", o.database.c_str(), summary.epoch.c_str(),
-                     summary.interrupted ? " after interruption" : "");
-    }
+    if (args.format == Format::kJson) write_report(dump_document(summary_json(o, summary)) + "\n", args.report_file, !o.command.empty());
+    else if (!args.quiet) print_summary(o, summary);
     if (summary.command_status) return *summary.command_status;
     return kExitOk;
 }

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "ecpi/terminal_text.h"
+
 namespace ecpi::analyze::detail {
 
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -28,39 +30,6 @@ inline std::string format(const char* fmt, ...) {
     std::vsnprintf(out.data(), out.size(), fmt, ap);
     va_end(ap);
     out.resize(static_cast<std::size_t>(n));
-    return out;
-}
-
-// Names come from the database or from a profiled program (image paths,
-// procedure names, command lines): a name with a newline breaks a line of a
-// report, and escape sequences would reach the terminal of whoever reads it
-// (often root, reading a daemon's database). Text reports print control
-// bytes escaped (\n, \t, \x1b, ...); JSON keeps names exact.
-inline std::string escape_control(const std::string& s) {
-    if (std::none_of(s.begin(), s.end(), [](char c) {
-            const auto u = static_cast<unsigned char>(c);
-            return u < 0x20 || u == 0x7f;
-        }))
-        return s;
-    std::string out;
-    out.reserve(s.size() + 8);
-    for (char c : s) {
-        const auto u = static_cast<unsigned char>(c);
-        if (u >= 0x20 && u != 0x7f) {
-            out += c;
-            continue;
-        }
-        switch (c) {
-            case '\n': out += "\\n"; break;
-            case '\t': out += "\\t"; break;
-            case '\r': out += "\\r"; break;
-            default: {
-                char buf[8];
-                std::snprintf(buf, sizeof buf, "\\x%02x", u);
-                out += buf;
-            }
-        }
-    }
     return out;
 }
 
@@ -85,7 +54,7 @@ public:
     }
     void add_row(std::vector<std::string> cells) {
         for (std::size_t c = 0; c < cells.size() && c < columns_.size(); ++c)
-            if (!columns_[c].numeric) cells[c] = escape_control(cells[c]);
+            if (!columns_[c].numeric) cells[c] = escape_for_terminal(cells[c]);  // names are untrusted
         rows_.push_back(std::move(cells));
     }
 

@@ -2,6 +2,7 @@
 // built in memory, with samples placed on data/symtest.cpp's functions.
 #include "ecpi/analyze/reports/prof_report.h"
 #include "ecpi/analyze/reports/profile_source.h"
+#include "ecpi/analyze/text_table.h"
 
 #include <doctest/doctest.h>
 
@@ -472,6 +473,28 @@ TEST_CASE("prof text escapes hostile names; JSON keeps them exact") {
     for (const auto& row : doc["rows"]) exact = exact || row["image"] == evil;
     CHECK(exact);
     CHECK(doc["database"] == "/db\033]0;title\007");
+}
+
+// One escaping helper for every text report (issue 28): table cells and
+// prof's columns escape as escape_for_terminal does, backslashes and C1
+// controls included, so an escaped name is never ambiguous.
+TEST_CASE("text tables and prof escape names with escape_for_terminal") {
+    detail::TextTable table;
+    table.add_column("n", true);
+    table.add_column("name", false);
+    table.add_row({"1", "a\\x1b\xc2\x9b" "2J"});
+    const std::string rendered = table.render();
+    CHECK(rendered.find("a\\\\x1b\\xc2\\x9b2J") != std::string::npos);
+    CHECK(rendered.find("\xc2\x9b") == std::string::npos);
+
+    Fixture f;
+    ImageId image{"/tmp/back\\slash\x9b.so", "0123456789abcdef"};
+    f.contents.profiles.push_back(Fixture::profile(image, "cpu-clock", kClockPeriod, {{300, {{0x40, 90}}}}));
+    auto report = f.run({});
+    REQUIRE(report.ok());
+    const std::string text = render_prof_text(*report);
+    CHECK(text.find("back\\\\slash\\x9b.so") != std::string::npos);
+    CHECK(text.find('\x9b') == std::string::npos);
 }
 
 TEST_CASE("escape_for_terminal") {

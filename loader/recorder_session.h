@@ -1,0 +1,231 @@
+// Internal to loader/: the recording session behind ecpi::loader::record(),
+// shared by its steps' files:
+//   recorder.cpp          the run loop, the daemon's control and limits, record()
+//   recorder_setup.cpp    setup: database, events, targets, sampler; the rate
+//   recorder_drain.cpp    drain: BPF table, ring buffers, side-band; resolution
+//   recorder_flush.cpp    flush: merge into the database, epochs
+//   recorder_process.cpp  the child of `record -- COMMAND`, /proc look-ups
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ecpi/loader/budget.h"
+#include "ecpi/loader/control.h"
+#include "ecpi/loader/perf_events.h"
+#include "ecpi/loader/process_table.h"
+#include "ecpi/loader/recorder.h"
+#include "ecpi/loader/sampler.h"
+#include "ecpi/store/profile.h"
+
+namespace ecpi::loader::detail {
+
+using Clock = std::chrono::steady_clock;
+
+inline constexpr std::uint32_t kKernelImageIndex = 0xfffffff0u;
+inline constexpr std::uint32_t kUnknownImageIndex = 0xfffffff1u;
+inline constexpr std::uint64_t kKernelSpaceStart = 0xffff800000000000ull;
+inline constexpr auto kTick = std::chrono::milliseconds(50);
+
+// A flat sample after resolution: (event, image, pid, offset).
+struct FlatKey {
+    std::uint16_t event;
+    std::uint32_t image;
+    std::uint32_t pid;
+    std::uint64_t offset;
+    bool operator==(const FlatKey&) const = default;
+};
+struct FlatKeyHash {
+    std::size_t operator()(const FlatKey& k) const {
+        std::uint64_t h = k.offset * 0x9e3779b97f4a7c15ull;
+        h ^= (static_cast<std::uint64_t>(k.image) << 32 | k.pid) + 0x7f4a7c15 + (h << 6) + (h >> 2);
+        h ^= k.event;
+        return static_cast<std::size_t>(h);
+    }
+};
+
+struct StackKey {
+    std::uint16_t event;
+    std::uint32_t pid;
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> frames;  // (image, offset)
+    bool operator==(const StackKey&) const = default;
+};
+struct StackKeyHash {
+    std::size_t operator()(const StackKey& k) const {
+        std::uint64_t h = k.event * 31ull + k.pid;
+        for (const auto& [img, off] : k.frames) h = (h ^ (off + img)) * 0x100000001b3ull;
+        return static_cast<std::size_t>(h);
+    }
+};
+
+// Reads the kernel's text start once; kernel samples are stored relative to it.
+struct KernelBase {
+    std::uint64_t text = 0;
+    std::string error;
+};
+
+// The child of `record -- COMMAND`: forked stopped on a pipe so it can be
+// tracked before its first instruction, then released to exec.
+class ChildProcess {
+public:
+    ~ChildProcess();
+
+    Result<void> spawn(const std::vector<std::string>& argv);
+
+    // Lets the child exec; fails when exec failed.
+    Result<void> release();
+
+    // The exit status when the child has exited (128+signal when killed).
+    std::optional<int> poll();
+
+    void terminate();
+
+    std::optional<int> wait();
+
+    pid_t pid() const { return pid_; }
+
+private:
+    pid_t pid_ = -1;
+    int release_fd_ = -1;
+    int report_fd_ = -1;
+    bool reaped_ = false;
+    std::optional<int> status_;
+    std::string command_;
+};
+
+// Descendants of `roots` per /proc (children started before tracking began).
+std::vector<std::uint32_t> existing_descendants(const std::vector<std::uint32_t>& roots);
+
+// The command line of `pid` with NULs as spaces; "" when the process is gone.
+std::string read_cmdline(std::uint32_t pid);
+
+class Session {
+public:
+    Session(const RecordOptions& options, const std::atomic<bool>& stop) : options_(options), stop_(stop) {}
+
+    Result<RecordSummary> run();
+
+private:
+    void log(const std::string& line) {
+        if (options_.log) options_.log(line);
+    }
+    void warn_once(const std::string& line) {
+        if (warned_.insert(line).second) {
+            summary_.warnings.push_back(line);
+            log("warning: " + line);
+        }
+    }
+    // setup(), in its order (recorder_setup.cpp).
+    Result<void> setup();
+    Result<void> open_database();
+    Result<void> prepare_events();
+    Result<void> read_kernel_and_cpus();
+    void save_vdso_image();
+    Result<void> open_cgroups_and_check_pids();
+    Result<void> open_sideband();
+    Result<void> load_sampler();
+    Result<void> track_targets();
+    Result<void> attach_events();
+    // The run loop and what follows it (recorder.cpp).
+    Result<void> sample_until_done(Clock::time_point started, bool& failed);
+    void take_final_counters();
+    void warn_lost_records();
+    void summarize_rate();
+    Result<void> drain_cycle();
+    void drain_sideband();
+    void consume_ringbuf();
+    void resolve_pending();
+    void resolve_registers();
+    Result<void> flush_registers();
+    std::uint32_t registers_ringbuf_bytes() const;
+    // flush(), in its order (recorder_flush.cpp).
+    Result<void> flush();
+    void take_lost_counts();
+    Result<void> flush_flat();
+    Result<void> flush_stacks();
+    store::EpochMeta epoch_meta();
+    void count_flushed();
+    store::ImageId image_id(std::uint32_t index) const;
+    void jitter_periods();
+    void take_idle_counts();
+    void set_frequency(std::uint64_t hz);
+    void measure_sampled_clock();
+    Result<void> calibrate_budget();
+    void recalibrate_if_due(Clock::time_point now);
+    Result<std::string> start_new_epoch();
+    Result<void> new_epoch_if_periods_differ();
+    nlohmann::json sampling_json() const;
+    std::string handle_control(const std::string& request);
+    nlohmann::json status_json();
+    void enforce_limits();
+    void check_cgroups();
+    std::vector<std::uint64_t> total_samples_;      // per event, resolved so far
+    std::vector<std::uint64_t> interval_base_;      // total_samples_ at the previous drain
+    std::pair<std::uint32_t, std::uint64_t> resolve_pc(std::uint32_t pid, std::uint64_t pc, bool kernel);
+
+    const RecordOptions& options_;
+    const std::atomic<bool>& stop_;
+    RecordSummary summary_;
+    std::set<std::string> warned_;
+
+    std::optional<store::Database> db_;
+    std::string epoch_;
+    std::vector<EventSpec> events_;
+    std::vector<std::uint64_t> mean_periods_;
+    std::uint64_t frequency_ = 0;                 // per CPU and event, in force (budget or -F)
+    std::optional<SampleCost> sample_cost_;       // the last calibration (overhead budget only)
+    RateChoice rate_choice_;
+    Clock::time_point next_calibration_;
+    std::int64_t calibrated_unix_ = 0;
+    std::vector<std::vector<std::uint64_t>> flushed_idle_;  // per event, per CPU: idle samples already written
+    std::vector<int> cpus_;
+    std::optional<SidebandReader> sideband_;
+    std::optional<Sampler> sampler_;
+    ProcessTable processes_;
+    ChildProcess child_;
+    std::vector<std::pair<std::filesystem::path, FileDescriptor>> cgroups_;
+    std::optional<ControlServer> control_;
+    Clock::time_point started_ = Clock::now();
+    std::vector<std::uint64_t> last_interval_samples_;  // per event, in the last drain
+    double last_interval_s_ = 0;
+    Clock::time_point last_drain_ = Clock::now();
+    std::uint64_t last_disk_bytes_ = 0;
+    bool memory_warned_ = false;
+    KernelBase kernel_;
+    CpuInfo cpu_;
+    double mhz_ = 0;
+    double measured_mhz_ = 0;  // measure_cpu_mhz() before sampling starts
+    double sampled_mhz_ = 0;   // measure_sampled_cpu_mhz() at the first clock event's period
+    std::mt19937_64 rng_{std::random_device{}()};
+
+    std::vector<RawSample> pending_flat_;
+    std::vector<RawStackSample> pending_stacks_;
+    std::vector<RawRegisterSample> pending_registers_;
+    // Per event, resolved; `image` is an index into processes_.images() (or
+    // kKernelImageIndex/kUnknownImageIndex) until flush() builds the table.
+    std::vector<std::vector<store::RegisterSample>> registers_;
+    std::vector<std::uint64_t> flushed_registers_lost_;  // per event, register losses already written
+    std::unordered_map<FlatKey, std::uint64_t, FlatKeyHash> flat_;
+    std::unordered_map<StackKey, std::uint64_t, StackKeyHash> stacks_;
+    std::vector<store::EventMeta> unflushed_meta_;   // per event, since the last flush
+    std::vector<std::uint64_t> flushed_lost_;        // lost counter already written
+    std::set<std::uint32_t> pids_seen_;
+    std::map<std::uint32_t, store::ProcessMeta> process_meta_;
+    std::set<std::string> cached_build_ids_;
+};
+
+}  // namespace ecpi::loader::detail

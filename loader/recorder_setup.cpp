@@ -1,0 +1,347 @@
+// The session's setup and its sampling rate: the database, the events, the
+// targets, the BPF sampler; the overhead budget's calibration and the
+// period randomization.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "recorder_session.h"
+
+namespace ecpi::loader::detail {
+
+Result<void> Session::setup() {
+    ECPI_RETURN_IF_ERROR(open_database());
+    ECPI_RETURN_IF_ERROR(prepare_events());
+    ECPI_RETURN_IF_ERROR(read_kernel_and_cpus());
+    save_vdso_image();
+    ECPI_RETURN_IF_ERROR(open_cgroups_and_check_pids());
+    ECPI_RETURN_IF_ERROR(open_sideband());
+    ECPI_RETURN_IF_ERROR(load_sampler());
+    ECPI_RETURN_IF_ERROR(track_targets());
+    ECPI_RETURN_IF_ERROR(attach_events());
+    if (!options_.command.empty()) ECPI_RETURN_IF_ERROR(child_.release());
+    return ok();
+}
+
+// The database, its current epoch, and the control socket when asked for.
+Result<void> Session::open_database() {
+    ECPI_ASSIGN_OR_RETURN(auto db, store::Database::open(options_.database, store::Database::Mode::kCreate));
+    db_.emplace(std::move(db));
+    ECPI_ASSIGN_OR_RETURN(epoch_, db_->current_epoch());
+    summary_.epoch = epoch_;
+    if (!options_.control_socket.empty()) {
+        ECPI_ASSIGN_OR_RETURN(auto server, ControlServer::listen(options_.control_socket));
+        control_.emplace(std::move(server));
+    }
+    return ok();
+}
+
+// The events to sample, the clock rate they are timed by, and their counters.
+Result<void> Session::prepare_events() {
+    for (const auto& name : options_.events) {
+        ECPI_ASSIGN_OR_RETURN(auto spec, parse_event(name));
+        if (std::any_of(events_.begin(), events_.end(), [&](const EventSpec& e) { return e.name == spec.name; }))
+            return Error("event '" + name + "' is given twice");
+        events_.push_back(spec);
+    }
+    cpu_ = read_cpuinfo();
+    mhz_ = cpu_.mhz;
+    measured_mhz_ = measure_cpu_mhz();  // ~20 ms, before any sampling disturbs it
+    set_frequency(options_.frequency);  // the budget's calibration may change it once the sampler is loaded
+    unflushed_meta_.assign(events_.size(), {});
+    flushed_lost_.assign(events_.size(), 0);
+    registers_.assign(events_.size(), {});
+    flushed_registers_lost_.assign(events_.size(), 0);
+    total_samples_.assign(events_.size(), 0);
+    interval_base_.assign(events_.size(), 0);
+    return ok();
+}
+
+// The kernel text start (kernel samples are stored relative to it) and the
+// CPUs to sample.
+Result<void> Session::read_kernel_and_cpus() {
+    auto text = kernel_text_address();
+    if (text.ok()) kernel_.text = *text;
+    else kernel_.error = text.error().message();
+    if (!kernel_.error.empty()) warn_once("kernel samples are stored unrebased: " + kernel_.error);
+
+    ECPI_ASSIGN_OR_RETURN(cpus_, online_cpus());
+    return ok();
+}
+
+// Saves the vDSO so samples in it (clock_gettime, ...) get symbols later.
+void Session::save_vdso_image() {
+    auto tmp = options_.database / (".vdso-" + std::to_string(getpid()));
+    auto bid = save_vdso(tmp);
+    if (bid.ok()) {
+        auto cached = db_->cache_image(*bid, tmp);
+        if (cached.ok()) processes_.set_vdso_build_id(*bid);
+        else warn_once("cannot save the vDSO: " + cached.error().message());
+    } else {
+        warn_once("cannot save the vDSO: " + bid.error().message());
+    }
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+}
+
+// The --cgroup directories, opened; the --pid processes, checked to exist.
+Result<void> Session::open_cgroups_and_check_pids() {
+    for (const auto& name : options_.cgroups) {
+        std::filesystem::path cg = name;
+        if (cg.is_relative()) cg = std::filesystem::path("/sys/fs/cgroup") / cg;
+        int fd = ::open(cg.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            return Error("opening cgroup " + cg.string() + ": " + std::strerror(errno) +
+                         "; --cgroup needs a cgroup v2 directory such as /sys/fs/cgroup/system.slice/x.service");
+        cgroups_.emplace_back(cg, FileDescriptor(fd));
+    }
+    for (auto pid : options_.pids) {
+        if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+            return Error("no process with pid " + std::to_string(pid) + " (check the pid with `ps`)");
+    }
+    return ok();
+}
+
+// Side-band records first, so no mmap between the /proc scan and the
+// first sample goes unseen.
+Result<void> Session::open_sideband() {
+    ECPI_ASSIGN_OR_RETURN(auto sideband, SidebandReader::open(cpus_));
+    sideband_.emplace(std::move(sideband));
+
+    processes_.new_image_hook = [this](const ImageInfo& image) {
+        if (!image.elf_error.empty())
+            warn_once("cannot read " + image.id.path + " (" + image.elf_error +
+                      "); its samples are kept by file offset, unsymbolized");
+        if (!image.foreign_namespace || image.id.build_id.empty() || !image.elf_error.empty()) return;
+        if (!cached_build_ids_.insert(image.id.build_id).second) return;
+        auto r = db_->cache_image(image.id.build_id, image.readable_path);
+        if (!r.ok()) warn_once("cannot cache " + image.id.path + " for later symbolization: " + r.error().message());
+    };
+    return ok();
+}
+
+// The BPF sampler; with an overhead budget, the rate it affords; the epoch
+// the rate records into.
+Result<void> Session::load_sampler() {
+    SamplerOptions sopts;
+    sopts.filter_tgids = !options_.pids.empty() || !options_.command.empty();
+    sopts.capture_stacks = options_.call_graph;
+    if (options_.exclude_self) sopts.exclude_tgid = static_cast<std::uint32_t>(getpid());
+    sopts.table_entries = options_.table_entries;
+    sopts.ringbuf_bytes = options_.ringbuf_bytes;
+    sopts.registers_every = options_.registers_every;
+    sopts.registers_ringbuf_bytes = registers_ringbuf_bytes();
+    ECPI_ASSIGN_OR_RETURN(auto sampler, Sampler::load(sopts));
+    sampler_.emplace(std::move(sampler));
+    if (options_.overhead_budget_percent) {
+        ECPI_RETURN_IF_ERROR(calibrate_budget());
+        set_frequency(rate_choice_.hz);
+    }
+    ECPI_RETURN_IF_ERROR(new_epoch_if_periods_differ());
+    measure_sampled_clock();
+    return ok();
+}
+
+// The processes to sample: the command (forked, not yet released), the
+// --pid processes and their descendants, or every process.
+Result<void> Session::track_targets() {
+    if (!options_.command.empty()) {
+        ECPI_RETURN_IF_ERROR(child_.spawn(options_.command));
+        ECPI_RETURN_IF_ERROR(sampler_->track_tgid(static_cast<std::uint32_t>(child_.pid())));
+        processes_.scan_proc(static_cast<std::uint32_t>(child_.pid()));
+    } else if (!options_.pids.empty()) {
+        for (auto pid : options_.pids) ECPI_RETURN_IF_ERROR(sampler_->track_tgid(pid));
+        // The fork hook is attached: children started from now on are tracked
+        // in the kernel; those started earlier are found in /proc.
+        for (auto pid : existing_descendants(options_.pids)) ECPI_RETURN_IF_ERROR(sampler_->track_tgid(pid));
+        for (auto pid : options_.pids) processes_.scan_proc(pid);
+        for (auto pid : existing_descendants(options_.pids)) processes_.scan_proc(pid);
+    } else {
+        processes_.scan_all_proc();
+    }
+    return ok();
+}
+
+// One perf event per event, CPU and cgroup, attached to the sampler.
+Result<void> Session::attach_events() {
+    for (std::size_t i = 0; i < events_.size(); ++i) {
+        SamplingEventOptions eopts;
+        eopts.period = mean_periods_[i];
+        std::vector<int> cgroup_fds;
+        for (const auto& [path, fd] : cgroups_) cgroup_fds.push_back(fd.get());
+        if (cgroup_fds.empty()) cgroup_fds.push_back(-1);
+        for (int cgroup_fd : cgroup_fds) {
+            eopts.cgroup_fd = cgroup_fd;
+            ECPI_ASSIGN_OR_RETURN(auto fds, open_sampling_events(events_[i], cpus_, eopts));
+            ECPI_RETURN_IF_ERROR(sampler_->attach(static_cast<std::uint16_t>(i), std::move(fds)));
+        }
+    }
+    return ok();
+}
+
+void Session::set_frequency(std::uint64_t hz) {
+    frequency_ = hz;
+    mean_periods_.clear();
+    for (const auto& e : events_) mean_periods_.push_back(mean_period(e, hz, mhz_));
+}
+
+// What a clock event's period is worth in cycles of the sampled program
+// (docs/ACCURACY.md): timed under sampling at the same period, ~60 ms.
+void Session::measure_sampled_clock() {
+    for (std::size_t k = 0; k < events_.size(); ++k)
+        if (events_[k].is_clock) {
+            auto sampled = measure_sampled_cpu_mhz(mean_periods_[k]);
+            if (sampled.ok()) sampled_mhz_ = *sampled;
+            else warn_once("the clock rate under sampling is not recorded (ecpi calc falls back to the unsampled rate): " + sampled.error().message());
+            return;
+        }
+}
+
+// Issue 20: measures what one sample costs on this machine (about 0.5 s on
+// one CPU) and sets the rate the budget affords. The handler must not filter
+// the calibration out, so this process is tracked while it runs.
+Result<void> Session::calibrate_budget() {
+    const bool filtering = !options_.pids.empty() || !options_.command.empty();
+    const auto self = static_cast<std::uint32_t>(getpid());
+    if (filtering) ECPI_RETURN_IF_ERROR(sampler_->track_tgid(self));
+    auto cost = measure_sample_cost(*sampler_);
+    if (filtering) ECPI_RETURN_IF_ERROR(sampler_->untrack_tgid(self));
+    if (!cost.ok()) return Error("calibrating the overhead budget: " + cost.error().message());
+    sample_cost_ = *cost;
+    const double budget = *options_.overhead_budget_percent;
+    rate_choice_ = choose_rate(*cost, budget, events_.size());
+    calibrated_unix_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    next_calibration_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.calibration_interval_s));
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "overhead budget %.2f%%: one sample costs %.1f us (quartiles %.1f-%.1f us, %d pairs on CPU %d); "
+                  "%llu Hz per CPU fits, an estimated %.2f%%",
+                  budget, cost->median_us, cost->low_us, cost->high_us, cost->pairs, cost->cpu,
+                  static_cast<unsigned long long>(rate_choice_.hz), rate_choice_.overhead_percent);
+    log(line);
+    if (rate_choice_.floor_over_budget) {
+        std::snprintf(line, sizeof line,
+                      "even the lowest rate, %llu Hz, costs an estimated %.2f%%, over the budget of %.2f%%: sampling at "
+                      "%llu Hz anyway (raise --overhead-budget, or force a rate with -F)",
+                      static_cast<unsigned long long>(kBudgetMinHz), rate_choice_.overhead_percent, budget,
+                      static_cast<unsigned long long>(kBudgetMinHz));
+        warn_once(line);
+    }
+    return ok();
+}
+
+// The daemon re-calibrates hourly and when the CPU count changes (a VM
+// resized). A rate that moves by more than 20% starts a new epoch; smaller
+// moves are noise and keep the rate.
+void Session::recalibrate_if_due(Clock::time_point now) {
+    auto online = online_cpus();
+    const bool cpus_changed = online.ok() && online->size() != cpus_.size();
+    if (now < next_calibration_ && !cpus_changed) return;
+    if (cpus_changed)
+        log("the number of online CPUs changed from " + std::to_string(cpus_.size()) + " to " +
+            std::to_string(online->size()) + "; re-calibrating (only the CPUs online at start are sampled)");
+    const std::uint64_t before = frequency_;
+    if (auto r = calibrate_budget(); !r.ok()) {
+        warn_once(r.error().message() + "; keeping " + std::to_string(before) + " Hz");
+        next_calibration_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.calibration_interval_s));
+        return;
+    }
+    if (cpus_changed) cpus_ = *online;
+    const double moved = std::abs(static_cast<double>(rate_choice_.hz) - static_cast<double>(before)) / static_cast<double>(before);
+    if (moved <= 0.2) {
+        log("keeping " + std::to_string(before) + " Hz per CPU (the new estimate is within 20%)");
+        return;
+    }
+    auto epoch = start_new_epoch();  // counts of the old period stay in the old epoch
+    if (!epoch.ok()) {
+        warn_once("cannot start a new epoch for the new rate (" + epoch.error().message() + "); keeping " +
+                  std::to_string(before) + " Hz");
+        return;
+    }
+    set_frequency(rate_choice_.hz);
+    for (std::size_t i = 0; i < events_.size(); ++i)
+        for (int fd : sampler_->event_fds(static_cast<std::uint16_t>(i)))
+            if (auto r = set_period(fd, mean_periods_[i]); !r.ok()) warn_once("cannot change the sampling rate: " + r.error().message());
+    measure_sampled_clock();
+    log("sampling rate changed from " + std::to_string(before) + " to " + std::to_string(frequency_) +
+        " Hz per CPU; recording into epoch " + *epoch);
+}
+
+// DCPI 4.1.1: a randomized sampling period keeps samples from falling in
+// lock step with periodic work. The period of each event on each CPU is
+// redrawn every tick, uniformly within +-10% of the mean.
+void Session::jitter_periods() {
+    std::uniform_real_distribution<double> factor(0.9, 1.1);
+    for (std::size_t i = 0; i < events_.size(); ++i) {
+        for (int fd : sampler_->event_fds(static_cast<std::uint16_t>(i))) {
+            auto period = static_cast<std::uint64_t>(static_cast<double>(mean_periods_[i]) * factor(rng_));
+            auto r = set_period(fd, std::max<std::uint64_t>(period, 1));
+            if (!r.ok()) warn_once("period randomization disabled: " + r.error().message());
+        }
+    }
+}
+
+// The register ring holds at least 4 s of snapshots at the sampling rate on
+// every CPU (the ring is read every tick; a flush can hold the loop up for
+// a while), so a one-shot recording loses none: 4999 Hz on 2 CPUs with every
+// sample is 1.7 MB/s, an 8 MB ring. A page when snapshots are off.
+std::uint32_t Session::registers_ringbuf_bytes() const {
+    constexpr std::uint64_t kPage = 4096, kMinBytes = 256 << 10, kMaxBytes = 256u << 20;
+    constexpr double kSeconds = 4.0, kRecordBytes = 160 + 8;  // record + ring-buffer header
+    if (options_.registers_every == 0) return kPage;
+    const double rate = static_cast<double>(options_.frequency) * static_cast<double>(std::max<std::size_t>(1, cpus_.size())) *
+                        static_cast<double>(std::max<std::size_t>(1, options_.events.size())) /
+                        static_cast<double>(options_.registers_every);
+    const auto wanted = static_cast<std::uint64_t>(rate * kRecordBytes * kSeconds);
+    std::uint64_t bytes = kMinBytes;
+    while (bytes < wanted && bytes < kMaxBytes) bytes <<= 1;
+    return static_cast<std::uint32_t>(bytes);
+}
+
+// Counts of different periods do not add (FORMAT.md §4): when the rate this
+// recording chose (the overhead budget measures it anew at every start)
+// gives an event a period other than the one the current epoch holds, the
+// daemon and budget-chosen recordings continue in a new epoch; a rate the
+// user forced with -F keeps the old behaviour (the merge names the clash).
+Result<void> Session::new_epoch_if_periods_differ() {
+    if (!options_.daemon && !options_.overhead_budget_percent) return ok();
+    auto meta = db_->read_epoch_meta(epoch_);
+    if (!meta.ok()) {
+        warn_once("cannot read the current epoch's metadata (" + meta.error().message() + "); recording into a new epoch");
+    } else {
+        bool differ = false, close = true;
+        std::vector<std::uint64_t> recorded = mean_periods_;
+        for (std::size_t i = 0; i < events_.size(); ++i) {
+            auto it = meta->events.find(events_[i].name);
+            if (it == meta->events.end() || it->second.period == 0 || it->second.period == mean_periods_[i]) continue;
+            differ = true;
+            recorded[i] = it->second.period;
+            const double ratio = static_cast<double>(mean_periods_[i]) / static_cast<double>(it->second.period);
+            if (ratio < 0.8 || ratio > 1.2) close = false;
+        }
+        if (!differ) return ok();
+        // A budget's rate measured again within 20% of the one the epoch was
+        // recorded at is the same rate within the calibration's noise (as at
+        // an hourly re-calibration): keep the epoch's periods and continue it.
+        if (close && options_.overhead_budget_percent) {
+            const double ratio = static_cast<double>(mean_periods_[0]) / static_cast<double>(recorded[0]);
+            frequency_ = static_cast<std::uint64_t>(std::llround(static_cast<double>(frequency_) * ratio));
+            mean_periods_ = recorded;
+            log("continuing epoch " + epoch_ + " at its rate, " + std::to_string(frequency_) +
+                " Hz per CPU (within 20% of the budget's)");
+            return ok();
+        }
+    }
+    const std::string old = epoch_;
+    ECPI_ASSIGN_OR_RETURN(epoch_, db_->new_epoch());
+    summary_.epoch = epoch_;
+    log("epoch " + old + " was sampled at another period; recording into epoch " + epoch_);
+    return ok();
+}
+
+}  // namespace ecpi::loader::detail
