@@ -27,6 +27,7 @@
 #include "ecpi/loader/perf_events.h"
 #include "ecpi/loader/process_table.h"
 #include "ecpi/loader/sampler.h"
+#include "ecpi/loader/unwinder.h"
 #include "ecpi/store/profile.h"
 
 namespace ecpi::loader {
@@ -254,6 +255,7 @@ private:
     Result<void> setup();
     Result<void> drain_cycle();
     void drain_sideband();
+    std::vector<std::uint32_t> unwind_targets() const;
     void consume_ringbuf();
     void resolve_pending();
     void resolve_registers();
@@ -326,6 +328,8 @@ private:
     std::set<std::uint32_t> pids_seen_;
     std::map<std::uint32_t, store::ProcessMeta> process_meta_;
     std::set<std::string> cached_build_ids_;
+    std::optional<Unwinder> unwinder_;                               // -g with CFI (issue 29)
+    std::vector<std::array<std::uint64_t, 7>> flushed_stack_ends_;  // per event, stack ends already written
 };
 
 std::pair<std::uint32_t, std::uint64_t> Session::resolve_pc(std::uint32_t pid, std::uint64_t pc, bool kernel) {
@@ -415,6 +419,7 @@ Result<void> Session::setup() {
     SamplerOptions sopts;
     sopts.filter_tgids = !options_.pids.empty() || !options_.command.empty();
     sopts.capture_stacks = options_.call_graph;
+    sopts.unwind_cfi = options_.call_graph && !options_.call_graph_fp;
     if (options_.exclude_self) sopts.exclude_tgid = static_cast<std::uint32_t>(getpid());
     sopts.table_entries = options_.table_entries;
     sopts.ringbuf_bytes = options_.ringbuf_bytes;
@@ -444,6 +449,8 @@ Result<void> Session::setup() {
         processes_.scan_all_proc();
     }
 
+    if (sopts.unwind_cfi) start_unwinder(unwinder_, *sampler_, unwind_targets(), [this](const std::string& w) { warn_once(w); });
+    flushed_stack_ends_.assign(events_.size(), {});
     for (std::size_t i = 0; i < events_.size(); ++i) {
         SamplingEventOptions eopts;
         eopts.period = mean_periods_[i];
@@ -643,17 +650,35 @@ void Session::resolve_registers() {
     pending_registers_.clear();
 }
 
+// The processes whose unwind tables load first (empty: every process).
+std::vector<std::uint32_t> Session::unwind_targets() const {
+    if (!options_.command.empty()) return {static_cast<std::uint32_t>(child_.pid())};
+    auto pids = options_.pids;
+    for (auto pid : existing_descendants(options_.pids)) pids.push_back(pid);
+    return pids;
+}
+
 // Side-band records only add mappings and mark exits (forgetting waits for
 // reap_exited at a drain), so reading them at every tick is safe and keeps a
 // burst of process creation from overflowing the kernel's ring.
 void Session::drain_sideband() {
     sideband_->drain({
         [this](std::uint32_t pid, std::uint64_t start, std::uint64_t len, std::uint64_t pgoff, const std::string& path,
-               const std::string& build_id) { processes_.on_mmap(pid, start, len, pgoff, path, build_id); },
+               const std::string& build_id) {
+            processes_.on_mmap(pid, start, len, pgoff, path, build_id);
+            if (unwinder_) unwinder_->note(pid);
+        },
         [this](std::uint32_t pid, const std::string& comm, bool exec) { processes_.on_comm(pid, comm, exec); },
-        [this](std::uint32_t pid, std::uint32_t ppid) { processes_.on_fork(pid, ppid); },
-        [this](std::uint32_t pid) { processes_.on_exit(pid); },
+        [this](std::uint32_t pid, std::uint32_t ppid) {
+            processes_.on_fork(pid, ppid);
+            if (unwinder_) unwinder_->note_fork(pid, ppid);
+        },
+        [this](std::uint32_t pid) {
+            processes_.on_exit(pid);
+            if (unwinder_) unwinder_->forget(pid);
+        },
     });
+    if (unwinder_) unwinder_->refresh(kUnwindRefreshBudget);
 }
 
 Result<void> Session::drain_cycle() {
@@ -701,6 +726,7 @@ Result<void> Session::flush() {
             const auto registers_lost = (*counters)[i].registers_lost;
             unflushed_meta_[i].registers_lost += registers_lost - flushed_registers_lost_[i];
             flushed_registers_lost_[i] = registers_lost;
+            add_stack_ends((*counters)[i], flushed_stack_ends_[i], unflushed_meta_[i]);
         }
     }
     take_idle_counts();

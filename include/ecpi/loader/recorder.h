@@ -29,6 +29,7 @@ struct RecordOptions {
     double calibration_interval_s = 3600;
     std::vector<std::string> events = {"cpu-clock"};
     bool call_graph = false;                        // -g
+    bool call_graph_fp = false;                     // --call-graph fp: frame pointers only (else CFI, fp fallback)
     bool randomize = true;                          // DCPI 4.1.1 period randomization
     // Target: exactly one of these (none = the whole system).
     std::vector<std::uint32_t> pids;                // -p: these and their children
