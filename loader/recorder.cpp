@@ -1174,6 +1174,7 @@ Result<RecordSummary> Session::run() {
         loop_error = drained.error();
         failed = true;
     }
+    if (unwinder_) summary_.unwind = unwinder_summary(unwinder_->stats());
     auto counters = sampler_->counters();
     if (counters.ok())
         for (std::size_t i = 0; i < events_.size(); ++i) {

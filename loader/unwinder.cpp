@@ -200,6 +200,16 @@ void start_unwinder(std::optional<Unwinder>& out, const Sampler& sampler, const 
     }
 }
 
+std::map<std::string, double> unwinder_summary(const Unwinder::Stats& stats) {
+    std::map<std::string, double> out = {{"tables", static_cast<double>(stats.tables)},
+                                         {"rows", static_cast<double>(stats.rows)},
+                                         {"locked_bytes", static_cast<double>(stats.rows * sizeof(ecpi_unwind_row))},
+                                         {"processes", static_cast<double>(stats.processes)},
+                                         {"build_s", stats.build_s}};
+    for (const auto& [reason, n] : stats.refused) out["refused." + reason] = static_cast<double>(n);
+    return out;
+}
+
 void add_stack_ends(const SamplerCounters& now, std::array<std::uint64_t, 7>& flushed, store::EventMeta& meta) {
     for (std::size_t i = 0; i < now.stack_ends.size(); ++i) {
         if (now.stack_ends[i] > flushed[i]) meta.stack_ends[kStackEndNames[i]] += now.stack_ends[i] - flushed[i];

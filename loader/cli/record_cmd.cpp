@@ -94,6 +94,7 @@ int run_record(RecordArgs& args, CLI::App& app) {
                                       {"low", summary.sample_cost_low_us},
                                       {"high", summary.sample_cost_high_us}}},
                                     {"estimated_overhead_percent", summary.estimated_overhead_percent}};
+        if (!summary.unwind.empty()) j["unwind_tables"] = summary.unwind;
         if (summary.bpf_run_count) {
             j["bpf_run_count"] = summary.bpf_run_count;
             j["bpf_run_time_ns"] = summary.bpf_run_time_ns;

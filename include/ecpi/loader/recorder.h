@@ -89,6 +89,8 @@ struct RecordSummary {
     double wall_s = 0;
     std::uint64_t bpf_run_time_ns = 0, bpf_run_count = 0;  // when kernel.bpf_stats_enabled
     std::uint64_t unknown_record_kinds = 0;
+    // -g with CFI: the unwind tables loaded (issue 29; unwinder_summary()); empty otherwise.
+    std::map<std::string, double> unwind;
     std::vector<std::string> warnings;
 };
 

@@ -83,6 +83,10 @@ inline constexpr std::chrono::milliseconds kUnwindRefreshBudget{200};
 void start_unwinder(std::optional<Unwinder>& out, const Sampler& sampler, const std::vector<std::uint32_t>& pids,
                     std::function<void(const std::string&)> warn);
 
+// "tables", "rows", "locked_bytes", "processes", "build_s", and
+// "refused.<reason>" (images without a table), for the recording's report.
+std::map<std::string, double> unwinder_summary(const Unwinder::Stats& stats);
+
 // Adds what the stack-end counters gained since `flushed` to
 // meta.stack_ends (by kStackEndNames) and remembers them.
 void add_stack_ends(const SamplerCounters& now, std::array<std::uint64_t, 7>& flushed, store::EventMeta& meta);
