@@ -449,7 +449,8 @@ Result<void> Session::setup() {
         processes_.scan_all_proc();
     }
 
-    if (sopts.unwind_cfi) start_unwinder(unwinder_, *sampler_, unwind_targets(), [this](const std::string& w) { warn_once(w); });
+    // A command's mappings are read at its exec (its first mmap), not now.
+    if (sopts.unwind_cfi) start_unwinder(unwinder_, *sampler_, unwind_targets(), options_.command.empty());
     flushed_stack_ends_.assign(events_.size(), {});
     for (std::size_t i = 0; i < events_.size(); ++i) {
         SamplingEventOptions eopts;
@@ -678,7 +679,8 @@ void Session::drain_sideband() {
             if (unwinder_) unwinder_->forget(pid);
         },
     });
-    if (unwinder_) unwinder_->refresh(kUnwindRefreshBudget);
+    if (unwinder_)
+        for (const auto& w : unwinder_->take_warnings()) warn_once(w);
 }
 
 Result<void> Session::drain_cycle() {

@@ -234,6 +234,7 @@ struct Budget {
     Result<void> step() {
         if (++steps > limits.max_steps)
             return Error("more than " + std::to_string(limits.max_steps) + " CFI rows to evaluate; the image is refused");
+        if ((steps & 1023) == 0 && limits.cancel && limits.cancel->load()) return Error("cancelled");
         if ((steps & 1023) == 0 &&
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limits.max_seconds)
             return Error("building took over " + std::to_string(static_cast<int>(limits.max_seconds)) +

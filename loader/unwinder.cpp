@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <utility>
 #include <vector>
 
 #include "ecpi_abi.h"
@@ -60,11 +61,56 @@ std::optional<std::uint64_t> load_bias(const std::vector<ImageInfo::Segment>& se
 Unwinder::Unwinder(UnwindMapFds maps, UnwindLimits limits) : maps_(maps), limits_(limits) {
     // The BPF walk searches at most 2^24 rows per table.
     limits_.max_rows = std::min<std::uint64_t>(limits_.max_rows, 1u << 24);
+    limits_.cancel = &stop_;
+    worker_ = std::thread([this] { run(); });
+}
+
+Unwinder::~Unwinder() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+    }
+    wake_.notify_one();
+    worker_.join();
+}
+
+// The worker: reads the mappings of noted processes (building tables on the
+// way) and removes exited ones, until stopped.
+void Unwinder::run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+        wake_.wait(lock, [this] { return stop_ || !pending_.empty() || !exited_.empty(); });
+        if (stop_) return;
+        auto pending = std::move(pending_);
+        auto exited = std::move(exited_);
+        pending_.clear();
+        exited_.clear();
+        lock.unlock();
+        for (auto pid : pending) {
+            if (stop_) break;
+            if (!exited.count(pid)) refresh_one(pid);
+        }
+        for (auto pid : exited) remove_process(pid);
+        lock.lock();
+        shared_stats_ = stats_;
+    }
+}
+
+Unwinder::Stats Unwinder::stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return shared_stats_;
+}
+
+std::vector<std::string> Unwinder::take_warnings() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(warnings_, {});
 }
 
 void Unwinder::refuse(const std::string& reason, const std::string& name, const std::string& detail) {
     ++stats_.refused[reason];
-    if (warn) warn("no unwind table for " + name + " (" + detail + "); its frames are walked by frame pointers");
+    if (detail == "cancelled") return;
+    std::lock_guard<std::mutex> lock(mu_);
+    warnings_.push_back("no unwind table for " + name + " (" + detail + "); its frames are walked by frame pointers");
 }
 
 // Builds one image's table and copies it into the kernel's row array.
@@ -164,34 +210,32 @@ void Unwinder::refresh_one(std::uint32_t pid) {
     }
 }
 
-void Unwinder::refresh(std::chrono::milliseconds budget) {
-    auto deadline = std::chrono::steady_clock::now() + budget;
-    while (!pending_.empty() && std::chrono::steady_clock::now() < deadline) {
-        std::uint32_t pid = *pending_.begin();
-        pending_.erase(pending_.begin());
-        refresh_one(pid);
-    }
-}
-
-void Unwinder::follow_only(const std::vector<std::uint32_t>& pids) {
+void Unwinder::follow_only(const std::vector<std::uint32_t>& pids, bool read_now) {
+    std::lock_guard<std::mutex> lock(mu_);
     followed_.emplace(pids.begin(), pids.end());
-    for (auto pid : pids) pending_.insert(pid);
+    if (read_now) pending_.insert(pids.begin(), pids.end());
+    wake_.notify_one();
 }
 
 void Unwinder::note(std::uint32_t pid) {
-    if (!followed_ || followed_->count(pid)) pending_.insert(pid);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (followed_ && !followed_->count(pid)) return;
+    pending_.insert(pid);
+    wake_.notify_one();
 }
 
 void Unwinder::note_fork(std::uint32_t pid, std::uint32_t parent) {
-    if (followed_ && followed_->count(parent)) followed_->insert(pid);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (followed_ && followed_->count(parent)) followed_->insert(pid);
+    }
     note(pid);
 }
 
 void start_unwinder(std::optional<Unwinder>& out, const Sampler& sampler, const std::vector<std::uint32_t>& pids,
-                    std::function<void(const std::string&)> warn) {
+                    bool read_now) {
     out.emplace(sampler.unwind_maps());
-    out->warn = std::move(warn);
-    if (!pids.empty()) return out->follow_only(pids);
+    if (!pids.empty()) return out->follow_only(pids, read_now);
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
         const auto name = entry.path().filename().string();
@@ -218,8 +262,14 @@ void add_stack_ends(const SamplerCounters& now, std::array<std::uint64_t, 7>& fl
 }
 
 void Unwinder::forget(std::uint32_t pid) {
+    std::lock_guard<std::mutex> lock(mu_);
     pending_.erase(pid);
     if (followed_) followed_->erase(pid);
+    exited_.insert(pid);
+    wake_.notify_one();
+}
+
+void Unwinder::remove_process(std::uint32_t pid) {
     if (loaded_.erase(pid)) bpf_map_delete_elem(maps_.processes, &pid);
     stats_.processes = loaded_.size();
 }

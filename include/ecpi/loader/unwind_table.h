@@ -7,6 +7,7 @@
 // Building is bounded in time and memory: the input is untrusted.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -35,6 +36,7 @@ struct UnwindLimits {
     std::uint64_t max_rows = 4u << 20;
     std::uint64_t max_steps = 16u << 20;           // libdw row look-ups, all FDEs together
     double max_seconds = 20;
+    const std::atomic<bool>* cancel = nullptr;     // when set and true, the build stops
 };
 
 struct UnwindTable {

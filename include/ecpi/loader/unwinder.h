@@ -5,7 +5,11 @@
 // the recorder sees the process map something new.
 #pragma once
 
-#include <chrono>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -21,24 +25,27 @@
 
 namespace ecpi::loader {
 
+// Tables are built on a thread of its own, so that a large image (a second
+// or more) never holds up the recording loop that reads the ring buffer.
 class Unwinder {
 public:
     explicit Unwinder(UnwindMapFds maps, UnwindLimits limits = {});
+    ~Unwinder();  // stops the thread (a build in progress is cancelled)
+    Unwinder(const Unwinder&) = delete;
+    Unwinder& operator=(const Unwinder&) = delete;
 
     // Only these processes and their descendants (recording a command or
-    // -p); by default every process.
-    void follow_only(const std::vector<std::uint32_t>& pids);
-    // The process mapped something: its mappings are read again at the next
-    // refresh (if it is followed).
+    // -p); by default every process. `read_now`: their mappings are read at
+    // once (else at their next mmap: a command not yet exec'd).
+    void follow_only(const std::vector<std::uint32_t>& pids, bool read_now);
+    // The process mapped something: its mappings are read again (if it is
+    // followed). Until its tables are in the kernel its samples fall back
+    // to frame pointers and are counted as "no_table".
     void note(std::uint32_t pid);
     // A new process: followed when its parent is.
     void note_fork(std::uint32_t pid, std::uint32_t parent);
     // The process exited: its mappings leave the kernel's map.
     void forget(std::uint32_t pid);
-    // Updates the noted processes until `budget` is spent (tables are built
-    // on the way); the rest wait for the next call. Until then their samples
-    // fall back to frame pointers and are counted as "no table".
-    void refresh(std::chrono::milliseconds budget);
 
     struct Stats {
         std::uint64_t tables = 0;       // images with a table in the kernel
@@ -47,11 +54,9 @@ public:
         double build_s = 0;             // time spent building tables
         std::map<std::string, std::uint64_t> refused;  // images without a table, by reason
     };
-    const Stats& stats() const { return stats_; }
-
-    // One line per image refused, once (the recorder passes its warn_once).
-    std::function<void(const std::string&)> warn;
-    void set_proc_root(std::filesystem::path root) { proc_root_ = std::move(root); }
+    Stats stats() const;
+    // One line per image refused since the last call.
+    std::vector<std::string> take_warnings();
 
 private:
     struct Image {
@@ -62,26 +67,34 @@ private:
     std::uint32_t load_table(const std::filesystem::path& file, const std::string& name);
     void refresh_one(std::uint32_t pid);
     void refuse(const std::string& reason, const std::string& name, const std::string& detail);
+    void run();
+    void remove_process(std::uint32_t pid);
 
     UnwindMapFds maps_;
     UnwindLimits limits_;
     std::filesystem::path proc_root_ = "/proc";
+    // Shared with the recording thread, under mu_.
+    mutable std::mutex mu_;
+    std::condition_variable wake_;
+    std::atomic<bool> stop_{false};
     std::set<std::uint32_t> pending_;
+    std::set<std::uint32_t> exited_;
     std::optional<std::set<std::uint32_t>> followed_;     // none: every process
+    std::vector<std::string> warnings_;
+    Stats shared_stats_;
+    // The worker's own.
     std::set<std::uint32_t> loaded_;                      // processes with an entry in the kernel
     std::unordered_map<std::string, Image> by_inode_;     // "dev inode path" -> image
     std::unordered_map<std::string, std::uint32_t> by_build_id_;
     std::uint32_t next_row_ = 0, next_table_ = 0;
     Stats stats_;
+    std::thread worker_;  // last: started once everything above exists
 };
 
-// How long one refresh may build tables before the recorder's loop goes on.
-inline constexpr std::chrono::milliseconds kUnwindRefreshBudget{200};
-
-// Makes `out` an Unwinder over the sampler's maps with `pids` noted (none:
-// every process in /proc).
+// Makes `out` an Unwinder over the sampler's maps following `pids` (none:
+// every process in /proc), read at once or at their next mmap.
 void start_unwinder(std::optional<Unwinder>& out, const Sampler& sampler, const std::vector<std::uint32_t>& pids,
-                    std::function<void(const std::string&)> warn);
+                    bool read_now);
 
 // "tables", "rows", "locked_bytes", "processes", "build_s", and
 // "refused.<reason>" (images without a table), for the recording's report.
