@@ -101,8 +101,11 @@ cuts = ", ".join(f"{k} {v}" for k, v in d["ends"].items() if k != "root" and v)
 share, walks = 100 * d["root_share"], d["walks"]
 print(f"{share:.1f}% of {walks}|{cuts or chr(45)}")' "$W/prof-$name.json")
 	"$ECPI" export "$W/db-$name" --format folded -o "$W/ecpi-$name.folded"
-	perf record -q --call-graph dwarf -F "$HZ" -o "$W/perf-$name.data" -- sh -c "$cmd >/dev/null" 2>/dev/null || true
-	perf_folded "$W/perf-$name.data" >"$W/perf-$name.folded"
+	: >"$W/perf-$name.folded"
+	if perf record -q --call-graph dwarf -F "$HZ" -o "$W/perf-$name.data" -- sh -c "$cmd >/dev/null" 2>/dev/null ||
+		[ -s "$W/perf-$name.data" ]; then
+		perf_folded "$W/perf-$name.data" >"$W/perf-$name.folded" || true
+	fi
 	printf "%-9s | %-30s | %-16s | %-16s | %s\n" "$name" "${cfi%%|*}" "$(root_share_folded "$W/ecpi-$name.folded")" \
 		"$(root_share_folded "$W/perf-$name.folded")" "${cfi#*|}"
 done
