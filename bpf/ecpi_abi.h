@@ -8,7 +8,7 @@
 #include <linux/types.h>
 #endif
 
-#define ECPI_ABI_VERSION 2
+#define ECPI_ABI_VERSION 3
 
 /* Events one recording may sample at once (-e ...). The event index travels
  * as the perf link's bpf cookie. */
@@ -17,8 +17,11 @@
  * the loader's own thread, loader/budget.cpp): its samples run the whole
  * handler and are dropped at the drain. Recordings use the indices below it. */
 #define ECPI_CALIBRATION_EVENT (ECPI_MAX_EVENTS - 1)
-/* Frames kept per side (kernel, user) of a -g sample. */
+/* Frames kept of a -g sample's kernel stack, and of its user stack (the
+ * frame-pointer walk keeps at most ECPI_MAX_STACK_DEPTH of them, the CFI walk
+ * ECPI_MAX_USER_STACK_DEPTH). */
 #define ECPI_MAX_STACK_DEPTH 64
+#define ECPI_MAX_USER_STACK_DEPTH 128
 
 /* Every ring-buffer record starts with one of these tags; the consumer
  * rejects unknown tags loudly. */
@@ -51,7 +54,56 @@ struct ecpi_stack_record {
 	__u16 kernel_depth; /* frames in ips[0 .. kernel_depth) */
 	__u16 user_depth;   /* frames in ips[ECPI_MAX_STACK_DEPTH .. + user_depth) */
 	struct ecpi_sample_key key;
-	__u64 ips[2 * ECPI_MAX_STACK_DEPTH]; /* leaf first on each side */
+	__u64 ips[ECPI_MAX_STACK_DEPTH + ECPI_MAX_USER_STACK_DEPTH]; /* leaf first on each side */
+};
+
+/* ---- CFI unwinding of user stacks (-g, --call-graph cfi) ---------------
+ * User space compiles each image's .eh_frame/.debug_frame into sorted rows
+ * (loader/unwind_table.cpp); the sampler finds a pc's row by binary search
+ * and recovers the caller's pc, sp and rbp from it. */
+enum ecpi_unwind_kind {
+	ECPI_UNWIND_NONE = 0,     /* no CFI from this pc on (a gap between FDEs) */
+	ECPI_UNWIND_CFA_RSP = 1,  /* CFA = rsp + 8 * cfa_offset8 */
+	ECPI_UNWIND_CFA_RBP = 2,  /* CFA = rbp + 8 * cfa_offset8 */
+	ECPI_UNWIND_PLT = 3,      /* PLT stub: CFA = rsp + 8, + 8 more when (pc & 15) >= cfa_offset8 */
+	ECPI_UNWIND_END = 4,      /* the return address is undefined: the thread's outermost frame */
+	ECPI_UNWIND_INVALID = 5,  /* a rule the sampler cannot evaluate (expressions, other registers) */
+};
+
+/* From `pc` (an ELF virtual address) to the next row's pc. The return
+ * address is always at CFA - 8 (other rules are INVALID). */
+struct ecpi_unwind_row {
+	__u32 pc;
+	__u8 kind;          /* enum ecpi_unwind_kind */
+	__s8 rbp_offset8;   /* 0: rbp unchanged; else the caller's rbp is saved at CFA + 8 * rbp_offset8 */
+	__u16 cfa_offset8;
+};
+
+/* One image's rows in the shared row array. */
+struct ecpi_unwind_table {
+	__u32 first_row;
+	__u32 rows;
+};
+
+#define ECPI_UNWIND_MAX_TABLES 8192
+#define ECPI_UNWIND_MAX_MAPPINGS 256 /* a power of two (the sampler masks indices) */
+#define ECPI_UNWIND_NO_TABLE 0xffffffffu /* mapping of an image without usable CFI */
+
+/* One executable mapping of a process: pc in [start, end) has the ELF
+ * virtual address pc - bias in table `table`. */
+struct ecpi_unwind_mapping {
+	__u64 start;
+	__u64 end;
+	__u64 bias;
+	__u32 table;
+	__u32 pad;
+};
+
+/* A process's executable mappings, sorted by start. */
+struct ecpi_unwind_process {
+	__u32 count;
+	__u32 pad;
+	struct ecpi_unwind_mapping mappings[ECPI_UNWIND_MAX_MAPPINGS];
 };
 
 /* x86-64 general-purpose registers in hardware encoding order (ModRM/REX
@@ -79,7 +131,15 @@ enum ecpi_counter {
 	ECPI_COUNTER_RINGBUF_LOST = 2, /* samples the ring buffer could not take: lost */
 	ECPI_COUNTER_STACK_ERRORS = 3, /* stack walks that failed (sample kept, stack empty) */
 	ECPI_COUNTER_REGISTERS_LOST = 4, /* register snapshots the register ring buffer could not take */
-	ECPI_COUNTER_MAX = 5,
+	/* How each user stack walk of a -g sample ended (exactly one per walk). */
+	ECPI_COUNTER_STACK_ROOT = 5,        /* CFI walk reached the thread's outermost frame */
+	ECPI_COUNTER_STACK_FP = 6,          /* frame-pointer walk (--call-graph fp): whether it is whole is unknown */
+	ECPI_COUNTER_CUT_NO_TABLE = 7,      /* cut: the process or image has no unwind table (yet) */
+	ECPI_COUNTER_CUT_NO_ROW = 8,        /* cut: a pc outside every CFI row and frame pointers ended */
+	ECPI_COUNTER_CUT_UNSUPPORTED = 9,   /* cut: a rule the sampler cannot evaluate and frame pointers ended */
+	ECPI_COUNTER_CUT_DEPTH = 10,        /* cut: ECPI_MAX_USER_STACK_DEPTH frames */
+	ECPI_COUNTER_CUT_UNREADABLE = 11,   /* cut: stack memory unreadable, or a frame not moving up the stack */
+	ECPI_COUNTER_MAX = 12,
 };
 #define ECPI_COUNTER_SLOTS (ECPI_MAX_EVENTS * ECPI_COUNTER_MAX)
 

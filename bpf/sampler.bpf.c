@@ -11,9 +11,13 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* The context only allows full-width loads of the registers. */
+#define ECPI_REG(ctx, name) (*(volatile __u64 *)&(ctx)->regs.name)
+
 /* Set by the loader before load. */
 const volatile bool filter_tgids = false;   /* only count tgids in tracked_tgids */
 const volatile bool capture_stacks = false; /* -g: every sample goes to the ring buffer with stacks */
+const volatile bool unwind_cfi = false;     /* -g: user stacks walked by CFI rows (else frame pointers only) */
 const volatile __u32 exclude_tgid = 0;      /* the daemon's own tgid with --exclude-self (0: none) */
 /* --registers N: one user-mode sample in N (per CPU) keeps its registers;
  * 0: none, 1: every one. */
@@ -85,6 +89,39 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } idle_samples SEC(".maps");
+
+/* CFI unwinding (ecpi_abi.h): the rows of every image in one array, each
+ * image's slice in unwind_tables, each process's executable mappings in
+ * unwind_processes. The loader sizes and fills them (loader/unwinder.cpp). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ecpi_unwind_row);
+} unwind_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ECPI_UNWIND_MAX_TABLES);
+	__type(key, __u32);
+	__type(value, struct ecpi_unwind_table);
+} unwind_tables SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct ecpi_unwind_process);
+} unwind_processes SEC(".maps");
+
+/* The record of a CFI-walked sample is built here, then copied to the ring. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ecpi_stack_record);
+} stack_scratch SEC(".maps");
 
 static __always_inline void count(__u32 event, __u32 counter)
 {
@@ -161,10 +198,226 @@ static __always_inline int record_stack(struct bpf_perf_event_data *ctx, const s
 	}
 	n = bpf_get_stack(ctx, &rec->ips[ECPI_MAX_STACK_DEPTH], ECPI_MAX_STACK_DEPTH * sizeof(__u64),
 			  BPF_F_USER_STACK);
-	if (n > 0)
+	if (n > 0) {
 		rec->user_depth = n / sizeof(__u64);
+		count(key->event, ECPI_COUNTER_STACK_FP);
+	}
 	/* n == 0 or an error for kernel threads and idle: no user stack. */
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* ---- CFI walk ---- */
+
+struct walk_state {
+	__u64 pc, sp, bp;
+	__u32 tgid;
+	__u32 depth;
+	__u32 end; /* the ECPI_COUNTER_* saying how the walk ended; 0 while it goes on */
+	__u32 pad;
+};
+
+/* The mapping of `pc` in the process's sorted mappings; NULL when none.
+ * Indices are masked (ECPI_UNWIND_MAX_MAPPINGS is a power of two) so the
+ * verifier sees them bounded whatever order the compiler gives the checks. */
+static __always_inline struct ecpi_unwind_mapping *find_mapping(struct ecpi_unwind_process *p, __u64 pc)
+{
+	__u32 lo = 0, hi = p->count, idx;
+
+	if (hi > ECPI_UNWIND_MAX_MAPPINGS)
+		hi = ECPI_UNWIND_MAX_MAPPINGS;
+	for (int k = 0; k < 9 && lo < hi; k++) { /* 2^9 > ECPI_UNWIND_MAX_MAPPINGS */
+		__u32 mid = (lo + (hi - lo) / 2) & (ECPI_UNWIND_MAX_MAPPINGS - 1);
+
+		if (p->mappings[mid].start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	idx = (lo - 1) & (ECPI_UNWIND_MAX_MAPPINGS - 1);
+	if (pc >= p->mappings[idx].end)
+		return NULL;
+	return &p->mappings[idx];
+}
+
+/* The row of `vaddr` in table `table`: 0 with *out filled, or the cut reason. */
+static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct ecpi_unwind_row *out)
+{
+	struct ecpi_unwind_table *t = bpf_map_lookup_elem(&unwind_tables, &table);
+	struct ecpi_unwind_row *r;
+	__u32 lo = 0, hi, idx;
+
+	if (!t || t->rows == 0)
+		return ECPI_COUNTER_CUT_NO_TABLE;
+	if (vaddr > 0xffffffffULL)
+		return ECPI_COUNTER_CUT_NO_ROW;
+	hi = t->rows;
+	for (int k = 0; k < 25 && lo < hi; k++) { /* tables hold < 2^24 rows (loader's limit) */
+		__u32 mid = lo + (hi - lo) / 2;
+
+		idx = t->first_row + mid;
+		r = bpf_map_lookup_elem(&unwind_rows, &idx);
+		if (!r)
+			return ECPI_COUNTER_CUT_NO_TABLE;
+		if (r->pc <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return ECPI_COUNTER_CUT_NO_ROW;
+	idx = t->first_row + lo - 1;
+	r = bpf_map_lookup_elem(&unwind_rows, &idx);
+	if (!r)
+		return ECPI_COUNTER_CUT_NO_TABLE;
+	*out = *r;
+	if (r->kind == ECPI_UNWIND_NONE)
+		return ECPI_COUNTER_CUT_NO_ROW;
+	if (r->kind == ECPI_UNWIND_INVALID)
+		return ECPI_COUNTER_CUT_UNSUPPORTED;
+	return 0;
+}
+
+/* The row of `pc` in process `tgid`: 0 with *row filled, or the cut reason.
+ * A global function: the verifier checks it once, not once per path of
+ * the walk that calls it (its two searches would multiply the states). */
+__noinline int unwind_lookup(__u32 tgid, __u64 pc, struct ecpi_unwind_row *row)
+{
+	struct ecpi_unwind_process *p;
+	struct ecpi_unwind_mapping *m;
+
+	if (!row)
+		return ECPI_COUNTER_CUT_NO_TABLE;
+	p = bpf_map_lookup_elem(&unwind_processes, &tgid);
+	if (!p)
+		return ECPI_COUNTER_CUT_NO_TABLE;
+	m = find_mapping(p, pc);
+	if (!m)
+		return ECPI_COUNTER_CUT_NO_ROW;
+	if (m->table == ECPI_UNWIND_NO_TABLE)
+		return ECPI_COUNTER_CUT_NO_TABLE;
+	return find_row(m->table, pc - m->bias, row);
+}
+
+/* The row for a frame's pc (pc - 1 for a return address): 0 or a cut reason. */
+static __always_inline __u32 row_for(struct walk_state *w, struct ecpi_unwind_row *row)
+{
+	return unwind_lookup(w->tgid, w->depth > 1 ? w->pc - 1 : w->pc, row);
+}
+
+/* One frame: records w->pc, then moves to the caller by the pc's CFI row,
+ * or by the frame pointer where there is no usable row. */
+static long walk_step(__u64 index, void *arg)
+{
+	struct walk_state *w = arg;
+	struct ecpi_stack_record *rec;
+	struct ecpi_unwind_row row = {};
+	__u32 zero = 0, d = w->depth, why;
+	__u64 cfa, ra, bp = w->bp;
+
+	rec = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!rec || d >= ECPI_MAX_USER_STACK_DEPTH) {
+		w->end = ECPI_COUNTER_CUT_DEPTH;
+		return 1;
+	}
+	rec->ips[ECPI_MAX_STACK_DEPTH + d] = w->pc;
+	w->depth = d + 1;
+	why = row_for(w, &row);
+	if (why == 0 && row.kind == ECPI_UNWIND_END) {
+		w->end = ECPI_COUNTER_STACK_ROOT;
+		return 1;
+	}
+	if (why == 0) {
+		if (row.kind == ECPI_UNWIND_CFA_RSP)
+			cfa = w->sp + 8 * (__u64)row.cfa_offset8;
+		else if (row.kind == ECPI_UNWIND_CFA_RBP)
+			cfa = w->bp + 8 * (__u64)row.cfa_offset8;
+		else /* PLT */
+			cfa = w->sp + 8 + ((w->pc & 15) >= row.cfa_offset8 ? 8 : 0);
+		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)) ||
+		    (row.rbp_offset8 && bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + 8 * (__s64)row.rbp_offset8)))) {
+			w->end = ECPI_COUNTER_CUT_UNREADABLE;
+			return 1;
+		}
+	} else {
+		/* Frame-pointer fallback: rbp -> (saved rbp, return address). */
+		if (w->bp == 0 || w->bp < w->sp || bpf_probe_read_user(&ra, sizeof(ra), (void *)(w->bp + 8)) ||
+		    bpf_probe_read_user(&bp, sizeof(bp), (void *)w->bp)) {
+			w->end = why;
+			return 1;
+		}
+		cfa = w->bp + 16;
+	}
+	if (cfa <= w->sp) { /* a frame must move up the stack */
+		w->end = ECPI_COUNTER_CUT_UNREADABLE;
+		return 1;
+	}
+	if (ra == 0) { /* no caller, yet CFI did not mark the outermost frame */
+		w->end = why ? why : ECPI_COUNTER_CUT_NO_ROW;
+		return 1;
+	}
+	w->pc = ra;
+	w->sp = cfa;
+	w->bp = bp;
+	return 0;
+}
+
+/* The user registers at the sample: the context's in user mode, the task's
+ * saved ones in kernel mode (none for kernel threads). */
+static __always_inline bool user_registers(struct bpf_perf_event_data *ctx, bool kernel, struct walk_state *w)
+{
+	struct task_struct *task;
+	struct pt_regs *regs;
+
+	if (!kernel) {
+		w->pc = ECPI_REG(ctx, ip);
+		w->sp = ECPI_REG(ctx, sp);
+		w->bp = ECPI_REG(ctx, bp);
+		return true;
+	}
+	task = bpf_get_current_task_btf();
+	if (!task->mm)
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs || (regs->cs & 3) != 3)
+		return false;
+	w->pc = regs->ip;
+	w->sp = regs->sp;
+	w->bp = regs->bp;
+	return true;
+}
+
+static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key)
+{
+	struct walk_state w = {};
+	struct ecpi_stack_record *rec;
+	__u32 zero = 0;
+	long n;
+
+	rec = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!rec)
+		return 0;
+	rec->kind = ECPI_RECORD_STACK_SAMPLE;
+	rec->key = *key;
+	rec->kernel_depth = 0;
+	rec->user_depth = 0;
+	if (key->kernel) {
+		n = bpf_get_stack(ctx, rec->ips, ECPI_MAX_STACK_DEPTH * sizeof(__u64), 0);
+		if (n > 0)
+			rec->kernel_depth = n / sizeof(__u64);
+		else
+			count(key->event, ECPI_COUNTER_STACK_ERRORS);
+	}
+	w.tgid = key->tgid;
+	if (user_registers(ctx, key->kernel, &w)) {
+		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
+		rec->user_depth = w.depth;
+		count(key->event, w.end ? w.end : ECPI_COUNTER_CUT_DEPTH);
+	}
+	if (bpf_ringbuf_output(&samples_rb, rec, sizeof(*rec), BPF_RB_NO_WAKEUP))
+		count(key->event, ECPI_COUNTER_RINGBUF_LOST);
 	return 0;
 }
 
@@ -184,8 +437,6 @@ static __always_inline bool registers_turn(void)
 	return true;
 }
 
-/* The context only allows full-width loads of the registers. */
-#define ECPI_REG(ctx, name) (*(volatile __u64 *)&(ctx)->regs.name)
 
 static __always_inline void record_registers(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key,
 					     __u64 pid_tgid)
@@ -272,6 +523,8 @@ int ecpi_sample(struct bpf_perf_event_data *ctx)
 	if (registers_every && !key.kernel)
 		record_registers(ctx, &key, pid_tgid);
 
+	if (capture_stacks && unwind_cfi)
+		return record_stack_cfi(ctx, &key);
 	if (capture_stacks)
 		return record_stack(ctx, &key);
 	if (active_slot)

@@ -190,6 +190,7 @@ Result<RecordSummary> Session::run() {
         loop_error = drained.error();
         failed = true;
     }
+    if (unwinder_) summary_.unwind = unwinder_summary(unwinder_->stats());
     take_final_counters();
     auto flushed = flush();
     warn_lost_records();

@@ -84,11 +84,22 @@ void Session::resolve_registers() {
 void Session::drain_sideband() {
     sideband_->drain({
         [this](std::uint32_t pid, std::uint64_t start, std::uint64_t len, std::uint64_t pgoff, const std::string& path,
-               const std::string& build_id) { processes_.on_mmap(pid, start, len, pgoff, path, build_id); },
+               const std::string& build_id) {
+            processes_.on_mmap(pid, start, len, pgoff, path, build_id);
+            if (unwinder_) unwinder_->note(pid);
+        },
         [this](std::uint32_t pid, const std::string& comm, bool exec) { processes_.on_comm(pid, comm, exec); },
-        [this](std::uint32_t pid, std::uint32_t ppid) { processes_.on_fork(pid, ppid); },
-        [this](std::uint32_t pid) { processes_.on_exit(pid); },
+        [this](std::uint32_t pid, std::uint32_t ppid) {
+            processes_.on_fork(pid, ppid);
+            if (unwinder_) unwinder_->note_fork(pid, ppid);
+        },
+        [this](std::uint32_t pid) {
+            processes_.on_exit(pid);
+            if (unwinder_) unwinder_->forget(pid);
+        },
     });
+    if (unwinder_)
+        for (const auto& w : unwinder_->take_warnings()) warn_once(w);
 }
 
 Result<void> Session::drain_cycle() {

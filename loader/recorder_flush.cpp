@@ -49,6 +49,7 @@ void Session::take_lost_counts() {
             const auto registers_lost = (*counters)[i].registers_lost;
             unflushed_meta_[i].registers_lost += registers_lost - flushed_registers_lost_[i];
             flushed_registers_lost_[i] = registers_lost;
+            add_stack_ends((*counters)[i], flushed_stack_ends_[i], unflushed_meta_[i]);
         }
     }
 }

@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include "ecpi/loader/process_table.h"
 #include "ecpi/loader/recorder.h"
 #include "ecpi/loader/sampler.h"
+#include "ecpi/loader/unwinder.h"
 #include "ecpi/store/profile.h"
 
 namespace ecpi::loader::detail {
@@ -147,6 +149,8 @@ private:
     void summarize_rate();
     Result<void> drain_cycle();
     void drain_sideband();
+    std::vector<std::uint32_t> unwind_targets() const;
+    void start_unwinding();
     void consume_ringbuf();
     void resolve_pending();
     void resolve_registers();
@@ -226,6 +230,8 @@ private:
     std::set<std::uint32_t> pids_seen_;
     std::map<std::uint32_t, store::ProcessMeta> process_meta_;
     std::set<std::string> cached_build_ids_;
+    std::optional<Unwinder> unwinder_;                               // -g with CFI (issue 29)
+    std::vector<std::array<std::uint64_t, 7>> flushed_stack_ends_;  // per event, stack ends already written
 };
 
 }  // namespace ecpi::loader::detail

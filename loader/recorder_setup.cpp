@@ -23,6 +23,7 @@ Result<void> Session::setup() {
     ECPI_RETURN_IF_ERROR(open_sideband());
     ECPI_RETURN_IF_ERROR(load_sampler());
     ECPI_RETURN_IF_ERROR(track_targets());
+    start_unwinding();
     ECPI_RETURN_IF_ERROR(attach_events());
     if (!options_.command.empty()) ECPI_RETURN_IF_ERROR(child_.release());
     return ok();
@@ -131,6 +132,7 @@ Result<void> Session::load_sampler() {
     SamplerOptions sopts;
     sopts.filter_tgids = !options_.pids.empty() || !options_.command.empty();
     sopts.capture_stacks = options_.call_graph;
+    sopts.unwind_cfi = options_.call_graph && !options_.call_graph_fp;
     if (options_.exclude_self) sopts.exclude_tgid = static_cast<std::uint32_t>(getpid());
     sopts.table_entries = options_.table_entries;
     sopts.ringbuf_bytes = options_.ringbuf_bytes;
@@ -165,6 +167,23 @@ Result<void> Session::track_targets() {
         processes_.scan_all_proc();
     }
     return ok();
+}
+
+// -g with CFI (issue 29): unwind tables load on their own thread for the
+// targets first (every process when there are none). A command's mappings
+// are read at its exec (its first mmap), not now.
+void Session::start_unwinding() {
+    if (options_.call_graph && !options_.call_graph_fp)
+        start_unwinder(unwinder_, *sampler_, unwind_targets(), options_.command.empty());
+    flushed_stack_ends_.assign(events_.size(), {});
+}
+
+// The processes whose unwind tables load first (empty: every process).
+std::vector<std::uint32_t> Session::unwind_targets() const {
+    if (!options_.command.empty()) return {static_cast<std::uint32_t>(child_.pid())};
+    auto pids = options_.pids;
+    for (auto pid : existing_descendants(options_.pids)) pids.push_back(pid);
+    return pids;
 }
 
 // One perf event per event, CPU and cgroup, attached to the sampler.

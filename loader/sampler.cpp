@@ -22,12 +22,14 @@ static_assert(offsetof(ecpi_sample_key, pc) == 8, "ABI: ecpi_sample_key.pc");
 static_assert(sizeof(ecpi_sample_record) == 24, "ABI: ecpi_sample_record");
 static_assert(offsetof(ecpi_stack_record, key) == 8, "ABI: ecpi_stack_record.key");
 static_assert(offsetof(ecpi_stack_record, ips) == 24, "ABI: ecpi_stack_record.ips");
-static_assert(sizeof(ecpi_stack_record) == 24 + 2 * ECPI_MAX_STACK_DEPTH * 8, "ABI: ecpi_stack_record");
+static_assert(sizeof(ecpi_stack_record) == 24 + (ECPI_MAX_STACK_DEPTH + ECPI_MAX_USER_STACK_DEPTH) * 8,
+              "ABI: ecpi_stack_record");
 static_assert(offsetof(ecpi_register_record, time_ns) == 16, "ABI: ecpi_register_record.time_ns");
 static_assert(offsetof(ecpi_register_record, regs) == 32, "ABI: ecpi_register_record.regs");
 static_assert(sizeof(ecpi_register_record) == 32 + ECPI_GP_REGISTERS * 8, "ABI: ecpi_register_record");
 static_assert(ECPI_GP_REGISTERS == std::tuple_size_v<decltype(RawRegisterSample::regs)>, "ABI: register count");
-static_assert(ECPI_ABI_VERSION == 2, "update the loader for the new ABI");
+static_assert(ECPI_ABI_VERSION == 3, "update the loader for the new ABI");
+static_assert(ECPI_COUNTER_MAX - ECPI_COUNTER_STACK_ROOT == kStackEndNames.size(), "ABI: stack end counters");
 
 namespace {
 
@@ -97,7 +99,7 @@ struct Sampler::Impl {
             s.kernel = rec->key.kernel != 0;
             s.pc = rec->key.pc;
             unsigned kd = rec->kernel_depth > ECPI_MAX_STACK_DEPTH ? ECPI_MAX_STACK_DEPTH : rec->kernel_depth;
-            unsigned ud = rec->user_depth > ECPI_MAX_STACK_DEPTH ? ECPI_MAX_STACK_DEPTH : rec->user_depth;
+            unsigned ud = rec->user_depth > ECPI_MAX_USER_STACK_DEPTH ? ECPI_MAX_USER_STACK_DEPTH : rec->user_depth;
             s.kernel_ips.assign(rec->ips, rec->ips + kd);
             s.user_ips.assign(rec->ips + ECPI_MAX_STACK_DEPTH, rec->ips + ECPI_MAX_STACK_DEPTH + ud);
             self->stack_out->push_back(std::move(s));
@@ -137,6 +139,7 @@ Result<Sampler> Sampler::load(const SamplerOptions& options) {
     if (!impl.skel) return libbpf_error(errno, "opening the sampler BPF object");
     impl.skel->rodata->filter_tgids = options.filter_tgids;
     impl.skel->rodata->capture_stacks = options.capture_stacks;
+    impl.skel->rodata->unwind_cfi = options.unwind_cfi;
     impl.skel->rodata->exclude_tgid = options.exclude_tgid;
     impl.skel->rodata->registers_every = options.registers_every;
 #ifdef ECPI_TEST_HOOKS
@@ -146,6 +149,10 @@ Result<Sampler> Sampler::load(const SamplerOptions& options) {
         if (int err = bpf_map__set_max_entries(m, options.table_entries))
             return libbpf_error(err, "sizing the sample table");
     }
+    // The CFI rows are allocated only when they can be used.
+    if (int err = bpf_map__set_max_entries(impl.skel->maps.unwind_rows,
+                                           options.capture_stacks && options.unwind_cfi ? options.unwind_rows : 1))
+        return libbpf_error(err, "sizing the unwind rows");
     if (int err = bpf_map__set_max_entries(impl.skel->maps.samples_rb, options.ringbuf_bytes))
         return libbpf_error(err, "sizing the ring buffer");
     if (int err = bpf_map__set_max_entries(impl.skel->maps.registers_rb, options.registers_ringbuf_bytes))
@@ -294,7 +301,10 @@ Result<std::vector<SamplerCounters>> Sampler::counters() const {
         case ECPI_COUNTER_RINGBUF_LOST: c.ringbuf_lost = sum; break;
         case ECPI_COUNTER_STACK_ERRORS: c.stack_errors = sum; break;
         case ECPI_COUNTER_REGISTERS_LOST: c.registers_lost = sum; break;
-        default: break;
+        default:
+            if (slot % ECPI_COUNTER_MAX >= ECPI_COUNTER_STACK_ROOT)
+                c.stack_ends[slot % ECPI_COUNTER_MAX - ECPI_COUNTER_STACK_ROOT] = sum;
+            break;
         }
     }
     return out;
@@ -306,6 +316,11 @@ Result<Sampler::ProgStats> Sampler::prog_stats() const {
     if (bpf_obj_get_info_by_fd(bpf_program__fd(impl_->skel->progs.ecpi_sample), &info, &len) != 0)
         return libbpf_error(errno, "reading BPF program statistics");
     return ProgStats{info.run_time_ns, info.run_cnt};
+}
+
+UnwindMapFds Sampler::unwind_maps() const {
+    return {bpf_map__fd(impl_->skel->maps.unwind_rows), bpf_map__max_entries(impl_->skel->maps.unwind_rows),
+            bpf_map__fd(impl_->skel->maps.unwind_tables), bpf_map__fd(impl_->skel->maps.unwind_processes)};
 }
 
 std::uint64_t Sampler::unknown_record_kinds() const { return impl_->unknown_kinds; }

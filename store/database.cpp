@@ -251,6 +251,7 @@ std::string meta_to_json(const EpochMeta& m) {
                           {"registers_lost", e.registers_lost}};
         if (e.idle != 0) events[name]["idle"] = e.idle;
         if (!e.idle_per_cpu.empty()) events[name]["idle_per_cpu"] = e.idle_per_cpu;
+        if (!e.stack_ends.empty()) events[name]["stack_ends"] = e.stack_ends;
     }
     json processes = json::object();
     for (const auto& [pid, p] : m.processes) {
@@ -271,6 +272,19 @@ std::string meta_to_json(const EpochMeta& m) {
                  {"last_update_unix", m.last_update_unix},
                  {"events", std::move(events)},
                  {"processes", std::move(processes)}});
+}
+
+// "stack_ends": {name: count}, optional.
+Result<void> read_stack_ends(const json& e, std::map<std::string, std::uint64_t>& out) {
+    const auto it = e.find("stack_ends");
+    if (it == e.end()) return ok();
+    if (!it->is_object()) return Error("\"stack_ends\" is not an object");
+    for (const auto& [name, v] : it->items()) {
+        if (!v.is_number_unsigned() || v.get<std::uint64_t>() > kMaxSampleCount)
+            return Error("\"stack_ends\"." + name + " is not a sample count");
+        out[name] = v.get<std::uint64_t>();
+    }
+    return ok();
 }
 
 // Numbers no real recording holds (FORMAT.md §9) mark a damaged or forged
@@ -336,6 +350,7 @@ Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& byte
             ECPI_RETURN_IF_ERROR(read_field(e, "registers_lost", em.registers_lost));
             ECPI_RETURN_IF_ERROR(read_field(e, "idle", em.idle));
             ECPI_RETURN_IF_ERROR(read_field(e, "idle_per_cpu", em.idle_per_cpu));
+            ECPI_RETURN_IF_ERROR(read_stack_ends(e, em.stack_ends));
         }
     }
     ECPI_RETURN_IF_ERROR(check_meta_bounds(m));

@@ -311,6 +311,7 @@ void merge_into(EpochMeta& into, const EpochMeta& from) {
         dst.unknown = saturating_add(dst.unknown, event.unknown);
         dst.lost = saturating_add(dst.lost, event.lost);
         dst.registers_lost = saturating_add(dst.registers_lost, event.registers_lost);
+        for (const auto& [end, n] : event.stack_ends) dst.stack_ends[end] = saturating_add(dst.stack_ends[end], n);
         // Per-CPU idle counts add up while both sides know them per CPU; a
         // side with only a total (an old database) leaves only the total.
         const bool per_cpu = (dst.idle == 0 || !dst.idle_per_cpu.empty()) && (event.idle == 0 || !event.idle_per_cpu.empty());

@@ -1,6 +1,8 @@
 // `ecpi prof` (DCPI section 3.1, Figure 1): samples per procedure or per
 // image, sorted by decreasing samples of the first event.
 #include "ecpi/analyze/reports/prof_report.h"
+
+#include "ecpi/analyze/reports/call_stacks.h"
 #include "ecpi/analyze/reports/profile_source.h"
 
 #include "ecpi/analyze/text_table.h"
@@ -114,6 +116,7 @@ void take_epoch_totals(const store::EpochContents& contents, const ProfOptions& 
             total.period = it->second.period;
             total.lost = it->second.lost;  // not attributable to a process: epoch-wide even with a pid filter
             total.registers_lost = it->second.registers_lost;
+            total.stack_ends = it->second.stack_ends;  // epoch-wide, like lost
             if (!options.pid) {  // idle is the pid 0 task: no process filter keeps it
                 total.idle = it->second.idle;
                 total.idle_per_cpu = it->second.idle_per_cpu;
@@ -243,6 +246,7 @@ std::string render_totals(const ProfReport& report) {
                       percent_of(t.unknown, t.samples));
         out += format("    Lost samples (ring buffer full): %llu\n", static_cast<unsigned long long>(t.lost));
         if (t.idle) out += "    Idle samples, kept apart: " + idle_note(t) + "\n";
+        if (!t.stack_ends.empty()) out += "    " + call_stacks_note(t.stack_ends) + "\n";
         if (auto it = report.snapshots.find(event); it != report.snapshots.end())
             out += format("    Register snapshots: %llu (one sample in %u), lost %llu\n",
                           static_cast<unsigned long long>(it->second.stored), it->second.every,
@@ -385,6 +389,7 @@ nlohmann::json render_prof_json(const ProfReport& report) {
         totals[event] = {{"samples", t.samples}, {"unknown", t.unknown}, {"lost", t.lost}, {"period", t.period},
                          {"idle", t.idle}};
         if (!t.idle_per_cpu.empty()) totals[event]["idle_per_cpu"] = t.idle_per_cpu;
+        if (!t.stack_ends.empty()) totals[event]["call_stacks"] = call_stacks_json(t.stack_ends);
         if (auto it = report.snapshots.find(event); it != report.snapshots.end())
             totals[event]["register_snapshots"] = {
                 {"stored", it->second.stored}, {"every", it->second.every}, {"lost", t.registers_lost}};

@@ -100,7 +100,11 @@ void add_daemon_verb(CLI::App& root, std::vector<Verb>& verbs) {
         ->default_str("3600")
         ->check(CLI::Range(1.0, 86400.0 * 7));
     app->add_option("-e,--event", args->events, "Event to sample (repeatable)")->delimiter(',');
-    app->add_flag("-g,--call-graph", o.call_graph, "Record call stacks");
+    app->add_flag("-g", o.call_graph, "Record call stacks (CFI unwinding, frame pointers as the fallback)");
+    app->add_option_function<std::string>(
+           "--call-graph", [&o](const std::string& mode) { o.call_graph = true; o.call_graph_fp = mode == "fp"; },
+           "Record call stacks walked by cfi (the default of -g) or fp (frame pointers only)")
+        ->check(CLI::IsMember({"fp", "cfi"}));
     app->add_option("--cgroup", o.cgroups, "Profile only these cgroups v2 (repeatable)");
     app->add_option("--drain-interval", o.drain_interval_s, "Seconds between drains (each followed by a merge)")
         ->default_str("5")

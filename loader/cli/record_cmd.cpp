@@ -93,6 +93,7 @@ nlohmann::json summary_json(const loader::RecordOptions& o, const loader::Record
         j["bpf_run_count"] = summary.bpf_run_count;
         j["bpf_run_time_ns"] = summary.bpf_run_time_ns;
     }
+    if (!summary.unwind.empty()) j["unwind_tables"] = summary.unwind;
     return j;
 }
 
@@ -173,7 +174,11 @@ void add_record_verb(CLI::App& root, std::vector<Verb>& verbs) {
                     "Event to sample (repeatable): cpu-clock, task-clock, cycles, instructions, cache-misses, "
                     "branch-misses")
         ->delimiter(',');
-    app->add_flag("-g,--call-graph", o.call_graph, "Record call stacks (frame pointers)");
+    app->add_flag("-g", o.call_graph, "Record call stacks (CFI unwinding, frame pointers as the fallback)");
+    app->add_option_function<std::string>(
+           "--call-graph", [&o](const std::string& mode) { o.call_graph = true; o.call_graph_fp = mode == "fp"; },
+           "Record call stacks walked by cfi (the default of -g) or fp (frame pointers only)")
+        ->check(CLI::IsMember({"fp", "cfi"}));
     app->add_flag("-a,--all-cpus", args->system_wide, "Profile the whole system (the default without a target)");
     app->add_option("-p,--pid", o.pids, "Profile these processes and their children")->delimiter(',');
     app->add_option("--cgroup", o.cgroups, "Profile a cgroup v2 (path absolute or under /sys/fs/cgroup)")

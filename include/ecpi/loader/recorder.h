@@ -29,6 +29,7 @@ struct RecordOptions {
     double calibration_interval_s = 3600;
     std::vector<std::string> events = {"cpu-clock"};
     bool call_graph = false;                        // -g
+    bool call_graph_fp = false;                     // --call-graph fp: frame pointers only (else CFI, fp fallback)
     bool randomize = true;                          // DCPI 4.1.1 period randomization
     // Target: exactly one of these (none = the whole system).
     std::vector<std::uint32_t> pids;                // -p: these and their children
@@ -88,6 +89,8 @@ struct RecordSummary {
     double wall_s = 0;
     std::uint64_t bpf_run_time_ns = 0, bpf_run_count = 0;  // when kernel.bpf_stats_enabled
     std::uint64_t unknown_record_kinds = 0;
+    // -g with CFI: the unwind tables loaded (issue 29; unwinder_summary()); empty otherwise.
+    std::map<std::string, double> unwind;
     std::vector<std::string> warnings;
 };
 

@@ -53,11 +53,28 @@ struct SamplerCounters {
     std::uint64_t ringbuf_lost = 0;   // lost: the ring buffer was full
     std::uint64_t stack_errors = 0;
     std::uint64_t registers_lost = 0; // register snapshots the register ring buffer could not take
+    // How user stack walks ended, indexed by ECPI_COUNTER_* - ECPI_COUNTER_STACK_ROOT
+    // (root, frame pointers, then the cut reasons; kStackEndNames).
+    std::array<std::uint64_t, 7> stack_ends{};
+};
+
+// Names of SamplerCounters::stack_ends, as stored (store::EventMeta::stack_ends).
+inline constexpr std::array<const char*, 7> kStackEndNames = {
+    "root", "frame_pointers", "no_table", "no_row", "unsupported_rule", "frame_limit", "unreadable"};
+
+// The CFI unwinding maps of a loaded sampler (bpf/ecpi_abi.h), for loader/unwinder.cpp.
+struct UnwindMapFds {
+    int rows = -1;
+    std::uint32_t row_capacity = 0;
+    int tables = -1;
+    int processes = -1;
 };
 
 struct SamplerOptions {
     bool filter_tgids = false;
     bool capture_stacks = false;
+    bool unwind_cfi = false;                // with capture_stacks: CFI walk, frame pointers as the fallback
+    std::uint32_t unwind_rows = 1u << 21;   // CFI rows of all images together (8 bytes each)
     std::uint32_t exclude_tgid = 0;
     std::uint32_t table_entries = 16384;
     std::uint32_t ringbuf_bytes = 8u << 20;
@@ -107,6 +124,7 @@ public:
     struct ProgStats { std::uint64_t run_time_ns = 0, run_cnt = 0; };
     Result<ProgStats> prog_stats() const;
     std::uint64_t unknown_record_kinds() const;
+    UnwindMapFds unwind_maps() const;
 
 private:
     Sampler() = default;

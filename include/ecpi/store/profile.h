@@ -154,6 +154,12 @@ struct EventMeta {
     // here, FORMAT.md §8).
     std::uint64_t idle = 0;
     std::vector<std::uint64_t> idle_per_cpu;
+    // How the user stack walks of -g samples ended, by name (issue 29):
+    // "root" (CFI reached the thread's outermost frame), "frame_pointers"
+    // (--call-graph fp: not checked), or why the stack was cut ("no_table",
+    // "no_row", "unsupported_rule", "frame_limit", "unreadable"). Empty
+    // without -g and in epochs written before it existed.
+    std::map<std::string, std::uint64_t> stack_ends;
     bool operator==(const EventMeta&) const = default;
 };
 struct ProcessMeta {

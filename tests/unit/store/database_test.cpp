@@ -495,6 +495,36 @@ TEST_CASE("image cache") {
     CHECK_FALSE(ro->cache_image("abcdef", source).ok());
 }
 
+TEST_CASE("how call stacks ended (stack_ends) round-trips, adds up in a merge, and is bounded") {
+    TempDir tmp;
+    Database db = create(tmp.path() / "db");
+    EpochMeta meta;
+    meta.events["cpu-clock"] = EventMeta{.period = 1000, .samples = 10, .stack_ends = {{"root", 9}, {"no_table", 1}}};
+    REQUIRE(db.merge("00001", meta).ok());
+    meta.events["cpu-clock"] = EventMeta{.period = 1000, .samples = 5, .stack_ends = {{"root", 4}, {"no_row", 1}}};
+    REQUIRE(db.merge("00001", meta).ok());
+    auto contents = db.read_epoch("00001");
+    REQUIRE(contents.ok());
+    CHECK(contents->meta.events.at("cpu-clock").stack_ends ==
+          std::map<std::string, std::uint64_t>{{"no_row", 1}, {"no_table", 1}, {"root", 13}});
+
+    // A count that is not a sample count is damage, named.
+    const fs::path json = tmp.path() / "db" / "epochs" / "00001" / "epoch.json";
+    std::string text;
+    {
+        auto bytes = read_bytes(json);
+        text.assign(bytes.begin(), bytes.end());
+    }
+    const auto at = text.find("\"root\": 13");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 10, "\"root\": -1");
+    write_bytes(json, std::vector<std::uint8_t>(text.begin(), text.end()));
+    auto damaged = db.read_epoch("00001");
+    REQUIRE(damaged.ok());
+    REQUIRE(damaged->skipped.size() == 1);
+    CHECK(contains(damaged->skipped[0], "stack_ends"));
+}
+
 }  // namespace
 }  // namespace ecpi::store
 
@@ -563,6 +593,36 @@ TEST_CASE("idle counts per CPU round-trip, merge, and are bounded") {
     REQUIRE(damaged.ok());
     REQUIRE(damaged->skipped.size() == 1);
     CHECK(contains(damaged->skipped[0], "idle_per_cpu adds up to 12, not idle 13"));
+}
+
+TEST_CASE("how call stacks ended (stack_ends) round-trips, adds up in a merge, and is bounded") {
+    TempDir tmp;
+    Database db = create(tmp.path() / "db");
+    EpochMeta meta;
+    meta.events["cpu-clock"] = EventMeta{.period = 1000, .samples = 10, .stack_ends = {{"root", 9}, {"no_table", 1}}};
+    REQUIRE(db.merge("00001", meta).ok());
+    meta.events["cpu-clock"] = EventMeta{.period = 1000, .samples = 5, .stack_ends = {{"root", 4}, {"no_row", 1}}};
+    REQUIRE(db.merge("00001", meta).ok());
+    auto contents = db.read_epoch("00001");
+    REQUIRE(contents.ok());
+    CHECK(contents->meta.events.at("cpu-clock").stack_ends ==
+          std::map<std::string, std::uint64_t>{{"no_row", 1}, {"no_table", 1}, {"root", 13}});
+
+    // A count that is not a sample count is damage, named.
+    const fs::path json = tmp.path() / "db" / "epochs" / "00001" / "epoch.json";
+    std::string text;
+    {
+        auto bytes = read_bytes(json);
+        text.assign(bytes.begin(), bytes.end());
+    }
+    const auto at = text.find("\"root\": 13");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 10, "\"root\": -1");
+    write_bytes(json, std::vector<std::uint8_t>(text.begin(), text.end()));
+    auto damaged = db.read_epoch("00001");
+    REQUIRE(damaged.ok());
+    REQUIRE(damaged->skipped.size() == 1);
+    CHECK(contains(damaged->skipped[0], "stack_ends"));
 }
 
 }  // namespace

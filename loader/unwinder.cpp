@@ -1,0 +1,277 @@
+#include "ecpi/loader/unwinder.h"
+
+#include <bpf/bpf.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <utility>
+#include <vector>
+
+#include "ecpi_abi.h"
+
+namespace ecpi::loader {
+
+static_assert(sizeof(ecpi_unwind_mapping) == 32, "ABI: ecpi_unwind_mapping");
+static_assert(sizeof(ecpi_unwind_table) == 8, "ABI: ecpi_unwind_table");
+
+namespace {
+
+struct MapsLine {
+    std::uint64_t start = 0, end = 0, pgoff = 0;
+    std::string inode_key;  // "dev inode path": one file, whatever its build id
+    std::string path;
+};
+
+// The file-backed executable mappings of /proc/PID/maps.
+std::vector<MapsLine> executable_mappings(const std::filesystem::path& maps_file) {
+    std::vector<MapsLine> out;
+    std::ifstream maps(maps_file);
+    std::string line;
+    while (std::getline(maps, line)) {
+        unsigned long long start = 0, end = 0, offset = 0;
+        char perms[8] = {}, dev[32] = {};
+        unsigned long long inode = 0;
+        int path_pos = 0;
+        if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %31s %llu %n", &start, &end, perms, &offset, dev, &inode,
+                        &path_pos) < 6)
+            continue;
+        if (!std::strchr(perms, 'x') || path_pos <= 0 || static_cast<std::size_t>(path_pos) >= line.size()) continue;
+        std::string path = line.substr(static_cast<std::size_t>(path_pos));
+        if (path.empty() || path[0] != '/' || path.ends_with(" (deleted)")) continue;
+        out.push_back({start, end, offset, std::string(dev) + " " + std::to_string(inode) + " " + path, path});
+    }
+    return out;
+}
+
+// pc - bias is the ELF virtual address of a pc in a mapping of file offset pgoff.
+std::optional<std::uint64_t> load_bias(const std::vector<ImageInfo::Segment>& segments, std::uint64_t start,
+                                       std::uint64_t pgoff) {
+    for (const auto& seg : segments) {
+        if ((seg.offset & ~0xfffull) <= pgoff && pgoff < seg.offset + seg.filesz)
+            return start - (seg.vaddr + pgoff - seg.offset);
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+Unwinder::Unwinder(UnwindMapFds maps, UnwindLimits limits) : maps_(maps), limits_(limits) {
+    // The BPF walk searches at most 2^24 rows per table.
+    limits_.max_rows = std::min<std::uint64_t>(limits_.max_rows, 1u << 24);
+    limits_.cancel = &stop_;
+    worker_ = std::thread([this] { run(); });
+}
+
+Unwinder::~Unwinder() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+    }
+    wake_.notify_one();
+    worker_.join();
+}
+
+// The worker: reads the mappings of noted processes (building tables on the
+// way) and removes exited ones, until stopped.
+void Unwinder::run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+        wake_.wait(lock, [this] { return stop_ || !pending_.empty() || !exited_.empty(); });
+        if (stop_) return;
+        auto pending = std::move(pending_);
+        auto exited = std::move(exited_);
+        pending_.clear();
+        exited_.clear();
+        lock.unlock();
+        for (auto pid : pending) {
+            if (stop_) break;
+            if (!exited.count(pid)) refresh_one(pid);
+        }
+        for (auto pid : exited) remove_process(pid);
+        lock.lock();
+        shared_stats_ = stats_;
+    }
+}
+
+Unwinder::Stats Unwinder::stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return shared_stats_;
+}
+
+std::vector<std::string> Unwinder::take_warnings() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(warnings_, {});
+}
+
+void Unwinder::refuse(const std::string& reason, const std::string& name, const std::string& detail) {
+    ++stats_.refused[reason];
+    if (detail == "cancelled") return;
+    std::lock_guard<std::mutex> lock(mu_);
+    warnings_.push_back("no unwind table for " + name + " (" + detail + "); its frames are walked by frame pointers");
+}
+
+// Builds one image's table and copies it into the kernel's row array.
+std::uint32_t Unwinder::load_table(const std::filesystem::path& file, const std::string& name) {
+    auto started = std::chrono::steady_clock::now();
+    auto table = build_unwind_table(file, limits_);
+    stats_.build_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (!table.ok()) {
+        bool too_large = table.error().message().find("refused") != std::string::npos;
+        refuse(too_large ? "too_large" : "unreadable", name, table.error().message());
+        return ECPI_UNWIND_NO_TABLE;
+    }
+    if (table->rows.empty()) {
+        ++stats_.refused["no_cfi"];
+        return ECPI_UNWIND_NO_TABLE;
+    }
+    const auto n = static_cast<std::uint32_t>(table->rows.size());
+    if (next_table_ >= ECPI_UNWIND_MAX_TABLES || n > maps_.row_capacity - next_row_) {
+        refuse("space", name, "the kernel's row array is full");
+        return ECPI_UNWIND_NO_TABLE;
+    }
+    std::vector<std::uint32_t> keys(n);
+    std::vector<ecpi_unwind_row> values(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+        keys[i] = next_row_ + i;
+        to_abi(table->rows[i], values[i]);
+    }
+    __u32 count = n;
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    if (bpf_map_update_batch(maps_.rows, keys.data(), values.data(), &count, &opts) != 0 || count != n) {
+        refuse("unreadable", name, std::string("writing its rows: ") + std::strerror(errno));
+        return ECPI_UNWIND_NO_TABLE;
+    }
+    ecpi_unwind_table t{next_row_, n};
+    std::uint32_t id = next_table_;
+    if (bpf_map_update_elem(maps_.tables, &id, &t, BPF_ANY) != 0) {
+        refuse("unreadable", name, std::string("writing its table: ") + std::strerror(errno));
+        return ECPI_UNWIND_NO_TABLE;
+    }
+    next_row_ += n;
+    ++next_table_;
+    ++stats_.tables;
+    stats_.rows += n;
+    return id;
+}
+
+// The image behind one mapping: by inode first, then by build id, else built.
+const Unwinder::Image& Unwinder::image(std::uint32_t pid, const std::string& path, const std::string& inode_key) {
+    if (auto it = by_inode_.find(inode_key); it != by_inode_.end()) return it->second;
+    Image img;
+    img.table = ECPI_UNWIND_NO_TABLE;
+    auto file = proc_root_ / std::to_string(pid) / "root" / std::filesystem::path(path).relative_path();
+    auto layout = read_elf_layout(file);
+    if (!layout.ok()) {
+        static const Image none{ECPI_UNWIND_NO_TABLE, {}};
+        std::error_code ec;
+        if (!std::filesystem::exists(proc_root_ / std::to_string(pid), ec)) return none;  // exited meanwhile: try again later
+        refuse("unreadable", path, layout.error().message());
+        return by_inode_.emplace(inode_key, img).first->second;
+    }
+    img.segments = layout->segments;
+    if (!layout->build_id.empty()) {
+        if (auto it = by_build_id_.find(layout->build_id); it != by_build_id_.end()) {
+            img.table = it->second;
+            return by_inode_.emplace(inode_key, img).first->second;
+        }
+    }
+    img.table = load_table(file, path);
+    if (!layout->build_id.empty()) by_build_id_[layout->build_id] = img.table;
+    return by_inode_.emplace(inode_key, img).first->second;
+}
+
+void Unwinder::refresh_one(std::uint32_t pid) {
+    auto lines = executable_mappings(proc_root_ / std::to_string(pid) / "maps");
+    if (lines.empty()) return;  // exited, or a kernel thread
+    auto value = std::make_unique<ecpi_unwind_process>();
+    std::memset(value.get(), 0, sizeof *value);
+    std::sort(lines.begin(), lines.end(), [](const MapsLine& a, const MapsLine& b) { return a.start < b.start; });
+    for (const auto& line : lines) {
+        if (value->count >= ECPI_UNWIND_MAX_MAPPINGS) {
+            ++stats_.refused["too_many_mappings"];
+            break;
+        }
+        const Image& img = image(pid, line.path, line.inode_key);
+        auto bias = load_bias(img.segments, line.start, line.pgoff);
+        auto& m = value->mappings[value->count++];
+        m.start = line.start;
+        m.end = line.end;
+        m.bias = bias.value_or(0);
+        m.table = bias ? img.table : ECPI_UNWIND_NO_TABLE;
+    }
+    if (bpf_map_update_elem(maps_.processes, &pid, value.get(), BPF_ANY) == 0) {
+        loaded_.insert(pid);
+        stats_.processes = loaded_.size();
+    } else {
+        ++stats_.refused["process_map_full"];
+    }
+}
+
+void Unwinder::follow_only(const std::vector<std::uint32_t>& pids, bool read_now) {
+    std::lock_guard<std::mutex> lock(mu_);
+    followed_.emplace(pids.begin(), pids.end());
+    if (read_now) pending_.insert(pids.begin(), pids.end());
+    wake_.notify_one();
+}
+
+void Unwinder::note(std::uint32_t pid) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (followed_ && !followed_->count(pid)) return;
+    pending_.insert(pid);
+    wake_.notify_one();
+}
+
+void Unwinder::note_fork(std::uint32_t pid, std::uint32_t parent) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (followed_ && followed_->count(parent)) followed_->insert(pid);
+    }
+    note(pid);
+}
+
+void start_unwinder(std::optional<Unwinder>& out, const Sampler& sampler, const std::vector<std::uint32_t>& pids,
+                    bool read_now) {
+    out.emplace(sampler.unwind_maps());
+    if (!pids.empty()) return out->follow_only(pids, read_now);
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+        const auto name = entry.path().filename().string();
+        if (!name.empty() && std::all_of(name.begin(), name.end(), ::isdigit))
+            out->note(static_cast<std::uint32_t>(std::stoul(name)));
+    }
+}
+
+std::map<std::string, double> unwinder_summary(const Unwinder::Stats& stats) {
+    std::map<std::string, double> out = {{"tables", static_cast<double>(stats.tables)},
+                                         {"rows", static_cast<double>(stats.rows)},
+                                         {"locked_bytes", static_cast<double>(stats.rows * sizeof(ecpi_unwind_row))},
+                                         {"processes", static_cast<double>(stats.processes)},
+                                         {"build_s", stats.build_s}};
+    for (const auto& [reason, n] : stats.refused) out["refused." + reason] = static_cast<double>(n);
+    return out;
+}
+
+void add_stack_ends(const SamplerCounters& now, std::array<std::uint64_t, 7>& flushed, store::EventMeta& meta) {
+    for (std::size_t i = 0; i < now.stack_ends.size(); ++i) {
+        if (now.stack_ends[i] > flushed[i]) meta.stack_ends[kStackEndNames[i]] += now.stack_ends[i] - flushed[i];
+        flushed[i] = now.stack_ends[i];
+    }
+}
+
+void Unwinder::forget(std::uint32_t pid) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.erase(pid);
+    if (followed_) followed_->erase(pid);
+    exited_.insert(pid);
+    wake_.notify_one();
+}
+
+void Unwinder::remove_process(std::uint32_t pid) {
+    if (loaded_.erase(pid)) bpf_map_delete_elem(maps_.processes, &pid);
+    stats_.processes = loaded_.size();
+}
+
+}  // namespace ecpi::loader
