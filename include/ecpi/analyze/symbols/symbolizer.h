@@ -23,15 +23,22 @@ struct Symbol {
     std::uint64_t size = 0;    // 0 when unknown (then it extends to the next symbol)
     std::string linkage_name;  // as in the ELF symbol table (mangled); "" where there is none (PLT, kallsyms)
     bool local = false;        // STB_LOCAL
+    // No symbol names it: its extent is an .eh_frame FDE's and its name
+    // "IMAGE+0xSTART" (IMAGE the image's file name, START as `start`).
+    bool from_frame_info = false;
 };
 
 // The symbols of one image, sorted by address.
 class SymbolTable {
 public:
-    // Reads .symtab (or .dynsym) and synthesizes PLT names. `debug_search`
-    // are extra roots for separate debug files (default /usr/lib/debug).
+    // Reads .symtab (or, for a stripped file, a separate debug file's, or
+    // .gnu_debugdata's with .dynsym) and synthesizes PLT names; functions no
+    // symbol covers are named from their .eh_frame FDE "IMAGE+0xSTART", IMAGE
+    // being `image_name` (default: the file's name). `debug_search` are extra
+    // roots for separate debug files (default /usr/lib/debug).
     static Result<SymbolTable> from_elf(const std::filesystem::path& file,
-                                        const std::vector<std::filesystem::path>& debug_search = {});
+                                        const std::vector<std::filesystem::path>& debug_search = {},
+                                        const std::string& image_name = {});
     // /proc/kallsyms format; addresses become offsets from _text.
     static Result<SymbolTable> from_kallsyms(const std::filesystem::path& file = "/proc/kallsyms");
 
@@ -48,6 +55,12 @@ public:
     // or for a size-0 symbol the next symbol's start (bounded by its section).
     std::uint64_t end_of(const Symbol& sym) const;
     const std::string& build_id() const { return build_id_; }  // hex, may be empty
+    // How many symbols are FDE extents (Symbol::from_frame_info): > 0 means the
+    // image lacks names for some of its functions.
+    std::size_t frame_named() const { return frame_named_; }
+    // What could not be used while reading (a refused .gnu_debugdata, a
+    // damaged .eh_frame), one line each; the table stands without it.
+    const std::vector<std::string>& notes() const { return notes_; }
 
 private:
     struct Builder;  // analyze/symbols/symbolizer.cpp: dedupes aliases, computes ends_
@@ -57,6 +70,8 @@ private:
     // the next symbol's start, bounded by the end of its ELF section.
     std::vector<std::uint64_t> ends_;
     std::string build_id_;
+    std::size_t frame_named_ = 0;
+    std::vector<std::string> notes_;
 };
 
 // Reads the GNU build id note of an ELF file (lowercase hex), if any.
