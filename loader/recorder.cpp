@@ -24,6 +24,7 @@
 
 #include "ecpi/loader/budget.h"
 #include "ecpi/loader/control.h"
+#include "ecpi/loader/kernel_idle.h"
 #include "ecpi/loader/perf_events.h"
 #include "ecpi/loader/process_table.h"
 #include "ecpi/loader/sampler.h"
@@ -292,6 +293,7 @@ private:
     Clock::time_point next_calibration_;
     std::int64_t calibrated_unix_ = 0;
     std::vector<std::vector<std::uint64_t>> flushed_idle_;  // per event, per CPU: idle samples already written
+    KernelIdleClock kernel_idle_;  // the kernel's idle time per CPU, written at each flush
     std::vector<int> cpus_;
     std::optional<SidebandReader> sideband_;
     std::optional<Sampler> sampler_;
@@ -335,6 +337,8 @@ std::pair<std::uint32_t, std::uint64_t> Session::resolve_pc(std::uint32_t pid, s
 }
 
 Result<void> Session::setup() {
+    if (options_.pids.empty() && options_.command.empty() && options_.cgroups.empty())  // idle is machine-wide
+        if (auto started = kernel_idle_.start(); !started.ok()) warn_once(started.error().message());
     ECPI_ASSIGN_OR_RETURN(auto db, store::Database::open(options_.database, store::Database::Mode::kCreate));
     db_.emplace(std::move(db));
     ECPI_ASSIGN_OR_RETURN(epoch_, db_->current_epoch());
@@ -793,10 +797,13 @@ Result<void> Session::flush() {
     auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     meta.first_sample_unix = now;  // merge keeps the earliest
     meta.last_update_unix = now;
+    if (auto idle = kernel_idle_.pending(); idle.ok()) meta.idle_ns_per_cpu = std::move(*idle);
+    else warn_once(idle.error().message());
     if (first_error.empty()) {
         auto r = db_->merge(epoch_, meta);
         if (!r.ok()) first_error = r.error().message();
         else {
+            kernel_idle_.settle();
             for (std::size_t i = 0; i < events_.size(); ++i) {
                 auto& e = summary_.events[i];
                 e.samples += unflushed_meta_[i].samples;

@@ -2,6 +2,8 @@
 // image, sorted by decreasing samples of the first event.
 #include "ecpi/analyze/reports/prof_report.h"
 #include "ecpi/analyze/reports/profile_source.h"
+#include "ecpi/analyze/reports/kernel_idle.h"
+#include "ecpi/analyze/reports/symbol_hints.h"
 
 #include "ecpi/analyze/text_table.h"
 
@@ -18,7 +20,6 @@ namespace ecpi::analyze {
 
 namespace {
 
-constexpr const char* kUnknownProcedure = "[unknown]";
 constexpr const char* kFirstEvent = "cpu-clock";  // listed first when present
 constexpr std::size_t kMaxProcedureWidth = 60;   // longer names overflow their column
 
@@ -116,6 +117,7 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
             }
         }
     }
+    if (!options.pid) report.idle_ns_per_cpu = contents.meta.idle_ns_per_cpu;
     for (const auto& registers : contents.registers) {
         if (selected.count(registers.event) == 0) continue;
         report.snapshots[registers.event] = {registers.samples.size(), registers.every};
@@ -124,6 +126,7 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
     const bool by_procedure = options.by == ProfOptions::By::kProcedure;
     std::map<RowKey, std::map<std::string, std::uint64_t>> rows;
     std::set<store::ImageId> warned;
+    UnnamedSamples unnamed;
     std::uint64_t merged_left_out = 0;
     for (const auto& profile : contents.profiles) {
         if (selected.count(profile.event) == 0) continue;
@@ -160,8 +163,9 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
         }
         for (const auto& [sym, count] : per_symbol) {
             RowKey key{profile.image.path, profile.image.build_id,
-                       !by_procedure ? std::string() : sym != nullptr ? sym->name : kUnknownProcedure};
+                       !by_procedure ? std::string() : sym != nullptr ? sym->name : unsymbolized_name(profile.image)};
             rows[key][profile.event] += count;
+            if (by_procedure && profile.event == report.sort_event) unnamed.add(profile.image, sym, count);
         }
     }
     if (merged_left_out > 0) {
@@ -182,6 +186,7 @@ Result<ProfReport> build_prof_report(const store::EpochContents& contents, const
         }
     }
 
+    report.hints = unnamed.hints();
     report.rows.reserve(rows.size());
     for (auto& [key, samples] : rows) {
         ProfRow row;
@@ -237,6 +242,9 @@ std::string render_prof_text(const ProfReport& report) {
                           static_cast<unsigned long long>(it->second.stored), it->second.every,
                           static_cast<unsigned long long>(t.registers_lost));
     }
+    if (!report.idle_ns_per_cpu.empty())
+        out += "Idle time per CPU (the kernel's accounting): " + idle_time_per_cpu(report.idle_ns_per_cpu) + "\n";
+    for (const auto& hint : report.hints) out += "Without symbols: " + detail::escape_control(hint) + "\n";
     out += "The counts given below are the number of samples for each listed event type.\n";
 
     // Columns as in DCPI Figure 1: sort event, %, cum%, then samples and %
@@ -337,6 +345,7 @@ nlohmann::json render_prof_json(const ProfReport& report) {
                 {"stored", it->second.stored}, {"every", it->second.every}, {"lost", t.registers_lost}};
     }
     doc["totals"] = std::move(totals);
+    if (!report.idle_ns_per_cpu.empty()) doc["idle_ns_per_cpu"] = report.idle_ns_per_cpu;
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : report.rows) {
         nlohmann::json r = nlohmann::json::object();
@@ -355,6 +364,7 @@ nlohmann::json render_prof_json(const ProfReport& report) {
     }
     doc["rows"] = std::move(rows);
     doc["warnings"] = report.warnings;
+    if (!report.hints.empty()) doc["hints"] = report.hints;
     return doc;
 }
 

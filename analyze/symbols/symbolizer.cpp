@@ -22,6 +22,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <system_error>
 #include <utility>
@@ -681,6 +682,13 @@ const Symbol* SymbolTable::lookup(std::uint64_t addr) const {
     return addr < ends_[index] ? &*it : nullptr;
 }
 
+std::string unsymbolized_name(const store::ImageId& image) {
+    if (image.path.empty()) return store::kUnknownImage;
+    if (image.path.front() == '[') return image.path;
+    std::string name = fs::path(image.path).filename().string();
+    return "[" + (name.empty() ? image.path : name) + "]";
+}
+
 Result<std::string> read_build_id(const fs::path& path) {
     ECPI_ASSIGN_OR_RETURN(ElfFile file, ElfFile::open(path));
     return file.build_id();
@@ -692,6 +700,41 @@ struct Symbolizer::Impl {
     Options options;
     std::map<store::ImageId, Result<SymbolTable>> tables;
     std::map<store::ImageId, fs::path> files;  // the ELF file each loaded table came from
+
+    std::optional<Result<SymbolTable>> from_symfs(const store::ImageId& image, const std::string& label,
+                                                  std::vector<std::string>& reasons) {
+        const std::string& bid = image.build_id;
+        for (const auto& dir : options.symfs) {
+            // A recorded path is data others wrote: one that climbs out of DIR is not followed.
+            fs::path inside = fs::path(image.path).relative_path().lexically_normal();
+            std::vector<fs::path> candidates;
+            if (!inside.empty() && *inside.begin() != "..") candidates.push_back(dir / inside);
+            if (!label.empty() && label != "..") candidates.push_back(dir / label);
+            if (bid.size() > 2) candidates.push_back(dir / ".build-id" / bid.substr(0, 2) / bid.substr(2));
+            for (const auto& candidate : candidates) {
+                if (!regular_file_exists(candidate)) continue;
+                auto got = read_build_id(candidate);
+                if (!got.ok()) {
+                    reasons.push_back(got.error().message());
+                    continue;
+                }
+                if (*got != bid) {
+                    reasons.push_back(candidate.string() + " under --symfs has build id " +
+                                      (got->empty() ? std::string("none") : *got) + ", not the profiled " +
+                                      (bid.empty() ? std::string("none") : bid) + "; refused");
+                    continue;
+                }
+                auto table = SymbolTable::from_elf(candidate, options.debug_roots, label);
+                if (!table.ok()) {
+                    reasons.push_back(table.error().message());
+                    continue;
+                }
+                files[image] = candidate;
+                return table;
+            }
+        }
+        return std::nullopt;
+    }
 
     Result<SymbolTable> load(const store::ImageId& image) {
         const std::string& path = image.path;
@@ -723,7 +766,9 @@ struct Symbolizer::Impl {
                 reasons.push_back(table.error().message());
             }
         }
-        // 2. The recorded path, if it still holds the binary that was
+        // 2. A copy under --symfs with the recorded build id.
+        if (auto copy = from_symfs(image, label, reasons)) return std::move(*copy);
+        // 3. The recorded path, if it still holds the binary that was
         //    profiled: a regular ELF file whose build id is the recorded one
         //    (none for none). A profile is data others wrote: a path forged
         //    to /etc/shadow or /dev/zero is refused here (issue 20, defect 2).
@@ -754,7 +799,7 @@ struct Symbolizer::Impl {
         } else {
             reasons.push_back(path + ": no such file");
         }
-        // 3. A separate debug file found by build id alone.
+        // 4. A separate debug file found by build id alone.
         if (bid.size() > 2) {
             for (const auto& root : options.debug_roots) {
                 fs::path debug = build_id_debug_path(root, bid);
@@ -794,6 +839,26 @@ std::optional<fs::path> Symbolizer::image_file(const store::ImageId& image) {
 }
 
 const Symbolizer::Options& Symbolizer::options() const { return impl_->options; }
+
+std::string missing_images_note(const store::EpochContents& contents, const std::string& event,
+                                Symbolizer& symbolizer) {
+    std::string note;
+    std::set<store::ImageId> seen;
+    for (const auto& profile : contents.profiles) {
+        const store::ImageId& image = profile.image;
+        if (profile.event != event || profile.total() == 0 || image.path.empty() || image.path.front() == '[') continue;
+        if (!seen.insert(image).second || symbolizer.table(image).ok()) continue;
+        auto now = read_build_id(image.path);
+        const char* what = !regular_file_exists(image.path) ? "is gone"
+                           : (now.ok() && *now != image.build_id) ? "has changed since it was profiled"
+                                                                  : nullptr;
+        if (what == nullptr) continue;  // there, but unreadable: prof's warning names why
+        if (!note.empty()) note += "; ";
+        note += "image " + image.path + " (build id " + (image.build_id.empty() ? "none" : image.build_id) + ") " +
+                what + "; point --symfs at a copy";
+    }
+    return note;
+}
 
 const Symbol* Symbolizer::lookup(const store::ImageId& image, std::uint64_t offset) {
     const auto& t = table(image);

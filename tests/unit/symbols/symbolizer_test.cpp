@@ -537,3 +537,62 @@ TEST_CASE("from_elf: Debian's stripped gzip and dash: one sane row per FDE") {
         check_rows_sane(*table, fs::path(path).filename().string());
     }
 }
+
+TEST_CASE("Symbolizer: --symfs copies of moved images, by build id; a wrong build id is refused by name") {
+    TempDir tmp;
+    const std::string bid = readelf_build_id(ECPI_SYMTEST_NOTES);
+    const std::uint64_t main_addr = nm_functions(ECPI_SYMTEST_NM).at("main");
+    const ecpi::store::ImageId moved{"/gone/away/symtest", bid};
+
+    SUBCASE("DIR/<recorded path>") {
+        copy_into(ECPI_SYMTEST, tmp.path() / "symfs" / "gone" / "away" / "symtest");
+        Symbolizer symbolizer({.symfs = {tmp.path() / "symfs"}});
+        const Symbol* sym = symbolizer.lookup(moved, main_addr);
+        REQUIRE(sym != nullptr);
+        CHECK(sym->name == "main");
+        CHECK(symbolizer.image_file(moved) == tmp.path() / "symfs" / "gone" / "away" / "symtest");
+    }
+    SUBCASE("DIR/<file name>, and a stripped copy names functions after the recorded image") {
+        copy_into(ECPI_SYMTEST_NOSYM, tmp.path() / "symfs" / "symtest");
+        Symbolizer symbolizer({.symfs = {tmp.path() / "symfs"}});
+        const Symbol* sym = symbolizer.lookup(moved, main_addr);
+        REQUIRE(sym != nullptr);
+        CHECK(sym->name == "symtest+0x" + hex(main_addr));
+    }
+    SUBCASE("DIR/.build-id/xx/rest") {
+        copy_into(ECPI_SYMTEST, tmp.path() / "symfs" / ".build-id" / bid.substr(0, 2) / bid.substr(2));
+        Symbolizer symbolizer({.symfs = {tmp.path() / "symfs"}});
+        const Symbol* sym = symbolizer.lookup(moved, main_addr);
+        REQUIRE(sym != nullptr);
+        CHECK(sym->name == "main");
+    }
+    SUBCASE("the right name with another build id is refused, named") {
+        copy_into(ECPI_SYMTEST_IBT, tmp.path() / "symfs" / "symtest");
+        Symbolizer symbolizer({.symfs = {tmp.path() / "symfs"}});
+        const auto& t = symbolizer.table(moved);
+        REQUIRE(!t.ok());
+        const std::string other = *read_build_id(ECPI_SYMTEST_IBT);
+        CHECK(t.error().message().find((tmp.path() / "symfs" / "symtest").string() + " under --symfs has build id " +
+                                       other + ", not the profiled " + bid + "; refused") != std::string::npos);
+    }
+    SUBCASE("a recorded path that climbs out of DIR is not followed") {
+        copy_into(ECPI_SYMTEST, tmp.path() / "outside" / "symtest");
+        fs::create_directories(tmp.path() / "symfs");
+        Symbolizer symbolizer({.symfs = {tmp.path() / "symfs"}});
+        const ecpi::store::ImageId climbing{"../outside/other", bid};
+        CHECK(!symbolizer.table(climbing).ok());
+    }
+    SUBCASE("without a copy, reports name the image that is gone") {
+        ecpi::store::EpochContents contents;
+        ecpi::store::ImageProfile profile;
+        profile.image = moved;
+        profile.event = "cpu-clock";
+        profile.period = 1000;
+        profile.processes.push_back({100, {{main_addr, 5}}});
+        contents.profiles.push_back(profile);
+        Symbolizer symbolizer(Symbolizer::Options{});
+        CHECK(ecpi::analyze::missing_images_note(contents, "cpu-clock", symbolizer) ==
+              "image /gone/away/symtest (build id " + bid + ") is gone; point --symfs at a copy");
+        CHECK(ecpi::analyze::missing_images_note(contents, "cycles", symbolizer).empty());
+    }
+}

@@ -17,6 +17,8 @@
 
 namespace ecpi::analyze {
 
+class Symbolizer;
+
 struct Symbol {
     std::string name;          // demangled; PLT entries as "name@plt"
     std::uint64_t start = 0;   // ELF virtual address (same space as store offsets)
@@ -74,6 +76,19 @@ private:
     std::vector<std::string> notes_;
 };
 
+// The one name every report and export gives samples of `image` that no
+// symbol (nor .eh_frame FDE) covers: "[gzip]" (the file name in brackets);
+// special images keep their own name ("[unknown]", "[vdso]"). Names that
+// start with '[' are never a function's.
+std::string unsymbolized_name(const store::ImageId& image);
+
+// For the images with samples of `event` whose symbols cannot be read because
+// their file is gone or changed: "image /x/chase (build id 12ab..) is gone;
+// point --symfs at a copy", joined by "; " ("" when there are none). Reports
+// that look a procedure up by name say this rather than "no samples".
+std::string missing_images_note(const store::EpochContents& contents, const std::string& event,
+                                Symbolizer& symbolizer);
+
 // Reads the GNU build id note of an ELF file (lowercase hex), if any.
 Result<std::string> read_build_id(const std::filesystem::path& file);
 
@@ -87,6 +102,12 @@ public:
         std::optional<std::filesystem::path> database;  // for its build-id image cache
         std::filesystem::path kallsyms = "/proc/kallsyms";
         std::vector<std::filesystem::path> debug_roots = {"/usr/lib/debug"};
+        // --symfs DIR: copies of images that moved or were deleted, looked up
+        // (after the database's cache, before the recorded path) as
+        // DIR/<recorded path>, DIR/<file name> and DIR/.build-id/xx/rest; a
+        // copy is used only with the recorded build id, and one with another
+        // build id is refused by name.
+        std::vector<std::filesystem::path> symfs;
     };
     explicit Symbolizer(Options options);
     ~Symbolizer();
