@@ -598,7 +598,10 @@ Result<SymbolTable> SymbolTable::from_elf(const fs::path& path,
     // PLT contents exist only in the binary itself (a debug file has them as NOBITS).
     synthesize_plt(file, sections, raw);
     std::string label = image_name.empty() ? path.filename().string() : image_name;
-    add_frame_functions(file, sections, label, Builder::build(raw, {}), raw, notes);
+    // A full symbol table names every function; only a stripped image's gaps
+    // are filled from .eh_frame (which also spares big unstripped binaries
+    // a second table).
+    if (!have_symtab) add_frame_functions(file, sections, label, Builder::build(raw, {}), raw, notes);
     if (raw.empty())
         return Error(path.string() + ": no function symbols and no .eh_frame (stripped, and no separate debug "
                      "file found)");

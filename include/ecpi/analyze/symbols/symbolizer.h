@@ -34,8 +34,9 @@ struct Symbol {
 class SymbolTable {
 public:
     // Reads .symtab (or, for a stripped file, a separate debug file's, or
-    // .gnu_debugdata's with .dynsym) and synthesizes PLT names; functions no
-    // symbol covers are named from their .eh_frame FDE "IMAGE+0xSTART", IMAGE
+    // .gnu_debugdata's with .dynsym) and synthesizes PLT names; in a file
+    // without a full .symtab (its own or a debug file's), functions no symbol
+    // covers are named from their .eh_frame FDE "IMAGE+0xSTART", IMAGE
     // being `image_name` (default: the file's name). `debug_search` are extra
     // roots for separate debug files (default /usr/lib/debug).
     static Result<SymbolTable> from_elf(const std::filesystem::path& file,
