@@ -23,8 +23,12 @@ Result<void> Session::flush() {
     const store::EpochMeta meta = epoch_meta();
     if (first_error.empty()) {
         auto r = db_->merge(epoch_, meta);
-        if (!r.ok()) first_error = r.error().message();
-        else count_flushed();
+        if (!r.ok()) {
+            first_error = r.error().message();
+        } else {
+            kernel_idle_.settle();
+            count_flushed();
+        }
     }
     if (!first_error.empty()) return Error("writing to " + options_.database.string() + ": " + first_error);
     if (options_.merged) options_.merged();
@@ -146,6 +150,8 @@ store::EpochMeta Session::epoch_meta() {
     auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     meta.first_sample_unix = now;  // merge keeps the earliest
     meta.last_update_unix = now;
+    if (auto idle = kernel_idle_.pending(); idle.ok()) meta.idle_ns_per_cpu = std::move(*idle);
+    else warn_once(idle.error().message());
     return meta;
 }
 

@@ -27,6 +27,7 @@
 
 #include "ecpi/loader/budget.h"
 #include "ecpi/loader/control.h"
+#include "ecpi/loader/kernel_idle.h"
 #include "ecpi/loader/perf_events.h"
 #include "ecpi/loader/process_table.h"
 #include "ecpi/loader/recorder.h"
@@ -133,6 +134,7 @@ private:
     }
     // setup(), in its order (recorder_setup.cpp).
     Result<void> setup();
+    void start_kernel_idle_clock();
     Result<void> open_database();
     Result<void> prepare_events();
     Result<void> read_kernel_and_cpus();
@@ -196,6 +198,7 @@ private:
     Clock::time_point next_calibration_;
     std::int64_t calibrated_unix_ = 0;
     std::vector<std::vector<std::uint64_t>> flushed_idle_;  // per event, per CPU: idle samples already written
+    KernelIdleClock kernel_idle_;  // the kernel's idle time per CPU, written at each flush (issue 30)
     std::vector<int> cpus_;
     std::optional<SidebandReader> sideband_;
     std::optional<Sampler> sampler_;

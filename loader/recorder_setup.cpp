@@ -15,6 +15,7 @@
 namespace ecpi::loader::detail {
 
 Result<void> Session::setup() {
+    start_kernel_idle_clock();
     ECPI_RETURN_IF_ERROR(open_database());
     ECPI_RETURN_IF_ERROR(prepare_events());
     ECPI_RETURN_IF_ERROR(read_kernel_and_cpus());
@@ -27,6 +28,13 @@ Result<void> Session::setup() {
     ECPI_RETURN_IF_ERROR(attach_events());
     if (!options_.command.empty()) ECPI_RETURN_IF_ERROR(child_.release());
     return ok();
+}
+
+// Idle is machine-wide: the kernel's idle time per CPU is kept only when the
+// whole machine is recorded (issue 30: tickless idle CPUs take no samples).
+void Session::start_kernel_idle_clock() {
+    if (options_.pids.empty() && options_.command.empty() && options_.cgroups.empty())
+        if (auto started = kernel_idle_.start(); !started.ok()) warn_once(started.error().message());
 }
 
 // The database, its current epoch, and the control socket when asked for.

@@ -11,6 +11,7 @@ packages=(
 	libbpf-dev bpftool          # BPF loading and skeleton generation
 	libelf-dev libdw-dev        # elfutils: ELF, build ids, DWARF
 	libcapstone-dev             # disassembly
+	liblzma-dev                 # .gnu_debugdata (MiniDebugInfo) of stripped binaries
 	libcli11-dev nlohmann-json3-dev doctest-dev
 	zlib1g-dev
 	libcurl4-openssl-dev        # fleet: ClickHouse over HTTP(S) (docs/FLEET.md)
@@ -23,6 +24,7 @@ test_packages=(
 	chromium                    # tests: the html export in a real headless browser
 	clickhouse-server clickhouse-client curl  # tests: private ClickHouse servers for the fleet tests (tests/fleet/)
 	bolt-16 lld                 # tests and bench: ecpi layout's output through llvm-bolt and ld.lld
+	xz-utils                    # tests: a MiniDebugInfo fixture and a forged one (tests/unit/symbols/)
 )
 case "${1:-}" in
 	--test) packages+=("${test_packages[@]}") ;;

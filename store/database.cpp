@@ -257,7 +257,7 @@ std::string meta_to_json(const EpochMeta& m) {
     for (const auto& [pid, p] : m.processes) {
         processes[std::to_string(pid)] = {{"comm", p.comm}, {"cmdline", p.cmdline}};
     }
-    return dump({{"schema", kEpochMetaSchema},
+    json doc = {{"schema", kEpochMetaSchema},
                  {"version", kEpochMetaVersion},
                  {"hostname", m.hostname},
                  {"kernel_release", m.kernel_release},
@@ -271,7 +271,9 @@ std::string meta_to_json(const EpochMeta& m) {
                  {"first_sample_unix", m.first_sample_unix},
                  {"last_update_unix", m.last_update_unix},
                  {"events", std::move(events)},
-                 {"processes", std::move(processes)}});
+                 {"processes", std::move(processes)}};
+    if (!m.idle_ns_per_cpu.empty()) doc["idle_ns_per_cpu"] = m.idle_ns_per_cpu;
+    return dump(doc);
 }
 
 // "stack_ends": {name: count}, optional.
@@ -295,6 +297,10 @@ Result<void> check_meta_bounds(const EpochMeta& m) {
         if (!std::isfinite(mhz) || mhz < 0 || mhz > kMaxCpuMhz)
             return Error(std::string("\"") + name + "\" is " + std::to_string(mhz) +
                          ", not a clock rate (0 to 100000 MHz)");
+    }
+    for (std::uint64_t ns : m.idle_ns_per_cpu) {
+        if (ns > kMaxIdleNs)
+            return Error("idle_ns_per_cpu holds " + std::to_string(ns) + " ns, more than ten years of one CPU");
     }
     for (const auto& [event, e] : m.events) {
         if (e.period > kMaxPeriod) return Error("event " + event + ": period " + std::to_string(e.period) + " is out of range");
@@ -338,6 +344,7 @@ Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& byte
     ECPI_RETURN_IF_ERROR(read_field(j, "cpu_name", m.cpu_name));
     ECPI_RETURN_IF_ERROR(read_field(j, "first_sample_unix", m.first_sample_unix));
     ECPI_RETURN_IF_ERROR(read_field(j, "last_update_unix", m.last_update_unix));
+    ECPI_RETURN_IF_ERROR(read_field(j, "idle_ns_per_cpu", m.idle_ns_per_cpu));
     if (const auto events = j.find("events"); events != j.end()) {
         if (!events->is_object()) return Error("\"events\" is not an object");
         for (const auto& [name, e] : events->items()) {

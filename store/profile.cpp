@@ -324,6 +324,9 @@ void merge_into(EpochMeta& into, const EpochMeta& from) {
                 dst.idle_per_cpu[cpu] = saturating_add(dst.idle_per_cpu[cpu], event.idle_per_cpu[cpu]);
         }
     }
+    if (into.idle_ns_per_cpu.size() < from.idle_ns_per_cpu.size()) into.idle_ns_per_cpu.resize(from.idle_ns_per_cpu.size());
+    for (std::size_t cpu = 0; cpu < from.idle_ns_per_cpu.size(); ++cpu)
+        into.idle_ns_per_cpu[cpu] = saturating_add(into.idle_ns_per_cpu[cpu], from.idle_ns_per_cpu[cpu]);
     for (const auto& [pid, process] : from.processes) {
         ProcessMeta& dst = into.processes[pid];
         if (!process.comm.empty()) dst.comm = process.comm;

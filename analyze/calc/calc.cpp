@@ -279,7 +279,8 @@ SampledProcedures sampled_procedures(const store::EpochContents& contents, const
 
 // The procedures to analyze: all, or the one named (exactly, then loosely).
 Result<std::vector<std::size_t>> select_procedures(const SampledProcedures& sampled, const CalcOptions& options,
-                                                   const store::EpochContents& contents, const CalcReport& report) {
+                                                   const store::EpochContents& contents, const CalcReport& report,
+                                                   Symbolizer& symbolizer) {
     const auto& procs = sampled.procs;
     std::vector<std::size_t> selected;
     if (options.all) {
@@ -305,6 +306,9 @@ Result<std::vector<std::size_t>> select_procedures(const SampledProcedures& samp
             msg += "; sampled procedures with similar names:";
             for (const auto& n : near) msg += " " + n + ";";
             msg.pop_back();
+        } else if (auto gone = missing_images_note(contents, report.event, symbolizer); !gone.empty()) {
+            // A moved image's procedures cannot be named: say so, not "no samples".
+            msg = "procedure " + options.procedure + " is not in the images that could be read: " + gone;
         }
         return Error(msg);
     }
@@ -487,12 +491,13 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
     const OtherEvents others = other_events(contents, report.event);
     const RegisterIndex registers = register_index(contents, report.event);
     const SampledProcedures sampled = sampled_procedures(contents, options, symbolizer, report);
-    ECPI_ASSIGN_OR_RETURN(auto selected, select_procedures(sampled, options, contents, report));
+    auto selected = select_procedures(sampled, options, contents, report, symbolizer);
+    if (!selected.ok()) return selected.error();
 
     ImageCache images(symbolizer, options.lines);
     std::map<std::pair<std::size_t, std::uint64_t>, bool> leaf_cache;
     const InputContext ctx{sampled, others, registers, report, !options.summary, leaf_cache};
-    for (auto i : selected) {
+    for (auto i : *selected) {
         const auto& sp = sampled.procs[i];
         const store::ImageProfile& ip = *sampled.images[sp.image];
         const ImageBytes* bytes = images.bytes(sp.image, ip.image, report);

@@ -30,14 +30,6 @@ std::string join(const std::vector<std::string>& items, const char* sep) {
     return out;
 }
 
-// Samples of an image that no symbol covers are one procedure per image,
-// named after it: "[libgone.so]"; special images keep their own name.
-std::string unsymbolized_name(const store::ImageId& image) {
-    if (image.path.empty()) return store::kUnknownImage;
-    if (image.path.front() == '[') return image.path;
-    return "[" + detail::image_label(image.path) + "]";
-}
-
 bool is_clock(const std::string& event) { return event.ends_with("-clock"); }
 
 class ModelBuilder {

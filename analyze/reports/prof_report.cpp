@@ -4,6 +4,8 @@
 
 #include "ecpi/analyze/reports/call_stacks.h"
 #include "ecpi/analyze/reports/profile_source.h"
+#include "ecpi/analyze/reports/kernel_idle.h"
+#include "ecpi/analyze/reports/symbol_hints.h"
 
 #include "ecpi/analyze/text_table.h"
 #include "ecpi/terminal_text.h"
@@ -21,7 +23,6 @@ namespace ecpi::analyze {
 
 namespace {
 
-constexpr const char* kUnknownProcedure = "[unknown]";
 constexpr const char* kFirstEvent = "cpu-clock";  // listed first when present
 constexpr std::size_t kMaxProcedureWidth = 60;   // longer names overflow their column
 
@@ -123,6 +124,7 @@ void take_epoch_totals(const store::EpochContents& contents, const ProfOptions& 
             }
         }
     }
+    if (!options.pid) report.idle_ns_per_cpu = contents.meta.idle_ns_per_cpu;
     for (const auto& registers : contents.registers) {
         if (selected.count(registers.event) == 0) continue;
         report.snapshots[registers.event] = {registers.samples.size(), registers.every};
@@ -152,6 +154,7 @@ RowCounts count_rows(const store::EpochContents& contents, const ProfOptions& op
     const bool by_procedure = options.by == ProfOptions::By::kProcedure;
     RowCounts rows;
     std::set<store::ImageId> warned;
+    UnnamedSamples unnamed;
     std::uint64_t merged_left_out = 0;
     for (const auto& profile : contents.profiles) {
         if (selected.count(profile.event) == 0) continue;
@@ -178,8 +181,9 @@ RowCounts count_rows(const store::EpochContents& contents, const ProfOptions& op
         }
         for (const auto& [sym, count] : per_symbol) {
             RowKey key{profile.image.path, profile.image.build_id,
-                       !by_procedure ? std::string() : sym != nullptr ? sym->name : kUnknownProcedure};
+                       !by_procedure ? std::string() : sym != nullptr ? sym->name : unsymbolized_name(profile.image)};
             rows[key][profile.event] += count;
+            if (by_procedure && profile.event == report.sort_event) unnamed.add(profile.image, sym, count);
         }
     }
     if (merged_left_out > 0) {
@@ -187,6 +191,7 @@ RowCounts count_rows(const store::EpochContents& contents, const ProfOptions& op
                                          "the pid filter",
                                          static_cast<unsigned long long>(merged_left_out)));
     }
+    report.hints = unnamed.hints();
     return rows;
 }
 
@@ -364,6 +369,9 @@ std::string render_prof_text(const ProfReport& report) {
         return out;
     }
     out += render_totals(report);
+    if (!report.idle_ns_per_cpu.empty())
+        out += "Idle time per CPU (the kernel's accounting): " + idle_time_per_cpu(report.idle_ns_per_cpu) + "\n";
+    for (const auto& hint : report.hints) out += "Without symbols: " + escape_for_terminal(hint) + "\n";
     out += "The counts given below are the number of samples for each listed event type.\n";
     out += render_columns(prof_columns(report), report.rows.size());
     if (report.rows.empty()) out += "(no samples)\n";
@@ -395,6 +403,7 @@ nlohmann::json render_prof_json(const ProfReport& report) {
                 {"stored", it->second.stored}, {"every", it->second.every}, {"lost", t.registers_lost}};
     }
     doc["totals"] = std::move(totals);
+    if (!report.idle_ns_per_cpu.empty()) doc["idle_ns_per_cpu"] = report.idle_ns_per_cpu;
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : report.rows) {
         nlohmann::json r = nlohmann::json::object();
@@ -413,6 +422,7 @@ nlohmann::json render_prof_json(const ProfReport& report) {
     }
     doc["rows"] = std::move(rows);
     doc["warnings"] = report.warnings;
+    if (!report.hints.empty()) doc["hints"] = report.hints;
     return doc;
 }
 

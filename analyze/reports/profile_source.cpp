@@ -9,6 +9,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "ecpi/analyze/reports/kernel_idle.h"
 #include "ecpi/analyze/reports/prof_report.h"
 
 namespace ecpi::analyze {
@@ -18,7 +19,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kPreferredEvent = "cpu-clock";
-constexpr const char* kUnknownProcedure = "[unknown]";
 
 std::string join(const std::vector<std::string>& items, const char* sep) {
     std::string out;
@@ -133,6 +133,7 @@ Result<ProfileSource> resolve_source(const std::string& spec, const std::string&
 Result<LoadedProfile> load_profile(const ProfileSource& source, bool include_idle) {
     ECPI_ASSIGN_OR_RETURN(store::Database db, store::Database::open(source.database, store::Database::Mode::kReadOnly));
     ECPI_ASSIGN_OR_RETURN(store::EpochContents contents, db.read_epoch(source.epoch));
+    idle_from_kernel(contents);
     if (include_idle) include_idle_samples(contents);
     return LoadedProfile{source, std::move(contents)};
 }
@@ -349,7 +350,7 @@ Result<ProcedureSamples> procedure_samples(const store::EpochContents& contents,
     // 1. Which name: exact, else a unique loose match.
     std::set<std::string> names;
     for (const auto& row : flat.rows)
-        if (row.procedure != kUnknownProcedure) names.insert(row.procedure);
+        if (!row.procedure.starts_with('[')) names.insert(row.procedure);  // not unsymbolized_name's
     std::string target;
     if (names.count(name) != 0) {
         target = name;
@@ -366,12 +367,15 @@ Result<ProcedureSamples> procedure_samples(const store::EpochContents& contents,
             std::vector<std::string> all(names.begin(), names.end());
             auto close = close_matches(name, all);
             std::string msg = "procedure '" + name + "' has no " + event + " samples in this profile";
+            std::string gone = close.empty() ? missing_images_note(contents, event, symbolizer) : "";
             if (!close.empty()) {
                 msg += "; close matches: " + join(close, ", ");
+            } else if (!gone.empty()) {  // a moved image's procedures cannot be named: say so, not "no samples"
+                msg = "procedure '" + name + "' is not in the images that could be read: " + gone;
             } else if (!flat.rows.empty()) {
                 std::vector<std::string> hottest;
                 for (const auto& row : flat.rows) {
-                    if (row.procedure == kUnknownProcedure) continue;
+                    if (row.procedure.starts_with('[')) continue;
                     hottest.push_back(row.procedure);
                     if (hottest.size() == 5) break;
                 }

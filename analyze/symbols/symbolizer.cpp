@@ -1,6 +1,8 @@
 // Symbol tables from ELF files (elfutils libelf/libdw) and /proc/kallsyms.
 // Contracts are in include/ecpi/analyze/symbols/symbolizer.h.
 #include "ecpi/analyze/symbols/symbolizer.h"
+#include "ecpi/analyze/symbols/eh_frame.h"
+#include "ecpi/analyze/symbols/xz.h"
 
 #include <elf.h>
 #include <elfutils/libdwelf.h>
@@ -20,6 +22,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <system_error>
 #include <utility>
@@ -94,11 +97,25 @@ public:
         return file;
     }
 
+    // An ELF image held in memory (the decompressed .gnu_debugdata of `path`).
+    static Result<ElfFile> from_memory(std::vector<unsigned char> bytes, const fs::path& path) {
+        auto owned = std::make_unique<std::vector<unsigned char>>(std::move(bytes));
+        Elf* elf = elf_memory(reinterpret_cast<char*>(owned->data()), owned->size());
+        if (elf == nullptr) return Error(path.string() + ": " + elf_errmsg(-1));
+        ElfFile file(-1, elf, path);
+        file.memory_ = std::move(owned);
+        if (elf_kind(elf) != ELF_K_ELF) return Error(path.string() + ": not an ELF file");
+        if (gelf_getehdr(elf, &file.ehdr_) == nullptr)
+            return Error(path.string() + ": bad ELF header: " + elf_errmsg(-1));
+        return file;
+    }
+
     ElfFile(ElfFile&& other) noexcept
         : fd_(std::exchange(other.fd_, -1)),
           elf_(std::exchange(other.elf_, nullptr)),
           path_(std::move(other.path_)),
-          ehdr_(other.ehdr_) {}
+          ehdr_(other.ehdr_),
+          memory_(std::move(other.memory_)) {}
     ElfFile& operator=(ElfFile&&) = delete;
     ElfFile(const ElfFile&) = delete;
     ~ElfFile() {
@@ -109,6 +126,7 @@ public:
     Elf* elf() const { return elf_; }
     const fs::path& path() const { return path_; }
     unsigned machine() const { return ehdr_.e_machine; }
+    const unsigned char* ident() const { return ehdr_.e_ident; }
 
     std::string build_id() const {
         const void* bytes = nullptr;
@@ -123,6 +141,7 @@ private:
     Elf* elf_ = nullptr;
     fs::path path_;
     GElf_Ehdr ehdr_{};
+    std::unique_ptr<std::vector<unsigned char>> memory_;  // the image of from_memory (outlives elf_)
 };
 
 struct Section {
@@ -174,6 +193,7 @@ struct RawSymbol {
     int rank = 1;             // 0: global, 1: local or weak (aliases prefer 0)
     std::string linkage;      // the ELF name, undemangled
     bool local = false;
+    bool from_frame_info = false;  // an .eh_frame FDE's extent, named IMAGE+0xSTART
 };
 
 struct SymbolTable::Builder {
@@ -220,7 +240,9 @@ struct SymbolTable::Builder {
                 end = i + 1 < kept.size() ? kept[i + 1].start : kNoEnd;
                 if (sym.bound != 0) end = std::max(sym.start, std::min(end, sym.bound));
             }
-            table.symbols_.push_back(Symbol{sym.name, sym.start, sym.size, sym.linkage, sym.local});
+            table.symbols_.push_back(Symbol{sym.name, sym.start, sym.size, sym.linkage, sym.local,
+                                            sym.from_frame_info});
+            if (sym.from_frame_info) ++table.frame_named_;
             table.ends_.push_back(end);
         }
         return table;
@@ -476,13 +498,88 @@ std::optional<fs::path> find_debug_file(const ElfFile& file, const std::string& 
     return std::nullopt;
 }
 
+// .gnu_debugdata (MiniDebugInfo): an xz-compressed ELF file whose .symtab
+// names the local functions of a stripped binary (Fedora, and any distribution
+// that runs its find-debuginfo). A section that cannot be read is named in
+// `notes` and otherwise ignored: the rest of the table still stands.
+void read_minidebuginfo(const ElfFile& file, const std::vector<Section>& sections, std::vector<RawSymbol>& out,
+                        std::vector<std::string>& notes) {
+    const Section* sec = find_section(sections, ".gnu_debugdata");
+    if (sec == nullptr || !sec->has_data()) return;
+    Elf_Data* data = elf_getdata(sec->scn, nullptr);
+    if (data == nullptr || data->d_buf == nullptr) return;
+    std::string where = file.path().filename().string() + ": .gnu_debugdata";
+    auto bytes = xz_decompress(data->d_buf, data->d_size);
+    if (!bytes.ok()) {
+        notes.push_back(where + " " + bytes.error().message());
+        return;
+    }
+    auto mini = ElfFile::from_memory(std::move(*bytes), file.path().string() + " (.gnu_debugdata)");
+    if (!mini.ok()) {
+        notes.push_back(where + " is not an ELF file; ignored");
+        return;
+    }
+    if (!read_function_symbols(*mini, list_sections(*mini), SHT_SYMTAB, out))
+        notes.push_back(where + " holds no symbol table; ignored");
+}
+
+std::vector<CodeRange> executable_ranges(const std::vector<Section>& sections) {
+    std::vector<CodeRange> code;
+    for (const auto& s : sections) {
+        if ((s.shdr.sh_flags & SHF_EXECINSTR) == 0 || (s.shdr.sh_flags & SHF_ALLOC) == 0 || !s.has_data()) continue;
+        if (s.shdr.sh_addr + s.shdr.sh_size < s.shdr.sh_addr) continue;  // wraps: forged
+        code.push_back(CodeRange{s.shdr.sh_addr, s.shdr.sh_addr + s.shdr.sh_size});
+    }
+    return code;
+}
+
+// Functions no symbol covers, from the binary's .eh_frame FDEs: each FDE
+// whose start no symbol covers becomes "IMAGE+0xSTART" (START in the ELF
+// virtual address space of the store's offsets, so the name depends only on
+// the build), ending where the FDE ends or the next symbol starts.
+// `named` is the table of `raw` so far.
+void add_frame_functions(const ElfFile& file, const std::vector<Section>& sections, const std::string& label,
+                         const SymbolTable& named, std::vector<RawSymbol>& raw, std::vector<std::string>& notes) {
+    const Section* eh = find_section(sections, ".eh_frame");
+    if (eh == nullptr || !eh->has_data() || eh->shdr.sh_type != SHT_PROGBITS) return;
+    Elf_Data* data = elf_getdata(eh->scn, nullptr);
+    if (data == nullptr || data->d_buf == nullptr) return;
+    FdeScan scan = scan_eh_frame(file.ident(), data->d_buf, data->d_size, eh->shdr.sh_addr,
+                                 executable_ranges(sections));
+    if (scan.stopped || scan.refused > 0)
+        notes.push_back(file.path().filename().string() + ": .eh_frame " +
+                        (scan.stopped ? "is malformed; read up to the damage" : "has FDEs that cannot be used") +
+                        " (" + std::to_string(scan.refused) + " FDEs refused: outside code, empty or overlapping)");
+    if (scan.functions.empty()) return;
+
+    const auto& symbols = named.symbols();
+    std::vector<RawSymbol> added;
+    for (const auto& fde : scan.functions) {
+        if (named.lookup(fde.start) != nullptr) continue;
+        std::uint64_t end = fde.end;
+        auto next = std::upper_bound(symbols.begin(), symbols.end(), fde.start,
+                                     [](std::uint64_t a, const Symbol& s) { return a < s.start; });
+        if (next != symbols.end()) end = std::min(end, next->start);
+        RawSymbol sym;
+        sym.name = label + "+0x" + hex_number(fde.start);
+        sym.start = fde.start;
+        sym.size = end - fde.start;
+        sym.local = true;
+        sym.from_frame_info = true;
+        added.push_back(std::move(sym));
+    }
+    for (auto& sym : added) raw.push_back(std::move(sym));
+}
+
 }  // namespace
 
 Result<SymbolTable> SymbolTable::from_elf(const fs::path& path,
-                                          const std::vector<fs::path>& debug_search) {
+                                          const std::vector<fs::path>& debug_search,
+                                          const std::string& image_name) {
     ECPI_ASSIGN_OR_RETURN(ElfFile file, ElfFile::open(path));
     std::vector<Section> sections = list_sections(file);
     std::string build_id = file.build_id();
+    std::vector<std::string> notes;
 
     std::vector<RawSymbol> raw;
     bool have_symtab = read_function_symbols(file, sections, SHT_SYMTAB, raw);
@@ -495,12 +592,22 @@ Result<SymbolTable> SymbolTable::from_elf(const fs::path& path,
             if (debug.ok()) have_symtab = read_function_symbols(*debug, list_sections(*debug), SHT_SYMTAB, raw);
         }
     }
+    // MiniDebugInfo holds only the functions .dynsym lacks: both are read.
+    if (!have_symtab) read_minidebuginfo(file, sections, raw, notes);
     if (!have_symtab) read_function_symbols(file, sections, SHT_DYNSYM, raw);
     // PLT contents exist only in the binary itself (a debug file has them as NOBITS).
     synthesize_plt(file, sections, raw);
+    std::string label = image_name.empty() ? path.filename().string() : image_name;
+    // A full symbol table names every function; only a stripped image's gaps
+    // are filled from .eh_frame (which also spares big unstripped binaries
+    // a second table).
+    if (!have_symtab) add_frame_functions(file, sections, label, Builder::build(raw, {}), raw, notes);
     if (raw.empty())
-        return Error(path.string() + ": no function symbols (stripped, and no separate debug file found)");
-    return Builder::build(std::move(raw), std::move(build_id));
+        return Error(path.string() + ": no function symbols and no .eh_frame (stripped, and no separate debug "
+                     "file found)");
+    SymbolTable table = Builder::build(std::move(raw), std::move(build_id));
+    table.notes_ = std::move(notes);
+    return table;
 }
 
 SymbolTable SymbolTable::idle_cpus() {
@@ -578,6 +685,13 @@ const Symbol* SymbolTable::lookup(std::uint64_t addr) const {
     return addr < ends_[index] ? &*it : nullptr;
 }
 
+std::string unsymbolized_name(const store::ImageId& image) {
+    if (image.path.empty()) return store::kUnknownImage;
+    if (image.path.front() == '[') return image.path;
+    std::string name = fs::path(image.path).filename().string();
+    return "[" + (name.empty() ? image.path : name) + "]";
+}
+
 Result<std::string> read_build_id(const fs::path& path) {
     ECPI_ASSIGN_OR_RETURN(ElfFile file, ElfFile::open(path));
     return file.build_id();
@@ -589,6 +703,41 @@ struct Symbolizer::Impl {
     Options options;
     std::map<store::ImageId, Result<SymbolTable>> tables;
     std::map<store::ImageId, fs::path> files;  // the ELF file each loaded table came from
+
+    std::optional<Result<SymbolTable>> from_symfs(const store::ImageId& image, const std::string& label,
+                                                  std::vector<std::string>& reasons) {
+        const std::string& bid = image.build_id;
+        for (const auto& dir : options.symfs) {
+            // A recorded path is data others wrote: one that climbs out of DIR is not followed.
+            fs::path inside = fs::path(image.path).relative_path().lexically_normal();
+            std::vector<fs::path> candidates;
+            if (!inside.empty() && *inside.begin() != "..") candidates.push_back(dir / inside);
+            if (!label.empty() && label != "..") candidates.push_back(dir / label);
+            if (bid.size() > 2) candidates.push_back(dir / ".build-id" / bid.substr(0, 2) / bid.substr(2));
+            for (const auto& candidate : candidates) {
+                if (!regular_file_exists(candidate)) continue;
+                auto got = read_build_id(candidate);
+                if (!got.ok()) {
+                    reasons.push_back(got.error().message());
+                    continue;
+                }
+                if (*got != bid) {
+                    reasons.push_back(candidate.string() + " under --symfs has build id " +
+                                      (got->empty() ? std::string("none") : *got) + ", not the profiled " +
+                                      (bid.empty() ? std::string("none") : bid) + "; refused");
+                    continue;
+                }
+                auto table = SymbolTable::from_elf(candidate, options.debug_roots, label);
+                if (!table.ok()) {
+                    reasons.push_back(table.error().message());
+                    continue;
+                }
+                files[image] = candidate;
+                return table;
+            }
+        }
+        return std::nullopt;
+    }
 
     Result<SymbolTable> load(const store::ImageId& image) {
         const std::string& path = image.path;
@@ -604,12 +753,15 @@ struct Symbolizer::Impl {
 
         std::vector<std::string> reasons;
         const std::string& bid = image.build_id;
+        // Names of functions without symbols carry the recorded file name,
+        // never the name of the cached copy they were read from.
+        const std::string label = fs::path(path).filename().string();
         // 1. The database's build-id cache: DB/images/<bid[0:2]>/<bid[2:]>, the
         //    layout of store::Database::cached_image_path (keep in sync).
         if (options.database && bid.size() > 2) {
             fs::path cached = *options.database / "images" / bid.substr(0, 2) / bid.substr(2);
             if (regular_file_exists(cached)) {
-                auto table = SymbolTable::from_elf(cached, options.debug_roots);
+                auto table = SymbolTable::from_elf(cached, options.debug_roots, label);
                 if (table.ok()) {
                     files[image] = cached;
                     return table;
@@ -617,7 +769,9 @@ struct Symbolizer::Impl {
                 reasons.push_back(table.error().message());
             }
         }
-        // 2. The recorded path, if it still holds the binary that was
+        // 2. A copy under --symfs with the recorded build id.
+        if (auto copy = from_symfs(image, label, reasons)) return std::move(*copy);
+        // 3. The recorded path, if it still holds the binary that was
         //    profiled: a regular ELF file whose build id is the recorded one
         //    (none for none). A profile is data others wrote: a path forged
         //    to /etc/shadow or /dev/zero is refused here (issue 20, defect 2).
@@ -634,7 +788,7 @@ struct Symbolizer::Impl {
             if (!readable) {
                 // named above
             } else if (now == bid) {
-                auto table = SymbolTable::from_elf(path, options.debug_roots);
+                auto table = SymbolTable::from_elf(path, options.debug_roots, label);
                 if (table.ok()) {
                     files[image] = path;
                     return table;
@@ -648,12 +802,12 @@ struct Symbolizer::Impl {
         } else {
             reasons.push_back(path + ": no such file");
         }
-        // 3. A separate debug file found by build id alone.
+        // 4. A separate debug file found by build id alone.
         if (bid.size() > 2) {
             for (const auto& root : options.debug_roots) {
                 fs::path debug = build_id_debug_path(root, bid);
                 if (!regular_file_exists(debug)) continue;
-                auto table = SymbolTable::from_elf(debug, options.debug_roots);
+                auto table = SymbolTable::from_elf(debug, options.debug_roots, label);
                 if (table.ok()) return table;
                 reasons.push_back(table.error().message());
             }
@@ -688,6 +842,26 @@ std::optional<fs::path> Symbolizer::image_file(const store::ImageId& image) {
 }
 
 const Symbolizer::Options& Symbolizer::options() const { return impl_->options; }
+
+std::string missing_images_note(const store::EpochContents& contents, const std::string& event,
+                                Symbolizer& symbolizer) {
+    std::string note;
+    std::set<store::ImageId> seen;
+    for (const auto& profile : contents.profiles) {
+        const store::ImageId& image = profile.image;
+        if (profile.event != event || profile.total() == 0 || image.path.empty() || image.path.front() == '[') continue;
+        if (!seen.insert(image).second || symbolizer.table(image).ok()) continue;
+        auto now = read_build_id(image.path);
+        const char* what = !regular_file_exists(image.path) ? "is gone"
+                           : (now.ok() && *now != image.build_id) ? "has changed since it was profiled"
+                                                                  : nullptr;
+        if (what == nullptr) continue;  // there, but unreadable: prof's warning names why
+        if (!note.empty()) note += "; ";
+        note += "image " + image.path + " (build id " + (image.build_id.empty() ? "none" : image.build_id) + ") " +
+                what + "; point --symfs at a copy";
+    }
+    return note;
+}
 
 const Symbol* Symbolizer::lookup(const store::ImageId& image, std::uint64_t offset) {
     const auto& t = table(image);

@@ -1,5 +1,6 @@
 #include "cli_common.h"
 
+#include "ecpi/analyze/reports/kernel_idle.h"
 #include "ecpi/analyze/reports/profile_source.h"
 #include "ecpi/terminal_text.h"
 
@@ -73,6 +74,7 @@ OpenedEpoch read_database_epoch(const std::string& spec, const std::string& epoc
         chosen = epochs.back();
     }
     auto contents = unwrap(db.read_epoch(chosen));
+    analyze::idle_from_kernel(contents);
     // The newest epoch of a daemon's database is often just started: say so,
     // and where the data is, rather than show an empty report.
     if (epoch.empty() && contents.profiles.empty() && epochs.size() > 1) {
@@ -95,6 +97,20 @@ void add_include_idle_option(CLI::App& app, bool& include_idle) {
     app.add_flag("--include-idle", include_idle,
                  "Count samples that found a CPU idle in the shares, as [idle cpu N] rows (default: kept apart, "
                  "counted in the header)");
+}
+
+void add_symfs_option(CLI::App& app, std::vector<std::string>& dirs) {
+    app.add_option("--symfs", dirs,
+                   "Directory holding copies of images that moved or were deleted: DIR/<recorded path>, "
+                   "DIR/<file name> or DIR/.build-id/xx/rest, used only with the recorded build id (repeatable)");
+}
+
+analyze::Symbolizer::Options symbolizer_options(const std::filesystem::path& database,
+                                                const std::vector<std::string>& symfs) {
+    analyze::Symbolizer::Options options;
+    if (!database.empty()) options.database = database;
+    options.symfs.assign(symfs.begin(), symfs.end());
+    return options;
 }
 
 void note_idle_kept_apart(const char* verb, const store::EpochContents& contents, const std::string& label) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ecpi/json_document.h"
+#include "ecpi/analyze/symbols/symbolizer.h"
 #include "ecpi/result.h"
 #include "ecpi/store/profile.h"
 
@@ -49,6 +50,13 @@ void add_include_idle_option(CLI::App& app, bool& include_idle);
 // One line on stderr per event whose idle samples a report leaves out:
 // "ecpi VERB: note: [LABEL: ]<event>: N samples found a CPU idle ...".
 void note_idle_kept_apart(const char* verb, const store::EpochContents& contents, const std::string& label = {});
+
+// --symfs DIR (repeatable): where reports look for copies of images that
+// moved or were deleted since recording (analyze::Symbolizer::Options::symfs).
+void add_symfs_option(CLI::App& app, std::vector<std::string>& dirs);
+// The symbolizer options of a report over `database` with those directories.
+analyze::Symbolizer::Options symbolizer_options(const std::filesystem::path& database,
+                                                const std::vector<std::string>& symfs);
 
 // Where a verb that runs a COMMAND puts its report: FILE when given (the
 // option --report-file), else standard error when the command shares our

@@ -41,6 +41,8 @@ inline constexpr std::uint64_t kMaxSampleCount = 1ull << 50;
 inline constexpr double kMaxCpuMhz = 100000;
 // A sampling period: up to 2^44 (4.9 hours of ns, or 1.8e13 events).
 inline constexpr std::uint64_t kMaxPeriod = 1ull << 44;
+// One CPU's idle time in an epoch, in ns: up to about ten years.
+inline constexpr std::uint64_t kMaxIdleNs = 1ull << 58;
 // CPUs a per-CPU list may name (epoch.json's idle_per_cpu).
 inline constexpr std::size_t kMaxCpus = 4096;
 
@@ -189,6 +191,12 @@ struct EpochMeta {
     std::string cpu_name;                // "model name"
     std::int64_t first_sample_unix = 0;
     std::int64_t last_update_unix = 0;
+    // The kernel's own idle time per CPU (index = CPU number) while the
+    // epoch was recorded, in ns: /proc/stat's idle + iowait, read when
+    // recording starts and at every flush (issue 30: a tickless idle CPU takes
+    // no timer samples, so sampled idle misses it). Added element-wise; empty
+    // in epochs written before it existed.
+    std::vector<std::uint64_t> idle_ns_per_cpu;
     bool operator==(const EpochMeta&) const = default;
 };
 

@@ -3,6 +3,7 @@
 #include "ecpi/analyze/reports/prof_report.h"
 #include "ecpi/analyze/reports/profile_source.h"
 #include "ecpi/analyze/text_table.h"
+#include "ecpi/analyze/reports/kernel_idle.h"
 
 #include <doctest/doctest.h>
 
@@ -137,7 +138,7 @@ TEST_CASE("prof by procedure: rows, order, percentages, warnings") {
     check_rows(*report, {
                             {"ecpi_test::compute(int)", ECPI_SYMTEST, 80, 500},
                             {"ecpi_test::Widget::spin(int) const", ECPI_SYMTEST, 30, 100},
-                            {"[unknown]", gone, 8, 2},
+                            {"[libgone.so]", gone, 8, 2},
                             {"local_helper(int)", ECPI_SYMTEST, 7, 0},
                             {"local_fn", "[kernel]", 6, 0},  // ties: by name
                             {"main", ECPI_SYMTEST, 6, 0},
@@ -146,6 +147,12 @@ TEST_CASE("prof by procedure: rows, order, percentages, warnings") {
                             {"ecpi_test::compute(double)", ECPI_SYMTEST, 0, 40},
                         });
     CHECK(report->rows[0].build_id == f.bid);
+    // Issue 30: the image without symbols is named once, with what to do.
+    CHECK(report->hints == std::vector<std::string>{
+                               "libgone.so (build id abcdef0123456789): 100.0% of its samples are in functions "
+                               "without a name ([libgone.so]); install its debug symbols, or set DEBUGINFOD_URLS"});
+    CHECK(render_prof_text(*report).find("\nWithout symbols: libgone.so (build id abcdef0123456789): 100.0%") !=
+          std::string::npos);
     CHECK(report->rows[0].percent == doctest::Approx(100.0 * 80 / 144));
     CHECK(report->rows[0].cumulative_percent == doctest::Approx(100.0 * 80 / 144));
     CHECK(report->rows[1].cumulative_percent == doctest::Approx(100.0 * 110 / 144));
@@ -228,7 +235,7 @@ TEST_CASE("prof: pid filter and limit") {
         auto report = f.run(options);
         REQUIRE(report.ok());
         REQUIRE(report->rows.size() == 3);
-        CHECK(report->rows[2].procedure == "[unknown]");
+        CHECK(report->rows[2].procedure == "[libgone.so]");
         CHECK(report->rows[2].cumulative_percent == doctest::Approx(100.0 * 118 / 144));
         CHECK(report->totals.at("cpu-clock").samples == 144);
     }
@@ -304,7 +311,7 @@ TEST_CASE("prof JSON document") {
     // Every key is documented in docs/json-schema.md; nothing else is emitted.
     std::vector<std::string> keys;
     for (const auto& [key, value] : doc.items()) keys.push_back(key);
-    CHECK(keys == std::vector<std::string>{"by", "database", "epoch", "events", "pid", "rows", "schema",
+    CHECK(keys == std::vector<std::string>{"by", "database", "epoch", "events", "hints", "pid", "rows", "schema",
                                            "totals", "version", "warnings"});
 
     ProfOptions by_image;
@@ -356,6 +363,38 @@ TEST_CASE("prof: idle samples kept apart, or shown per CPU") {
     CHECK(shown->rows[0].percent == doctest::Approx(100.0 * 80 / 204));
 }
 
+// Issue 30: a tickless idle CPU takes no timer samples; the kernel's idle
+// time per CPU, saved with the epoch, replaces the sampled counts of
+// cpu-clock (as samples at its period) and is shown as time.
+TEST_CASE("prof: idle from the kernel's accounting, as time and as samples at the period") {
+    Fixture f;
+    f.contents.meta.events["cpu-clock"].period = 200'000;  // 5000 Hz
+    f.contents.meta.events["cpu-clock"].idle = 16242;      // all on cpu0: cpu1 slept without a tick
+    f.contents.meta.events["cpu-clock"].idle_per_cpu = {16242, 0};
+    f.contents.meta.idle_ns_per_cpu = {250'000'000, 3'800'000'000};
+    idle_from_kernel(f.contents);
+    auto apart = f.run({});
+    REQUIRE(apart.ok());
+    CHECK(apart->totals.at("cpu-clock").idle_per_cpu == std::vector<std::uint64_t>{1250, 19000});
+    CHECK(apart->totals.at("cpu-clock").idle == 20250);
+    const std::string text = render_prof_text(*apart);
+    CHECK(text.find("Idle samples, kept apart: 20250 samples found a CPU idle (cpu0 1250, cpu1 19000)") !=
+          std::string::npos);
+    CHECK(text.find("Idle time per CPU (the kernel's accounting): cpu0 0.25 s, cpu1 3.80 s\n") != std::string::npos);
+    nlohmann::json doc = render_prof_json(*apart);
+    CHECK(doc["idle_ns_per_cpu"] == nlohmann::json::array({250'000'000, 3'800'000'000}));
+    CHECK(doc["totals"]["cpu-clock"]["idle_per_cpu"] == nlohmann::json::array({1250, 19000}));
+
+    // --include-idle rows carry the same counts.
+    include_idle_samples(f.contents);
+    auto shown = f.run({});
+    REQUIRE(shown.ok());
+    std::map<std::string, std::uint64_t> idle_rows;
+    for (const auto& row : shown->rows)
+        if (row.image == ecpi::store::kIdleImage) idle_rows[row.procedure] = row.samples.at("cpu-clock");
+    CHECK(idle_rows == std::map<std::string, std::uint64_t>{{"[idle cpu 0]", 1250}, {"[idle cpu 1]", 19000}});
+}
+
 TEST_CASE("an old database's idle total, without CPUs, shows as one [idle] row") {
     Fixture f;
     f.contents.meta.events["cpu-clock"].idle = 7;
@@ -379,7 +418,7 @@ TEST_CASE("prof text output, DCPI Figure 1 layout") {
     report->database = "/var/lib/ecpi";
     std::string text = render_prof_text(*report);
     auto lines = lines_of(text);
-    REQUIRE(lines.size() == 2 + 3 * 2 + 1 + 1 + 1 + 9);
+    REQUIRE(lines.size() == 2 + 3 * 2 + 1 + 1 + 1 + 1 + 9);
     CHECK(lines[0] == "Database: /var/lib/ecpi");
     CHECK(lines[1] == "Epoch: 00007");
     CHECK(lines[2] == "Total samples for event type cpu-clock = 144, period 10000000 ns");
@@ -388,17 +427,19 @@ TEST_CASE("prof text output, DCPI Figure 1 layout") {
     CHECK(lines[5] == "Total samples for event type cycles = 642, period 100000 events");
     CHECK(lines[6] == "    Unknown (unmapped) samples: 0 (0.00%)");
     CHECK(lines[7] == "    Lost samples (ring buffer full): 0");
-    CHECK(lines[8] == "The counts given below are the number of samples for each listed event type.");
-    CHECK(lines[9].find_first_not_of('=') == std::string::npos);
+    CHECK(lines[8] == "Without symbols: libgone.so (build id abcdef0123456789): 100.0% of its samples are in functions "
+                      "without a name ([libgone.so]); install its debug symbols, or set DEBUGINFOD_URLS");
+    CHECK(lines[9] == "The counts given below are the number of samples for each listed event type.");
+    CHECK(lines[10].find_first_not_of('=') == std::string::npos);
 
     // Header: the sort event, %, cum%, then cycles and %, procedure, image.
-    const std::string& header = lines[10];
+    const std::string& header = lines[11];
     std::istringstream words(header);
     std::vector<std::string> tokens{std::istream_iterator<std::string>(words), {}};
     CHECK(tokens == std::vector<std::string>{"cpu-clock", "%", "cum%", "cycles", "%", "procedure", "image"});
     std::size_t widest = 0;
-    for (std::size_t i = 10; i < lines.size(); ++i) widest = std::max(widest, lines[i].size());
-    CHECK(lines[9].size() == widest);
+    for (std::size_t i = 11; i < lines.size(); ++i) widest = std::max(widest, lines[i].size());
+    CHECK(lines[10].size() == widest);
 
     // Numbers are right-aligned under their headers; procedure and image
     // columns start where their headers start.
@@ -412,7 +453,7 @@ TEST_CASE("prof text output, DCPI Figure 1 layout") {
     std::vector<Row> rows = {
         {"80", "55.56%", "55.56%", "500", "ecpi_test::compute(int)", "symtest"},
         {"30", "20.83%", "76.39%", "100", "ecpi_test::Widget::spin(int) const", "symtest"},
-        {"8", "5.56%", "81.94%", "2", "[unknown]", "libgone.so"},
+        {"8", "5.56%", "81.94%", "2", "[libgone.so]", "libgone.so"},
         {"7", "4.86%", "86.81%", "0", "local_helper(int)", "symtest"},
         {"6", "4.17%", "90.97%", "0", "local_fn", "[kernel]"},
         {"6", "4.17%", "95.14%", "0", "main", "symtest"},
@@ -421,7 +462,7 @@ TEST_CASE("prof text output, DCPI Figure 1 layout") {
         {"0", "0.00%", "100.00%", "40", "ecpi_test::compute(double)", "symtest"},
     };
     for (std::size_t i = 0; i < rows.size(); ++i) {
-        const std::string& line = lines[11 + i];
+        const std::string& line = lines[12 + i];
         CAPTURE(line);
         CHECK(line.substr(0, clock_end).find_first_not_of(' ') == clock_end - rows[i].clock.size());
         CHECK(line.substr(clock_end - rows[i].clock.size(), rows[i].clock.size()) == rows[i].clock);
@@ -436,8 +477,8 @@ TEST_CASE("prof text output, DCPI Figure 1 layout") {
         CHECK(line.substr(procedure_at, rows[i].procedure.size()) == rows[i].procedure);
         CHECK(line.substr(image_at) == rows[i].image);  // last column: no trailing blanks
     }
-    // Warnings go to stderr (the CLI), not into the text.
-    CHECK(text.find("libgone.so (build id") == std::string::npos);
+    // Warnings go to stderr (the CLI), not into the text; the hint is the header's.
+    CHECK(text.find("no symbols for /nonexistent/libgone.so") == std::string::npos);
 
     ProfOptions by_image;
     by_image.by = ProfOptions::By::kImage;

@@ -625,5 +625,30 @@ TEST_CASE("how call stacks ended (stack_ends) round-trips, adds up in a merge, a
     CHECK(contains(damaged->skipped[0], "stack_ends"));
 }
 
+TEST_CASE("the kernel's idle time per CPU round-trips, adds up per CPU, and is bounded") {
+    TempDir tmp;
+    Database db = create(tmp.path() / "db");
+    EpochMeta meta;
+    meta.idle_ns_per_cpu = {1'000'000, 3'000'000'000};
+    REQUIRE(db.merge("00001", meta).ok());
+    meta.idle_ns_per_cpu = {5, 6, 7};
+    REQUIRE(db.merge("00001", meta).ok());
+    auto contents = db.read_epoch("00001");
+    REQUIRE(contents.ok());
+    CHECK(contents->meta.idle_ns_per_cpu == std::vector<std::uint64_t>{1'000'005, 3'000'000'006, 7});
+
+    const fs::path json = tmp.path() / "db" / "epochs" / "00001" / "epoch.json";
+    auto bytes = read_bytes(json);
+    std::string text(bytes.begin(), bytes.end());
+    const auto at = text.find("3000000006");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 10, "999999999999999999");  // 31 years
+    write_bytes(json, std::vector<std::uint8_t>(text.begin(), text.end()));
+    auto damaged = db.read_epoch("00001");
+    REQUIRE(damaged.ok());
+    REQUIRE(damaged->skipped.size() == 1);
+    CHECK(contains(damaged->skipped[0], "idle_ns_per_cpu holds 999999999999999999 ns, more than ten years of one CPU"));
+}
+
 }  // namespace
 }  // namespace ecpi::store

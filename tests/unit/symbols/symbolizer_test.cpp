@@ -1,6 +1,8 @@
 // SymbolTable, read_build_id and Symbolizer against binaries built from
 // data/symtest.cpp; expected answers come from nm/objdump/readelf listings.
 #include "ecpi/analyze/symbols/symbolizer.h"
+#include "ecpi/analyze/symbols/eh_frame.h"
+#include "ecpi/analyze/symbols/xz.h"
 
 #include <doctest/doctest.h>
 
@@ -162,7 +164,7 @@ TEST_CASE("from_elf: stripped binary, debug file through .gnu_debuglink") {
         auto without_root = SymbolTable::from_elf(bin_dir / "symtest");
         REQUIRE(without_root.ok());
         auto nm = nm_functions(ECPI_SYMTEST_NM);
-        CHECK(without_root->lookup(nm.at("main")) == nullptr);
+        CHECK(name_at(*without_root, nm.at("main")) != "main");
         auto table = SymbolTable::from_elf(bin_dir / "symtest", {root});
         REQUIRE(table.ok());
         check_known_functions(*table, ECPI_SYMTEST_NM);
@@ -187,7 +189,7 @@ TEST_CASE("from_elf: stripped binary, debug file through .gnu_debuglink") {
         }
         auto tampered = SymbolTable::from_elf(tmp.path() / "symtest");
         REQUIRE(tampered.ok());
-        CHECK(tampered->lookup(nm_functions(ECPI_SYMTEST_NM).at("main")) == nullptr);
+        CHECK(name_at(*tampered, nm_functions(ECPI_SYMTEST_NM).at("main")) != "main");
     }
     SUBCASE("a debuglink candidate with the wrong CRC and build id is rejected") {
         TempDir tmp;
@@ -352,5 +354,245 @@ TEST_CASE("Symbolizer: search order and remembered failures") {
         CHECK(!symbolizer.table({ecpi::store::kUnknownImage, ""}).ok());
         CHECK(!symbolizer.table({ecpi::store::kVdsoImage, ""}).ok());
         CHECK(!symbolizer.table({"[anon:jit]", ""}).ok());
+    }
+}
+
+namespace {
+
+std::string hex(std::uint64_t v) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+
+// Every known function of symtest, stripped, is one FDE-named row: its start
+// and extent are the unstripped symbol's, its name IMAGE+0xSTART.
+void check_frame_named(const SymbolTable& table, const std::string& label) {
+    auto full = SymbolTable::from_elf(ECPI_SYMTEST);
+    REQUIRE(full.ok());
+    auto nm = nm_functions(ECPI_SYMTEST_NM);
+    for (const char* name : kKnownFunctions) {
+        CAPTURE(name);
+        std::uint64_t addr = nm.at(name);
+        const Symbol* sym = table.lookup(addr);
+        REQUIRE(sym != nullptr);
+        CHECK(sym->name == label + "+0x" + hex(addr));
+        CHECK(sym->from_frame_info);
+        CHECK(sym->start == addr);
+        CHECK(table.end_of(*sym) == full->end_of(*full->lookup(addr)));
+    }
+}
+
+// Sorted, disjoint, each FDE-named row named after its own start.
+void check_rows_sane(const SymbolTable& table, const std::string& label) {
+    const auto& symbols = table.symbols();
+    for (std::size_t i = 0; i < symbols.size(); ++i) {
+        CAPTURE(symbols[i].name);
+        if (i + 1 < symbols.size()) CHECK(table.end_of(symbols[i]) <= symbols[i + 1].start);
+        if (symbols[i].from_frame_info) {
+            CHECK(symbols[i].name == label + "+0x" + hex(symbols[i].start));
+            CHECK(symbols[i].size > 0);
+            CHECK(symbols[i].size < (std::uint64_t{1} << 24));
+        }
+    }
+}
+
+// A synthetic .eh_frame: one "zR" CIE (pc-relative sdata4 pointers), then FDEs.
+class EhFrameWriter {
+public:
+    explicit EhFrameWriter(std::uint64_t section_addr) : addr_(section_addr) {
+        std::size_t len = begin();
+        u32(0);  // CIE id
+        bytes_.push_back(1);  // version
+        for (char c : std::string("zR")) bytes_.push_back(static_cast<unsigned char>(c));
+        bytes_.push_back(0);
+        bytes_.push_back(1);     // code alignment
+        bytes_.push_back(0x78);  // data alignment -8
+        bytes_.push_back(16);    // return address register
+        bytes_.push_back(1);     // augmentation length
+        bytes_.push_back(0x1b);  // DW_EH_PE_pcrel | DW_EH_PE_sdata4
+        finish(len);
+    }
+    void fde(std::uint64_t start, std::int64_t range) {
+        std::size_t len = begin();
+        u32(static_cast<std::uint32_t>(bytes_.size()));  // back to the CIE at offset 0
+        std::uint64_t field = addr_ + bytes_.size();
+        u32(static_cast<std::uint32_t>(start - field));
+        u32(static_cast<std::uint32_t>(range));
+        bytes_.push_back(0);  // augmentation length
+        finish(len);
+    }
+    void raw_u32(std::uint32_t v) { u32(v); }
+    const std::vector<unsigned char>& bytes() const { return bytes_; }
+
+private:
+    void u32(std::uint32_t v) {
+        for (int i = 0; i < 4; ++i) bytes_.push_back(static_cast<unsigned char>(v >> (8 * i)));
+    }
+    std::size_t begin() {
+        std::size_t at = bytes_.size();
+        u32(0);
+        return at;
+    }
+    void finish(std::size_t at) {
+        while ((bytes_.size() - at) % 4 != 0) bytes_.push_back(0);  // DW_CFA_nop
+        auto len = static_cast<std::uint32_t>(bytes_.size() - at - 4);
+        for (int i = 0; i < 4; ++i) bytes_[at + static_cast<std::size_t>(i)] = static_cast<unsigned char>(len >> (8 * i));
+    }
+    std::uint64_t addr_;
+    std::vector<unsigned char> bytes_;
+};
+
+const unsigned char kIdent64[16] = {0x7f, 'E', 'L', 'F', 2 /*ELFCLASS64*/, 1 /*ELFDATA2LSB*/, 1};
+
+}  // namespace
+
+TEST_CASE("from_elf: stripped binary without a debug file: functions from .eh_frame, IMAGE+0xSTART") {
+    auto table = SymbolTable::from_elf(ECPI_SYMTEST_NOSYM);
+    REQUIRE(table.ok());
+    CHECK(table->frame_named() >= std::size(kKnownFunctions));
+    check_frame_named(*table, "symtest_nosym");
+    check_rows_sane(*table, "symtest_nosym");
+    check_plt(*table, ECPI_SYMTEST_PLT);
+    CHECK(table->notes().empty());
+
+    // The name is the recorded image's, not the file's (a cached copy).
+    auto named = SymbolTable::from_elf(ECPI_SYMTEST_NOSYM, {}, "gzip");
+    REQUIRE(named.ok());
+    check_frame_named(*named, "gzip");
+
+    // Through the Symbolizer, by the recorded path.
+    Symbolizer symbolizer(Symbolizer::Options{});
+    const std::string bid = readelf_build_id(ECPI_SYMTEST_NOTES);
+    const Symbol* sym = symbolizer.lookup({ECPI_SYMTEST_NOSYM, bid}, nm_functions(ECPI_SYMTEST_NM).at("main"));
+    REQUIRE(sym != nullptr);
+    CHECK(sym->name == "symtest_nosym+0x" + hex(nm_functions(ECPI_SYMTEST_NM).at("main")));
+}
+
+TEST_CASE("from_elf: .gnu_debugdata (MiniDebugInfo) names a stripped binary's functions") {
+    auto table = SymbolTable::from_elf(ECPI_SYMTEST_MINI);
+    REQUIRE(table.ok());
+    check_known_functions(*table, ECPI_SYMTEST_NM);
+    check_plt(*table, ECPI_SYMTEST_PLT);
+    CHECK(table->notes().empty());
+}
+
+TEST_CASE("from_elf: a .gnu_debugdata decompression bomb is refused by name; .eh_frame still names") {
+    auto table = SymbolTable::from_elf(ECPI_SYMTEST_BOMB);
+    REQUIRE(table.ok());
+    REQUIRE(table->notes().size() == 1);
+    CHECK(table->notes()[0].find(".gnu_debugdata expands past 64 MiB (a decompression bomb?); refused") !=
+          std::string::npos);
+    check_frame_named(*table, "symtest_bomb");
+}
+
+TEST_CASE("xz_decompress: bounded, damaged input named") {
+    const char junk[] = "not xz at all";
+    auto bad = ecpi::analyze::xz_decompress(junk, sizeof junk);
+    REQUIRE(!bad.ok());
+    CHECK(bad.error().message() == "not xz data");
+}
+
+TEST_CASE("scan_eh_frame: a forged FDE table: overlapping, empty, absurd and wrapping ranges") {
+    using ecpi::analyze::CodeRange;
+    using ecpi::analyze::scan_eh_frame;
+    const std::uint64_t kSection = 0x3000;
+    const std::vector<CodeRange> code = {{0x1000, 0x2000}};
+    EhFrameWriter w(kSection);
+    w.fde(0x1000, 0x100);         // kept
+    w.fde(0x1080, 0x100);         // overlaps the first: refused
+    w.fde(0x1800, 0x7fffffff);    // runs far past the code: refused
+    w.fde(0x1200, 0);             // empty: refused
+    w.fde(0x1400, 0x40);          // kept
+    w.fde(0x1900, -1);            // a negative range (wraps as unsigned): refused
+    w.fde(0x9000, 0x10);          // outside any code: refused
+
+    SUBCASE("well framed") {
+        auto scan = scan_eh_frame(kIdent64, w.bytes().data(), w.bytes().size(), kSection, code);
+        CHECK(scan.functions == std::vector<CodeRange>{{0x1000, 0x1100}, {0x1400, 0x1440}});
+        CHECK(scan.refused == 5);
+        CHECK(!scan.stopped);
+    }
+    SUBCASE("an entry whose length runs past the section stops the walk, keeping what came before") {
+        std::vector<unsigned char> bytes = w.bytes();
+        bytes.insert(bytes.end(), {0xf0, 0xff, 0xff, 0x0f, 0, 0, 0, 0});  // length 0x0ffffff0
+        auto scan = scan_eh_frame(kIdent64, bytes.data(), bytes.size(), kSection, code);
+        CHECK(scan.stopped);
+        CHECK(scan.functions == std::vector<CodeRange>{{0x1000, 0x1100}, {0x1400, 0x1440}});
+    }
+    SUBCASE("no executable range: nothing kept") {
+        auto scan = scan_eh_frame(kIdent64, w.bytes().data(), w.bytes().size(), kSection, {});
+        CHECK(scan.functions.empty());
+        CHECK(scan.refused == 7);
+    }
+}
+
+TEST_CASE("from_elf: Debian's stripped gzip and dash: one sane row per FDE") {
+    for (const char* path : {"/usr/bin/gzip", "/bin/dash"}) {
+        CAPTURE(path);
+        if (!fs::exists(path)) continue;
+        auto table = SymbolTable::from_elf(path);
+        REQUIRE(table.ok());
+        CHECK(table->frame_named() > 20);
+        check_rows_sane(*table, fs::path(path).filename().string());
+    }
+}
+
+TEST_CASE("Symbolizer: --symfs copies of moved images, by build id; a wrong build id is refused by name") {
+    TempDir tmp;
+    const std::string bid = readelf_build_id(ECPI_SYMTEST_NOTES);
+    const std::uint64_t main_addr = nm_functions(ECPI_SYMTEST_NM).at("main");
+    const ecpi::store::ImageId moved{"/gone/away/symtest", bid};
+
+    SUBCASE("DIR/<recorded path>") {
+        copy_into(ECPI_SYMTEST, tmp.path() / "symfs" / "gone" / "away" / "symtest");
+        Symbolizer symbolizer({.symfs = {tmp.path() / "symfs"}});
+        const Symbol* sym = symbolizer.lookup(moved, main_addr);
+        REQUIRE(sym != nullptr);
+        CHECK(sym->name == "main");
+        CHECK(symbolizer.image_file(moved) == tmp.path() / "symfs" / "gone" / "away" / "symtest");
+    }
+    SUBCASE("DIR/<file name>, and a stripped copy names functions after the recorded image") {
+        copy_into(ECPI_SYMTEST_NOSYM, tmp.path() / "symfs" / "symtest");
+        Symbolizer symbolizer({.symfs = {tmp.path() / "symfs"}});
+        const Symbol* sym = symbolizer.lookup(moved, main_addr);
+        REQUIRE(sym != nullptr);
+        CHECK(sym->name == "symtest+0x" + hex(main_addr));
+    }
+    SUBCASE("DIR/.build-id/xx/rest") {
+        copy_into(ECPI_SYMTEST, tmp.path() / "symfs" / ".build-id" / bid.substr(0, 2) / bid.substr(2));
+        Symbolizer symbolizer({.symfs = {tmp.path() / "symfs"}});
+        const Symbol* sym = symbolizer.lookup(moved, main_addr);
+        REQUIRE(sym != nullptr);
+        CHECK(sym->name == "main");
+    }
+    SUBCASE("the right name with another build id is refused, named") {
+        copy_into(ECPI_SYMTEST_IBT, tmp.path() / "symfs" / "symtest");
+        Symbolizer symbolizer({.symfs = {tmp.path() / "symfs"}});
+        const auto& t = symbolizer.table(moved);
+        REQUIRE(!t.ok());
+        const std::string other = *read_build_id(ECPI_SYMTEST_IBT);
+        CHECK(t.error().message().find((tmp.path() / "symfs" / "symtest").string() + " under --symfs has build id " +
+                                       other + ", not the profiled " + bid + "; refused") != std::string::npos);
+    }
+    SUBCASE("a recorded path that climbs out of DIR is not followed") {
+        copy_into(ECPI_SYMTEST, tmp.path() / "outside" / "symtest");
+        fs::create_directories(tmp.path() / "symfs");
+        Symbolizer symbolizer({.symfs = {tmp.path() / "symfs"}});
+        const ecpi::store::ImageId climbing{"../outside/other", bid};
+        CHECK(!symbolizer.table(climbing).ok());
+    }
+    SUBCASE("without a copy, reports name the image that is gone") {
+        ecpi::store::EpochContents contents;
+        ecpi::store::ImageProfile profile;
+        profile.image = moved;
+        profile.event = "cpu-clock";
+        profile.period = 1000;
+        profile.processes.push_back({100, {{main_addr, 5}}});
+        contents.profiles.push_back(profile);
+        Symbolizer symbolizer(Symbolizer::Options{});
+        CHECK(ecpi::analyze::missing_images_note(contents, "cpu-clock", symbolizer) ==
+              "image /gone/away/symtest (build id " + bid + ") is gone; point --symfs at a copy");
+        CHECK(ecpi::analyze::missing_images_note(contents, "cycles", symbolizer).empty());
     }
 }

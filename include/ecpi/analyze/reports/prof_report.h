@@ -49,6 +49,12 @@ struct ProfReport {
         std::uint32_t every = 0;
     };
     std::map<std::string, Snapshots> snapshots;
+    // The kernel's idle time per CPU in ns (analyze/reports/kernel_idle.h);
+    // empty when not recorded or with a pid filter.
+    std::vector<std::uint64_t> idle_ns_per_cpu;
+    // Images whose samples fell in functions without a name, once each, with
+    // what to do (analyze/reports/symbol_hints.h); only with by procedure.
+    std::vector<std::string> hints;
 };
 
 [[nodiscard]] Result<ProfReport> build_prof_report(const store::EpochContents& contents,

@@ -85,7 +85,7 @@ enum class Grouping { kProcedure, kImage };
 
 // One row of a flat profile: samples per (image key, procedure).
 struct FlatRow {
-    std::string procedure;             // "" when grouped by image; "[unknown]" for samples without a symbol
+    std::string procedure;             // "" when grouped by image; unsymbolized_name ("[gzip]") for samples without a symbol
     std::string image;                 // a path the image was recorded under (the one with most samples)
     std::string build_id;
     std::uint64_t samples = 0;

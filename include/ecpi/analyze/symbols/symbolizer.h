@@ -17,21 +17,31 @@
 
 namespace ecpi::analyze {
 
+class Symbolizer;
+
 struct Symbol {
     std::string name;          // demangled; PLT entries as "name@plt"
     std::uint64_t start = 0;   // ELF virtual address (same space as store offsets)
     std::uint64_t size = 0;    // 0 when unknown (then it extends to the next symbol)
     std::string linkage_name;  // as in the ELF symbol table (mangled); "" where there is none (PLT, kallsyms)
     bool local = false;        // STB_LOCAL
+    // No symbol names it: its extent is an .eh_frame FDE's and its name
+    // "IMAGE+0xSTART" (IMAGE the image's file name, START as `start`).
+    bool from_frame_info = false;
 };
 
 // The symbols of one image, sorted by address.
 class SymbolTable {
 public:
-    // Reads .symtab (or .dynsym) and synthesizes PLT names. `debug_search`
-    // are extra roots for separate debug files (default /usr/lib/debug).
+    // Reads .symtab (or, for a stripped file, a separate debug file's, or
+    // .gnu_debugdata's with .dynsym) and synthesizes PLT names; in a file
+    // without a full .symtab (its own or a debug file's), functions no symbol
+    // covers are named from their .eh_frame FDE "IMAGE+0xSTART", IMAGE
+    // being `image_name` (default: the file's name). `debug_search` are extra
+    // roots for separate debug files (default /usr/lib/debug).
     static Result<SymbolTable> from_elf(const std::filesystem::path& file,
-                                        const std::vector<std::filesystem::path>& debug_search = {});
+                                        const std::vector<std::filesystem::path>& debug_search = {},
+                                        const std::string& image_name = {});
     // /proc/kallsyms format; addresses become offsets from _text.
     static Result<SymbolTable> from_kallsyms(const std::filesystem::path& file = "/proc/kallsyms");
 
@@ -48,6 +58,12 @@ public:
     // or for a size-0 symbol the next symbol's start (bounded by its section).
     std::uint64_t end_of(const Symbol& sym) const;
     const std::string& build_id() const { return build_id_; }  // hex, may be empty
+    // How many symbols are FDE extents (Symbol::from_frame_info): > 0 means the
+    // image lacks names for some of its functions.
+    std::size_t frame_named() const { return frame_named_; }
+    // What could not be used while reading (a refused .gnu_debugdata, a
+    // damaged .eh_frame), one line each; the table stands without it.
+    const std::vector<std::string>& notes() const { return notes_; }
 
 private:
     struct Builder;  // analyze/symbols/symbolizer.cpp: dedupes aliases, computes ends_
@@ -57,7 +73,22 @@ private:
     // the next symbol's start, bounded by the end of its ELF section.
     std::vector<std::uint64_t> ends_;
     std::string build_id_;
+    std::size_t frame_named_ = 0;
+    std::vector<std::string> notes_;
 };
+
+// The one name every report and export gives samples of `image` that no
+// symbol (nor .eh_frame FDE) covers: "[gzip]" (the file name in brackets);
+// special images keep their own name ("[unknown]", "[vdso]"). Names that
+// start with '[' are never a function's.
+std::string unsymbolized_name(const store::ImageId& image);
+
+// For the images with samples of `event` whose symbols cannot be read because
+// their file is gone or changed: "image /x/chase (build id 12ab..) is gone;
+// point --symfs at a copy", joined by "; " ("" when there are none). Reports
+// that look a procedure up by name say this rather than "no samples".
+std::string missing_images_note(const store::EpochContents& contents, const std::string& event,
+                                Symbolizer& symbolizer);
 
 // Reads the GNU build id note of an ELF file (lowercase hex), if any.
 Result<std::string> read_build_id(const std::filesystem::path& file);
@@ -72,6 +103,12 @@ public:
         std::optional<std::filesystem::path> database;  // for its build-id image cache
         std::filesystem::path kallsyms = "/proc/kallsyms";
         std::vector<std::filesystem::path> debug_roots = {"/usr/lib/debug"};
+        // --symfs DIR: copies of images that moved or were deleted, looked up
+        // (after the database's cache, before the recorded path) as
+        // DIR/<recorded path>, DIR/<file name> and DIR/.build-id/xx/rest; a
+        // copy is used only with the recorded build id, and one with another
+        // build id is refused by name.
+        std::vector<std::filesystem::path> symfs;
     };
     explicit Symbolizer(Options options);
     ~Symbolizer();
