@@ -312,7 +312,35 @@ nlohmann::json table(std::vector<Row> rows, const Scaling& s, double total_first
     return out;
 }
 
-nlohmann::json level_json(const CacheSimulator& sim, std::size_t l, const Scaling& s) {
+// The level's sets in the sampled groups that references reached (all of
+// its sets without set sampling).
+std::uint64_t sampled_sets(const CacheSimulator& sim, std::size_t l) {
+    if (sim.totals().set_scale <= 1) return sim.options().levels[l].sets();
+    std::uint64_t groups = 0, reached = 0;
+    for (const auto& g : sim.set_groups()) {
+        groups++;
+        reached += !g.levels.empty() && g.levels[l].references > 0;
+    }
+    return groups ? sim.options().levels[l].sets() / groups * reached : 0;
+}
+
+// How a level was estimated: "full" (every reference), "time" (windows),
+// "sets" (every reference to sampled sets, MemSpy 7.3), "time+sets" (the
+// sampled sets' references in windows).
+std::string level_method(const CacheSimulator& sim, bool from_sets) {
+    if (from_sets) return "sets";
+    const auto& t = sim.totals();
+    bool timed = t.simulated < t.events;
+    if (t.set_scale > 1) return timed ? "time+sets" : "sets";
+    return timed ? "time" : "full";
+}
+
+nlohmann::json level_json(const CacheSimulator& time_sim, std::size_t l, const Scaling& time_scaling, const CachesimReportInput& in) {
+    bool from_sets = in.sets && l < in.set_levels.size() && in.set_levels[l];
+    const CacheSimulator& sim = from_sets ? *in.sets : time_sim;
+    Scaling set_scaling = time_scaling;
+    set_scaling.scale = double(sim.totals().set_scale);
+    const Scaling& s = from_sets ? set_scaling : time_scaling;
     const auto& g = sim.options().levels[l];
     const auto& c = sim.totals().counts.levels[l];
     auto e = estimate_miss_rate(sim, l, s.estimate);
@@ -321,6 +349,7 @@ nlohmann::json level_json(const CacheSimulator& sim, std::size_t l, const Scalin
                      {"size", g.size},
                      {"ways", g.ways},
                      {"line", g.line},
+                     {"method", level_method(sim, from_sets)},
                      {"references", std::llround(double(c.references) * s.scale)},
                      {"misses", std::llround(estimated_misses(c, s.estimate, s.alpha[l]) * s.scale)},
                      {"miss_rate", e.rate},
@@ -335,6 +364,8 @@ nlohmann::json level_json(const CacheSimulator& sim, std::size_t l, const Scalin
                      {"unknown_low", e.unknown_low},
                      {"unknown_high", e.unknown_high},
                      {"sampling_error", num(e.sampling_error)},
+                     {"set_spread", num(e.set_spread)},
+                     {"sampled_sets", sampled_sets(sim, l)},
                      {"wood_alpha", sim.wood_alpha(l) ? nlohmann::json(*sim.wood_alpha(l)) : nlohmann::json(nullptr)}};
     if (sim.options().classes) {
         double misses = double(c.known_misses + c.unknown_stale_misses);
@@ -418,15 +449,16 @@ nlohmann::json cachesim_report_json(const CacheSimulator& sim, const CachesimRep
     doc["sampling"] = {{"sample", in.sample},
                        {"window", in.window},
                        {"seed", in.seed},
-                       {"set_sample", t.set_scale},
+                       {"set_sample", in.sets ? in.sets->totals().set_scale : t.set_scale},
                        {"windows", t.windows},
                        {"streams", t.streams},
                        {"references", t.events},
                        {"simulated", t.simulated},
                        {"fraction", fraction},
+                       {"set_simulated", in.sets ? in.sets->totals().simulated : 0},
                        {"unknown_estimate", std::string(unknown_estimate_name(in.estimate))}};
     nlohmann::json levels = nlohmann::json::array();
-    for (std::size_t l = 0; l < s.names.size(); l++) levels.push_back(level_json(sim, l, s));
+    for (std::size_t l = 0; l < s.names.size(); l++) levels.push_back(level_json(sim, l, s, in));
     doc["levels"] = levels;
     doc["procedures"] = table(values(procs), s, total_first, true);
     doc["lines"] = table(values(lines), s, total_first, true);
@@ -476,19 +508,25 @@ std::string render_cachesim_text(const nlohmann::json& doc, std::size_t limit) {
                   (unsigned long long)sm["set_sample"].get<std::uint64_t>(), sm["unknown_estimate"].get<std::string>().c_str());
 
     detail::TextTable levels;
-    for (auto [h, n] : {std::pair{"level", false}, {"references", true}, {"misses", true}, {"miss rate", true},
-                        {"bound", true}, {"range", true}, {"of refs", true}, {"unknown", true}})
+    for (auto [h, n] : {std::pair{"level", false}, {"method", false}, {"references", true}, {"misses", true}, {"miss rate", true},
+                        {"bound", true}, {"range", true}, {"of refs", true}, {"unknown", true}, {"set spread", true}})
         levels.add_column(h, n);
     for (const auto& l : doc["levels"]) {
         double sim_refs = l["simulated_references"].get<double>();
-        levels.add_row({l["name"].get<std::string>(), human(l["references"].get<double>()), human(l["misses"].get<double>()),
-                        pct(l["miss_rate"]), "±" + pct(l["bound"]),
+        std::string spread = l["set_spread"].is_number() && l["method"].get<std::string>().find("sets") != std::string::npos
+                                 ? format("±%s of %llu sets", pct(l["set_spread"]).c_str(),
+                                          (unsigned long long)l["sampled_sets"].get<std::uint64_t>())
+                                 : "-";
+        levels.add_row({l["name"].get<std::string>(), l["method"].get<std::string>(), human(l["references"].get<double>()),
+                        human(l["misses"].get<double>()), pct(l["miss_rate"]), "±" + pct(l["bound"]),
                         "[" + pct(l["low"]) + ", " + pct(l["high"]) + "]", pct(l["global_miss_rate"]),
-                        sim_refs > 0 ? pct(l["unknown"].get<double>() / sim_refs) : "-"});
+                        sim_refs > 0 ? pct(l["unknown"].get<double>() / sim_refs) : "-", spread});
     }
     out += levels.render();
     out += "  miss rate: misses / references reaching the level; of refs: misses / all references;\n"
-           "  bound: the estimate's range for unknown references (alpha 0..1) widened by 1.96 standard errors of the window rates\n";
+           "  method: time (windows), sets (every reference to a random subset of sets, MemSpy 7.3), full;\n"
+           "  bound: the estimate's range for unknown references (alpha 0..1) widened by 1.96 standard errors of the window\n"
+           "  rates and, under set sampling, of the sampled sets' rates (set spread: that part alone)\n";
     for (const auto& l : doc["levels"])
         if (l.contains("classes"))
             out += format("  %s misses: compulsory %s, capacity %s, conflict %s\n", l["name"].get<std::string>().c_str(),

@@ -16,6 +16,7 @@
 #include "ecpi/analyze/cachesim/cachesim.h"
 #include "ecpi/analyze/cachesim/cachesim_report.h"
 #include "ecpi/analyze/cachesim/memtrace_trace.h"
+#include "ecpi/analyze/cachesim/set_sampling.h"
 #include "ecpi/loader/memtrace.h"
 #include "ecpi/loader/progress_line.h"
 
@@ -33,7 +34,8 @@ constexpr std::uint64_t kDefaultWindow = 10000;
 struct CachesimArgs {
     std::string sample = "1/10";
     std::uint64_t window = kDefaultWindow;
-    std::string sets = "1/1";
+    std::string sets = "auto";
+    std::string set_levels = "auto";
     std::vector<std::string> caches;
     std::string unknown = "stale";
     std::optional<std::uint64_t> seed;
@@ -62,9 +64,35 @@ analyze::SimulatorOptions simulator_options(const CachesimArgs& args, std::strin
         }
         caches_source = "--cache";
     }
-    o.set_sample = std::uint32_t(parse_ratio(args.sets, "--sets"));
     o.classes = args.classes;
     return o;
+}
+
+// Time sampling for the levels a window warms, set sampling for the others
+// (analyze/cachesim/set_sampling.h); `sets` is made when some level is set-sampled.
+analyze::SetSamplingPlan plan_sampling(const CachesimArgs& args, std::uint64_t sample, analyze::SimulatorOptions& time_options,
+                                       std::optional<analyze::CacheSimulator>& sets) {
+    std::uint32_t k = args.sets == "auto" ? 0 : std::uint32_t(parse_ratio(args.sets, "--sets"));
+    auto plan = analyze::plan_set_sampling(time_options.levels, args.window, sample, k, args.valgrind ? "none" : args.set_levels);
+    if (!plan.ok()) throw UsageError{plan.error().message()};
+    time_options.set_sample = plan->combined() ? 1 : plan->set_sample;
+    if (plan->combined()) {
+        analyze::SimulatorOptions o = time_options;
+        o.set_sample = plan->set_sample;
+        o.classes = false;
+        auto made = analyze::CacheSimulator::create(o);
+        if (!made.ok()) throw UsageError{made.error().message()};
+        sets.emplace(std::move(made).value());
+    }
+    return std::move(plan).value();
+}
+
+void note_methods(const analyze::SetSamplingPlan& plan, const analyze::SimulatorOptions& o, analyze::CachesimReportInput& in) {
+    if (!plan.combined()) return;
+    for (std::size_t l = 0; l < o.levels.size(); l++)
+        in.notes.push_back(o.levels[l].name + ": " + (plan.set_levels[l] ? "set sampling, 1/" + std::to_string(plan.set_sample) + " of the sets"
+                                                                         : std::string("time sampling")) +
+                           " (" + plan.reasons[l] + ")");
 }
 
 std::vector<analyze::TraceModule> to_trace_modules(const std::vector<loader::LoadedModule>& in) {
@@ -79,13 +107,19 @@ nlohmann::json program_json(const loader::ProgramExit& e) {
 
 // The instrumented program under the runtime's control, rings drained into the simulator.
 void run_runtime_source(const CachesimArgs& args, std::uint64_t sample, std::uint64_t seed, analyze::CacheSimulator& sim,
-                        analyze::CachesimReportInput& in, std::optional<analyze::TraceWriter>& writer) {
+                        analyze::CacheSimulator* sets, analyze::CachesimReportInput& in, std::optional<analyze::TraceWriter>& writer) {
     loader::MemtraceRunOptions o;
     o.argv = args.command;
     o.window = args.window;
     o.off_mean = sample == 1 ? 0 : args.window * (sample - 1);
     o.seed = seed;
-    analyze::RecordDecoder decoder(sim);
+    if (sets) {
+        auto filter = sets->set_filter();
+        if (!filter) throw UsageError{"--sets 1/K needs K a power of two for set sampling of whole levels"};
+        o.set_bitmap = filter->bitmap;
+        o.set_shift = filter->shift;
+    }
+    analyze::RecordDecoder decoder(sim, sets);
     auto handler = [&](std::uint32_t ring, std::span<const ecpi_rt_record> recs) -> Result<void> {
         if (writer) ECPI_RETURN_IF_ERROR(writer->write(ring, recs));
         return decoder.feed(ring, recs);
@@ -170,6 +204,8 @@ int run_cachesim(const CachesimArgs& args) {
     std::string caches_source;
     auto options = simulator_options(args, caches_source);
     options.seed = seed;
+    std::optional<analyze::CacheSimulator> sets;
+    auto plan = plan_sampling(args, args.valgrind ? 1 : sample, options, sets);
     auto simr = analyze::CacheSimulator::create(options);
     if (!simr.ok()) throw UsageError{simr.error().message()};
     auto sim = std::move(simr).value();
@@ -190,7 +226,7 @@ int run_cachesim(const CachesimArgs& args) {
     in.window = args.window;
     in.seed = seed;
     if (!args.trace.empty()) {
-        auto info = unwrap(analyze::read_trace_file(args.trace, sim));
+        auto info = unwrap(analyze::read_trace_file(args.trace, sim, sets ? &*sets : nullptr));
         in.source = "trace (" + info.format + ")";
         in.modules = info.modules;
         in.pc_is_return_address = info.format == "ecpi";
@@ -203,8 +239,11 @@ int run_cachesim(const CachesimArgs& args) {
         run_lackey_source(args, sim, in);
     } else {
         in.source = "runtime";
-        run_runtime_source(args, sample, seed, sim, in, writer);
+        run_runtime_source(args, sample, seed, sim, sets ? &*sets : nullptr, in, writer);
     }
+    note_methods(plan, options, in);
+    in.sets = sets ? &*sets : nullptr;
+    in.set_levels = plan.set_levels;
     if (writer) unwrap(writer->finish(in.modules));
 
     auto doc = analyze::cachesim_report_json(sim, in);
@@ -225,7 +264,13 @@ void add_cachesim_verb(CLI::App& root, std::vector<Verb>& verbs) {
         ->default_str("1/10");
     app->add_option("--window", args->window, "References per ON window (longer: fewer unknown references in large caches, fewer windows)")
         ->default_str(std::to_string(kDefaultWindow));
-    app->add_option("--sets", args->sets, "Set sampling: simulate 1/K of the sets (MemSpy 7.3)")->default_str("1/1");
+    app->add_option("--sets", args->sets,
+                    "Set sampling (MemSpy 7.3): 1/K of the sets for the set-sampled levels (default: 1/16, fewer on small caches)")
+        ->default_str("auto");
+    app->add_option("--set-levels", args->set_levels,
+                    "Levels set sampling decides, every reference to their sampled sets simulated: auto (those a window cannot warm), "
+                    "none (time sampling; --sets then samples sets within windows), all, or NAME[,NAME]")
+        ->default_str("auto");
     app->add_option("--cache", args->caches, "A cache level NAME=SIZE:WAYS:LINE (repeat, first level first; default: the host's)");
     app->add_option("--unknown", args->unknown, "Estimate references of unknown outcome as: stale, half, wood, miss, hit")
         ->check(CLI::IsMember({"stale", "half", "wood", "miss", "hit"}))
