@@ -698,7 +698,7 @@ struct CacheSimulator::Impl {
         return ok();
     }
 
-    bool plain = false;  // no set sampling, no miss classes: known_recent_hit may settle a reference
+    bool plain = false;  // no miss classes: known_recent_hit may settle a reference (of a sampled set)
     bool known_recent_hit(Stream& s, const MemRef& ref);
     void access(Stream& s, const MemRef& ref);
 };
@@ -722,7 +722,7 @@ Result<CacheSimulator> CacheSimulator::create(SimulatorOptions options) {
     }
     if (options.set_sample > 1) ECPI_RETURN_IF_ERROR(impl->choose_sets(options));
     impl->totals.counts.levels.resize(options.levels.size());
-    impl->plain = options.set_sample <= 1 && !options.classes;
+    impl->plain = !options.classes;
     impl->options = std::move(options);
     return CacheSimulator(std::move(impl));
 }
@@ -760,8 +760,8 @@ void CacheSimulator::access(std::uint32_t stream, const MemRef& ref) {
 
 // The common reference, settled before the general path: one line that
 // the previous reference to its L1 set already touched in this window (a
-// known hit in the most recent way), with neither set sampling nor miss
-// classes asked for. Nothing moves; only the counts of references grow.
+// known hit in the most recent way), with no miss classes asked for (under
+// set sampling, of a sampled set, counted in its group too). Nothing moves; only the counts of references grow.
 // Most of SQLite's references are these, and the general path's loop over
 // levels and pending lines cost them as much as a miss (docs/CACHESIM.md).
 bool CacheSimulator::Impl::known_recent_hit(Stream& s, const MemRef& ref) {
@@ -775,6 +775,11 @@ bool CacheSimulator::Impl::known_recent_hit(Stream& s, const MemRef& ref) {
     way.last_time = s.time;
     totals.counts.levels[0].references++;
     s.window_counts.levels[0].references++;
+    if (sample_mask != 0) {
+        BinCounts& group = set_groups[block & sample_mask];
+        if (group.levels.empty()) group.levels.resize(levels.size());
+        group.levels[0].references++;
+    }
     count_recent_hit(ref.pc);
     return true;
 }
@@ -782,8 +787,8 @@ bool CacheSimulator::Impl::known_recent_hit(Stream& s, const MemRef& ref) {
 void CacheSimulator::Impl::access(Stream& s, const MemRef& ref) {
     totals.events++;
     totals.simulated++;
-    if (plain && known_recent_hit(s, ref)) return;
     if (!in_sampled_sets(ref.address)) return;
+    if (plain && known_recent_hit(s, ref)) return;
     s.time++;
     LevelCounts* pc_levels = pc_bin(ref.pc);
     BinCounts* group = nullptr;

@@ -83,14 +83,22 @@ analyze::SetSamplingPlan plan_sampling(const CachesimArgs& args, std::uint64_t s
         auto made = analyze::CacheSimulator::create(o);
         if (!made.ok()) throw UsageError{made.error().message()};
         sets.emplace(std::move(made).value());
+        // The windows need not simulate the set-sampled levels below the
+        // last time-sampled one (the L2's work in windows was a third of
+        // bloom's simulation): the report takes those from `sets`.
+        std::size_t last_time = 0;
+        for (std::size_t l = 0; l < plan->set_levels.size(); l++)
+            if (!plan->set_levels[l]) last_time = l;
+        time_options.levels.resize(last_time + 1);
     }
     return std::move(plan).value();
 }
 
-void note_methods(const analyze::SetSamplingPlan& plan, const analyze::SimulatorOptions& o, analyze::CachesimReportInput& in) {
-    if (!plan.combined()) return;
-    for (std::size_t l = 0; l < o.levels.size(); l++)
-        in.notes.push_back(o.levels[l].name + ": " + (plan.set_levels[l] ? "set sampling, 1/" + std::to_string(plan.set_sample) + " of the sets"
+void note_methods(const analyze::SetSamplingPlan& plan, const analyze::CacheSimulator* sets, analyze::CachesimReportInput& in) {
+    if (!plan.combined() || !sets) return;
+    const auto& levels = sets->options().levels;
+    for (std::size_t l = 0; l < levels.size(); l++)
+        in.notes.push_back(levels[l].name + ": " + (plan.set_levels[l] ? "set sampling, 1/" + std::to_string(plan.set_sample) + " of the sets"
                                                                          : std::string("time sampling")) +
                            " (" + plan.reasons[l] + ")");
 }
@@ -241,9 +249,9 @@ int run_cachesim(const CachesimArgs& args) {
         in.source = "runtime";
         run_runtime_source(args, sample, seed, sim, sets ? &*sets : nullptr, in, writer);
     }
-    note_methods(plan, options, in);
     in.sets = sets ? &*sets : nullptr;
     in.set_levels = plan.set_levels;
+    note_methods(plan, in.sets, in);
     if (writer) unwrap(writer->finish(in.modules));
 
     auto doc = analyze::cachesim_report_json(sim, in);
