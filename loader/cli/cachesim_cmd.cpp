@@ -279,7 +279,11 @@ void add_cachesim_verb(CLI::App& root, std::vector<Verb>& verbs) {
                     "Levels set sampling decides, every reference to their sampled sets simulated: auto (those a window cannot warm), "
                     "none (time sampling; --sets then samples sets within windows), all, or NAME[,NAME]")
         ->default_str("auto");
-    app->add_option("--cache", args->caches, "A cache level NAME=SIZE:WAYS:LINE (repeat, first level first; default: the host's)");
+    // One value per --cache: a vector option would otherwise take the "--"
+    // before the COMMAND as the end of its values, and parse the command's
+    // own options (xz -c -1) as ecpi's.
+    app->add_option("--cache", args->caches, "A cache level NAME=SIZE:WAYS:LINE (repeat, first level first; default: the host's)")
+        ->allow_extra_args(false);
     app->add_option("--unknown", args->unknown, "Estimate references of unknown outcome as: stale, half, wood, miss, hit")
         ->check(CLI::IsMember({"stale", "half", "wood", "miss", "hit"}))
         ->default_str("stale");

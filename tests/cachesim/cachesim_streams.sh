@@ -20,6 +20,11 @@ grep -q "^L1d " "$TMP/text.err" || fail "no L1d row in the text report on stderr
 "$ECPI" cachesim "${CACHES[@]}" --format json -- "$TMP/bloom" 20000 >"$TMP/json.out" 2>"$TMP/json.err" || fail "cachesim (json)"
 cmp "$TMP/alone.out" "$TMP/json.out" || fail "the program's stdout differs under cachesim (json)"
 json_check "$TMP/json.err" 'd["schema"] == "ecpi.cachesim" and d["levels"][0]["name"] == "L1d"'
+# The program's own options stay its own, even right after a repeated
+# --cache (whose values once took the "--" and left "-c" to ecpi).
+"$ECPI" cachesim "${CACHES[@]}" -- "$TMP/bloom" 20000 -c -1 >"$TMP/opts.out" 2>"$TMP/opts.err" ||
+	fail "the program's options after -- were taken as ecpi's: $(tail -1 "$TMP/opts.err")"
+cmp "$TMP/alone.out" "$TMP/opts.out" || fail "the program's stdout differs under cachesim (with its own options)"
 # -o FILE: nothing of the report on either stream.
 "$ECPI" cachesim "${CACHES[@]}" -o "$TMP/report.txt" -- "$TMP/bloom" 20000 >"$TMP/o.out" 2>"$TMP/o.err" || fail "cachesim -o"
 cmp "$TMP/alone.out" "$TMP/o.out" || fail "the program's stdout differs under cachesim -o"
