@@ -18,6 +18,14 @@
 #      /tmp/ecpi-quiet.lock): the program alone, built with the flags but not
 #      simulated, 1/1, 1/10, 1/100, each also with --sets 1/8; and, for tree
 #      and sqlite, perf's split of the time between the program and ecpi;
+# `bash bench/cachesim.sh combined [PROGRAM...]` checks the default
+# settings (combined sampling, MemSpy 7.3: time sampling for the L1d, set
+# sampling for the L2) against full simulation: every level's local and
+# global miss rate, worst of SEEDS (5 here unless set) seeds, the bound,
+# and the simulation time (each run's wall time minus the instrumented
+# program's own, uncontrolled, medians of ROUNDS interleaved rounds under
+# flock -x), full simulation's over the default's, and time sampling alone
+# (--set-levels none, the default before issue 32) for comparison.
 # `bash bench/cachesim.sh windows [PROGRAM...]` measures only the window
 # length: the full simulation, then 1/SAMPLE with SEEDS seeds at each length
 # of WINDOWS (no cachegrind, no timing; the errors do not depend on load).
@@ -32,8 +40,8 @@
 # Caches: L1d 48 KiB 12-way, L2 1 MiB 8-way, 64-byte lines (this host's, as
 # sysconf reports them), for ecpi and cachegrind alike.
 #
-# Usage: bash bench/cachesim.sh [windows|speed] [PROGRAM...]   (default: all, then sqlite)
-# Environment: ECPI (default build/loader/ecpi), ROUNDS (3), SEEDS (10),
+# Usage: bash bench/cachesim.sh [windows|speed|combined] [PROGRAM...]   (default: all, then sqlite)
+# Environment: ECPI (default build/loader/ecpi), ROUNDS (3), SEEDS (10; 5 in the combined mode),
 #   WINDOWS (lengths for the windows mode; default 10000 30000 100000 300000),
 #   SAMPLE (its sampling rate 1/SAMPLE; default 10),
 #   BASELINE, SETS_TOO, INLINE (speed mode, above),
@@ -43,6 +51,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ECPI=${ECPI:-$here/../build/loader/ecpi}
 ROUNDS=${ROUNDS:-3}
+USER_SEEDS=${SEEDS:-}
 SEEDS=${SEEDS:-10}
 CACHE_DIR=${ECPI_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ecpi-bench}
 LOCK=/tmp/ecpi-quiet.lock
@@ -69,7 +78,8 @@ declare -A ARGS=(
 	[sqlite]="10000 8 20000"
 )
 MODE=all
-if [ "${1:-}" = windows ] || [ "${1:-}" = speed ]; then MODE=$1; shift; fi
+if [ "${1:-}" = windows ] || [ "${1:-}" = speed ] || [ "${1:-}" = combined ]; then MODE=$1; shift; fi
+[ $MODE != combined ] || SEEDS=${USER_SEEDS:-5}  # the issue's "worst of 5 seeds"
 BASELINE=${BASELINE:-}
 [ -z "$BASELINE" ] || [ $MODE = speed ] || { echo "bench/cachesim.sh: BASELINE is for the speed mode" >&2; exit 2; }
 [ -z "$BASELINE" ] || [ -x "$BASELINE" ] || { echo "bench/cachesim.sh: BASELINE $BASELINE is not executable" >&2; exit 1; }
@@ -200,15 +210,25 @@ timed() {  # timed PROGRAM CONFIG CMD...: appends "CONFIG SECONDS" to OUT/PROGRA
 	echo "$c $(( (e - s) / 1000000000 )).$(printf %03d $(( (e - s) / 1000000 % 1000 )))" >>"$OUT/$p.times"
 }
 
+timing_lock() {  # timing_lock PROGRAM: a fresh times file, the exclusive lock
+	rm -f "$OUT/$1.times"
+	flock -x 9
+	echo "# $1: timing under flock -x, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+timed_programs() {  # timed_programs PROGRAM ARGS...: the plain build, then the instrumented one uncontrolled
+	local p=$1
+	shift
+	timed "$p" alone "$T/$p.plain" "$@"
+	timed "$p" uncontrolled "$T/$p.mt" "$@"
+}
+
 speed() {  # speed PROGRAM: ROUNDS interleaved rounds of every configuration
 	local p=$1 args r
 	read -ra args <<<"${ARGS[$p]}"
-	rm -f "$OUT/$p.times"
-	flock -x 9
-	echo "# $p: timing under flock -x, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+	timing_lock "$p"
 	for r in $(seq "$ROUNDS"); do
-		timed "$p" alone "$T/$p.plain" "${args[@]}"
-		timed "$p" uncontrolled "$T/$p.mt" "${args[@]}"
+		timed_programs "$p" "${args[@]}"
 		for s in 1 10 100; do
 			timed "$p" "1/$s" "$ECPI" cachesim --sample 1/$s --seed "$r" "${CACHES[@]}" --format json -o "$OUT/$p.t.1_$s.json" -- "$T/$p.mt" "${args[@]}"
 			timed "$p" "1/$s+sets" "$ECPI" cachesim --sample 1/$s --sets $SETS --seed "$r" "${CACHES[@]}" --format json \
@@ -265,6 +285,28 @@ for c in rows:
 PY
 }
 
+# The default settings against full simulation: accuracy with SEEDS seeds
+# (outside the timing lock; errors do not depend on load), then ROUNDS
+# interleaved timed rounds of the program alone, uncontrolled, full and
+# default (seed = round).
+combined() {
+	local p=$1 args r seed
+	read -ra args <<<"${ARGS[$p]}"
+	"$ECPI" cachesim --sample 1/1 --seed 1 "${CACHES[@]}" --format json -o "$OUT/$p.full.json" -- "$T/$p.mt" "${args[@]}" >/dev/null
+	for seed in $(seq "$SEEDS"); do
+		"$ECPI" cachesim --seed "$seed" "${CACHES[@]}" --format json -o "$OUT/$p.d$seed.json" -- "$T/$p.mt" "${args[@]}" >/dev/null
+	done
+	flock -u 9
+	timing_lock "$p"
+	for r in $(seq "$ROUNDS"); do
+		timed_programs "$p" "${args[@]}"
+		timed "$p" full "$ECPI" cachesim --sample 1/1 --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.mt" "${args[@]}"
+		timed "$p" default "$ECPI" cachesim --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.mt" "${args[@]}"
+		timed "$p" time-only "$ECPI" cachesim --set-levels none --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.mt" "${args[@]}"
+	done
+	echo "# $p: load average after timing $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
 DONE=()
 for p in "${PROGRAMS[@]}"; do
 	[ -n "${ARGS[$p]:-}" ] || { echo "bench/cachesim.sh: unknown program '$p' (${!ARGS[*]})" >&2; exit 2; }
@@ -276,9 +318,13 @@ for p in "${PROGRAMS[@]}"; do
 		DONE+=("$p")
 		continue
 	fi
-	if [ $MODE = windows ]; then
-		echo "# $p ${ARGS[$p]}: full simulation, $SEEDS runs at 1/$SAMPLE at each window of $WINDOWS"
-		windows "$p"
+	if [ $MODE = combined ] || [ $MODE = windows ]; then
+		if [ $MODE = combined ]; then
+			echo "# $p ${ARGS[$p]}: full simulation, $SEEDS runs at the default settings, $ROUNDS timed rounds"
+		else
+			echo "# $p ${ARGS[$p]}: full simulation, $SEEDS runs at 1/$SAMPLE at each window of $WINDOWS"
+		fi
+		$MODE "$p"
 		flock -u 9
 		DONE+=("$p")
 		continue
@@ -292,6 +338,10 @@ for p in "${PROGRAMS[@]}"; do
 done
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ $MODE != speed ] || exit 0
+if [ $MODE = combined ]; then
+	SEEDS=$SEEDS python3 "$here/cachesim/combined.py" "$OUT" "${DONE[@]}"
+	exit 0
+fi
 if [ $MODE = windows ]; then
 	TABLE=windows SEEDS=$SEEDS python3 "$here/cachesim/tables.py" "$OUT" "${DONE[@]}"
 	exit 0

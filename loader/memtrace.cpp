@@ -158,6 +158,8 @@ public:
         h->window = o.window;
         h->off_mean = o.off_mean;
         h->seed = o.seed;
+        h->set_bitmap = o.set_bitmap;
+        h->set_shift = o.set_shift;
         h->ring_count = o.rings;
         h->ring_records = o.ring_records;
         return ok();

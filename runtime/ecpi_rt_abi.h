@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #define ECPI_RT_MAGIC 0x31545250494345ULL /* "ECPIRT1" little-endian */
-#define ECPI_RT_ABI_VERSION 3
+#define ECPI_RT_ABI_VERSION 4
 #define ECPI_RT_CONTROL_ENV "ECPI_RT_CONTROL"
 
 /* Features a controlling verb may ask for (header.features_requested). */
@@ -54,6 +54,11 @@ enum ecpi_rt_record_kind {
 	ECPI_RT_REC_THREAD = 6,     /* w0: kind | tid; w1: lowest stack address. Always followed by THREAD_STACK_END */
 	ECPI_RT_REC_THREAD_STACK_END = 7, /* w0: kind; w1: first address past the stack */
 	ECPI_RT_REC_END = 8,        /* the thread ends. w0: kind; w1: events skipped since the last window */
+	/* Set sampling (MemSpy 7.3): a reference outside an ON window whose
+	 * address passes the header's set filter (bit (address >> set_shift) & 63
+	 * of set_bitmap). Laid out as MEMREF; it is also one of the events the next
+	 * WINDOW or END counts as skipped (by time sampling). */
+	ECPI_RT_REC_MEMREF_SET = 9,
 	/* Paths (VPP 4): a block's callback ran inside an ON window (a burst).
 	 * w0: kind | return address of the callback (56 bits), which lies in the
 	 * block (the callback is its first call); w1: time stamp counter. */
@@ -107,6 +112,12 @@ struct ecpi_rt_header {
 	uint64_t window;
 	uint64_t off_mean;
 	uint64_t seed;
+	/* Set sampling (MemSpy 7.3): every reference whose bit
+	 * ((address >> set_shift) & 63) of set_bitmap is set is recorded, in a
+	 * window or not (the lines of a random subset of cache sets, chosen by
+	 * the line number's low six bits). set_bitmap 0: none. */
+	uint64_t set_bitmap;
+	uint64_t set_shift;
 	uint32_t ring_count;
 	uint32_t ring_records;     /* records per ring, a power of two */
 	uint32_t rings_claimed;    /* runtime, atomic */

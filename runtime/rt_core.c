@@ -24,6 +24,7 @@ __thread struct ecpi_rt_thread ecpi_rt_tls __attribute__((tls_model("initial-exe
 	/* the first event of every thread asks the slow path what to do */
 	.sampler = {.countdown = 1},
 	.path_sampler = {.countdown = 1},
+	.set_bitmap = 0, /* no set sampling until the thread claims a ring */
 };
 
 struct ecpi_rt_header *ecpi_rt_header_ptr;
@@ -84,6 +85,7 @@ static void fork_child(void)
 	ecpi_rt_tls.state = ECPI_RT_THREAD_OFF;
 	ecpi_rt_tls.sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	ecpi_rt_tls.path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+	ecpi_rt_tls.set_bitmap = 0;
 }
 
 static uint64_t measure_block_cost(void);
@@ -259,6 +261,7 @@ static void thread_off(struct ecpi_rt_thread *t)
 	t->state = ECPI_RT_THREAD_OFF;
 	t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	t->path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
+	t->set_bitmap = 0;
 }
 
 /* Writes every page of a ring once, before its first burst: the first
@@ -317,9 +320,11 @@ static int claim_ring(struct ecpi_rt_thread *t)
 	push(t, kind(ECPI_RT_REC_THREAD) | tid, lo, kind(ECPI_RT_REC_THREAD_STACK_END), hi, 2);
 	publish(t);
 	uint64_t seed = h->seed ^ ((uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL);
-	if (ecpi_rt_features & ECPI_RT_FEATURE_MEMTRACE)
+	if (ecpi_rt_features & ECPI_RT_FEATURE_MEMTRACE) {
 		ecpi_rt_sampler_init(&t->sampler, h->window, h->off_mean, seed);
-	else
+		t->set_shift = h->set_shift & 63;
+		t->set_bitmap = h->set_bitmap;
+	} else
 		t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	if (ecpi_rt_features & ECPI_RT_FEATURE_PATHS)
 		ecpi_rt_sampler_init(&t->path_sampler, h->window, h->off_mean, seed ^ 0x5851F42D4C957F2DULL);
@@ -371,6 +376,12 @@ void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint
 		 * random, gap), then count this event as the fast path would. */
 		if (!ensure_thread(t) || --t->sampler.countdown != 0)
 			return;
+	} else if (t->sampler.countdown != 0) {
+		/* Outside a window, a reference to a sampled set (MemSpy 7.3): the
+		 * time sampler is untouched (this event is one it skips). */
+		push(t, ((uint64_t)ECPI_RT_REC_MEMREF_SET << ECPI_RT_KIND_SHIFT) |
+		            (ecpi_rt_memref_word(addr, size_log2, write) & ECPI_RT_PAYLOAD_MASK), pc, 0, 0, 1);
+		return;
 	}
 	if (!(ecpi_rt_features & ECPI_RT_FEATURE_MEMTRACE)) {
 		/* A thread claimed its ring for another feature before this

@@ -20,6 +20,11 @@ enum ecpi_rt_thread_state {
 struct ecpi_rt_thread {
 	struct ecpi_rt_sampler sampler;      /* memory references (MemSpy windows) */
 	struct ecpi_rt_sampler path_sampler; /* block entries (VPP bursts) */
+	/* Set sampling: a reference whose bit ((address >> set_shift) & 63) of
+	 * set_bitmap is set takes the slow path outside windows too
+	 * (header.set_bitmap). Off: 0. */
+	uint64_t set_bitmap;
+	uint64_t set_shift;
 	struct ecpi_rt_ring *ring;
 	struct ecpi_rt_record *records;
 	uint64_t head;        /* records written (mirror of ring->head) */
@@ -83,6 +88,14 @@ static inline int ecpi_rt_memref_in_window(struct ecpi_rt_thread *t, uint64_t w0
 		ecpi_rt_publish(t);
 	return 1;
 }
+
+/* The fast path's test (rt_memtrace*.c): 1 when the reference needs the
+ * slow path: its countdown ran out (a window), or its line is in a sampled
+ * set. One decrement and a branch, then a shift, a bit test and a branch
+ * (x86's bt takes the bit index modulo 64 itself). */
+#define ECPI_RT_MEMREF_NEEDS_SLOW(t, addr)                                                         \
+	(__builtin_expect(--(t).sampler.countdown == 0, 0) ||                                          \
+	 __builtin_expect(((t).set_bitmap >> (((uint64_t)(uintptr_t)(addr) >> (t).set_shift) & 63)) & 1, 0))
 
 /* Slow paths (rt_core.c). */
 void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint64_t pc);

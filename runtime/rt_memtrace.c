@@ -16,7 +16,7 @@
 #define ECPI_RT_MEMREF(name, type, size_log2, write)                                           \
 	__attribute__((weak)) void name(type *addr)                                                \
 	{                                                                                          \
-		if (__builtin_expect(--ecpi_rt_tls.sampler.countdown != 0, 1))                         \
+		if (!ECPI_RT_MEMREF_NEEDS_SLOW(ecpi_rt_tls, addr))                                     \
 			return;                                                                            \
 		ecpi_rt_memref_slow((uint64_t)(uintptr_t)addr, size_log2, write,                       \
 		                    (uint64_t)(uintptr_t)__builtin_return_address(0));                 \

@@ -33,7 +33,7 @@ __attribute__((noinline, cold, preserve_most)) void ecpi_rt_memref_cold(uint64_t
 #define ECPI_RT_MEMREF_INLINE(name, type, size_log2, write)                                    \
 	void name(type *addr)                                                                      \
 	{                                                                                          \
-		if (__builtin_expect(--ecpi_rt_tls.sampler.countdown != 0, 1))                         \
+		if (!ECPI_RT_MEMREF_NEEDS_SLOW(ecpi_rt_tls, addr))                                     \
 			return;                                                                            \
 		ecpi_rt_memref_cold((uint64_t)(uintptr_t)addr, ECPI_RT_MEMREF_INFO(size_log2, write)); \
 	}

@@ -448,6 +448,7 @@ struct CacheSimulator::Impl {
     std::vector<Level> levels;
     std::uint64_t sample_mask = 0;              // set sampling: lines whose (line & mask) is in `sampled`
     std::vector<std::uint8_t> sampled;
+    std::optional<SetFilter> filter;            // the sampled sets as address bits (1/K with K a power of two)
     std::unordered_map<std::uint32_t, Stream> streams;
     Totals totals;
     std::vector<BinCounts> windows;
@@ -659,7 +660,45 @@ struct CacheSimulator::Impl {
         return sample_mask == 0 || sampled[(address >> levels[0].line_shift) & sample_mask];
     }
 
-    bool plain = false;  // no set sampling, no miss classes: known_recent_hit may settle a reference
+    // MemSpy 7.3: a fixed random subset of sets. Sets are chosen by the low
+    // bits of the line number (at most six: kMaxSetGroups groups), which
+    // index the sets of every level alike when all levels share the line
+    // size: a chosen line's sets at every level hold chosen lines only, so
+    // the hierarchy restricted to them is exact. A random 1/K of the groups
+    // is kept; as a 64-bit map over the line number's low six bits it is
+    // what the runtime tests inline (SetFilter).
+    Result<void> choose_sets(const SimulatorOptions& o) {
+        std::uint64_t min_sets = UINT64_MAX;
+        for (const auto& g : o.levels) {
+            if (g.line != o.levels[0].line)
+                return Error("set sampling needs one line size at every level (" + g.name + " has " + std::to_string(g.line) + ")");
+            min_sets = std::min(min_sets, g.sets());
+        }
+        std::uint64_t groups = std::min<std::uint64_t>(min_sets, kMaxSetGroups);
+        if (o.set_sample > groups)
+            return Error("--sets 1/" + std::to_string(o.set_sample) + " is sparser than the " + std::to_string(groups) +
+                         " groups of sets the smallest level allows");
+        sample_mask = groups - 1;
+        sampled.assign(groups, 0);
+        std::vector<std::uint64_t> order(groups);
+        for (std::uint64_t i = 0; i < groups; i++) order[i] = i;
+        std::mt19937_64 rng(o.seed);
+        std::shuffle(order.begin(), order.end(), rng);
+        std::uint64_t keep = groups / o.set_sample;
+        for (std::uint64_t i = 0; i < keep; i++) sampled[order[i]] = 1;
+        if (groups % o.set_sample == 0) {
+            SetFilter f;
+            f.shift = levels[0].line_shift;
+            for (unsigned bit = 0; bit < 64; bit++)
+                if (sampled[bit & sample_mask]) f.bitmap |= 1ull << bit;
+            filter = f;
+        }
+        set_groups.assign(groups, BinCounts{});
+        totals.set_scale = o.set_sample;
+        return ok();
+    }
+
+    bool plain = false;  // no miss classes: known_recent_hit may settle a reference (of a sampled set)
     bool known_recent_hit(Stream& s, const MemRef& ref);
     void access(Stream& s, const MemRef& ref);
 };
@@ -681,32 +720,9 @@ Result<CacheSimulator> CacheSimulator::create(SimulatorOptions options) {
         l.ways = g.ways;
         impl->levels.push_back(l);
     }
-    if (options.set_sample > 1) {
-        // MemSpy 7.3: a fixed random subset of sets. Sets are chosen by the
-        // low bits of the line number, which index the sets of every level
-        // alike when all levels share the line size.
-        std::uint64_t min_sets = UINT64_MAX;
-        for (const auto& g : options.levels) {
-            if (g.line != options.levels[0].line)
-                return Error("set sampling needs one line size at every level (" + g.name + " has " + std::to_string(g.line) + ")");
-            min_sets = std::min(min_sets, g.sets());
-        }
-        if (options.set_sample > min_sets)
-            return Error("--sets 1/" + std::to_string(options.set_sample) + " is sparser than the smallest level's " +
-                         std::to_string(min_sets) + " sets");
-        impl->sample_mask = min_sets - 1;
-        impl->sampled.assign(min_sets, 0);
-        std::vector<std::uint64_t> order(min_sets);
-        for (std::uint64_t i = 0; i < min_sets; i++) order[i] = i;
-        std::mt19937_64 rng(options.seed);
-        std::shuffle(order.begin(), order.end(), rng);
-        std::uint64_t keep = min_sets / options.set_sample;
-        for (std::uint64_t i = 0; i < keep; i++) impl->sampled[order[i]] = 1;
-        impl->set_groups.assign(min_sets, BinCounts{});
-        impl->totals.set_scale = options.set_sample;
-    }
+    if (options.set_sample > 1) ECPI_RETURN_IF_ERROR(impl->choose_sets(options));
     impl->totals.counts.levels.resize(options.levels.size());
-    impl->plain = options.set_sample <= 1 && !options.classes;
+    impl->plain = !options.classes;
     impl->options = std::move(options);
     return CacheSimulator(std::move(impl));
 }
@@ -744,8 +760,8 @@ void CacheSimulator::access(std::uint32_t stream, const MemRef& ref) {
 
 // The common reference, settled before the general path: one line that
 // the previous reference to its L1 set already touched in this window (a
-// known hit in the most recent way), with neither set sampling nor miss
-// classes asked for. Nothing moves; only the counts of references grow.
+// known hit in the most recent way), with no miss classes asked for (under
+// set sampling, of a sampled set, counted in its group too). Nothing moves; only the counts of references grow.
 // Most of SQLite's references are these, and the general path's loop over
 // levels and pending lines cost them as much as a miss (docs/CACHESIM.md).
 bool CacheSimulator::Impl::known_recent_hit(Stream& s, const MemRef& ref) {
@@ -759,6 +775,11 @@ bool CacheSimulator::Impl::known_recent_hit(Stream& s, const MemRef& ref) {
     way.last_time = s.time;
     totals.counts.levels[0].references++;
     s.window_counts.levels[0].references++;
+    if (sample_mask != 0) {
+        BinCounts& group = set_groups[block & sample_mask];
+        if (group.levels.empty()) group.levels.resize(levels.size());
+        group.levels[0].references++;
+    }
     count_recent_hit(ref.pc);
     return true;
 }
@@ -766,8 +787,8 @@ bool CacheSimulator::Impl::known_recent_hit(Stream& s, const MemRef& ref) {
 void CacheSimulator::Impl::access(Stream& s, const MemRef& ref) {
     totals.events++;
     totals.simulated++;
-    if (plain && known_recent_hit(s, ref)) return;
     if (!in_sampled_sets(ref.address)) return;
+    if (plain && known_recent_hit(s, ref)) return;
     s.time++;
     LevelCounts* pc_levels = pc_bin(ref.pc);
     BinCounts* group = nullptr;
@@ -834,6 +855,8 @@ void CacheSimulator::release(std::uint64_t address) {
 const CacheSimulator::Totals& CacheSimulator::totals() const { return impl_->totals; }
 const std::vector<BinCounts>& CacheSimulator::windows() const { return impl_->windows; }
 const std::vector<BinCounts>& CacheSimulator::set_groups() const { return impl_->set_groups; }
+bool CacheSimulator::in_sampled_sets(std::uint64_t address) const { return impl_->in_sampled_sets(address); }
+std::optional<SetFilter> CacheSimulator::set_filter() const { return impl_->filter; }
 
 namespace {
 
@@ -908,6 +931,20 @@ std::optional<double> ratio_standard_error(const std::vector<BinCounts>& samples
     return std::sqrt(ss / double(k - 1) / double(k)) / mean_n * std::sqrt(std::max(0.0, 1.0 - fraction));
 }
 
+std::size_t samples_reaching(const std::vector<BinCounts>& samples, std::size_t level) {
+    std::size_t k = 0;
+    for (const auto& w : samples) k += w.levels.size() > level && w.levels[level].references > 0;
+    return k;
+}
+
+// The two-sided 95% quantile of Student's t with `df` degrees of freedom
+// (1.96 from 30 on; df 0 gives the df-1 value, unused: one sample has no spread).
+double student_t95(std::size_t df) {
+    static constexpr double kT[] = {12.71, 12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13,
+                                    2.12,  2.11,  2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05};
+    return df < std::size(kT) ? kT[df] : 1.96;
+}
+
 }  // namespace
 
 MissRateEstimate estimate_miss_rate(const CacheSimulator& sim, std::size_t level, UnknownEstimate e) {
@@ -932,8 +969,12 @@ MissRateEstimate estimate_miss_rate(const CacheSimulator& sim, std::size_t level
     std::optional<double> time_se = 0, set_se = 0;
     if (time_fraction < 1.0) time_se = ratio_standard_error(sim.windows(), level, e, alpha, time_fraction);
     if (set_fraction < 1.0) set_se = ratio_standard_error(sim.set_groups(), level, e, alpha, set_fraction);
+    // The sampled groups of sets are few (4 of 64 at 1/16): their spread
+    // is widened by Student's t for their count rather than 1.96.
+    double set_z = set_fraction < 1.0 ? student_t95(samples_reaching(sim.set_groups(), level) - 1) : 1.96;
+    r.set_spread = set_se ? set_z * *set_se : std::nan("");
     if (time_se && set_se) {
-        if (time_fraction < 1.0 || set_fraction < 1.0) r.sampling_error = 1.96 * std::hypot(*time_se, *set_se);
+        if (time_fraction < 1.0 || set_fraction < 1.0) r.sampling_error = std::hypot(1.96 * *time_se, set_z * *set_se);
     } else {
         r.sampling_error = std::nan("");  // one window or one set group: the sampling error cannot be estimated
     }

@@ -259,7 +259,7 @@ struct Row {
 };
 
 struct Scaling {
-    double scale = 1;                // program references per simulated reference (time and set sampling)
+    std::vector<double> scale;       // per level: program references per simulated reference (time and set sampling)
     UnknownEstimate estimate;
     std::vector<double> alpha;       // Wood's alpha per level (0.5 when unmeasured)
     std::vector<std::string> names;  // level names
@@ -268,7 +268,7 @@ struct Scaling {
 nlohmann::json misses_by_level(const BinCounts& c, const Scaling& s) {
     nlohmann::json m = nlohmann::json::object();
     for (std::size_t l = 0; l < s.names.size(); l++) {
-        double v = l < c.levels.size() ? estimated_misses(c.levels[l], s.estimate, s.alpha[l]) * s.scale : 0;
+        double v = l < c.levels.size() ? estimated_misses(c.levels[l], s.estimate, s.alpha[l]) * s.scale[l] : 0;
         m[s.names[l]] = std::llround(v);
     }
     return m;
@@ -291,7 +291,7 @@ nlohmann::json table(std::vector<Row> rows, const Scaling& s, double total_first
         if (m <= 0 && !with_references) continue;
         nlohmann::json j = r.identity;
         if (with_references)
-            j["references"] = std::llround(double(r.counts.levels.empty() ? 0 : r.counts.levels[0].references) * s.scale);
+            j["references"] = std::llround(double(r.counts.levels.empty() ? 0 : r.counts.levels[0].references) * s.scale[0]);
         j["misses"] = misses_by_level(r.counts, s);
         double share = total_first_misses > 0 ? m / total_first_misses : 0;
         cumulative += share;
@@ -302,17 +302,69 @@ nlohmann::json table(std::vector<Row> rows, const Scaling& s, double total_first
     return out;
 }
 
-nlohmann::json level_json(const CacheSimulator& sim, std::size_t l, const Scaling& s) {
+// The level's sets in the sampled groups that references reached (all of
+// its sets without set sampling).
+std::uint64_t sampled_sets(const CacheSimulator& sim, std::size_t l) {
+    if (sim.totals().set_scale <= 1) return sim.options().levels[l].sets();
+    std::uint64_t groups = 0, reached = 0;
+    for (const auto& g : sim.set_groups()) {
+        groups++;
+        reached += !g.levels.empty() && g.levels[l].references > 0;
+    }
+    return groups ? sim.options().levels[l].sets() / groups * reached : 0;
+}
+
+// How a level was estimated: "full" (every reference), "time" (windows),
+// "sets" (every reference to sampled sets, MemSpy 7.3), "time+sets" (the
+// sampled sets' references in windows).
+std::string level_method(const CacheSimulator& sim, bool from_sets) {
+    if (from_sets) return "sets";
+    const auto& t = sim.totals();
+    bool timed = t.simulated < t.events;
+    if (t.set_scale > 1) return timed ? "time+sets" : "sets";
+    return timed ? "time" : "full";
+}
+
+bool from_sets(const CachesimReportInput& in, std::size_t l) { return in.sets && l < in.set_levels.size() && in.set_levels[l]; }
+
+// The simulator a level's figures come from.
+const CacheSimulator& source_of(const CacheSimulator& time_sim, const CachesimReportInput& in, std::size_t l) {
+    return from_sets(in, l) ? *in.sets : time_sim;
+}
+
+// Under combined sampling, the share of all references that reach level l:
+// the product of the levels above's local miss rates, each from its own
+// simulator (the sampled sets' own share of references and of first-level
+// misses can differ from the program's: tree's sampled groups took 9.9% of
+// its references at 1/16, and their L1d miss rate read its L2's global
+// rate 5 points off).
+double reaching_share(const CacheSimulator& time_sim, const CachesimReportInput& in, std::size_t l, UnknownEstimate e) {
+    double share = 1;
+    for (std::size_t j = 0; j < l; j++) share *= estimate_miss_rate(source_of(time_sim, in, j), j, e).rate;
+    return share;
+}
+
+nlohmann::json level_json(const CacheSimulator& time_sim, std::size_t l, const Scaling& s, const CachesimReportInput& in) {
+    const CacheSimulator& sim = source_of(time_sim, in, l);
     const auto& g = sim.options().levels[l];
     const auto& c = sim.totals().counts.levels[l];
     auto e = estimate_miss_rate(sim, l, s.estimate);
+    double references = double(c.references) * s.scale[l];
+    double misses = estimated_misses(c, s.estimate, s.alpha[l]) * s.scale[l];
+    if (in.sets && from_sets(in, l) != from_sets(in, 0)) {
+        double all = double(time_sim.totals().events);
+        e.global_rate = reaching_share(time_sim, in, l, s.estimate) * e.rate;
+        references = all * reaching_share(time_sim, in, l, s.estimate);
+        misses = all * e.global_rate;
+    }
     auto num = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
     nlohmann::json j{{"name", g.name},
                      {"size", g.size},
                      {"ways", g.ways},
                      {"line", g.line},
-                     {"references", std::llround(double(c.references) * s.scale)},
-                     {"misses", std::llround(estimated_misses(c, s.estimate, s.alpha[l]) * s.scale)},
+                     {"method", level_method(sim, from_sets(in, l))},
+                     {"references", std::llround(references)},
+                     {"misses", std::llround(misses)},
                      {"miss_rate", e.rate},
                      {"bound", e.bound},
                      {"low", e.low},
@@ -325,33 +377,66 @@ nlohmann::json level_json(const CacheSimulator& sim, std::size_t l, const Scalin
                      {"unknown_low", e.unknown_low},
                      {"unknown_high", e.unknown_high},
                      {"sampling_error", num(e.sampling_error)},
+                     {"set_spread", num(e.set_spread)},
+                     {"sampled_sets", sampled_sets(sim, l)},
                      {"wood_alpha", sim.wood_alpha(l) ? nlohmann::json(*sim.wood_alpha(l)) : nlohmann::json(nullptr)}};
     if (sim.options().classes) {
         double misses = double(c.known_misses + c.unknown_stale_misses);
-        j["classes"] = {{"compulsory", std::llround(double(c.compulsory) * s.scale)},
-                        {"capacity", std::llround(double(c.capacity) * s.scale)},
-                        {"conflict", std::llround(std::max(0.0, misses - double(c.compulsory + c.capacity)) * s.scale)}};
+        j["classes"] = {{"compulsory", std::llround(double(c.compulsory) * s.scale[l])},
+                        {"capacity", std::llround(double(c.capacity) * s.scale[l])},
+                        {"conflict", std::llround(std::max(0.0, misses - double(c.compulsory + c.capacity)) * s.scale[l])}};
     }
     return j;
+}
+
+// Per pc or per object, each level's counts from its own simulator: the
+// time-sampled levels from `sim`, the set-sampled ones from in.sets (which
+// has every level; `sim` may hold only the levels up to its last own).
+template <class Map>
+Map merged_by_level(const Map& time_counts, const Map* set_counts, const CachesimReportInput& in, std::size_t levels) {
+    Map out;
+    for (const auto& [key, c] : time_counts) {
+        BinCounts& b = out[key];
+        b.levels.resize(levels);
+        for (std::size_t l = 0; l < c.levels.size() && l < levels; l++)
+            if (!from_sets(in, l)) b.levels[l] = c.levels[l];
+    }
+    if (!set_counts) return out;
+    for (const auto& [key, c] : *set_counts) {
+        BinCounts& b = out[key];
+        b.levels.resize(levels);
+        for (std::size_t l = 0; l < c.levels.size() && l < levels; l++)
+            if (from_sets(in, l)) b.levels[l] = c.levels[l];
+    }
+    return out;
+}
+
+Scaling scaling_of(const CacheSimulator& sim, const CachesimReportInput& in) {
+    Scaling s;
+    s.estimate = in.estimate;
+    const auto& all = in.sets ? in.sets->options().levels : sim.options().levels;
+    for (std::size_t l = 0; l < all.size(); l++) {
+        const CacheSimulator& src = source_of(sim, in, l);
+        const auto& t = src.totals();
+        s.names.push_back(all[l].name);
+        s.alpha.push_back(src.wood_alpha(l).value_or(0.5));
+        s.scale.push_back((t.simulated ? double(t.events) / double(t.simulated) : 1.0) * double(t.set_scale));
+    }
+    return s;
 }
 
 }  // namespace
 
 nlohmann::json cachesim_report_json(const CacheSimulator& sim, const CachesimReportInput& in) {
     const auto& t = sim.totals();
-    Scaling s;
-    s.estimate = in.estimate;
-    s.scale = (t.simulated ? double(t.events) / double(t.simulated) : 1.0) * double(t.set_scale);
-    for (std::size_t l = 0; l < sim.options().levels.size(); l++) {
-        s.names.push_back(sim.options().levels[l].name);
-        s.alpha.push_back(sim.wood_alpha(l).value_or(0.5));
-    }
+    Scaling s = scaling_of(sim, in);
     AddressNames names(in.modules);
 
     // Procedures and lines, from pcs.
     std::map<std::string, Row> procs;
     std::map<std::pair<std::string, int>, Row> lines;
-    for (const auto& [pc, counts] : sim.by_pc()) {
+    auto by_pc = merged_by_level(sim.by_pc(), in.sets ? &in.sets->by_pc() : nullptr, in, s.names.size());
+    for (const auto& [pc, counts] : by_pc) {
         auto code = names.code(in.pc_is_return_address && pc > 0 ? pc - 1 : pc);
         Row& p = procs[code.procedure];
         p.identity = {{"procedure", code.procedure}, {"module", code.module}};
@@ -364,7 +449,8 @@ nlohmann::json cachesim_report_json(const CacheSimulator& sim, const CachesimRep
     }
     // Data objects: heap by allocation site, globals by symbol, stacks by thread.
     std::map<std::pair<int, std::string>, Row> objects;
-    for (const auto& [key, counts] : sim.by_object()) {
+    auto by_object = merged_by_level(sim.by_object(), in.sets ? &in.sets->by_object() : nullptr, in, s.names.size());
+    for (const auto& [key, counts] : by_object) {
         nlohmann::json id;
         std::string name;
         if (key.kind == ObjectKind::kHeap) {
@@ -390,7 +476,8 @@ nlohmann::json cachesim_report_json(const CacheSimulator& sim, const CachesimRep
         r.identity = id;
         r.counts.add(counts);
     }
-    double total_first = t.counts.levels.empty() ? 0 : estimated_misses(t.counts.levels[0], s.estimate, s.alpha[0]);
+    const auto& first = source_of(sim, in, 0).totals().counts.levels;
+    double total_first = first.empty() ? 0 : estimated_misses(first[0], s.estimate, s.alpha[0]);
     auto values = [](auto& m) {
         std::vector<Row> v;
         for (auto& [k, r] : m) v.push_back(std::move(r));
@@ -408,15 +495,16 @@ nlohmann::json cachesim_report_json(const CacheSimulator& sim, const CachesimRep
     doc["sampling"] = {{"sample", in.sample},
                        {"window", in.window},
                        {"seed", in.seed},
-                       {"set_sample", t.set_scale},
+                       {"set_sample", in.sets ? in.sets->totals().set_scale : t.set_scale},
                        {"windows", t.windows},
                        {"streams", t.streams},
                        {"references", t.events},
                        {"simulated", t.simulated},
                        {"fraction", fraction},
+                       {"set_simulated", in.sets ? in.sets->totals().simulated : 0},
                        {"unknown_estimate", std::string(unknown_estimate_name(in.estimate))}};
     nlohmann::json levels = nlohmann::json::array();
-    for (std::size_t l = 0; l < s.names.size(); l++) levels.push_back(level_json(sim, l, s));
+    for (std::size_t l = 0; l < s.names.size(); l++) levels.push_back(level_json(sim, l, s, in));
     doc["levels"] = levels;
     doc["procedures"] = table(values(procs), s, total_first, true);
     doc["lines"] = table(values(lines), s, total_first, true);
@@ -466,19 +554,25 @@ std::string render_cachesim_text(const nlohmann::json& doc, std::size_t limit) {
                   (unsigned long long)sm["set_sample"].get<std::uint64_t>(), sm["unknown_estimate"].get<std::string>().c_str());
 
     detail::TextTable levels;
-    for (auto [h, n] : {std::pair{"level", false}, {"references", true}, {"misses", true}, {"miss rate", true},
-                        {"bound", true}, {"range", true}, {"of refs", true}, {"unknown", true}})
+    for (auto [h, n] : {std::pair{"level", false}, {"method", false}, {"references", true}, {"misses", true}, {"miss rate", true},
+                        {"bound", true}, {"range", true}, {"of refs", true}, {"unknown", true}, {"set spread", true}})
         levels.add_column(h, n);
     for (const auto& l : doc["levels"]) {
         double sim_refs = l["simulated_references"].get<double>();
-        levels.add_row({l["name"].get<std::string>(), human(l["references"].get<double>()), human(l["misses"].get<double>()),
-                        pct(l["miss_rate"]), "±" + pct(l["bound"]),
+        std::string spread = l["set_spread"].is_number() && l["method"].get<std::string>().find("sets") != std::string::npos
+                                 ? format("±%s of %llu sets", pct(l["set_spread"]).c_str(),
+                                          (unsigned long long)l["sampled_sets"].get<std::uint64_t>())
+                                 : "-";
+        levels.add_row({l["name"].get<std::string>(), l["method"].get<std::string>(), human(l["references"].get<double>()),
+                        human(l["misses"].get<double>()), pct(l["miss_rate"]), "±" + pct(l["bound"]),
                         "[" + pct(l["low"]) + ", " + pct(l["high"]) + "]", pct(l["global_miss_rate"]),
-                        sim_refs > 0 ? pct(l["unknown"].get<double>() / sim_refs) : "-"});
+                        sim_refs > 0 ? pct(l["unknown"].get<double>() / sim_refs) : "-", spread});
     }
     out += levels.render();
     out += "  miss rate: misses / references reaching the level; of refs: misses / all references;\n"
-           "  bound: the estimate's range for unknown references (alpha 0..1) widened by 1.96 standard errors of the window rates\n";
+           "  method: time (windows), sets (every reference to a random subset of sets, MemSpy 7.3), full;\n"
+           "  bound: the estimate's range for unknown references (alpha 0..1) widened by 1.96 standard errors of the window\n"
+           "  rates and, under set sampling, of the sampled sets' rates (set spread: that part alone)\n";
     for (const auto& l : doc["levels"])
         if (l.contains("classes"))
             out += format("  %s misses: compulsory %s, capacity %s, conflict %s\n", l["name"].get<std::string>().c_str(),

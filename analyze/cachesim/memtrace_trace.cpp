@@ -27,6 +27,16 @@ unsigned second_half_of(unsigned kind) {
 
 }  // namespace
 
+// A MEMREF (in a window) or MEMREF_SET (a sampled set outside windows).
+Result<void> RecordDecoder::reference(std::uint32_t stream, const ecpi_rt_record& r, bool in_window) {
+    unsigned size_log2 = unsigned((r.w0 >> ECPI_RT_MEMREF_SIZE_SHIFT) & 7);
+    if (size_log2 > 4) return Error("stream " + std::to_string(stream) + ": reference of 2^" + std::to_string(size_log2) + " bytes");
+    MemRef ref{r.w0 & ECPI_RT_MEMREF_ADDR_MASK, r.w1, 1u << size_log2, (r.w0 & ECPI_RT_MEMREF_WRITE) != 0};
+    if (in_window) sim_.access(stream, ref);
+    if (sets_ && sets_->in_sampled_sets(ref.address)) sets_->access(stream, ref);
+    return ok();
+}
+
 Result<void> RecordDecoder::feed(std::uint32_t stream, std::span<const ecpi_rt_record> records) {
     StreamState& st = streams_[stream];
     for (const auto& r : records) {
@@ -37,32 +47,35 @@ Result<void> RecordDecoder::feed(std::uint32_t stream, std::span<const ecpi_rt_r
                 return Error("stream " + std::to_string(stream) + ": record kind " + std::to_string(kind) +
                              " where the second half (kind " + std::to_string(want) + ") of a pair belongs");
             st.have_first = false;
-            if (want == ECPI_RT_REC_ALLOC_SITE) {
-                sim_.allocate(HeapAllocation{st.first.w1, payload_of(st.first), r.w1, std::uint32_t(payload_of(r))});
-                allocations_++;
-            } else {
-                sim_.begin_stream(stream, std::uint32_t(payload_of(st.first)));
-                sim_.set_stack(stream, st.first.w1, r.w1);
-                st.begun = true;
+            for (CacheSimulator* s : {&sim_, sets_}) {
+                if (!s) continue;
+                if (want == ECPI_RT_REC_ALLOC_SITE) {
+                    s->allocate(HeapAllocation{st.first.w1, payload_of(st.first), r.w1, std::uint32_t(payload_of(r))});
+                } else {
+                    s->begin_stream(stream, std::uint32_t(payload_of(st.first)));
+                    s->set_stack(stream, st.first.w1, r.w1);
+                }
             }
+            if (want == ECPI_RT_REC_ALLOC_SITE) allocations_++;
+            else st.begun = true;
             continue;
         }
         switch (kind) {
-        case ECPI_RT_REC_MEMREF: {
-            unsigned size_log2 = unsigned((r.w0 >> ECPI_RT_MEMREF_SIZE_SHIFT) & 7);
-            if (size_log2 > 4) return Error("stream " + std::to_string(stream) + ": reference of 2^" + std::to_string(size_log2) + " bytes");
-            sim_.access(stream, MemRef{r.w0 & ECPI_RT_MEMREF_ADDR_MASK, r.w1, 1u << size_log2, (r.w0 & ECPI_RT_MEMREF_WRITE) != 0});
-            break;
-        }
+        case ECPI_RT_REC_MEMREF:
+        case ECPI_RT_REC_MEMREF_SET: ECPI_RETURN_IF_ERROR(reference(stream, r, kind == ECPI_RT_REC_MEMREF)); break;
         case ECPI_RT_REC_WINDOW: sim_.begin_window(stream, r.w1); break;
         case ECPI_RT_REC_ALLOC:
         case ECPI_RT_REC_THREAD:
             st.first = r;
             st.have_first = true;
             break;
-        case ECPI_RT_REC_FREE: sim_.release(r.w1); break;
+        case ECPI_RT_REC_FREE:
+            sim_.release(r.w1);
+            if (sets_) sets_->release(r.w1);
+            break;
         case ECPI_RT_REC_END:
             sim_.end_stream(stream, r.w1);
+            if (sets_) sets_->end_stream(stream, 0);
             st.ended = true;
             break;
         default:
@@ -223,7 +236,7 @@ Result<void> TraceWriter::finish(const std::vector<TraceModule>& modules) {
     return ok();
 }
 
-Result<TraceFileInfo> read_trace_file(const std::filesystem::path& path, CacheSimulator& sim) {
+Result<TraceFileInfo> read_trace_file(const std::filesystem::path& path, CacheSimulator& sim, CacheSimulator* sets) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return Error::from_errno(errno, "opening trace " + path.string());
     struct Closer {
@@ -272,7 +285,7 @@ Result<TraceFileInfo> read_trace_file(const std::filesystem::path& path, CacheSi
         m.end = table[i].end;
         info.modules.push_back(m);
     }
-    RecordDecoder decoder(sim);
+    RecordDecoder decoder(sim, sets);
     std::uint32_t stream = 0;
     std::size_t carry = 0;
     for (;;) {

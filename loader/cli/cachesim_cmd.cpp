@@ -1,7 +1,11 @@
 // ecpi cachesim: trace-sampled cache simulation (MemSpy) of a program built
 // with `ecpi flags memtrace`, of an unmodified program under valgrind's
-// lackey, or of a saved trace. The report follows the program's own output
-// on stdout, or goes to -o FILE.
+// lackey, or of a saved trace. With a COMMAND the report goes to stderr (or
+// -o FILE), never to stdout, which is the program's own; with --trace, to
+// stdout.
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -12,7 +16,9 @@
 #include "ecpi/analyze/cachesim/cachesim.h"
 #include "ecpi/analyze/cachesim/cachesim_report.h"
 #include "ecpi/analyze/cachesim/memtrace_trace.h"
+#include "ecpi/analyze/cachesim/set_sampling.h"
 #include "ecpi/loader/memtrace.h"
+#include "ecpi/loader/progress_line.h"
 
 namespace ecpi::cli {
 namespace {
@@ -28,7 +34,8 @@ constexpr std::uint64_t kDefaultWindow = 10000;
 struct CachesimArgs {
     std::string sample = "1/10";
     std::uint64_t window = kDefaultWindow;
-    std::string sets = "1/1";
+    std::string sets = "auto";
+    std::string set_levels = "auto";
     std::vector<std::string> caches;
     std::string unknown = "stale";
     std::optional<std::uint64_t> seed;
@@ -57,9 +64,43 @@ analyze::SimulatorOptions simulator_options(const CachesimArgs& args, std::strin
         }
         caches_source = "--cache";
     }
-    o.set_sample = std::uint32_t(parse_ratio(args.sets, "--sets"));
     o.classes = args.classes;
     return o;
+}
+
+// Time sampling for the levels a window warms, set sampling for the others
+// (analyze/cachesim/set_sampling.h); `sets` is made when some level is set-sampled.
+analyze::SetSamplingPlan plan_sampling(const CachesimArgs& args, std::uint64_t sample, analyze::SimulatorOptions& time_options,
+                                       std::optional<analyze::CacheSimulator>& sets) {
+    std::uint32_t k = args.sets == "auto" ? 0 : std::uint32_t(parse_ratio(args.sets, "--sets"));
+    auto plan = analyze::plan_set_sampling(time_options.levels, args.window, sample, k, args.valgrind ? "none" : args.set_levels);
+    if (!plan.ok()) throw UsageError{plan.error().message()};
+    time_options.set_sample = plan->combined() ? 1 : plan->set_sample;
+    if (plan->combined()) {
+        analyze::SimulatorOptions o = time_options;
+        o.set_sample = plan->set_sample;
+        o.classes = false;
+        auto made = analyze::CacheSimulator::create(o);
+        if (!made.ok()) throw UsageError{made.error().message()};
+        sets.emplace(std::move(made).value());
+        // The windows need not simulate the set-sampled levels below the
+        // last time-sampled one (the L2's work in windows was a third of
+        // bloom's simulation): the report takes those from `sets`.
+        std::size_t last_time = 0;
+        for (std::size_t l = 0; l < plan->set_levels.size(); l++)
+            if (!plan->set_levels[l]) last_time = l;
+        time_options.levels.resize(last_time + 1);
+    }
+    return std::move(plan).value();
+}
+
+void note_methods(const analyze::SetSamplingPlan& plan, const analyze::CacheSimulator* sets, analyze::CachesimReportInput& in) {
+    if (!plan.combined() || !sets) return;
+    const auto& levels = sets->options().levels;
+    for (std::size_t l = 0; l < levels.size(); l++)
+        in.notes.push_back(levels[l].name + ": " + (plan.set_levels[l] ? "set sampling, 1/" + std::to_string(plan.set_sample) + " of the sets"
+                                                                         : std::string("time sampling")) +
+                           " (" + plan.reasons[l] + ")");
 }
 
 std::vector<analyze::TraceModule> to_trace_modules(const std::vector<loader::LoadedModule>& in) {
@@ -74,13 +115,19 @@ nlohmann::json program_json(const loader::ProgramExit& e) {
 
 // The instrumented program under the runtime's control, rings drained into the simulator.
 void run_runtime_source(const CachesimArgs& args, std::uint64_t sample, std::uint64_t seed, analyze::CacheSimulator& sim,
-                        analyze::CachesimReportInput& in, std::optional<analyze::TraceWriter>& writer) {
+                        analyze::CacheSimulator* sets, analyze::CachesimReportInput& in, std::optional<analyze::TraceWriter>& writer) {
     loader::MemtraceRunOptions o;
     o.argv = args.command;
     o.window = args.window;
     o.off_mean = sample == 1 ? 0 : args.window * (sample - 1);
     o.seed = seed;
-    analyze::RecordDecoder decoder(sim);
+    if (sets) {
+        auto filter = sets->set_filter();
+        if (!filter) throw UsageError{"--sets 1/K needs K a power of two for set sampling of whole levels"};
+        o.set_bitmap = filter->bitmap;
+        o.set_shift = filter->shift;
+    }
+    analyze::RecordDecoder decoder(sim, sets);
     auto handler = [&](std::uint32_t ring, std::span<const ecpi_rt_record> recs) -> Result<void> {
         if (writer) ECPI_RETURN_IF_ERROR(writer->write(ring, recs));
         return decoder.feed(ring, recs);
@@ -106,16 +153,47 @@ void run_runtime_source(const CachesimArgs& args, std::uint64_t sample, std::uin
         in.notes.push_back("no reference was simulated: the program made fewer references than one OFF gap (try --sample 1/1)");
 }
 
+// "ecpi cachesim: 12.3 M references simulated, 45 s (valgrind's lackey)".
+std::string lackey_progress_text(const analyze::CacheSimulator& sim, double seconds) {
+    char text[128];
+    std::snprintf(text, sizeof text, "ecpi cachesim: %.1f M references simulated, %.0f s (valgrind's lackey; the report follows)",
+                  double(sim.totals().simulated) / 1e6, seconds);
+    return text;
+}
+
 void run_lackey_source(const CachesimArgs& args, analyze::CacheSimulator& sim, analyze::CachesimReportInput& in) {
     analyze::LackeyParser parser(sim);
-    auto r = unwrap(loader::run_lackey(args.command, [&](std::string_view text) { return parser.feed(text); },
-                                       stop_requested_by_signal()));
+    // A run under lackey takes 50-200x the program's time: a line on stderr
+    // says it is alive, once a second, when stderr is a terminal.
+    loader::ProgressLine progress(STDERR_FILENO);
+    auto on_text = [&](std::string_view text) {
+        auto r = parser.feed(text);
+        if (progress.due()) progress.show(lackey_progress_text(sim, progress.seconds()));
+        return r;
+    };
+    auto run = loader::run_lackey(args.command, on_text, stop_requested_by_signal());
+    progress.clear();
+    auto r = unwrap(std::move(run));
     unwrap(parser.finish());
     in.modules = to_trace_modules(r.modules);
     in.program = program_json(r.exit);
     in.pc_is_return_address = false;
     in.objects_available = false;
     in.notes.push_back("lackey traces every reference (no time sampling) and no allocations: data objects are globals only");
+}
+
+// -o FILE; else stderr when a COMMAND ran (its stdout is the program's own,
+// which a pipe or a redirection may carry: `... -- xz -c f > f.xz`); else
+// stdout (a replayed --trace).
+void write_report(const std::string& text, const CachesimArgs& args, std::ofstream& out_file) {
+    if (out_file.is_open()) {
+        out_file << text;
+        if (!out_file.flush()) throw RuntimeError{"writing the report to " + args.output + " failed"};
+        return;
+    }
+    std::ostream& out = args.command.empty() ? std::cout : std::cerr;
+    out << text;
+    out.flush();
 }
 
 int run_cachesim(const CachesimArgs& args) {
@@ -134,6 +212,8 @@ int run_cachesim(const CachesimArgs& args) {
     std::string caches_source;
     auto options = simulator_options(args, caches_source);
     options.seed = seed;
+    std::optional<analyze::CacheSimulator> sets;
+    auto plan = plan_sampling(args, args.valgrind ? 1 : sample, options, sets);
     auto simr = analyze::CacheSimulator::create(options);
     if (!simr.ok()) throw UsageError{simr.error().message()};
     auto sim = std::move(simr).value();
@@ -154,7 +234,7 @@ int run_cachesim(const CachesimArgs& args) {
     in.window = args.window;
     in.seed = seed;
     if (!args.trace.empty()) {
-        auto info = unwrap(analyze::read_trace_file(args.trace, sim));
+        auto info = unwrap(analyze::read_trace_file(args.trace, sim, sets ? &*sets : nullptr));
         in.source = "trace (" + info.format + ")";
         in.modules = info.modules;
         in.pc_is_return_address = info.format == "ecpi";
@@ -167,19 +247,16 @@ int run_cachesim(const CachesimArgs& args) {
         run_lackey_source(args, sim, in);
     } else {
         in.source = "runtime";
-        run_runtime_source(args, sample, seed, sim, in, writer);
+        run_runtime_source(args, sample, seed, sim, sets ? &*sets : nullptr, in, writer);
     }
+    in.sets = sets ? &*sets : nullptr;
+    in.set_levels = plan.set_levels;
+    note_methods(plan, in.sets, in);
     if (writer) unwrap(writer->finish(in.modules));
 
     auto doc = analyze::cachesim_report_json(sim, in);
     std::string text = args.format == Format::kJson ? dump_document(doc) + "\n" : analyze::render_cachesim_text(doc, args.limit);
-    std::cout.flush();
-    if (out_file.is_open()) {
-        out_file << text;
-        if (!out_file.flush()) throw RuntimeError{"writing the report to " + args.output + " failed"};
-    } else {
-        std::cout << text;
-    }
+    write_report(text, args, out_file);
     if (in.program.is_object() && in.program["exit_code"].get<int>() != 0) {
         std::cerr << "ecpi cachesim: the program " << in.program["exit"].get<std::string>() << "\n";
         return kExitRuntimeError;
@@ -195,8 +272,18 @@ void add_cachesim_verb(CLI::App& root, std::vector<Verb>& verbs) {
         ->default_str("1/10");
     app->add_option("--window", args->window, "References per ON window (longer: fewer unknown references in large caches, fewer windows)")
         ->default_str(std::to_string(kDefaultWindow));
-    app->add_option("--sets", args->sets, "Set sampling: simulate 1/K of the sets (MemSpy 7.3)")->default_str("1/1");
-    app->add_option("--cache", args->caches, "A cache level NAME=SIZE:WAYS:LINE (repeat, first level first; default: the host's)");
+    app->add_option("--sets", args->sets,
+                    "Set sampling (MemSpy 7.3): 1/K of the sets for the set-sampled levels (default: 1/16, fewer on small caches)")
+        ->default_str("auto");
+    app->add_option("--set-levels", args->set_levels,
+                    "Levels set sampling decides, every reference to their sampled sets simulated: auto (those a window cannot warm), "
+                    "none (time sampling; --sets then samples sets within windows), all, or NAME[,NAME]")
+        ->default_str("auto");
+    // One value per --cache: a vector option would otherwise take the "--"
+    // before the COMMAND as the end of its values, and parse the command's
+    // own options (xz -c -1) as ecpi's.
+    app->add_option("--cache", args->caches, "A cache level NAME=SIZE:WAYS:LINE (repeat, first level first; default: the host's)")
+        ->allow_extra_args(false);
     app->add_option("--unknown", args->unknown, "Estimate references of unknown outcome as: stale, half, wood, miss, hit")
         ->check(CLI::IsMember({"stale", "half", "wood", "miss", "hit"}))
         ->default_str("stale");
@@ -205,13 +292,14 @@ void add_cachesim_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_flag("--valgrind", args->valgrind, "Run an unmodified COMMAND under valgrind's lackey (full trace, slow)");
     app->add_option("--trace", args->trace, "Simulate a saved trace (ecpi binary or lackey --trace-mem text)");
     app->add_option("--write-trace", args->write_trace, "Also save the runtime's trace to FILE (ecpi binary format)");
-    app->add_option("-o,--output", args->output, "Write the report to FILE instead of stdout");
+    app->add_option("-o,--output", args->output, "Write the report to FILE (default: stderr with a COMMAND, stdout with --trace)");
     app->add_option("--limit", args->limit, "Rows per table in text (0: all)")->default_str("10");
     add_format_option(*app, args->format);
     app->add_option("command", args->command, "-- COMMAND [ARGS...]: the program to run");
     app->footer(
-        "Build the program with clang $(ecpi flags memtrace). The program's stdout stays on stdout;\n"
-        "the report follows it (or goes to -o FILE). Exit: 0, 1 (error, or the program failed), 2 (usage).");
+        "Build the program with clang $(ecpi flags memtrace). The program's stdout is left to it alone:\n"
+        "the report goes to stderr (or -o FILE; with --trace, to stdout). --valgrind shows its progress\n"
+        "on stderr once a second when stderr is a terminal. Exit: 0, 1 (error, or the program failed), 2 (usage).");
     verbs.push_back({app, [args] { return run_cachesim(*args); }});
 }
 

@@ -46,6 +46,10 @@ struct MemtraceRunOptions {
     std::uint64_t window = 100000;   // ON events per window
     std::uint64_t off_mean = 0;      // mean OFF gap (0: full simulation)
     std::uint64_t seed = 1;
+    // Set sampling: references whose bit ((address >> set_shift) & 63) of
+    // set_bitmap is set are recorded outside windows too (MEMREF_SET). 0: none.
+    std::uint64_t set_bitmap = 0;
+    std::uint64_t set_shift = 0;
     std::uint32_t rings = 64;        // threads that can be traced
     std::uint32_t ring_records = 1u << 18;
     std::uint32_t features = ECPI_RT_FEATURE_MEMTRACE;  // what the runtime is asked to record

@@ -105,6 +105,17 @@ struct HeapAllocation {
     std::uint32_t allocator = 0;   // enum ecpi_rt_allocator
 };
 
+// The sampled sets as address bits (MemSpy 7.3; what the runtime tests
+// inline): a reference is in them when bit ((address >> shift) & 63) of
+// `bitmap` is set. Set sampling chooses among at most kMaxSetGroups groups
+// of sets (the line number's low bits), a random 1/K of them.
+inline constexpr std::uint64_t kMaxSetGroups = 64;
+struct SetFilter {
+    std::uint64_t bitmap = 0;
+    unsigned shift = 0;
+    bool contains(std::uint64_t address) const { return (bitmap >> ((address >> shift) & 63)) & 1; }
+};
+
 // What a data address belongs to, for MemSpy's data-object view.
 enum class ObjectKind { kHeap, kStack, kStatic, kUnknown };
 
@@ -139,10 +150,16 @@ public:
     // Per closed window (for the sampling error of MemSpy 6.1).
     const std::vector<BinCounts>& windows() const;
     // Per sampled set group under set sampling (MemSpy 7.3; empty without
-    // it): the counts of the references to each chosen group of sets (sets
-    // are grouped by the low bits of the line number, common to all
-    // levels), for the sampling error of the choice of sets.
+    // it): the counts of the references to each group of sets (index: the
+    // line number's low bits, at most kMaxSetGroups groups, common to all
+    // levels; empty entries are unsampled), the samples of the spread over
+    // sampled sets.
     const std::vector<BinCounts>& set_groups() const;
+    // Under set sampling: whether an address lies in a sampled set, and the
+    // choice as address bits (nullopt when K does not divide the groups, or
+    // without set sampling).
+    bool in_sampled_sets(std::uint64_t address) const;
+    std::optional<SetFilter> set_filter() const;
     // Per pc (references and misses by level). Built from the simulator's
     // flat tables at each call (for reports, not per reference); the
     // reference stays valid until the next call.
@@ -179,14 +196,15 @@ double estimated_misses(const LevelCounts& c, UnknownEstimate e, double wood_alp
 // A miss rate with its error bound (MemSpy 4.2 Eq. 2 and 6.1): the
 // estimate, the interval that alpha in [0, 1] allows, and the sampling
 // error: 1.96 standard errors of the ratio estimator over windows (time
-// sampling) and over the chosen set groups (set sampling), combined in
-// quadrature. `low`/`high` combine the interval and the sampling error.
+// sampling) and Student's t for their count times the standard error over
+// the chosen set groups (set sampling, few of them), combined in quadrature. `low`/`high` combine the interval and the sampling error.
 struct MissRateEstimate {
     double rate = 0;          // misses / references at this level
     double global_rate = 0;   // misses / references at the first level
     double unknown_low = 0;   // rate with alpha = 0
     double unknown_high = 0;  // rate with alpha = 1
     double sampling_error = 0;
+    double set_spread = 0;    // its set-sampling part: t(95%, groups - 1) standard errors over the sampled groups of sets (NaN: under two)
     double low = 0;
     double high = 0;
     double bound = 0;         // max(rate - low, high - rate)

@@ -28,6 +28,12 @@ struct CachesimReportInput {
     bool objects_available = true;    // false: the source has no allocation events
     nlohmann::json program;           // exit status, seconds, runtime counters (object or null)
     std::vector<std::string> notes;   // what the reader must know (dropped records, ...)
+    // Combined sampling (MemSpy 7.3): the levels marked in set_levels are
+    // reported from `sets` (every reference to its sampled sets, no
+    // windows), the others from the time-sampled simulator. Procedures,
+    // lines and objects come from the time-sampled one.
+    const CacheSimulator* sets = nullptr;
+    std::vector<bool> set_levels;
 };
 
 nlohmann::json cachesim_report_json(const CacheSimulator& sim, const CachesimReportInput& input);

@@ -29,9 +29,13 @@ struct TraceModule {
 
 // Decodes runtime records into simulator calls, one state per stream
 // (ring). Rejects unknown record kinds and broken pairs by name.
+// Combined sampling (MemSpy 7.3): `sets`, when given, is a simulator under
+// set sampling that gets every reference to its sampled sets (in a window,
+// or a MEMREF_SET record outside one) as one unbroken stream, and the
+// streams', heap's and threads' events; `sim` gets the windows as before.
 class RecordDecoder {
 public:
-    explicit RecordDecoder(CacheSimulator& sim) : sim_(sim) {}
+    explicit RecordDecoder(CacheSimulator& sim, CacheSimulator* sets = nullptr) : sim_(sim), sets_(sets) {}
     Result<void> feed(std::uint32_t stream, std::span<const ecpi_rt_record> records);
     std::uint64_t allocations() const { return allocations_; }
     // Streams that began but never sent END (the program died, or _exit).
@@ -44,7 +48,9 @@ private:
         bool have_first = false;      // the first half of a two-record event
         ecpi_rt_record first{};
     };
+    Result<void> reference(std::uint32_t stream, const ecpi_rt_record& r, bool in_window);
     CacheSimulator& sim_;
+    CacheSimulator* sets_;
     std::unordered_map<std::uint32_t, StreamState> streams_;
     std::uint64_t allocations_ = 0;
 };
@@ -99,6 +105,6 @@ struct TraceFileInfo {
     std::string format;               // "ecpi" or "lackey"
     std::vector<TraceModule> modules;
 };
-Result<TraceFileInfo> read_trace_file(const std::filesystem::path& path, CacheSimulator& sim);
+Result<TraceFileInfo> read_trace_file(const std::filesystem::path& path, CacheSimulator& sim, CacheSimulator* sets = nullptr);
 
 }  // namespace ecpi::analyze

@@ -1,0 +1,198 @@
+// Combined sampling (MemSpy 7.3): the choice of sampled sets as address
+// bits (what the runtime tests inline), the choice of method per level,
+// and the estimate of a set-sampled level on hand-made traces fed the way
+// the runtime sends them (windows, plus references to sampled sets outside
+// them), against full simulation.
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <set>
+#include <vector>
+
+#include "ecpi/analyze/cachesim/cachesim.h"
+#include "ecpi/analyze/cachesim/memtrace_trace.h"
+#include "ecpi/analyze/cachesim/set_sampling.h"
+
+extern "C" {
+#include "ecpi_rt_sampling.h"
+}
+
+using namespace ecpi::analyze;
+
+namespace {
+
+std::vector<CacheGeometry> geometry(std::initializer_list<const char*> specs) {
+    std::vector<CacheGeometry> out;
+    for (const char* s : specs) out.push_back(*parse_cache_geometry(s));
+    return out;
+}
+
+CacheSimulator make(const std::vector<CacheGeometry>& levels, std::uint32_t set_sample, std::uint64_t seed) {
+    SimulatorOptions o;
+    o.levels = levels;
+    o.set_sample = set_sample;
+    o.seed = seed;
+    auto sim = CacheSimulator::create(o);
+    REQUIRE(sim.ok());
+    return std::move(sim).value();
+}
+
+constexpr std::uint64_t kind(unsigned k) { return std::uint64_t(k) << ECPI_RT_KIND_SHIFT; }
+
+// The records the runtime writes for one thread making `refs`: windows of
+// `window` references with gaps drawn by the runtime's own sampler, and
+// outside them MEMREF_SET for references that pass the set filter.
+std::vector<ecpi_rt_record> runtime_records(const std::vector<std::uint64_t>& refs, std::uint64_t window, std::uint64_t sample,
+                                            const std::optional<SetFilter>& filter, std::uint64_t seed) {
+    std::vector<ecpi_rt_record> out;
+    out.push_back({kind(ECPI_RT_REC_THREAD) | 1, 0x7000'0000});
+    out.push_back({kind(ECPI_RT_REC_THREAD_STACK_END), 0x7010'0000});
+    ecpi_rt_sampler s;
+    ecpi_rt_sampler_init(&s, window, window * (sample - 1), seed);
+    for (std::uint64_t a : refs) {
+        std::uint64_t w0 = (3ull << ECPI_RT_MEMREF_SIZE_SHIFT) | a;
+        if (--s.countdown == 0) {
+            if (ecpi_rt_sampler_step(&s)) out.push_back({kind(ECPI_RT_REC_WINDOW) | (s.windows - 1), s.gap});
+            out.push_back({kind(ECPI_RT_REC_MEMREF) | w0, 0x1000});
+        } else if (filter && filter->contains(a)) {
+            out.push_back({kind(ECPI_RT_REC_MEMREF_SET) | w0, 0x1000});
+        }
+    }
+    out.push_back({kind(ECPI_RT_REC_END), ecpi_rt_sampler_skipped_now(&s)});
+    return out;
+}
+
+// A program of two phases over a 6 MiB buffer (larger than the 1 MiB L2,
+// whose 16,384 lines no 10k window warms): a streaming pass, then random
+// reads within a 768 KiB region the L2 holds, over and over.
+std::vector<std::uint64_t> two_phase_trace() {
+    std::vector<std::uint64_t> refs;
+    const std::uint64_t base = 0x1000'0000;
+    for (int pass = 0; pass < 2; pass++)
+        for (std::uint64_t off = 0; off < (6u << 20); off += 16) refs.push_back(base + off);
+    std::uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 1'500'000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        refs.push_back(base + (x % (768u << 10) & ~7ull));
+    }
+    return refs;
+}
+
+}  // namespace
+
+TEST_CASE("set choice: a random 1/K of the 64 groups of sets (the line number's low six bits), the same for a seed") {
+    auto levels = geometry({"L1d=32k:8:64", "L2=1m:8:64"});  // 64 and 2048 sets
+    std::set<std::uint64_t> choices;
+    for (std::uint64_t seed = 1; seed <= 30; seed++) {
+        auto sim = make(levels, 16, seed);
+        auto f = sim.set_filter();
+        REQUIRE(f);
+        CHECK(f->shift == 6);
+        CHECK(std::popcount(f->bitmap) == 4);
+        choices.insert(f->bitmap);
+        // Every address agrees with the filter; 1/16 of each level's sets are sampled.
+        std::uint64_t sampled = 0;
+        for (std::uint64_t line = 0; line < 2048; line++) {
+            bool in = sim.in_sampled_sets(line * 64 + 8);
+            CHECK(in == f->contains(line * 64 + 8));
+            CHECK(in == sim.in_sampled_sets(line * 64));  // by line, not by byte
+            sampled += in;
+        }
+        CHECK(sampled == 2048 / 16);
+        CHECK(make(levels, 16, seed).set_filter()->bitmap == f->bitmap);
+    }
+    CHECK(choices.size() >= 28);  // C(64, 4) choices
+    // An L1 of 32 sets: 32 groups, the map repeats them over 64 bits.
+    auto small = make(geometry({"L1d=16k:8:64", "L2=1m:8:64"}), 8, 3).set_filter();
+    REQUIRE(small);
+    CHECK(std::popcount(small->bitmap) == 8);
+    CHECK((small->bitmap & 0xffffffff) == (small->bitmap >> 32));
+    CHECK(!make(levels, 12, 1).set_filter());  // 12 does not divide 64: no map
+    CHECK(!make(levels, 1, 1).set_filter());
+}
+
+TEST_CASE("plan: time sampling where a window warms the level, set sampling where it cannot; options force either") {
+    auto levels = geometry({"L1d=48k:12:64", "L2=1m:8:64"});
+    auto plan = plan_set_sampling(levels, 10000, 10, 0, "auto");
+    REQUIRE(plan.ok());
+    CHECK(plan->set_levels == std::vector<bool>{false, true});  // 768 lines * 8 <= 10k; 16,384 * 8 > 10k
+    CHECK(plan->set_sample == 16);
+    CHECK(plan->combined());
+    CHECK(plan->reasons[1].find("cannot warm") != std::string::npos);
+    // Long windows warm the L2 too; no time sampling, no set sampling.
+    CHECK(!plan_set_sampling(levels, 200000, 10, 0, "auto")->combined());
+    CHECK(!plan_set_sampling(levels, 10000, 1, 0, "auto")->combined());
+    // A 256 KiB L2 has 512 sets: 1/8 keeps 64 of them.
+    CHECK(plan_set_sampling(geometry({"L1d=32k:8:64", "L2=256k:8:64"}), 10000, 10, 0, "auto")->set_sample == 8);
+    CHECK(plan_set_sampling(levels, 10000, 10, 0, "all")->set_levels == std::vector<bool>{true, true});
+    auto none = plan_set_sampling(levels, 10000, 10, 8, "none");
+    CHECK(!none->combined());
+    CHECK(none->set_sample == 8);  // --sets alone: within windows, as before
+    CHECK(plan_set_sampling(levels, 10000, 10, 4, "L1d")->set_levels == std::vector<bool>{true, false});
+    CHECK(plan_set_sampling(levels, 10000, 10, 0, "L3").error().message().find("not a simulated level") != std::string::npos);
+    CHECK(plan_set_sampling(levels, 10000, 10, 12, "auto").error().message().find("power of two") != std::string::npos);
+}
+
+TEST_CASE("combined sampling: the set-sampled L2 has no unknown references and lands near full simulation; the bound holds") {
+    auto levels = geometry({"L1d=32k:8:64", "L2=1m:8:64"});
+    auto refs = two_phase_trace();
+    auto full = make(levels, 1, 1);
+    for (std::uint64_t a : refs) full.access(0, MemRef{a, 0x1000, 8, false});
+    auto f1 = estimate_miss_rate(full, 1, UnknownEstimate::kStale);
+    auto f0 = estimate_miss_rate(full, 0, UnknownEstimate::kStale);
+    int held = 0;
+    double worst_sets = 0, worst_time = 0;
+    for (std::uint64_t seed = 1; seed <= 5; seed++) {
+        auto time = make(levels, 1, seed);
+        auto sets = make(levels, 16, seed);
+        RecordDecoder decoder(time, &sets);
+        auto recs = runtime_records(refs, 10000, 10, sets.set_filter(), seed);
+        REQUIRE(decoder.feed(0, recs).ok());
+        // Time sampling saw about a tenth of the references; the set
+        // simulator every reference to its sets, about a sixteenth.
+        CHECK(time.totals().events == refs.size());
+        double set_share = double(sets.totals().counts.levels[0].references) / double(refs.size());
+        CHECK(set_share == doctest::Approx(1.0 / 16).epsilon(0.1));
+        auto t1 = estimate_miss_rate(time, 1, UnknownEstimate::kStale);
+        auto s1 = estimate_miss_rate(sets, 1, UnknownEstimate::kStale);
+        auto s0 = estimate_miss_rate(sets, 0, UnknownEstimate::kStale);
+        CHECK(sets.totals().counts.levels[1].unknown == 0);
+        CHECK(time.totals().counts.levels[1].unknown > time.totals().counts.levels[1].references / 4);
+        worst_sets = std::max(worst_sets, std::abs(s1.rate - f1.rate));
+        worst_time = std::max(worst_time, std::abs(t1.rate - f1.rate));
+        CHECK(std::abs(s0.rate - f0.rate) < 0.003);  // the L1 of the sampled sets is exact too
+        CHECK(std::abs(s1.global_rate - f1.global_rate) < 0.003);
+        CHECK(!std::isnan(s1.set_spread));
+        held += std::abs(s1.rate - f1.rate) <= s1.bound;
+    }
+    MESSAGE("L2 local miss rate: full " << f1.rate << ", worst error: sets " << worst_sets << ", time " << worst_time);
+    CHECK(worst_sets < 0.003);
+    CHECK(worst_sets < worst_time);
+    CHECK(held >= 4);
+}
+
+TEST_CASE("set spread: where sampled sets miss unlike the others, the spread says so and the bound holds") {
+    // Direct-mapped, 256 sets; a quarter of the sets (every fourth) thrash,
+    // the rest hit: which sets a seed samples decides the rate.
+    auto levels = geometry({"L1=16k:1:64"});
+    auto run = [&](std::uint32_t k, std::uint64_t seed) {
+        auto sim = make(levels, k, seed);
+        for (int round = 0; round < 100; round++)
+            for (std::uint64_t set = 0; set < 256; set++) {
+                std::uint64_t block = set % 4 == 1 && round % 2 ? set + 256 : set;
+                if (sim.in_sampled_sets(block * 64)) sim.access(0, MemRef{block * 64, 0x1000, 8, false});
+            }
+        return estimate_miss_rate(sim, 0, UnknownEstimate::kStale);
+    };
+    auto full = run(1, 1);
+    CHECK(full.set_spread == 0);
+    int held = 0, spread = 0;
+    for (std::uint64_t seed = 1; seed <= 20; seed++) {
+        auto e = run(8, seed);
+        held += std::abs(e.rate - full.rate) <= e.bound;
+        spread += e.set_spread > 0;
+    }
+    CHECK(held >= 18);
+    CHECK(spread >= 10);
+}
