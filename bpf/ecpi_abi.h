@@ -14,7 +14,7 @@
  * as the perf link's bpf cookie. */
 #define ECPI_MAX_EVENTS 8
 /* The cookie of the overhead-budget calibration event (a cpu-clock event on
- * the loader's own thread, loader/budget.cpp): its samples run the whole
+ * the loader's own thread, loader/collect/budget.cpp): its samples run the whole
  * handler and are dropped at the drain. Recordings use the indices below it. */
 #define ECPI_CALIBRATION_EVENT (ECPI_MAX_EVENTS - 1)
 /* Frames kept of a -g sample's kernel stack, and of its user stack (the
@@ -59,7 +59,7 @@ struct ecpi_stack_record {
 
 /* ---- CFI unwinding of user stacks (-g, --call-graph cfi) ---------------
  * User space compiles each image's .eh_frame/.debug_frame into sorted rows
- * (loader/unwind_table.cpp); the sampler finds a pc's row by binary search
+ * (loader/unwind/unwind_table.cpp); the sampler finds a pc's row by binary search
  * and recovers the caller's pc, sp and rbp from it. */
 enum ecpi_unwind_kind {
 	ECPI_UNWIND_NONE = 0,     /* no CFI from this pc on (a gap between FDEs) */

@@ -92,7 +92,7 @@ struct {
 
 /* CFI unwinding (ecpi_abi.h): the rows of every image in one array, each
  * image's slice in unwind_tables, each process's executable mappings in
- * unwind_processes. The loader sizes and fills them (loader/unwinder.cpp). */
+ * unwind_processes. The loader sizes and fills them (loader/unwind/unwinder.cpp). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);

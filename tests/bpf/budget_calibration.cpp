@@ -1,4 +1,4 @@
-// The overhead budget's calibration (loader/budget.cpp, issue 20) measured
+// The overhead budget's calibration (loader/collect/budget.cpp, issue 20) measured
 // against a sampler whose handler is made expensive on purpose: this test is
 // linked with the test-hook build of bpf/sampler.bpf.c (ECPI_TEST_HOOKS),
 // whose handler first spins for `test_sample_cost_ns`. A calibration that

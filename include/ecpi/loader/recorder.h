@@ -19,7 +19,7 @@ namespace ecpi::loader {
 struct RecordOptions {
     std::filesystem::path database = "ecpi.db";
     std::uint64_t frequency = 4999;                 // samples per second per CPU
-    // The overhead budget (issue 20, loader/budget.h): with a value, the rate
+    // The overhead budget (issue 20, loader/collect/budget.h): with a value, the rate
     // per CPU is the highest whose measured cost stays within this percent of
     // a program's time, clamped to [kBudgetMinHz, kBudgetMaxHz], and
     // `frequency` is ignored. The daemon re-calibrates every

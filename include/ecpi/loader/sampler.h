@@ -62,7 +62,7 @@ struct SamplerCounters {
 inline constexpr std::array<const char*, 7> kStackEndNames = {
     "root", "frame_pointers", "no_table", "no_row", "unsupported_rule", "frame_limit", "unreadable"};
 
-// The CFI unwinding maps of a loaded sampler (bpf/ecpi_abi.h), for loader/unwinder.cpp.
+// The CFI unwinding maps of a loaded sampler (bpf/ecpi_abi.h), for loader/unwind/unwinder.cpp.
 struct UnwindMapFds {
     int rows = -1;
     std::uint32_t row_capacity = 0;
@@ -98,7 +98,7 @@ public:
     // Attach to every per-CPU fd of one event; `event_index` is the cookie
     // (below ECPI_CALIBRATION_EVENT).
     Result<void> attach(std::uint16_t event_index, std::vector<FileDescriptor> fds);
-    // The overhead budget's calibration event (loader/budget.cpp): the
+    // The overhead budget's calibration event (loader/collect/budget.cpp): the
     // handler runs on its overflows like on any event's, with the
     // calibration cookie, whose samples the drain drops. One at a time.
     Result<void> attach_calibration(FileDescriptor fd);

@@ -1,5 +1,5 @@
 // Feeds the sampler's CFI walk (issue 29): per image an unwind table
-// (loader/unwind_table.h) in the shared row array, built once per build id
+// (loader/unwind/unwind_table.h) in the shared row array, built once per build id
 // and shared by every process that maps the image; per process its
 // executable mappings -> (table, load bias), from /proc/PID/maps whenever
 // the recorder sees the process map something new.

@@ -1,4 +1,4 @@
-// The overhead budget's choice of rate (loader/budget.cpp, issue 20): pure
+// The overhead budget's choice of rate (loader/collect/budget.cpp, issue 20): pure
 // arithmetic on a measured cost; the measurement itself is tested as root in
 // tests/bpf/budget_calibration.cpp.
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// The kernel's idle time per CPU from /proc/stat (loader/kernel_idle.cpp, issue 30).
+// The kernel's idle time per CPU from /proc/stat (loader/collect/kernel_idle.cpp, issue 30).
 #include <doctest/doctest.h>
 
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// The unwind table builder (loader/unwind_table.cpp) on hand-made CFI
+// The unwind table builder (loader/unwind/unwind_table.cpp) on hand-made CFI
 // (cfi_fixture.S), on real binaries against libdw's own answer for the same
 // pcs, and on forged .eh_frame sections.
 #include "ecpi/loader/unwind_table.h"
