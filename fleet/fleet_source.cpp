@@ -18,6 +18,12 @@ namespace {
 constexpr const char* kPreferredEvent = "cpu-clock";
 constexpr const char* kUnknownProcedure = "[unknown]";
 
+// A sample no symbol covers is stored as "[unknown]"; reports name it after
+// its image ("[gzip]"), as local reports do (issue 30: one name per meaning).
+std::string procedure_name(const std::string& procedure, const std::string& image_path) {
+    return procedure == kUnknownProcedure ? analyze::unsymbolized_name({image_path, ""}) : procedure;
+}
+
 std::string join(const std::vector<std::string>& items, const char* sep) {
     std::string out;
     for (const auto& item : items) {
@@ -65,8 +71,9 @@ std::vector<analyze::FlatRow> merge_by_image_key(const std::vector<std::vector<s
         if (r.size() != 4) continue;
         std::uint64_t n = to_u64(r[3]);
         if (n == 0) continue;
-        Merged& m = merged[{image_key(r[0], r[1]), r[2]}];
-        m.row.procedure = r[2];
+        const std::string procedure = r[2].empty() ? r[2] : procedure_name(r[2], r[0]);
+        Merged& m = merged[{image_key(r[0], r[1]), procedure}];
+        m.row.procedure = procedure;
         m.row.build_id = r[1];
         m.row.samples += n;
         m.per_path[r[0]] += n;
@@ -353,7 +360,7 @@ Result<analyze::ProfReport> FleetSource::prof_report(const analyze::ProfOptions&
                 report.totals[report.sort_event].unknown = to_u64(r[key_count + 1]);
                 continue;
             }
-            grouped[{r[0], r[1], by_procedure ? r[2] : std::string()}][report.sort_event] += to_u64(r[key_count]);
+            grouped[{r[0], r[1], by_procedure ? procedure_name(r[2], r[0]) : std::string()}][report.sort_event] += to_u64(r[key_count]);
         }
     } else {
         ECPI_ASSIGN_OR_RETURN(auto totals, client_.select("SELECT event, sum(samples), sumIf(samples, image = '[unknown]') FROM " +
@@ -374,7 +381,7 @@ Result<analyze::ProfReport> FleetSource::prof_report(const analyze::ProfOptions&
         ECPI_ASSIGN_OR_RETURN(auto rows, client_.select(sql + " GROUP BY event, " + keys));
         for (const auto& r : rows) {
             if (r.size() != key_count + 2) continue;
-            grouped[{r[1], r[2], by_procedure ? r[3] : std::string()}][r[0]] += to_u64(r.back());
+            grouped[{r[1], r[2], by_procedure ? procedure_name(r[3], r[1]) : std::string()}][r[0]] += to_u64(r.back());
         }
     }
     for (auto& [key, samples] : grouped) {
@@ -442,7 +449,7 @@ Result<analyze::ExportModel> FleetSource::export_model(const analyze::ExportOpti
         auto [fn, new_function] = functions.try_emplace({img->second, procedure}, static_cast<std::uint32_t>(model.functions.size()));
         if (new_function) {
             analyze::ExportFunction f;
-            f.name = procedure == kUnknownProcedure && !path.empty() && path.front() != '[' ? "[" + path.substr(path.rfind('/') + 1) + "]" : procedure;
+            f.name = procedure_name(procedure, path);
             f.image = img->second;
             f.kernel = path == store::kKernelImage;
             f.symbolized = procedure != kUnknownProcedure;

@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "ecpi/analyze/reports/kernel_idle.h"
 #include "ecpi/analyze/symbols/symbolizer.h"
 #include "ecpi/fleet/schema.h"
 #include "ecpi/store/profile.h"
@@ -76,7 +77,12 @@ EpochCounts merged_counts(const store::EpochContents& contents) {
         if (it->second.period != copy.period) copy.period = it->second.period;
         (void)store::merge_into(it->second, copy);
     }
-    for (const auto& [name, meta] : contents.meta.events) {
+    // Idle as local reports count it: from the kernel's accounting where the
+    // epoch has it (issue 30), so fleet and local reports agree.
+    store::EpochContents idle_view;
+    idle_view.meta = contents.meta;
+    analyze::idle_from_kernel(idle_view);
+    for (const auto& [name, meta] : idle_view.meta.events) {
         store::EventMeta& e = out.events[name];
         e.lost = meta.lost;
         e.idle = meta.idle;
