@@ -26,22 +26,7 @@ namespace {
 constexpr const char* kFirstEvent = "cpu-clock";  // listed first when present
 constexpr std::size_t kMaxProcedureWidth = 60;   // longer names overflow their column
 
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char* fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n < 0) return {};
-    if (static_cast<std::size_t>(n) < sizeof buf) return std::string(buf, static_cast<std::size_t>(n));
-    std::string out(static_cast<std::size_t>(n) + 1, '\0');
-    va_start(ap, fmt);
-    std::vsnprintf(out.data(), out.size(), fmt, ap);
-    va_end(ap);
-    out.resize(static_cast<std::size_t>(n));
-    return out;
-}
+using detail::format;  // printf into std::string (text_table.h)
 
 std::string join(const std::vector<std::string>& items, const char* sep) {
     std::string out;
