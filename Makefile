@@ -3,7 +3,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps test-deps build demo test clean
+.PHONY: all deps test-deps build demo test package clean
 
 all: build
 
@@ -26,6 +26,11 @@ demo: build
 
 test: test-deps build
 	@ctest --test-dir $(BUILD) --output-on-failure -j1
+
+# A Debian package of what `build` made: build/ecpi_VERSION_ARCH.deb
+# (then: sudo apt install ./build/ecpi_*.deb; cmake/package.cmake).
+package: build
+	@cd $(BUILD) && cpack -G DEB >/dev/null && ls -1 "$$PWD"/ecpi_*.deb
 
 clean:
 	rm -rf $(BUILD)

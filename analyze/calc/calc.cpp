@@ -1,5 +1,6 @@
 // ecpi calc: the instruction-level analysis put together (DCPI 6.1). See calc.h.
 #include "ecpi/analyze/calc/calc.h"
+#include "ecpi/analyze/symbols/name_match.h"
 
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -299,9 +300,10 @@ Result<std::vector<std::size_t>> select_procedures(const SampledProcedures& samp
         std::string msg = "procedure " + options.procedure + " has no " + report.event + " samples in epoch " +
                           contents.epoch;
         if (options.image) msg += " (image " + *options.image + ")";
-        std::vector<std::string> near;
-        for (const auto& p : procs)
-            if (p.name.find(options.procedure) != std::string::npos && near.size() < 8) near.push_back(p.name);
+        std::vector<std::string> names;
+        for (const auto& p : procs) names.push_back(p.name);
+        // Substrings and typos both, as annotate and prof answer (issue 34).
+        const std::vector<std::string> near = close_matches(options.procedure, names, 8);
         if (!near.empty()) {
             msg += "; sampled procedures with similar names:";
             for (const auto& n : near) msg += " " + n + ";";

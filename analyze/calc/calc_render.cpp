@@ -34,6 +34,14 @@ std::string count_text(double v) {
     return fmt("%.0f", v);
 }
 
+// A procedure that took samples ran at least once: an estimate that rounds to
+// no calls (its entry took no samples) is shown as unknown, never as a
+// confident 0 (issue 34, defect 5).
+std::string calls_text(const CalcProcedure& p) {
+    if (p.samples > 0 && p.invocations < 0.5) return "-";
+    return count_text(p.invocations);
+}
+
 // DCPI Figure 4's lines for a tally: (label, min %, max %), with "" labels
 // for separators. Percentages are of the cycles tallied.
 struct SummaryLine {
@@ -240,7 +248,7 @@ void render_summary_table(std::ostringstream& o, const CalcReport& r) {
     for (const auto& p : r.procedures) {
         char line[160];
         std::snprintf(line, sizeof line, "%9" PRIu64 " %14s %8.2f %8s %7u  ", p.samples,
-                      count_text(p.invocations).c_str(), p.best_cpi,
+                      calls_text(p).c_str(), p.best_cpi,
                       p.actual_cpi ? fmt("%.2f", *p.actual_cpi).c_str() : "-", p.frequency_classes);
         o << line << escape_for_terminal(p.name) << (p.missing_edges ? " [missing edges]" : "") << "  ("
           << escape_for_terminal(std::filesystem::path(p.image).filename().string()) << ")\n";
@@ -320,7 +328,9 @@ void render_block(std::ostringstream& o, const CalcProcedure& p, const CalcBlock
 // DCPI Figure 2 for one procedure: its head, loops, and every block seen running.
 void render_procedure(std::ostringstream& o, const CalcProcedure& p) {
     o << "\n" << escape_for_terminal(p.name) << "  (" << escape_for_terminal(p.image) << ")  " << p.samples << " samples, "
-      << count_text(p.invocations) << " calls (est.), " << p.blocks.size() << " blocks, "
+      << (calls_text(p) == "-" ? std::string("calls not estimated (its entry took no samples)")
+                               : calls_text(p) + " calls (est.)")
+      << ", " << p.blocks.size() << " blocks, "
       << p.frequency_classes << " frequency classes";
     if (p.jump_tables) o << ", " << p.jump_tables << " jump table" << (p.jump_tables > 1 ? "s" : "");
     o << "\n*** Procedure best-case CPI " << fmt("%.2f", p.best_cpi) << ", actual CPI "
@@ -465,7 +475,7 @@ json procedure_json(const CalcReport& r, const CalcProcedure& p) {
                {"start", hex(p.start)},
                {"end", hex(p.end)},
                {"samples", p.samples},
-               {"invocations", p.invocations},
+               {"invocations", calls_text(p) == "-" ? json(nullptr) : json(p.invocations)},
                {"best_cpi", p.best_cpi},
                {"actual_cpi", optional_json(p.actual_cpi)},
                {"frequency_classes", p.frequency_classes},

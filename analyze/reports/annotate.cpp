@@ -116,6 +116,29 @@ std::vector<Instruction> read_instructions(const DebugInfo* info, const std::str
     return instructions;
 }
 
+// "call 0x1070" -> "call 0x1070 <malloc@plt>", as objdump and perf name a
+// direct call's or jump's target (issue 34, defect 11): calls everywhere,
+// jumps only when they leave the procedure (tail calls); an offset into the
+// target is shown as <name+0x10>.
+void name_branch_targets(std::vector<Instruction>& instructions, const SymbolTable& table, std::uint64_t start,
+                         std::uint64_t end) {
+    for (auto& insn : instructions) {
+        const bool call = insn.text.starts_with("call ");
+        const bool jump = insn.text.starts_with("j");
+        if (!call && !jump) continue;
+        const std::size_t space = insn.text.find(' ');
+        if (space == std::string::npos || insn.text.compare(space + 1, 2, "0x") != 0) continue;
+        const std::string operand = insn.text.substr(space + 3);
+        if (operand.empty() || operand.size() > 16 || operand.find_first_not_of("0123456789abcdef") != std::string::npos)
+            continue;
+        const std::uint64_t target = std::stoull(operand, nullptr, 16);
+        if (!call && target >= start && target < end) continue;  // a jump within the procedure
+        const Symbol* sym = table.lookup(target);
+        if (sym == nullptr) continue;
+        insn.text += " <" + sym->name + (target == sym->start ? "" : "+0x" + hex(target - sym->start)) + ">";
+    }
+}
+
 // Samples per instruction: a sample between instruction starts (should
 // not happen for precise pcs) counts for the instruction containing it.
 std::vector<AnnotatedInstruction> count_per_instruction(const std::vector<Instruction>& instructions,
@@ -216,7 +239,9 @@ Result<AnnotateReport> build_annotate_report(const LoadedProfile& profile, const
     DebugInfoCache infos(symbolizer);
     std::string why;
     const DebugInfo* info = infos.get(ps.image, &why);
-    const std::vector<Instruction> instructions = read_instructions(info, why, ps, report);
+    std::vector<Instruction> instructions = read_instructions(info, why, ps, report);
+    if (const auto& table = symbolizer.table(ps.image); table.ok())
+        name_branch_targets(instructions, *table, report.start, report.end);
     const std::vector<AnnotatedInstruction> annotated = count_per_instruction(instructions, ps, report, options.hot);
     const std::vector<Position> positions = source_positions(info, annotated, ps, report);
     group_blocks(annotated, positions, report);
@@ -226,7 +251,7 @@ Result<AnnotateReport> build_annotate_report(const LoadedProfile& profile, const
 
 std::string render_annotate_text(const AnnotateReport& report) {
     std::string out;
-    out += "Procedure: " + report.procedure + "\n";
+    out += "Procedure: " + escape_for_terminal(report.procedure) + "\n";
     out += "Image: " + report.image;
     if (!report.build_id.empty()) out += " (build id " + report.build_id + ")";
     out += "\n";
@@ -285,7 +310,7 @@ std::string render_annotate_text(const AnnotateReport& report) {
         }
         for (const auto& insn : block.instructions) {
             out += counts(insn.hot, insn.samples, insn.percent) + "      " + hex(insn.address) + ":  " +
-                   (insn.text.empty() ? std::string("(code not available)") : insn.text) + "\n";
+                   (insn.text.empty() ? std::string("(code not available)") : escape_for_terminal(insn.text)) + "\n";
         }
     }
     return out;

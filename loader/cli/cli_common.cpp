@@ -23,10 +23,19 @@ std::vector<std::pair<int, VerbFactory>>& registry() {
 }
 }  // namespace
 
+namespace {
+std::atomic<int> g_stop_signal{0};  // constant-initialized: a signal handler may store to it
+}  // namespace
+
+const std::atomic<int>& stop_signal_received() { return g_stop_signal; }
+
 const std::atomic<bool>& stop_requested_by_signal() {
     static std::atomic<bool> stop{false};
     struct sigaction sa {};
-    sa.sa_handler = [](int) { stop.store(true); };
+    sa.sa_handler = [](int signal_number) {
+        g_stop_signal.store(signal_number);  // lock-free atomics: safe in a signal handler
+        stop.store(true);
+    };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);

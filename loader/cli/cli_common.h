@@ -39,6 +39,10 @@ struct Verb {
 // Installs SIGINT/SIGTERM handlers that set the returned flag (recording
 // verbs stop cleanly, flush, and leave a valid database).
 const std::atomic<bool>& stop_requested_by_signal();
+// The signal that set that flag (SIGINT or SIGTERM; 0 before one arrived):
+// `record -- COMMAND` passes it on to the command, so that `kill -INT` of
+// ecpi ends the command as Ctrl-C would (exit 130, not 143; issue 34).
+const std::atomic<int>& stop_signal_received();
 
 enum class Format { kText, kJson };
 // Adds --format text|json to a verb.

@@ -70,6 +70,10 @@ analyze::ExportModel build_model(const ExportArgs& args, const analyze::ExportOp
 
 int run_export(const ExportArgs& args) {
     std::string format = args.format.empty() ? format_from_name(args.output) : args.format;
+    if (format.empty() && !args.output.empty() && args.output != "-")
+        throw UsageError{"the extension of " + args.output +
+                         " names no format (.pb.gz, .pprof, .json, .speedscope.json, .folded, .html): "
+                         "choose one with --format pprof|json|folded|speedscope|html"};
     if (format.empty())
         throw UsageError{"choose an output format with --format pprof|json|folded|speedscope|html"};
     const bool one_event = format == "folded" || format == "html";

@@ -5,6 +5,18 @@
 #include "cli_common.h"
 #include "ecpi/terminal_text.h"
 
+namespace {
+// A verb's missing positional argument: say what it may be, as its help does
+// ("ecpi ctl: request is required: status | flush | epoch"; issue 34).
+std::string missing_positional_choices(const CLI::App& verb) {
+    for (const CLI::Option* option : verb.get_options()) {
+        if (!option->get_positional() || !option->get_required() || option->count() > 0) continue;
+        if (!option->get_description().empty()) return ": " + option->get_description();
+    }
+    return {};
+}
+}  // namespace
+
 int main(int argc, char** argv) {
     using namespace ecpi::cli;
     CLI::App app{"ecpi: eBPF continuous profiling infrastructure (where have all the cycles gone, and why)", "ecpi"};
@@ -35,9 +47,13 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        for (const auto& v : verbs)
-            if (v.app->parsed()) verb_name = "ecpi " + v.app->get_name();
-        std::fprintf(stderr, "%s: %s (see '%s --help')\n", verb_name.c_str(), e.what(), verb_name.c_str());
+        std::string detail = e.what();
+        for (const auto& v : verbs) {
+            if (!v.app->parsed()) continue;
+            verb_name = "ecpi " + v.app->get_name();
+            if (dynamic_cast<const CLI::RequiredError*>(&e)) detail += missing_positional_choices(*v.app);
+        }
+        std::fprintf(stderr, "%s: %s (see '%s --help')\n", verb_name.c_str(), detail.c_str(), verb_name.c_str());
         return kExitUsageError;
     }
     for (const auto& v : verbs) {

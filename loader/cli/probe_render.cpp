@@ -102,7 +102,7 @@ std::string render_probe_text(const store::ProbeReport& r, PathRank rank, std::s
                               const std::string& timer_name) {
     std::string out;
     char line[512];
-    std::snprintf(line, sizeof line, "ecpi probe: pid %u (%s), %.1f s%s%s\n", r.pid, r.comm.c_str(), r.duration_s,
+    std::snprintf(line, sizeof line, "Probe of pid %u (%s), %.1f s%s%s\n", r.pid, r.comm.c_str(), r.duration_s,
                   r.final ? "" : ", running", r.target_exited ? ", target exited" : "");
     out += line;
     if (r.sample_n)

@@ -26,8 +26,14 @@ struct RecordArgs {
     std::string registers;  // empty: the default for the target
     std::string report_file;
     double overhead_budget = 0;
+    bool force_frequency = false;
     Format format = Format::kText;
 };
+
+// Above this rate a sample every 50 µs or less: each costs the program
+// microseconds (10-45 µs where a sample is a VM exit), so a recording would
+// mostly measure its own interruptions (issue 34, defect 6).
+constexpr std::uint64_t kFrequencyWithoutForce = 20000;
 
 std::string percent(std::uint64_t part, std::uint64_t whole) {
     char buf[32];
@@ -42,6 +48,13 @@ void check_and_complete_options(RecordArgs& args, CLI::App& app) {
                   (o.command.empty() ? 0 : 1);
     if (targets > 1) throw UsageError{"choose one target: -a, -p PID, --cgroup PATH or -- COMMAND"};
     if (o.frequency == 0 || o.frequency > 100000) throw UsageError{"-F must be between 1 and 100000 Hz"};
+    if (o.frequency > kFrequencyWithoutForce && !args.force_frequency)
+        throw UsageError{"-F " + std::to_string(o.frequency) + " samples every " +
+                         std::to_string(1000000 / o.frequency) +
+                         " microseconds: each sample costs the program microseconds (tens in a VM), so it would run several "
+                         "times slower and the profile would mostly show sampling; give -F " +
+                         std::to_string(kFrequencyWithoutForce) +
+                         " or less, --overhead-budget PERCENT, or --force-frequency"};
     if (app.count("--overhead-budget")) {
         if (app.count("--frequency")) throw UsageError{"give -F (a rate) or --overhead-budget (a rate chosen for you), not both"};
         o.overhead_budget_percent = args.overhead_budget;
@@ -135,8 +148,9 @@ void print_summary(const loader::RecordOptions& o, const loader::RecordSummary& 
 
 int run_record(RecordArgs& args, CLI::App& app) {
     check_and_complete_options(args, app);
-    const auto& o = args.options;
     const auto& stop = stop_requested_by_signal();
+    args.options.stop_signal = &stop_signal_received();
+    const auto& o = args.options;
     // With a command, Ctrl-C reaches the command too (same process group);
     // without one, ecpi records until the duration passes or Ctrl-C.
     if (o.command.empty() && !o.duration_s && !args.quiet)
@@ -166,6 +180,8 @@ void add_record_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("-o,--output", o.database, "Profile database directory (created if missing; merged into)")
         ->default_str("ecpi.db");
     app->add_option("-F,--frequency", o.frequency, "Mean samples per second per CPU")->default_str("4999");
+    app->add_flag("--force-frequency", args->force_frequency,
+                  "Accept -F above 20000 Hz (each sample costs the program microseconds)");
     app->add_option("--overhead-budget", args->overhead_budget,
                     "Instead of -F: measure what a sample costs here and sample at the highest rate (19-4999 Hz) "
                     "that costs a program at most this percent of its time")

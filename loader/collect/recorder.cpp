@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -198,7 +199,7 @@ Result<RecordSummary> Session::run() {
     sideband_.reset();
 
     if (!options_.command.empty()) {
-        if (summary_.interrupted || failed) child_.terminate();
+        if (summary_.interrupted || failed) child_.terminate(signal_for_command());
         summary_.command_status = child_.wait();
     }
     summarize_rate();
@@ -207,6 +208,14 @@ Result<RecordSummary> Session::run() {
     if (failed) return loop_error;
     if (!flushed.ok()) return flushed.error();
     return summary_;
+}
+
+// A command still running when the recording stops gets the signal that
+// stopped ecpi (`kill -INT` of ecpi ends it as Ctrl-C would: 130), SIGTERM
+// otherwise (a failed drain, the duration).
+int Session::signal_for_command() const {
+    const int received = options_.stop_signal ? options_.stop_signal->load() : 0;
+    return received > 0 ? received : SIGTERM;
 }
 
 // The run loop: every tick, until stopped, the command exits or the duration

@@ -89,8 +89,8 @@ std::optional<int> ChildProcess::poll() {
     return status_;
 }
 
-void ChildProcess::terminate() {
-    if (pid_ > 0 && !reaped_) ::kill(pid_, SIGTERM);
+void ChildProcess::terminate(int signal_number) {
+    if (pid_ > 0 && !reaped_) ::kill(pid_, signal_number);
 }
 
 std::optional<int> ChildProcess::wait() {

@@ -95,7 +95,7 @@ public:
     // The exit status when the child has exited (128+signal when killed).
     std::optional<int> poll();
 
-    void terminate();
+    void terminate(int signal_number);
 
     std::optional<int> wait();
 
@@ -149,6 +149,7 @@ private:
     void take_final_counters();
     void warn_lost_records();
     void summarize_rate();
+    int signal_for_command() const;
     Result<void> drain_cycle();
     void drain_sideband();
     std::vector<std::uint32_t> unwind_targets() const;

@@ -35,6 +35,9 @@ struct RecordOptions {
     std::vector<std::uint32_t> pids;                // -p: these and their children
     std::vector<std::string> cgroups;               // --cgroup PATH (several for the daemon)
     std::vector<std::string> command;               // -- COMMAND ARGS...
+    // The signal that stopped the recording, passed on to COMMAND when it is
+    // still running (SIGTERM when null or 0).
+    const std::atomic<int>* stop_signal = nullptr;
     std::optional<double> duration_s;               // stop after this long
     double drain_interval_s = 1.0;                  // flip and drain the kernel tables
     double flush_interval_s = 10.0;                 // merge into the store

@@ -226,3 +226,24 @@ TEST_CASE("calc JSON written one procedure at a time is the whole document's tex
         CHECK(text_of(report) == ecpi::dump_document(render_calc_json(report)));
     }
 }
+
+TEST_CASE("calc never states a confident zero calls for a procedure that took samples") {
+    CalcReport report;
+    report.event = "cpu-clock";
+    CalcProcedure ran_once;  // its loop took the samples, its entry none: the estimate rounds to 0
+    ran_once.name = "run_once";
+    ran_once.image = "/bin/prog";
+    ran_once.samples = 5134;
+    ran_once.invocations = 0.2;
+    CalcProcedure estimated = ran_once;
+    estimated.name = "called";
+    estimated.invocations = 41800000;
+    report.procedures = {ran_once, estimated};
+    const std::string text = render_calc_text(report);
+    CHECK(text.find("run_once  (/bin/prog)  5134 samples, calls not estimated") != std::string::npos);
+    CHECK(text.find("41800000 calls (est.)") != std::string::npos);
+    CHECK(text.find(" 0 calls") == std::string::npos);
+    const auto json = render_calc_json(report);
+    CHECK(json["procedures"][0]["invocations"].is_null());
+    CHECK(json["procedures"][1]["invocations"] == 41800000.0);
+}

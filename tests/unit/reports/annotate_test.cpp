@@ -3,6 +3,8 @@
 // with source, with the source file gone, and without DWARF.
 #include "ecpi/analyze/reports/annotate.h"
 
+#include <algorithm>
+
 #include <doctest/doctest.h>
 
 #include "annotest_fixture.h"
@@ -186,4 +188,40 @@ TEST_CASE("annotate: missing source file, no DWARF, unknown procedure") {
     auto other_event = build_annotate_report(annotest_profile(ECPI_ANNOTEST), options, symbolizer);
     REQUIRE_FALSE(other_event.ok());
     CHECK(contains(other_event.error().message(), "has no cycles samples (it has cpu-clock)"));
+}
+
+TEST_CASE("annotate: direct calls name their targets as objdump does (PLT entries included)") {
+    TempDir tmp;
+    Symbolizer symbolizer = test_symbolizer(tmp.path());
+    // main calls hot_loop, caller_a, caller_b and printf through the PLT.
+    const std::string binary = ECPI_ANNOTEST;
+    LoadedProfile profile = annotest_profile(binary);
+    std::map<std::uint64_t, std::uint64_t> on_main;
+    for (std::uint64_t address : objdump_instructions(binary, "main")) on_main[address] = 1;
+    profile.contents.profiles = {
+        image_profile({binary, read_build_id(binary).value()}, "cpu-clock", 1000, {{42, on_main}})};
+    AnnotateOptions options;
+    options.procedure = "main";
+    auto report = build_annotate_report(profile, options, symbolizer);
+    REQUIRE_MESSAGE(report.ok(), report.error().message());
+
+    // objdump's names of main's call targets: "call   1040 <printf@plt>".
+    std::istringstream dump(run_command(std::string(ECPI_OBJDUMP) + " -d --no-show-raw-insn '" + binary + "'"));
+    std::vector<std::string> objdump_targets;
+    std::string line;
+    bool inside = false;
+    while (std::getline(dump, line)) {
+        if (line.ends_with("<main>:")) inside = true;
+        else if (inside && line.empty()) break;
+        else if (inside && line.find("call") != std::string::npos && line.find('<') != std::string::npos)
+            objdump_targets.push_back(line.substr(line.find('<')));
+    }
+    std::vector<std::string> ours;
+    for (const auto& block : report->blocks)
+        for (const auto& insn : block.instructions)
+            if (insn.text.starts_with("call ") && insn.text.find('<') != std::string::npos)
+                ours.push_back(insn.text.substr(insn.text.find('<')));
+    REQUIRE(!objdump_targets.empty());
+    CHECK(ours == objdump_targets);
+    CHECK(std::any_of(ours.begin(), ours.end(), [](const std::string& t) { return t.ends_with("@plt>"); }));
 }

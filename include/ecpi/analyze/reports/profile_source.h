@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ecpi/analyze/symbols/name_match.h"
 #include "ecpi/analyze/symbols/symbolizer.h"
 #include "ecpi/result.h"
 #include "ecpi/store/profile.h"
@@ -129,15 +130,6 @@ struct ProcedureSamples {
                                                          const std::string& event,
                                                          std::optional<std::uint32_t> pid,
                                                          const std::string& name, Symbolizer& symbolizer);
-
-// Whether `query` names `procedure` loosely: the name without its parameter
-// list, with or without its namespace/class qualification.
-bool loosely_matches(const std::string& query, const std::string& procedure);
-
-// Up to `limit` names from `candidates` that look like `query` (substrings
-// and small edit distances), closest first.
-std::vector<std::string> close_matches(const std::string& query, const std::vector<std::string>& candidates,
-                                       std::size_t limit = 5);
 
 // Percent helper shared by the reports: 0 when the total is 0.
 double percent_of(std::uint64_t part, std::uint64_t total);
