@@ -1,0 +1,102 @@
+// calc's counts as one flow over the CFG. See flow_counts.h.
+#include "ecpi/analyze/calc/flow_counts.h"
+
+#include <algorithm>
+
+namespace ecpi::analyze {
+
+namespace {
+
+bool measured(const FrequencyEstimate& estimate, std::uint32_t cls) {
+    return cls < estimate.classes.size() && estimate.classes[cls].source == EstimateSource::kRegisterProgress;
+}
+
+SoftCount block_count(const FlowCountsInput& in, const FrequencyEstimate& estimate,
+                      std::span<const ClassRange> ranges, std::uint32_t b) {
+    const std::uint32_t cls = in.classes->block_class[b];
+    const double p = in.period_cycles;
+    const double executions = estimate.block_frequency[b] * p;
+    if (measured(estimate, cls)) return measured_count(executions);
+    const BasicBlock& blk = in.cfg->blocks[b];
+    BlockEvidence e;
+    for (std::uint32_t i = 0; i < blk.count; ++i) e.samples += static_cast<double>(in.samples[blk.first + i]);
+    e.executions = executions;
+    e.ranged = cls < ranges.size() && ranges[cls].ranged;
+    e.executions_min = e.ranged ? ranges[cls].min * p : executions;
+    e.executions_max = e.ranged ? ranges[cls].max * p : executions;
+    e.best_cycles = (*in.timing)[b].cycles;
+    // Not priced as an alternative (layout's rule for a branch's sides,
+    // block_evidence): that lets a ranged block fall to the bottom of its
+    // range for free, and a ranged loop body at its worst stall is off by
+    // its range's width (bpf.calc_accuracy: mulchain and poly 100% -> 0%
+    // within 25%). calc's count stays at its point unless the flow moves it.
+    e.alternative = false;
+    return block_evidence(e, p);
+}
+
+// A branch's snapshots as samples of its two edges (Laplace's rule of
+// succession, as layout: one snapshot states its direction 2:1).
+void add_odds(const FlowCountsInput& in, const FrequencyEstimate& estimate, FlowProblem& problem) {
+    for (const BranchOdds& o : in.odds) {
+        if (o.total == 0 || o.block >= in.cfg->blocks.size()) continue;
+        if (o.taken_edge >= problem.edges.size() || o.fall_edge >= problem.edges.size()) continue;
+        const double executions = estimate.block_frequency[o.block] * in.period_cycles;
+        if (!(executions > 0)) continue;
+        const double taken = static_cast<double>(o.taken) + 1;
+        const double fall = static_cast<double>(o.total - o.taken) + 1;
+        const double share = taken / (taken + fall);
+        const auto soft = [&](std::uint32_t e, double count, double weight) {
+            if (!measured(estimate, in.classes->edge_class[e])) problem.edges[e].count = poisson_count(count, weight);
+        };
+        soft(o.taken_edge, share * executions, taken);
+        soft(o.fall_edge, (1 - share) * executions, fall);
+    }
+}
+
+}  // namespace
+
+FlowProblem calc_flow_problem(const FlowCountsInput& in, const FrequencyEstimate& estimate,
+                              std::span<const ClassRange> ranges) {
+    const Cfg& cfg = *in.cfg;
+    FlowProblem problem;
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b) problem.blocks.push_back(block_count(in, estimate, ranges, b));
+    for (std::uint32_t e = 0; e < cfg.edges.size(); ++e) {
+        const bool pinned = measured(estimate, in.classes->edge_class[e]);
+        problem.edges.push_back({cfg.edges[e].from, cfg.edges[e].to,
+                                 pinned ? measured_count(estimate.edge_frequency[e] * in.period_cycles) : free_count()});
+    }
+    add_odds(in, estimate, problem);
+    return problem;
+}
+
+void conserve_flow(FrequencyEstimate& estimate, std::vector<ClassRange>& ranges, const FlowCountsInput& in) {
+    const Cfg& cfg = *in.cfg;
+    const FrequencyClasses& fc = *in.classes;
+    if (!(in.period_cycles > 0) || cfg.blocks.empty()) return;
+    const FlowSolution flow = solve_flow(calc_flow_problem(in, estimate, ranges));
+    const double p = in.period_cycles;
+    // Cycle-equivalent members carry the same flow: each class takes its
+    // members' count (the last one written; they agree).
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b) {
+        estimate.block_frequency[b] = flow.blocks[b] / p;
+        estimate.classes[fc.block_class[b]].frequency = flow.blocks[b] / p;
+    }
+    double entries = 0;
+    for (std::uint32_t e = 0; e < cfg.edges.size(); ++e) {
+        estimate.edge_frequency[e] = flow.edges[e] / p;
+        estimate.classes[fc.edge_class[e]].frequency = flow.edges[e] / p;
+        if (cfg.edges[e].from == kEntryBlock) entries += flow.edges[e];
+    }
+    estimate.invocations = entries / p;
+    if (fc.invocation_class < estimate.classes.size()) estimate.classes[fc.invocation_class].frequency = entries / p;
+    // Issue 36: a range must hold the count calc reports. Where the flow
+    // moved a ranged class outside its range (its neighbours' evidence
+    // outweighed its own), the range is widened to include the flow's count.
+    for (std::uint32_t c = 0; c < ranges.size() && c < estimate.classes.size(); ++c) {
+        if (!ranges[c].ranged) continue;
+        ranges[c].min = std::min(ranges[c].min, estimate.classes[c].frequency);
+        ranges[c].max = std::max(ranges[c].max, estimate.classes[c].frequency);
+    }
+}
+
+}  // namespace ecpi::analyze
