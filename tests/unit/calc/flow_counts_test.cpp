@@ -130,6 +130,98 @@ TEST_CASE("an unsampled arm of a diamond in a measured loop runs only as often a
     }
 }
 
+namespace {
+
+// The estimator's counts with the given anchors (F per period), then the flow.
+FrequencyEstimate solve_anchored(test::HandCfg& fx, const std::vector<std::uint64_t>& samples,
+                                 const std::vector<Anchor>& anchors) {
+    const FrequencyClasses fc = frequency_classes(fx.cfg);
+    EstimatorOptions options;
+    options.anchors = anchors;
+    FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, options);
+    std::vector<ClassRange> ranges(fc.count);
+    FlowCountsInput in;
+    in.cfg = &fx.cfg;
+    in.classes = &fc;
+    in.timing = &fx.timing;
+    in.samples = samples;
+    in.period_cycles = 1000;
+    conserve_flow(est, ranges, in);
+    check_conserved(fx.cfg, est);
+    return est;
+}
+
+}  // namespace
+
+TEST_CASE("a switch inside a measured loop: its cases share the loop's count, not each the whole") {
+    // entry -> H; H -> S (stay), H -> X (leave); S -> C0..C3 (a jump table);
+    // every case -> L (the latch, measured at 80 per period) -> H.
+    test::HandCfg fx;
+    const std::uint32_t h = fx.add_block({1, 1});
+    const std::uint32_t s = fx.add_block({1, 1, 1});
+    std::vector<std::uint32_t> cases;
+    for (int k = 0; k < 4; ++k) cases.push_back(fx.add_block({1, 1, 1, 1}));
+    const std::uint32_t l = fx.add_block({1, 1});
+    const std::uint32_t x = fx.add_block({1});
+    fx.edge(kEntryBlock, h, EdgeKind::kEntry);
+    fx.edge(h, s, EdgeKind::kFallThrough);
+    fx.edge(h, x, EdgeKind::kBranch);
+    for (std::uint32_t c : cases) fx.edge(s, c, EdgeKind::kSwitch);
+    for (std::uint32_t c : cases) fx.edge(c, l, EdgeKind::kJump);
+    fx.edge(l, h, EdgeKind::kJump);
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
+    fx.sample(samples, h, 80);
+    fx.sample(samples, s, 80);
+    fx.sample(samples, l, 80);
+    fx.sample(samples, x, 1);
+    // The cases' samples say 40, 20, 12 and 8 (80 in all).
+    const double truth[] = {40, 20, 12, 8};
+    for (int k = 0; k < 4; ++k) fx.sample(samples, cases[k], truth[k]);
+    const FrequencyEstimate est = solve_anchored(fx, samples, {{l, 80, false}});
+    double sum = 0;
+    for (int k = 0; k < 4; ++k) {
+        CAPTURE(k);
+        CHECK(est.block_frequency[cases[k]] == doctest::Approx(truth[k]).epsilon(0.1));
+        sum += est.block_frequency[cases[k]];
+    }
+    CHECK(sum == doctest::Approx(80).epsilon(0.01));
+    CHECK(est.block_frequency[s] == doctest::Approx(80).epsilon(0.01));
+}
+
+TEST_CASE("nested loops: the inner loop's measured count and the outer loop's samples agree in one flow") {
+    // entry -> OH; OH -> IH (enter the inner loop), OH -> X (leave);
+    // IH -> B (stay), IH -> OL (inner loop done); B -> IH (the inner latch,
+    // measured at 200 per period); OL -> OH (the outer latch).
+    test::HandCfg fx;
+    const std::uint32_t oh = fx.add_block({1, 1});
+    const std::uint32_t ih = fx.add_block({1, 1});
+    const std::uint32_t b = fx.add_block({1, 1, 1, 1});
+    const std::uint32_t ol = fx.add_block({1, 1, 1});
+    const std::uint32_t x = fx.add_block({1});
+    fx.edge(kEntryBlock, oh, EdgeKind::kEntry);
+    fx.edge(oh, ih, EdgeKind::kFallThrough);
+    fx.edge(oh, x, EdgeKind::kBranch);
+    fx.edge(ih, b, EdgeKind::kFallThrough);
+    fx.edge(ih, ol, EdgeKind::kBranch);
+    fx.edge(b, ih, EdgeKind::kJump);
+    fx.edge(ol, oh, EdgeKind::kJump);
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
+    // 20 outer iterations of 10 inner ones each, per period; the inner body
+    // holds a stall its model does not know (its samples say 300, not 200).
+    fx.sample(samples, oh, 20);
+    fx.sample(samples, ih, 220);
+    fx.sample(samples, b, 300);
+    fx.sample(samples, ol, 20);
+    fx.sample(samples, x, 1);
+    const FrequencyEstimate est = solve_anchored(fx, samples, {{b, 200, false}});
+    CHECK(est.block_frequency[b] == doctest::Approx(200).epsilon(0.01));
+    CHECK(est.block_frequency[ih] == doctest::Approx(220).epsilon(0.05));
+    CHECK(est.block_frequency[ol] == doctest::Approx(20).epsilon(0.25));
+    CHECK(est.block_frequency[oh] == doctest::Approx(est.block_frequency[ol] + est.invocations).epsilon(0.01));
+}
+
 TEST_CASE("a range the flow moves a count out of is widened to hold it") {
     LoopDiamond g;
     g.fx.sample(g.samples, g.b, 90);
