@@ -121,3 +121,6 @@ python3 "$here/accuracy/compare.py" report "${rows[@]/%/.rows}"
 echo
 echo "### With the clock rate recorded in the epoch (measured by ecpi record where the epoch has it, else /proc/cpuinfo)"
 python3 "$here/accuracy/compare.py" report "${rows[@]/%/.recorded.rows}" | sed -n '/all workloads/,/confidence of all/p'
+echo
+echo "### Per procedure (issue 36: within 5%/10%, ranges holding the truth, range width, flow violations; measured clock)"
+python3 "$here/accuracy/compare.py" procedures "${rows[@]}"
