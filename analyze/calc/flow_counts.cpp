@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace ecpi::analyze {
 
@@ -75,6 +76,88 @@ void add_odds(const FlowCountsInput& in, const FrequencyEstimate& estimate, Flow
     }
 }
 
+// Item 2 of issue 36: a ranged class's range narrowed to the counts a
+// flow can give it while every hard constraint holds: measured counts
+// (within 10%: docs/ACCURACY.md's measured counts are all within it) and
+// every ranged class within its own range; other counts are free.
+struct HardBound {
+    bool hard = false;
+    double low = 0, high = 0;   // executions
+};
+
+constexpr double kOutside = 1e6;   // per execution outside a hard bound: far above the objective's 1
+constexpr double kMeasuredTolerance = 0.1;
+
+HardBound hard_bound(const FrequencyEstimate& estimate, std::span<const ClassRange> ranges, std::uint32_t cls,
+                     double frequency, double p) {
+    if (measured(estimate, cls))
+        return {true, frequency * p * (1 - kMeasuredTolerance), frequency * p * (1 + kMeasuredTolerance)};
+    if (cls < ranges.size() && ranges[cls].ranged) return {true, ranges[cls].min * p, ranges[cls].max * p};
+    return {};
+}
+
+// Within [low, high] at `inside` per execution from `from` (low or high),
+// kOutside beyond.
+SoftCount within(const HardBound& b, bool from_high, double inside) {
+    if (!b.hard) return free_count();
+    const double width = std::max(b.high - b.low, 0.0);
+    SoftCount c;
+    c.up.clear();
+    if (from_high) {
+        c.estimate = b.high;
+        c.up = {FlowSegment{std::numeric_limits<double>::infinity(), kOutside}};
+        c.down = {FlowSegment{width, inside}, FlowSegment{b.low, kOutside}};
+    } else {
+        c.estimate = b.low;
+        c.up = {FlowSegment{width, inside}, FlowSegment{std::numeric_limits<double>::infinity(), kOutside}};
+        c.down = {FlowSegment{b.low, kOutside}};
+    }
+    return c;
+}
+
+struct Bounds {
+    std::vector<HardBound> blocks, edges;
+};
+
+Bounds hard_bounds(const FlowCountsInput& in, const FrequencyEstimate& estimate, std::span<const ClassRange> ranges) {
+    Bounds out;
+    const double p = in.period_cycles;
+    for (std::uint32_t b = 0; b < in.cfg->blocks.size(); ++b)
+        out.blocks.push_back(hard_bound(estimate, ranges, in.classes->block_class[b], estimate.block_frequency[b], p));
+    for (std::uint32_t e = 0; e < in.cfg->edges.size(); ++e) {
+        const std::uint32_t cls = in.classes->edge_class[e];
+        out.edges.push_back(measured(estimate, cls) ? hard_bound(estimate, ranges, cls, estimate.edge_frequency[e], p)
+                                                     : HardBound{});
+    }
+    return out;
+}
+
+// The least (or most) count block `target` can have in a flow that keeps
+// every hard bound (where they contradict each other, the flow breaks the
+// fewest executions' worth).
+double extreme_count(const Cfg& cfg, const Bounds& bounds, std::uint32_t target, bool most) {
+    FlowProblem problem;
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b)
+        problem.blocks.push_back(b == target ? within(bounds.blocks[b], most, 1) : within(bounds.blocks[b], false, 0));
+    for (std::uint32_t e = 0; e < cfg.edges.size(); ++e)
+        problem.edges.push_back({cfg.edges[e].from, cfg.edges[e].to, within(bounds.edges[e], false, 0)});
+    return solve_flow(problem).blocks[target];
+}
+
+void narrow_to_flows(std::vector<ClassRange>& ranges, const Bounds& bounds, const FlowCountsInput& in) {
+    const Cfg& cfg = *in.cfg;
+    std::vector<bool> done(ranges.size(), false);
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b) {
+        const std::uint32_t c = in.classes->block_class[b];
+        if (c >= ranges.size() || done[c] || !ranges[c].ranged) continue;
+        done[c] = true;  // cycle-equivalent blocks carry the same flow: one block stands for its class
+        const double low = extreme_count(cfg, bounds, b, false) / in.period_cycles;
+        const double high = extreme_count(cfg, bounds, b, true) / in.period_cycles;
+        const double narrowed_low = std::max(ranges[c].min, low), narrowed_high = std::min(ranges[c].max, high);
+        if (narrowed_low <= narrowed_high) ranges[c] = {true, narrowed_low, narrowed_high};
+    }
+}
+
 }  // namespace
 
 FlowProblem calc_flow_problem(const FlowCountsInput& in, const FrequencyEstimate& estimate,
@@ -96,6 +179,7 @@ void conserve_flow(FrequencyEstimate& estimate, std::vector<ClassRange>& ranges,
     const FrequencyClasses& fc = *in.classes;
     if (!(in.period_cycles > 0) || cfg.blocks.empty()) return;
     const FlowSolution flow = solve_flow(calc_flow_problem(in, estimate, ranges));
+    const Bounds bounds = hard_bounds(in, estimate, ranges);
     const double p = in.period_cycles;
     // Cycle-equivalent members carry the same flow: each class takes its
     // members' count (the last one written; they agree).
@@ -111,6 +195,7 @@ void conserve_flow(FrequencyEstimate& estimate, std::vector<ClassRange>& ranges,
     }
     estimate.invocations = entries / p;
     if (fc.invocation_class < estimate.classes.size()) estimate.classes[fc.invocation_class].frequency = entries / p;
+    narrow_to_flows(ranges, bounds, in);
     // Issue 36: a range must hold the count calc reports. Where the flow
     // moved a ranged class outside its range (its neighbours' evidence
     // outweighed its own), the range is widened to include the flow's count.

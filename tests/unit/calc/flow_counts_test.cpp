@@ -273,6 +273,30 @@ TEST_CASE("a block whose range spans orders of magnitude yields to narrower evid
     CHECK(est.block_frequency[d] < 80);
 }
 
+TEST_CASE("a range narrows to the counts a flow within the hard constraints allows") {
+    // The arms' samples say 90 and 30, but each alone cannot decide: ranged
+    // 10-500. The latch's measured 100 (within 10%) bounds each arm by it;
+    // the other arm's range (at least 10) takes its share off too.
+    LoopDiamond g;
+    g.fx.sample(g.samples, g.b, 90);
+    g.fx.sample(g.samples, g.c, 30);
+    const FrequencyClasses fc = frequency_classes(g.fx.cfg);
+    std::vector<ClassRange> ranges(fc.count);
+    ranges[fc.block_class[g.b]] = {true, 10, 500};
+    ranges[fc.block_class[g.c]] = {true, 10, 500};
+    const FrequencyEstimate est = g.solve(&ranges);
+    for (std::uint32_t arm : {g.b, g.c}) {
+        CAPTURE(arm);
+        const ClassRange& r = ranges[fc.block_class[arm]];
+        CHECK(r.ranged);
+        CHECK(r.min == doctest::Approx(10));
+        CHECK(r.max <= 110 - 10 + 1);
+        CHECK(r.max >= 90);
+        CHECK(r.min <= est.block_frequency[arm]);
+        CHECK(r.max >= est.block_frequency[arm]);
+    }
+}
+
 TEST_CASE("a range the flow moves a count out of is widened to hold it") {
     LoopDiamond g;
     g.fx.sample(g.samples, g.b, 90);

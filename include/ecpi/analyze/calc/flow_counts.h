@@ -48,8 +48,13 @@ FlowProblem calc_flow_problem(const FlowCountsInput& in, const FrequencyEstimate
                               std::span<const ClassRange> ranges);
 
 // Solves it and makes `estimate` that flow (classes, blocks, edges,
-// invocations). A ranged class whose flow count falls outside its range gets
-// its range widened to hold it: a range must hold the count calc reports.
+// invocations). A ranged block's samples weigh by its range (S' = 1 / (1/S +
+// (ln(max/min)/4)^2): its point is no better known than its range allows).
+// Each ranged class's range narrows to the least and most count a flow can
+// give it while the hard constraints hold: measured counts within 10%, every
+// ranged class within its own range (two min-cost flows per ranged class).
+// A ranged class whose flow count falls outside its range gets its range
+// widened to hold it: a range must hold the count calc reports.
 void conserve_flow(FrequencyEstimate& estimate, std::vector<ClassRange>& ranges, const FlowCountsInput& in);
 
 }  // namespace ecpi::analyze
