@@ -23,8 +23,8 @@ FREQ=${FREQ:-10000}
 CC=${CC:-gcc}
 MACHINE=${MACHINE:-auto}
 # name:native repetitions (callgrind runs 1 and 2 repetitions)
-ALL="loops:80000 branchy:16000 chase:10 interp:6000 calls:3000 sed:20"
-want=${*:-loops branchy chase interp calls sed}
+ALL="loops:80000 branchy:16000 chase:10 interp:6000 calls:3000 sed:20 chain:300 dispatch:200"
+want=${*:-loops branchy chase interp calls sed chain dispatch}
 
 mkdir -p "$OUT/bin"
 echo "ecpi calc accuracy: $(uname -n), kernel $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
@@ -121,3 +121,6 @@ python3 "$here/accuracy/compare.py" report "${rows[@]/%/.rows}"
 echo
 echo "### With the clock rate recorded in the epoch (measured by ecpi record where the epoch has it, else /proc/cpuinfo)"
 python3 "$here/accuracy/compare.py" report "${rows[@]/%/.recorded.rows}" | sed -n '/all workloads/,/confidence of all/p'
+echo
+echo "### Per procedure (issue 36: within 5%/10%, ranges holding the truth, range width, flow violations; measured clock)"
+python3 "$here/accuracy/compare.py" procedures "${rows[@]}"

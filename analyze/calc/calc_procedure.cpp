@@ -7,6 +7,7 @@
 
 #include "ecpi/analyze/calc/branch_odds.h"
 #include "ecpi/analyze/calc/calc.h"
+#include "ecpi/analyze/calc/flow_counts.h"
 #include "ecpi/analyze/calc/loops.h"
 #include "ecpi/analyze/calc/ranges.h"
 
@@ -46,6 +47,7 @@ struct Analysis {
     std::vector<CalcLoop> loop_reports;       // per loop
     std::vector<double> loop_anchor;          // per loop: anchored F (0: none)
     std::vector<CalcBranch> branch_reports;
+    std::vector<BranchOdds> odds;             // conditional jumps evaluated on register snapshots
     EstimatorOptions options;
     FrequencyEstimate estimate;
     std::vector<ClassRange> ranges;
@@ -258,6 +260,17 @@ CulpritAnalysis culprits_at(const Analysis& a, const ProcedureInput& input, cons
     return find_culprits(in);
 }
 
+FlowCountsInput flow_input(const Analysis& a, double period_cycles) {
+    FlowCountsInput in;
+    in.cfg = &a.cfg;
+    in.classes = &a.classes;
+    in.timing = &a.timing;
+    in.samples = a.samples;
+    in.odds = a.odds;
+    in.period_cycles = period_cycles;
+    return in;
+}
+
 void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const MachineModel& model, double period_cycles,
                           bool sampled) {
     a.estimate = estimate_frequencies(a.cfg, a.classes, a.timing, a.samples, a.options);
@@ -277,6 +290,7 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
     ri.loop_anchor = a.loop_anchor;
     a.ranges = class_ranges(ri);
     clamp_to_ranges(a.estimate, a.cfg, a.classes, a.ranges);
+    conserve_flow(a.estimate, a.ranges, flow_input(a, period_cycles));
     a.culprits = culprits_at(a, input, model, period_cycles, a.estimate);
     if (std::none_of(a.ranges.begin(), a.ranges.end(), [](const ClassRange& r) { return r.ranged; })) return;
     // Both ends and points between, a factor of (max/min)^(1/8) apart.
@@ -293,10 +307,14 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
 // never in kMinNever snapshots (the rarer way below about 1% of the block).
 constexpr std::uint32_t kMinRarer = 100, kMinNever = 400;
 
-bool anchor_branches(Analysis& a, const ProcedureInput& input) {
-    if (!input.registers || input.registers->stream.empty()) return false;
+void evaluate_branches(Analysis& a, const ProcedureInput& input) {
+    if (!input.registers || input.registers->stream.empty()) return;
+    a.odds = branch_odds(a.cfg, input.registers->stream, input.registers->image, input.registers->candidates);
+}
+
+bool anchor_branches(Analysis& a) {
     bool added = false;
-    for (const auto& o : branch_odds(a.cfg, input.registers->stream, input.registers->image, input.registers->candidates)) {
+    for (const auto& o : a.odds) {
         CalcBranch r;
         r.jump = a.cfg.instructions[a.cfg.blocks[o.block].first + a.cfg.blocks[o.block].count - 1].address;
         r.taken = o.taken;
@@ -419,9 +437,10 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     if (sampled) {
         a.loops = find_loops(a.cfg);
         measure_loops(a, input, period_cycles);
+        evaluate_branches(a, input);
     }
     estimate_with_ranges(a, input, model, period_cycles, sampled);
-    if (sampled && anchor_branches(a, input)) estimate_with_ranges(a, input, model, period_cycles, sampled);
+    if (sampled && anchor_branches(a)) estimate_with_ranges(a, input, model, period_cycles, sampled);
     return procedure_report(a, input, period_cycles);
 }
 

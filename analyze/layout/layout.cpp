@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "ecpi/analyze/calc/calc.h"
-#include "ecpi/analyze/layout/flow_inference.h"
+#include "ecpi/analyze/calc/flow_inference.h"
 
 namespace ecpi::analyze {
 
@@ -301,34 +301,16 @@ namespace {
 // cost SQLite 1-3 points of exact's gain on three recordings.)
 constexpr double kTakenCycles = 0.01;
 
-// A ranged block that is one side of a conditional jump: above what its
-// samples guarantee, each execution costs this share of an unsampled
-// block's (its best-case cycles over the period). A rare path that stalls
-// holds many samples that say little of its count (DCPI 6.1); free within
-// its range it would take all of its predecessor's flow from an unsampled
-// common path (the handlers workload, free within the whole range: 84-86%
-// of exact's gain, against 94% with this rule; at the full unsampled price
-// SQLite 78% on three recordings, at a quarter 81%; docs/LAYOUT.md).
-constexpr double kRangedAboveGuaranteed = 0.25;
-
-// Expected samples per execution of a block with no stall: best-case cycles
-// over the sampling period. No sample in f executions has likelihood
-// exp(-f * that).
-double samples_per_execution(const CalcBlock& b, double period_cycles) {
-    const double cycles = b.best_cycles > 0 ? b.best_cycles : 1;
-    return period_cycles > 0 ? cycles / period_cycles : 1e-9 * cycles;
-}
-
 SoftCount block_soft_count(const CalcBlock& b, double period_cycles, bool alternative) {
-    if (b.samples == 0 || b.executions <= 0) return unseen_count(samples_per_execution(b, period_cycles));
-    const auto s = static_cast<double>(b.samples);
-    // A range outside a branch (an entry block that may stall): calc's
-    // point, which a range would let fall to its floor for free.
-    if (!b.ranged || !alternative || b.executions_max <= b.executions_min) return poisson_count(b.executions, s);
-    SoftCount c = poisson_range(b.executions_min, b.executions_max, s);
-    c.up.front().cost = kRangedAboveGuaranteed * samples_per_execution(b, period_cycles);
-    for (std::size_t k = 1; k < c.up.size(); ++k) c.up[k].cost = std::max(c.up[k].cost, c.up[k - 1].cost);
-    return c;
+    BlockEvidence e;
+    e.samples = static_cast<double>(b.samples);
+    e.executions = b.executions;
+    e.ranged = b.ranged;
+    e.executions_min = b.executions_min;
+    e.executions_max = b.executions_max;
+    e.best_cycles = b.best_cycles;
+    e.alternative = alternative;
+    return block_evidence(e, period_cycles);
 }
 
 }  // namespace

@@ -11,6 +11,12 @@ per-instruction counts (DCPI 6.2, Figure 8).
   compare.py report ROWS.tsv...
       DCPI Figure 8's histogram (share of samples per error bucket), the
       shares within 5/10/15%, and the confidence of the bad estimates.
+  compare.py procedures PREFIX...
+      Issue 36's per-procedure table, for each PREFIX's .rows and .calc.json:
+      samples, share within 5% and 10% of the truth, share of ranged samples
+      whose range holds the truth, mean range width (max / min, geometric
+      mean over ranged samples) and flow violations (blocks whose in- or
+      out-flow differs from their count by more than 1e-6 of it).
   compare.py bound OUT
       For each workload of a bench/accuracy.sh output directory (epoch clock):
       the one cycles-per-sample scale, chosen in hindsight, that puts the most
@@ -25,6 +31,7 @@ per-instruction counts (DCPI 6.2, Figure 8).
 """
 import collections
 import json
+import math
 import os
 import sys
 
@@ -311,6 +318,63 @@ def variation(dir1, dir2):
     return 0
 
 
+def flow_violations(calc_json):
+    """{procedure: (blocks, blocks whose in- or out-flow is not their count)}."""
+    out = {}
+    with open(calc_json) as f:
+        doc = json.load(f)
+    for p in doc["procedures"]:
+        n = len(p["blocks"])
+        inflow, outflow = [0.0] * n, [0.0] * n
+        for e in p["edges"]:
+            if isinstance(e["to"], int) and e["to"] < n:
+                inflow[e["to"]] += e["executions"]
+            if isinstance(e["from"], int) and e["from"] < n:
+                outflow[e["from"]] += e["executions"]
+        bad = 0
+        for b in p["blocks"]:
+            k, count = b["index"], b["executions"]
+            tol = 1e-6 * max(1.0, count)
+            if abs(inflow[k] - count) > tol or abs(outflow[k] - count) > tol:
+                bad += 1
+        out[p["name"]] = (n, bad)
+    return out
+
+
+def procedures(prefixes):
+    print("| workload | procedure | samples | within 5% | within 10% | ranged: range holds truth | mean range width | flow violations |")
+    print("|---|---|---|---|---|---|---|---|")
+    for prefix in prefixes:
+        name = os.path.basename(prefix)
+        with open(prefix + ".rows") as f:
+            rows_ = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+        flows = flow_violations(prefix + ".calc.json")
+        procs = sorted({r[1] for r in rows_}, key=lambda q: -sum(int(r[3]) for r in rows_ if r[1] == q))
+        for proc in procs:
+            sel = [r for r in rows_ if r[1] == proc]
+            total = sum(int(r[3]) for r in sel)
+            if total < 100:
+                continue
+
+            def share(ok):
+                return 100 * sum(int(r[3]) for r in sel if ok(r)) / total
+
+            def within(k):
+                return share(lambda r: float(r[5]) > 0 and abs(float(r[4]) / float(r[5]) - 1) <= k)
+
+            ranged = [r for r in sel if float(r[8]) > float(r[7])]
+            rs = sum(int(r[3]) for r in ranged)
+            held = sum(int(r[3]) for r in ranged if float(r[7]) <= float(r[5]) <= float(r[8]))
+            widths = [(int(r[3]), float(r[8]) / float(r[7])) for r in ranged if float(r[7]) > 0]
+            ws = sum(w for w, _ in widths)
+            width = math.exp(sum(w * math.log(x) for w, x in widths) / ws) if ws else 0
+            blocks, bad = flows.get(proc, (0, 0))
+            held_text = f"{100 * held / rs:.1f}% of {100 * rs / total:.0f}%" if rs else "none ranged"
+            print(f"| {name} | {proc[:40]} | {total:,} | {within(0.05):.1f}% | {within(0.10):.1f}% | {held_text} | "
+                  f"{width:.1f}x | {bad} of {blocks} |")
+    return 0
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -320,6 +384,8 @@ def main():
         return 0
     if sys.argv[1] == "report":
         return report(sys.argv[2:])
+    if sys.argv[1] == "procedures":
+        return procedures(sys.argv[2:])
     if sys.argv[1] == "bound" and len(sys.argv) == 3:
         return bound(sys.argv[2])
     if sys.argv[1] == "variation" and len(sys.argv) == 4:

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "ecpi/analyze/layout/flow_inference.h"
+#include "ecpi/analyze/calc/flow_inference.h"
 #include "ecpi/analyze/layout/layout.h"
 
 using namespace ecpi::analyze;

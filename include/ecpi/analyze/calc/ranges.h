@@ -13,7 +13,13 @@
 //  - at least its samples over its best-case cycles plus the longest stall
 //    each of its instructions can take by the machine model (a load: a
 //    memory access plus a page walk; a branch, return or call: a
-//    misprediction).
+//    misprediction), plus the longest a predecessor's last instruction can
+//    leave on it: a sample lands `sample_skid` instructions after the one
+//    that waited, so a block's first instruction holds the wait of the jump
+//    that reached it (an interpreter's case blocks hold the mispredicted
+//    jump through its table);
+//  - the "at most" bound counts only the cycles that stay in the class:
+//    its last `sample_skid` instructions leave theirs to the next block.
 // The range also spans the estimator's own point (from the ratios of samples
 // at issue points), as the model's best case is no hard bound; only an
 // anchored loop's bound is: there the point is moved into the range. A class

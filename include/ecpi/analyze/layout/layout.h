@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ecpi/analyze/calc/calc.h"
-#include "ecpi/analyze/layout/flow_inference.h"
+#include "ecpi/analyze/calc/flow_inference.h"
 #include "ecpi/analyze/symbols/symbolizer.h"
 #include "ecpi/result.h"
 #include "ecpi/store/profile.h"

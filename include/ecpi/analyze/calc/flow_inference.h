@@ -73,6 +73,37 @@ SoftCount poisson_count(double estimate, double samples);
 // Poisson-shaped slopes beyond its ends.
 SoftCount poisson_range(double low, double high, double samples);
 
+// A count measured independently of the samples' placement (a loop's
+// iterations from register progress, a branch's edges from its snapshots'
+// odds; calc's anchors): a constraint, not evidence. Moving it costs far
+// more per execution than any sample-based count can (their steepest
+// stretch costs S/E * 31, and S/E, samples per execution, is below 1 for
+// any block shorter than the sampling period).
+SoftCount measured_count(double executions);
+
+// What a block's samples say of its count, for calc's flow (flow_counts.h)
+// and layout's: `samples` at calc's estimate of `executions`, or a range of
+// counts where calc could not decide.
+struct BlockEvidence {
+    double samples = 0;
+    double executions = 0;
+    bool ranged = false;
+    double executions_min = 0, executions_max = 0;
+    double best_cycles = 0;                  // per execution (0: unknown, taken as 1)
+    bool alternative = false;                // one side of a conditional jump
+};
+
+// Expected samples per execution of a block with no stall: best-case cycles
+// over the sampling period. No sample in f executions has likelihood
+// exp(-f * that).
+double samples_per_execution(double best_cycles, double period_cycles);
+
+// Unsampled: unseen_count at samples_per_execution. Sampled: poisson_count
+// at calc's point; where the samples allow a range and the block is one side
+// of a conditional jump, poisson_range, free only up to what its samples
+// guarantee (above, a quarter of an unsampled block's price per execution).
+SoftCount block_evidence(const BlockEvidence& b, double period_cycles);
+
 // Counts are rounded to whole executions. Edges to or from a block index
 // out of range (other than kFlowSource/kFlowSink) are ignored (count 0).
 [[nodiscard]] FlowSolution solve_flow(const FlowProblem& problem);

@@ -1,0 +1,209 @@
+// calc's counts as one flow over the CFG. See flow_counts.h.
+#include "ecpi/analyze/calc/flow_counts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ecpi::analyze {
+
+namespace {
+
+bool measured(const FrequencyEstimate& estimate, std::uint32_t cls) {
+    return cls < estimate.classes.size() && estimate.classes[cls].source == EstimateSource::kRegisterProgress;
+}
+
+// What a ranged block's samples weigh in the flow. Its point estimate
+// explains its S samples only at a CPI the samples could not decide (the
+// range spans the counts they allow), so S/E is no count's precision: taken
+// as exact, a block whose samples hold another's stall (the interpreter's
+// dispatch, 47% of its samples, holding the mispredicted jump through the
+// table) held its point and pushed its surplus onto the cheapest neighbours,
+// two case blocks 4-6x over the truth (bpf.calc_accuracy's interp: within 3x
+// 91.6% -> 79.5% on one profile). The point is read as a log-normal
+// estimate whose range is its 95% interval (sigma = ln(max/min) / 4) on top
+// of the samples' own Poisson error (1/S): a Poisson cost with S' = 1 /
+// (1/S + sigma^2) samples, as steep at the point as that log-likelihood. A
+// narrow range keeps nearly all of its samples' weight; a range over orders
+// of magnitude keeps almost none, and the flow's other evidence decides.
+double range_weight(const BlockEvidence& e) {
+    if (!e.ranged || !(e.executions_min > 0) || !(e.executions_max > e.executions_min) || !(e.samples > 0))
+        return e.samples;
+    const double sigma = std::log(e.executions_max / e.executions_min) / 4;
+    return 1 / (1 / e.samples + sigma * sigma);
+}
+
+SoftCount block_count(const FlowCountsInput& in, const FrequencyEstimate& estimate,
+                      std::span<const ClassRange> ranges, std::uint32_t b) {
+    const std::uint32_t cls = in.classes->block_class[b];
+    const double p = in.period_cycles;
+    const double executions = estimate.block_frequency[b] * p;
+    if (measured(estimate, cls)) return measured_count(executions);
+    const BasicBlock& blk = in.cfg->blocks[b];
+    BlockEvidence e;
+    for (std::uint32_t i = 0; i < blk.count; ++i) e.samples += static_cast<double>(in.samples[blk.first + i]);
+    e.executions = executions;
+    e.ranged = cls < ranges.size() && ranges[cls].ranged;
+    e.executions_min = e.ranged ? ranges[cls].min * p : executions;
+    e.executions_max = e.ranged ? ranges[cls].max * p : executions;
+    e.best_cycles = (*in.timing)[b].cycles;
+    e.samples = range_weight(e);
+    // Not priced as an alternative (layout's rule for a branch's sides,
+    // block_evidence): that lets a ranged block fall to the bottom of its
+    // range for free, and a ranged loop body at its worst stall is off by
+    // its range's width (bpf.calc_accuracy: mulchain and poly 100% -> 0%
+    // within 25%). calc's count stays at its point unless the flow moves it.
+    e.alternative = false;
+    return block_evidence(e, p);
+}
+
+// A branch's snapshots as samples of its two edges (Laplace's rule of
+// succession, as layout: one snapshot states its direction 2:1).
+void add_odds(const FlowCountsInput& in, const FrequencyEstimate& estimate, FlowProblem& problem) {
+    for (const BranchOdds& o : in.odds) {
+        if (o.total == 0 || o.block >= in.cfg->blocks.size()) continue;
+        if (o.taken_edge >= problem.edges.size() || o.fall_edge >= problem.edges.size()) continue;
+        const double executions = estimate.block_frequency[o.block] * in.period_cycles;
+        if (!(executions > 0)) continue;
+        const double taken = static_cast<double>(o.taken) + 1;
+        const double fall = static_cast<double>(o.total - o.taken) + 1;
+        const double share = taken / (taken + fall);
+        const auto soft = [&](std::uint32_t e, double count, double weight) {
+            if (!measured(estimate, in.classes->edge_class[e])) problem.edges[e].count = poisson_count(count, weight);
+        };
+        soft(o.taken_edge, share * executions, taken);
+        soft(o.fall_edge, (1 - share) * executions, fall);
+    }
+}
+
+// Item 2 of issue 36: a ranged class's range narrowed to the counts a
+// flow can give it while every hard constraint holds: measured counts
+// (within 10%: docs/ACCURACY.md's measured counts are all within it) and
+// every ranged class within its own range; other counts are free.
+struct HardBound {
+    bool hard = false;
+    double low = 0, high = 0;   // executions
+};
+
+constexpr double kOutside = 1e6;   // per execution outside a hard bound: far above the objective's 1
+constexpr double kMeasuredTolerance = 0.1;
+
+HardBound hard_bound(const FrequencyEstimate& estimate, std::span<const ClassRange> ranges, std::uint32_t cls,
+                     double frequency, double p) {
+    if (measured(estimate, cls))
+        return {true, frequency * p * (1 - kMeasuredTolerance), frequency * p * (1 + kMeasuredTolerance)};
+    if (cls < ranges.size() && ranges[cls].ranged) return {true, ranges[cls].min * p, ranges[cls].max * p};
+    return {};
+}
+
+// Within [low, high] at `inside` per execution from `from` (low or high),
+// kOutside beyond.
+SoftCount within(const HardBound& b, bool from_high, double inside) {
+    if (!b.hard) return free_count();
+    const double width = std::max(b.high - b.low, 0.0);
+    SoftCount c;
+    c.up.clear();
+    if (from_high) {
+        c.estimate = b.high;
+        c.up = {FlowSegment{std::numeric_limits<double>::infinity(), kOutside}};
+        c.down = {FlowSegment{width, inside}, FlowSegment{b.low, kOutside}};
+    } else {
+        c.estimate = b.low;
+        c.up = {FlowSegment{width, inside}, FlowSegment{std::numeric_limits<double>::infinity(), kOutside}};
+        c.down = {FlowSegment{b.low, kOutside}};
+    }
+    return c;
+}
+
+struct Bounds {
+    std::vector<HardBound> blocks, edges;
+};
+
+Bounds hard_bounds(const FlowCountsInput& in, const FrequencyEstimate& estimate, std::span<const ClassRange> ranges) {
+    Bounds out;
+    const double p = in.period_cycles;
+    for (std::uint32_t b = 0; b < in.cfg->blocks.size(); ++b)
+        out.blocks.push_back(hard_bound(estimate, ranges, in.classes->block_class[b], estimate.block_frequency[b], p));
+    for (std::uint32_t e = 0; e < in.cfg->edges.size(); ++e) {
+        const std::uint32_t cls = in.classes->edge_class[e];
+        out.edges.push_back(measured(estimate, cls) ? hard_bound(estimate, ranges, cls, estimate.edge_frequency[e], p)
+                                                     : HardBound{});
+    }
+    return out;
+}
+
+// The least (or most) count block `target` can have in a flow that keeps
+// every hard bound (where they contradict each other, the flow breaks the
+// fewest executions' worth).
+double extreme_count(const Cfg& cfg, const Bounds& bounds, std::uint32_t target, bool most) {
+    FlowProblem problem;
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b)
+        problem.blocks.push_back(b == target ? within(bounds.blocks[b], most, 1) : within(bounds.blocks[b], false, 0));
+    for (std::uint32_t e = 0; e < cfg.edges.size(); ++e)
+        problem.edges.push_back({cfg.edges[e].from, cfg.edges[e].to, within(bounds.edges[e], false, 0)});
+    return solve_flow(problem).blocks[target];
+}
+
+void narrow_to_flows(std::vector<ClassRange>& ranges, const Bounds& bounds, const FlowCountsInput& in) {
+    const Cfg& cfg = *in.cfg;
+    std::vector<bool> done(ranges.size(), false);
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b) {
+        const std::uint32_t c = in.classes->block_class[b];
+        if (c >= ranges.size() || done[c] || !ranges[c].ranged) continue;
+        done[c] = true;  // cycle-equivalent blocks carry the same flow: one block stands for its class
+        const double low = extreme_count(cfg, bounds, b, false) / in.period_cycles;
+        const double high = extreme_count(cfg, bounds, b, true) / in.period_cycles;
+        const double narrowed_low = std::max(ranges[c].min, low), narrowed_high = std::min(ranges[c].max, high);
+        if (narrowed_low <= narrowed_high) ranges[c] = {true, narrowed_low, narrowed_high};
+    }
+}
+
+}  // namespace
+
+FlowProblem calc_flow_problem(const FlowCountsInput& in, const FrequencyEstimate& estimate,
+                              std::span<const ClassRange> ranges) {
+    const Cfg& cfg = *in.cfg;
+    FlowProblem problem;
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b) problem.blocks.push_back(block_count(in, estimate, ranges, b));
+    for (std::uint32_t e = 0; e < cfg.edges.size(); ++e) {
+        const bool pinned = measured(estimate, in.classes->edge_class[e]);
+        problem.edges.push_back({cfg.edges[e].from, cfg.edges[e].to,
+                                 pinned ? measured_count(estimate.edge_frequency[e] * in.period_cycles) : free_count()});
+    }
+    add_odds(in, estimate, problem);
+    return problem;
+}
+
+void conserve_flow(FrequencyEstimate& estimate, std::vector<ClassRange>& ranges, const FlowCountsInput& in) {
+    const Cfg& cfg = *in.cfg;
+    const FrequencyClasses& fc = *in.classes;
+    if (!(in.period_cycles > 0) || cfg.blocks.empty()) return;
+    const FlowSolution flow = solve_flow(calc_flow_problem(in, estimate, ranges));
+    const Bounds bounds = hard_bounds(in, estimate, ranges);
+    const double p = in.period_cycles;
+    // Cycle-equivalent members carry the same flow: each class takes its
+    // members' count (the last one written; they agree).
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b) {
+        estimate.block_frequency[b] = flow.blocks[b] / p;
+        estimate.classes[fc.block_class[b]].frequency = flow.blocks[b] / p;
+    }
+    double entries = 0;
+    for (std::uint32_t e = 0; e < cfg.edges.size(); ++e) {
+        estimate.edge_frequency[e] = flow.edges[e] / p;
+        estimate.classes[fc.edge_class[e]].frequency = flow.edges[e] / p;
+        if (cfg.edges[e].from == kEntryBlock) entries += flow.edges[e];
+    }
+    estimate.invocations = entries / p;
+    if (fc.invocation_class < estimate.classes.size()) estimate.classes[fc.invocation_class].frequency = entries / p;
+    narrow_to_flows(ranges, bounds, in);
+    // Issue 36: a range must hold the count calc reports. Where the flow
+    // moved a ranged class outside its range (its neighbours' evidence
+    // outweighed its own), the range is widened to include the flow's count.
+    for (std::uint32_t c = 0; c < ranges.size() && c < estimate.classes.size(); ++c) {
+        if (!ranges[c].ranged) continue;
+        ranges[c].min = std::min(ranges[c].min, estimate.classes[c].frequency);
+        ranges[c].max = std::max(ranges[c].max, estimate.classes[c].frequency);
+    }
+}
+
+}  // namespace ecpi::analyze

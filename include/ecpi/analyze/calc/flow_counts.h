@@ -1,0 +1,60 @@
+// calc's counts as one flow over the procedure's CFG (issue 36).
+//
+// The estimator (frequency.h) estimates each frequency class apart and
+// propagates between them; ranges (ranges.h) move a class within what its
+// samples allow. Neither makes the counts conserve flow: the arms of a
+// branch inside a measured loop each came out at the loop's count. Here the
+// counts become one minimum-cost flow (flow_inference.h), the solver layout
+// uses:
+//  - anchored classes (a loop's iterations from register progress, a
+//    branch's edges from its snapshots' odds) are measured counts, moved
+//    only where two measurements contradict each other;
+//  - every other block's samples are soft evidence at calc's estimate
+//    (block_evidence: Poisson-shaped costs; unsampled blocks cost what it
+//    would take to run them unseen);
+//  - a conditional jump whose condition was evaluated on register snapshots
+//    (branch_odds.h) states each edge at its share of the block's estimate,
+//    as if the snapshots that went its way were samples of it.
+// Cycle-equivalent blocks and edges carry equal flow in every circulation,
+// so the solution is again one count per frequency class.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ecpi/analyze/calc/branch_odds.h"
+#include "ecpi/analyze/calc/cfg.h"
+#include "ecpi/analyze/calc/cycle_equivalence.h"
+#include "ecpi/analyze/calc/flow_inference.h"
+#include "ecpi/analyze/calc/frequency.h"
+#include "ecpi/analyze/calc/machine_model.h"
+#include "ecpi/analyze/calc/ranges.h"
+
+namespace ecpi::analyze {
+
+struct FlowCountsInput {
+    const Cfg* cfg = nullptr;
+    const FrequencyClasses* classes = nullptr;
+    const std::vector<BlockTiming>* timing = nullptr;
+    std::span<const std::uint64_t> samples;      // per instruction
+    std::span<const BranchOdds> odds;            // snapshot odds (may be empty)
+    double period_cycles = 0;                    // F * period_cycles = executions
+};
+
+// The flow problem in executions: one soft count per block and edge, from
+// `estimate` (F per period) and `ranges` (per class).
+FlowProblem calc_flow_problem(const FlowCountsInput& in, const FrequencyEstimate& estimate,
+                              std::span<const ClassRange> ranges);
+
+// Solves it and makes `estimate` that flow (classes, blocks, edges,
+// invocations). A ranged block's samples weigh by its range (S' = 1 / (1/S +
+// (ln(max/min)/4)^2): its point is no better known than its range allows).
+// Each ranged class's range narrows to the least and most count a flow can
+// give it while the hard constraints hold: measured counts within 10%, every
+// ranged class within its own range (two min-cost flows per ranged class).
+// A ranged class whose flow count falls outside its range gets its range
+// widened to hold it: a range must hold the count calc reports.
+void conserve_flow(FrequencyEstimate& estimate, std::vector<ClassRange>& ranges, const FlowCountsInput& in);
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,388 @@
+// calc's counts as one flow (flow_counts.h, issue 36): on hand-made CFGs
+// with measured loops, and over every procedure of real compiler output
+// through the whole of calc's pipeline (analyze_procedure).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ecpi/analyze/calc/calc.h"
+#include "ecpi/analyze/calc/flow_counts.h"
+#include "ecpi/analyze/symbols/symbolizer.h"
+#include "hand_cfg.h"
+
+using namespace ecpi::analyze;
+
+namespace {
+
+// Flow into and out of every block equals its count (F, per period).
+void check_conserved(const Cfg& cfg, const FrequencyEstimate& est) {
+    std::vector<double> in(cfg.blocks.size(), 0), out(cfg.blocks.size(), 0);
+    for (std::size_t e = 0; e < cfg.edges.size(); ++e) {
+        CHECK(est.edge_frequency[e] >= 0);
+        if (cfg.edges[e].to < cfg.blocks.size()) in[cfg.edges[e].to] += est.edge_frequency[e];
+        if (cfg.edges[e].from < cfg.blocks.size()) out[cfg.edges[e].from] += est.edge_frequency[e];
+    }
+    for (std::size_t b = 0; b < cfg.blocks.size(); ++b) {
+        CAPTURE(b);
+        CHECK(in[b] == doctest::Approx(est.block_frequency[b]));
+        CHECK(out[b] == doctest::Approx(est.block_frequency[b]));
+    }
+}
+
+// A loop whose latch steps an induction register (measured: F 100 per
+// period, one invocation), with a diamond inside:
+//   entry -> H;  H -> A (stay), H -> X (leave);  A -> B, A -> C;  B, C -> D;
+//   D -> H (back);  X -> exit.
+struct LoopDiamond {
+    test::HandCfg fx;
+    std::uint32_t h = 0, a = 0, b = 0, c = 0, d = 0, x = 0;
+    std::vector<std::uint64_t> samples;
+
+    LoopDiamond() {
+        h = fx.add_block({1, 1});
+        a = fx.add_block({1, 1});
+        b = fx.add_block({1, 1, 1, 1});
+        c = fx.add_block({1, 1, 1, 1});
+        d = fx.add_block({1, 1});
+        x = fx.add_block({1, 1});
+        fx.edge(kEntryBlock, h, EdgeKind::kEntry);
+        fx.edge(h, a, EdgeKind::kFallThrough);
+        fx.edge(h, x, EdgeKind::kBranch);
+        fx.edge(a, b, EdgeKind::kBranch);
+        fx.edge(a, c, EdgeKind::kFallThrough);
+        fx.edge(b, d, EdgeKind::kJump);
+        fx.edge(c, d, EdgeKind::kFallThrough);
+        fx.edge(d, h, EdgeKind::kJump);
+        fx.edge(x, kExitBlock, EdgeKind::kReturn);
+        samples.assign(fx.cfg.instructions.size(), 0);
+        fx.sample(samples, h, 101);
+        fx.sample(samples, a, 100);
+        fx.sample(samples, d, 100);
+        fx.sample(samples, x, 1);
+    }
+
+    // The estimator's counts with the latch anchored at 100, then the flow.
+    FrequencyEstimate solve(std::vector<ClassRange>* ranges = nullptr) {
+        const FrequencyClasses fc = frequency_classes(fx.cfg);
+        EstimatorOptions options;
+        options.anchors.push_back({d, 100, false});
+        FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, options);
+        std::vector<ClassRange> none(fc.count);
+        std::vector<ClassRange>& r = ranges ? *ranges : none;
+        r.resize(fc.count);
+        FlowCountsInput in;
+        in.cfg = &fx.cfg;
+        in.classes = &fc;
+        in.timing = &fx.timing;
+        in.samples = samples;
+        in.period_cycles = 1000;
+        conserve_flow(est, r, in);
+        check_conserved(fx.cfg, est);
+        return est;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a diamond inside a measured loop: its arms share the loop's count by their samples") {
+    LoopDiamond g;
+    // The arms' samples say 90 and 30 (120 in all); the loop ran 100 times.
+    g.fx.sample(g.samples, g.b, 90);
+    g.fx.sample(g.samples, g.c, 30);
+    const FrequencyEstimate est = g.solve();
+    CHECK(est.block_frequency[g.d] == doctest::Approx(100));
+    CHECK(est.block_frequency[g.b] + est.block_frequency[g.c] == doctest::Approx(100));
+    // Both arms' samples per execution agree (S/E the same): the 20 too
+    // many come off either, each arm within its nearest stretch (E/2 to E).
+    CHECK(est.block_frequency[g.b] >= 60);
+    CHECK(est.block_frequency[g.b] <= 90);
+    CHECK(est.block_frequency[g.c] >= 10);
+    CHECK(est.block_frequency[g.c] <= 40);
+    CHECK(est.block_frequency[g.h] == doctest::Approx(101).epsilon(0.02));
+    CHECK(est.invocations == doctest::Approx(1).epsilon(0.5));
+}
+
+TEST_CASE("an unsampled arm of a diamond in a measured loop runs only as often as running unseen is likely") {
+    {
+        // The sampled arm's samples say 70 of the loop's 100. Had the
+        // unsampled arm run the other 30 per period, its 4 cycles would have
+        // left about 120 samples; none is far less likely than the sampled
+        // arm's 280 standing for 100: it takes the loop's count.
+        LoopDiamond g;
+        g.fx.sample(g.samples, g.b, 70);
+        const FrequencyEstimate est = g.solve();
+        CHECK(est.block_frequency[g.b] == doctest::Approx(100));
+        CHECK(est.block_frequency[g.c] == doctest::Approx(0));
+    }
+    {
+        // Its samples say more than the loop ran: the loop's count, the
+        // unsampled arm none (and never below 0).
+        LoopDiamond g;
+        g.fx.sample(g.samples, g.b, 120);
+        const FrequencyEstimate est = g.solve();
+        CHECK(est.block_frequency[g.b] == doctest::Approx(100));
+        CHECK(est.block_frequency[g.c] == doctest::Approx(0));
+    }
+}
+
+namespace {
+
+// The estimator's counts with the given anchors (F per period), then the flow.
+FrequencyEstimate solve_anchored(test::HandCfg& fx, const std::vector<std::uint64_t>& samples,
+                                 const std::vector<Anchor>& anchors) {
+    const FrequencyClasses fc = frequency_classes(fx.cfg);
+    EstimatorOptions options;
+    options.anchors = anchors;
+    FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, options);
+    std::vector<ClassRange> ranges(fc.count);
+    FlowCountsInput in;
+    in.cfg = &fx.cfg;
+    in.classes = &fc;
+    in.timing = &fx.timing;
+    in.samples = samples;
+    in.period_cycles = 1000;
+    conserve_flow(est, ranges, in);
+    check_conserved(fx.cfg, est);
+    return est;
+}
+
+}  // namespace
+
+TEST_CASE("a switch inside a measured loop: its cases share the loop's count, not each the whole") {
+    // entry -> H; H -> S (stay), H -> X (leave); S -> C0..C3 (a jump table);
+    // every case -> L (the latch, measured at 80 per period) -> H.
+    test::HandCfg fx;
+    const std::uint32_t h = fx.add_block({1, 1});
+    const std::uint32_t s = fx.add_block({1, 1, 1});
+    std::vector<std::uint32_t> cases;
+    for (int k = 0; k < 4; ++k) cases.push_back(fx.add_block({1, 1, 1, 1}));
+    const std::uint32_t l = fx.add_block({1, 1});
+    const std::uint32_t x = fx.add_block({1});
+    fx.edge(kEntryBlock, h, EdgeKind::kEntry);
+    fx.edge(h, s, EdgeKind::kFallThrough);
+    fx.edge(h, x, EdgeKind::kBranch);
+    for (std::uint32_t c : cases) fx.edge(s, c, EdgeKind::kSwitch);
+    for (std::uint32_t c : cases) fx.edge(c, l, EdgeKind::kJump);
+    fx.edge(l, h, EdgeKind::kJump);
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
+    fx.sample(samples, h, 80);
+    fx.sample(samples, s, 80);
+    fx.sample(samples, l, 80);
+    fx.sample(samples, x, 1);
+    // The cases' samples say 40, 20, 12 and 8 (80 in all).
+    const double truth[] = {40, 20, 12, 8};
+    for (int k = 0; k < 4; ++k) fx.sample(samples, cases[k], truth[k]);
+    const FrequencyEstimate est = solve_anchored(fx, samples, {{l, 80, false}});
+    double sum = 0;
+    for (int k = 0; k < 4; ++k) {
+        CAPTURE(k);
+        CHECK(est.block_frequency[cases[k]] == doctest::Approx(truth[k]).epsilon(0.1));
+        sum += est.block_frequency[cases[k]];
+    }
+    CHECK(sum == doctest::Approx(80).epsilon(0.01));
+    CHECK(est.block_frequency[s] == doctest::Approx(80).epsilon(0.01));
+}
+
+TEST_CASE("nested loops: the inner loop's measured count and the outer loop's samples agree in one flow") {
+    // entry -> OH; OH -> IH (enter the inner loop), OH -> X (leave);
+    // IH -> B (stay), IH -> OL (inner loop done); B -> IH (the inner latch,
+    // measured at 200 per period); OL -> OH (the outer latch).
+    test::HandCfg fx;
+    const std::uint32_t oh = fx.add_block({1, 1});
+    const std::uint32_t ih = fx.add_block({1, 1});
+    const std::uint32_t b = fx.add_block({1, 1, 1, 1});
+    const std::uint32_t ol = fx.add_block({1, 1, 1});
+    const std::uint32_t x = fx.add_block({1});
+    fx.edge(kEntryBlock, oh, EdgeKind::kEntry);
+    fx.edge(oh, ih, EdgeKind::kFallThrough);
+    fx.edge(oh, x, EdgeKind::kBranch);
+    fx.edge(ih, b, EdgeKind::kFallThrough);
+    fx.edge(ih, ol, EdgeKind::kBranch);
+    fx.edge(b, ih, EdgeKind::kJump);
+    fx.edge(ol, oh, EdgeKind::kJump);
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
+    // 20 outer iterations of 10 inner ones each, per period; the inner body
+    // holds a stall its model does not know (its samples say 300, not 200).
+    fx.sample(samples, oh, 20);
+    fx.sample(samples, ih, 220);
+    fx.sample(samples, b, 300);
+    fx.sample(samples, ol, 20);
+    fx.sample(samples, x, 1);
+    const FrequencyEstimate est = solve_anchored(fx, samples, {{b, 200, false}});
+    CHECK(est.block_frequency[b] == doctest::Approx(200).epsilon(0.01));
+    CHECK(est.block_frequency[ih] == doctest::Approx(220).epsilon(0.05));
+    CHECK(est.block_frequency[ol] == doctest::Approx(20).epsilon(0.25));
+    CHECK(est.block_frequency[oh] == doctest::Approx(est.block_frequency[ol] + est.invocations).epsilon(0.01));
+}
+
+TEST_CASE("a block whose range spans orders of magnitude yields to narrower evidence, however many its samples") {
+    // An interpreter's loop: entry -> D; D -> A, D -> B (a jump table);
+    // A, B -> D; D -> X -> exit. D's samples hold another's stall (the
+    // mispredicted jump through the table): its point says 100 per period,
+    // but its range allows 1 to 300. A and B say 30 each, in narrow ranges.
+    test::HandCfg fx;
+    const std::uint32_t d = fx.add_block({1, 1, 1, 1});
+    const std::uint32_t a = fx.add_block({1, 1, 1, 1});
+    const std::uint32_t b = fx.add_block({1, 1, 1, 1});
+    const std::uint32_t x = fx.add_block({1});
+    fx.edge(kEntryBlock, d, EdgeKind::kEntry);
+    fx.edge(d, a, EdgeKind::kSwitch);
+    fx.edge(d, b, EdgeKind::kSwitch);
+    fx.edge(a, d, EdgeKind::kJump);
+    fx.edge(b, d, EdgeKind::kJump);
+    fx.edge(d, x, EdgeKind::kBranch);
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
+    fx.sample(samples, d, 250);
+    fx.sample(samples, a, 30);
+    fx.sample(samples, b, 30);
+    fx.sample(samples, x, 1);
+    const FrequencyClasses fc = frequency_classes(fx.cfg);
+    FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, EstimatorOptions{});
+    const auto set = [&](std::uint32_t blk, double f) {
+        est.block_frequency[blk] = f;
+        est.classes[fc.block_class[blk]].frequency = f;
+    };
+    set(d, 100);
+    set(a, 30);
+    set(b, 30);
+    set(x, 1);
+    std::vector<ClassRange> ranges(fc.count);
+    ranges[fc.block_class[d]] = {true, 1, 300};
+    ranges[fc.block_class[a]] = {true, 25, 35};
+    ranges[fc.block_class[b]] = {true, 25, 35};
+    FlowCountsInput in;
+    in.cfg = &fx.cfg;
+    in.classes = &fc;
+    in.timing = &fx.timing;
+    in.samples = samples;
+    in.period_cycles = 1000;
+    conserve_flow(est, ranges, in);
+    check_conserved(fx.cfg, est);
+    // Priced as exact, D's 1000 samples held it at its point, 100, the
+    // surplus over A and B going round through X.
+    CHECK(est.block_frequency[a] == doctest::Approx(30).epsilon(0.2));
+    CHECK(est.block_frequency[b] == doctest::Approx(30).epsilon(0.2));
+    CHECK(est.block_frequency[d] < 80);
+}
+
+TEST_CASE("a range narrows to the counts a flow within the hard constraints allows") {
+    // The arms' samples say 90 and 30, but each alone cannot decide: ranged
+    // 10-500. The latch's measured 100 (within 10%) bounds each arm by it;
+    // the other arm's range (at least 10) takes its share off too.
+    LoopDiamond g;
+    g.fx.sample(g.samples, g.b, 90);
+    g.fx.sample(g.samples, g.c, 30);
+    const FrequencyClasses fc = frequency_classes(g.fx.cfg);
+    std::vector<ClassRange> ranges(fc.count);
+    ranges[fc.block_class[g.b]] = {true, 10, 500};
+    ranges[fc.block_class[g.c]] = {true, 10, 500};
+    const FrequencyEstimate est = g.solve(&ranges);
+    for (std::uint32_t arm : {g.b, g.c}) {
+        CAPTURE(arm);
+        const ClassRange& r = ranges[fc.block_class[arm]];
+        CHECK(r.ranged);
+        CHECK(r.min == doctest::Approx(10));
+        CHECK(r.max <= 110 - 10 + 1);
+        CHECK(r.max >= 90);
+        CHECK(r.min <= est.block_frequency[arm]);
+        CHECK(r.max >= est.block_frequency[arm]);
+    }
+}
+
+TEST_CASE("a range the flow moves a count out of is widened to hold it") {
+    LoopDiamond g;
+    g.fx.sample(g.samples, g.b, 90);
+    g.fx.sample(g.samples, g.c, 30);
+    const FrequencyClasses fc = frequency_classes(g.fx.cfg);
+    std::vector<ClassRange> ranges(fc.count);
+    // A range above what the flow leaves the arm.
+    ranges[fc.block_class[g.c]] = {true, 40, 45};
+    const FrequencyEstimate est = g.solve(&ranges);
+    const double c = est.block_frequency[g.c];
+    CHECK(c > 0);
+    CHECK(c < 40);
+    CHECK(ranges[fc.block_class[g.c]].ranged);
+    CHECK(ranges[fc.block_class[g.c]].min <= c);
+    CHECK(ranges[fc.block_class[g.c]].max >= c);
+}
+
+namespace {
+
+// Every function of a compiled test program or library.
+std::vector<std::string> real_binaries() {
+    std::vector<std::string> files = {ECPI_CFGTEST_GCC, ECPI_CFGTEST_GCC_NOPIE};
+#ifdef ECPI_CFGTEST_CLANG
+    files.push_back(ECPI_CFGTEST_CLANG);
+#endif
+    std::stringstream list(ECPI_LOOPS_LIBS);
+    for (std::string lib; std::getline(list, lib, ':');)
+        if (!lib.empty()) files.push_back(lib);
+    return files;
+}
+
+// Samples spread over a procedure's bytes, unevenly (as no estimator would
+// guess them): 0-39 at every other byte.
+std::map<std::uint64_t, std::uint64_t> spread_samples(std::uint64_t start, std::uint64_t end) {
+    std::map<std::uint64_t, std::uint64_t> s;
+    for (std::uint64_t a = start; a < end; a += 2) s[a] = (a * 2654435761u >> 7) % 40;
+    return s;
+}
+
+// In- and out-flow of every block of calc's report, in executions.
+std::size_t violations(const CalcProcedure& p) {
+    std::vector<double> in(p.blocks.size(), 0), out(p.blocks.size(), 0);
+    for (const CalcEdge& e : p.edges) {
+        if (e.to < p.blocks.size()) in[e.to] += e.executions;
+        if (e.from < p.blocks.size()) out[e.from] += e.executions;
+    }
+    std::size_t bad = 0;
+    for (std::size_t b = 0; b < p.blocks.size(); ++b) {
+        const double tolerance = 1e-6 * std::max(1.0, p.blocks[b].executions);
+        if (std::abs(in[b] - p.blocks[b].executions) > tolerance ||
+            std::abs(out[b] - p.blocks[b].executions) > tolerance) {
+            ++bad;
+        }
+    }
+    return bad;
+}
+
+}  // namespace
+
+TEST_CASE("calc's counts conserve flow in every block of every procedure of real compiler output") {
+    auto model = MachineModel::load(MachineModel::kDefault);
+    REQUIRE(model.ok());
+    std::size_t procedures = 0, blocks = 0, bad = 0;
+    for (const std::string& file : real_binaries()) {
+        auto table = SymbolTable::from_elf(file);
+        REQUIRE_MESSAGE(table.ok(), file);
+        auto image = ImageBytes::open(file);
+        REQUIRE(image.ok());
+        for (const Symbol& sym : table->symbols()) {
+            if (sym.name.find('@') != std::string::npos) continue;
+            ProcedureInput in;
+            in.name = sym.name;
+            in.start = sym.start;
+            in.end = table->end_of(sym);
+            in.image = &*image;
+            in.samples = spread_samples(in.start, in.end);
+            auto proc = analyze_procedure(in, *model, 1000);
+            if (!proc.ok()) continue;
+            ++procedures;
+            blocks += proc->blocks.size();
+            const std::size_t v = violations(*proc);
+            if (v > 0) MESSAGE(file << ": " << sym.name << ": " << v << " of " << proc->blocks.size() << " blocks");
+            bad += v;
+        }
+    }
+    MESSAGE(procedures << " procedures, " << blocks << " blocks, " << bad << " with in- or out-flow not their count");
+    CHECK(procedures > 50);
+    CHECK(bad == 0);
+}
