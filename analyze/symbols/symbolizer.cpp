@@ -919,6 +919,11 @@ std::string missing_images_note(const store::EpochContents& contents, const std:
         if (!note.empty()) note += "; ";
         note += "image " + image.path + " (build id " + (image.build_id.empty() ? "none" : image.build_id) + ") " +
                 what + "; point --symfs at a copy";
+        // A copy under --symfs with another build id was refused: name it
+        // (load() puts those reasons first).
+        const std::string& why = symbolizer.table(image).error().message();
+        if (auto refused = why.find("; refused"); refused != std::string::npos && why.find(" under --symfs ") < refused)
+            note += " (" + why.substr(0, refused + 9) + ")";
     }
     return note;
 }
