@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <set>
 
 #include "ecpi/analyze/symbols/symbolizer.h"
 
@@ -33,6 +35,7 @@ struct Fetch {
     Clock::time_point start = Clock::now();
     Clock::time_point next_progress{};
     std::string cut_off;  // "" while the fetch may go on
+    bool timed_out = false;
 
     bool keep_going(long done, long total) {
         const auto now = Clock::now();
@@ -43,6 +46,7 @@ struct Fetch {
             std::snprintf(limit, sizeof limit, "took longer than %.1f s; cut off",
                           static_cast<double>(options->time_limit.count()) / 1000.0);
             cut_off = limit;
+            timed_out = true;
         } else if (static_cast<long double>(total) > max || static_cast<long double>(done) > max) {
             cut_off = "is larger than the " + size_text(options->max_bytes) + " allowed; cut off";
         }
@@ -83,6 +87,30 @@ std::string failure(int rc, const std::string& urls) {
     }
 }
 
+// Servers (DEBUGINFOD_URLS values) that let a fetch run out of time in this
+// process: later images do not wait on them again, so a silent server costs
+// one time limit per run, not one per image.
+class SilentServers {
+public:
+    bool has(const std::string& urls) {
+        std::lock_guard lock(mutex_);
+        return urls_.count(urls) != 0;
+    }
+    void add(const std::string& urls) {
+        std::lock_guard lock(mutex_);
+        urls_.insert(urls);
+    }
+
+private:
+    std::mutex mutex_;
+    std::set<std::string> urls_;
+};
+
+SilentServers& silent_servers() {
+    static SilentServers servers;
+    return servers;
+}
+
 }  // namespace
 
 std::string debuginfod_urls() {
@@ -101,6 +129,9 @@ Result<fs::path> fetch_debuginfo(const DebuginfodOptions& options, const std::st
     if (!debuginfod_active(options)) return Error("debuginfod: not asked to fetch the " + what);
     if (build_id.size() < 2 || build_id.find_first_not_of("0123456789abcdef") != std::string::npos)
         return Error("debuginfod: " + label + " has no usable build id; nothing to fetch");
+    const std::string prefix = "debuginfod: no " + what + ": ";
+    if (silent_servers().has(urls))
+        return Error(prefix + urls + " ran out of time on an earlier image; not asked again in this run");
     std::unique_ptr<debuginfod_client, ClientDeleter> client(debuginfod_begin());
     if (!client) return Error("debuginfod: cannot start a client (" + std::string(std::strerror(errno)) + ")");
     Fetch fetch;
@@ -116,7 +147,7 @@ Result<fs::path> fetch_debuginfo(const DebuginfodOptions& options, const std::st
                                              0, &raw_path);
     std::unique_ptr<char, decltype(&std::free)> path(raw_path, &std::free);
     if (fd >= 0) ::close(fd);
-    const std::string prefix = "debuginfod: no " + what + ": ";
+    if (fd < 0 && (fetch.timed_out || -fd == ETIME)) silent_servers().add(urls);
     if (fd < 0) return Error(prefix + (fetch.cut_off.empty() ? failure(fd, urls) : "the fetch " + fetch.cut_off));
     if (!path) return Error(prefix + "libdebuginfod named no file");
     // The cache holds what the server sent: used only if it is the file asked

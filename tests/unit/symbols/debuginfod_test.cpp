@@ -344,6 +344,10 @@ TEST_CASE("debuginfod: a failure is said once per image and the .eh_frame names 
     SUBCASE("a server that never answers is cut off") {
         FakeServer server("", true);
         check_fallback(url(server.port()), "the fetch took longer than 1.5 s; cut off", std::chrono::milliseconds(1500));
+        // Later fetches in this process do not wait on that server again.
+        check_fallback(url(server.port()), url(server.port()) + " ran out of time on an earlier image; not asked again",
+                       std::chrono::milliseconds(1));
+        CHECK(server.requests() == 1);
     }
     SUBCASE("garbage") {
         FakeServer server("<html>not an ELF file</html>", false);
