@@ -11,6 +11,7 @@
 #    iowait over the same run, per CPU, as seconds.
 #
 # Usage (root): bash bench/stripped_names.sh [BUILD=build] [MIB=48] [DURATION=4]
+# MIB=0 measures idle only (part 2).
 set -euo pipefail
 BUILD=${1:-build}
 MIB=${2:-48}
@@ -25,6 +26,7 @@ trap 'rm -rf "$TMP"' EXIT
 echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "# ecpi: $ECPI ($(git -C "$(dirname "$ECPI")" rev-parse --short HEAD 2>/dev/null || echo '?'))"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+if ((MIB > 0)); then
 # Text that compresses like text (about 3:1): base64 of random bytes, with
 # line structure.
 head -c $((MIB * 1024 * 768)) /dev/urandom | base64 >"$TMP/input"
@@ -49,6 +51,7 @@ printf '%-10s %8s %15s %19s %9s   %s\n' workload samples no_function_% named_eh_
 shares "$TMP/gzip.db" gzip
 "$ECPI" record -F 999 -o "$TMP/xz.db" -- sh -c "xz -6 -T1 -c '$TMP/input' >/dev/null" 2>"$TMP/err" || { cat "$TMP/err" >&2; die "record xz failed"; }
 shares "$TMP/xz.db" xz
+fi
 
 echo
 echo "# idle: ecpi record -a --duration $DURATION (load now: $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -12,6 +12,7 @@ packages=(
 	libelf-dev libdw-dev        # elfutils: ELF, build ids, DWARF
 	libcapstone-dev             # disassembly
 	liblzma-dev                 # .gnu_debugdata (MiniDebugInfo) of stripped binaries
+	libdebuginfod-dev           # debug files fetched by build id from DEBUGINFOD_URLS (docs/NAMES.md)
 	libcli11-dev nlohmann-json3-dev doctest-dev
 	zlib1g-dev
 	libcurl4-openssl-dev        # fleet: ClickHouse over HTTP(S) (docs/FLEET.md)
@@ -25,6 +26,7 @@ test_packages=(
 	clickhouse-server clickhouse-client curl  # tests: private ClickHouse servers for the fleet tests (tests/fleet/)
 	bolt-16 lld                 # tests and bench: ecpi layout's output through llvm-bolt and ld.lld
 	xz-utils                    # tests: a MiniDebugInfo fixture and a forged one (tests/unit/symbols/)
+	debuginfod                  # tests: a private debuginfod server on loopback (tests/unit/symbols/)
 )
 case "${1:-}" in
 	--test) packages+=("${test_packages[@]}") ;;

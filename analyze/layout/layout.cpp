@@ -493,10 +493,14 @@ Result<LayoutReport> build_layout(const store::EpochContents& contents, const La
     co.machine = options.machine;
     co.lines = false;
     ECPI_ASSIGN_OR_RETURN(CalcReport calc, run_calc(contents, co, symbolizer));
-    if (calc.procedures.empty())
+    if (calc.procedures.empty()) {
+        // A moved image's procedures cannot be named: say so, not "no samples".
+        if (auto gone = missing_images_note(contents, calc.event, symbolizer); !gone.empty())
+            return Error("no procedures of " + options.image + " in the images that could be read: " + gone);
         return Error("no " + (calc.event.empty() ? std::string("") : calc.event + " ") + "samples in procedures of " +
                      options.image + " in epoch " + contents.epoch +
                      " (check --image against `ecpi prof --by image`)");
+    }
 
     LayoutReport r;
     r.epoch = contents.epoch;

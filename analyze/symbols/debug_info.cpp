@@ -10,6 +10,9 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <cxxabi.h>
@@ -60,6 +63,24 @@ std::optional<Dwarf_Word> udata_attr(Dwarf_Die* die, unsigned name) {
     return value;
 }
 
+// libdwfl's find_debuginfo: the debug file named in the module's user data
+// (a std::string set by DebugInfo::open) when there is one, else libdwfl's
+// own search.
+int find_named_debuginfo(Dwfl_Module* mod, void** userdata, const char* modname, Dwarf_Addr base,
+                         const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+                         char** debuginfo_file_name) {
+    const auto* named = static_cast<const std::string*>(*userdata);
+    if (named != nullptr && !named->empty()) {
+        int fd = ::open(named->c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd >= 0) {
+            *debuginfo_file_name = ::strdup(named->c_str());
+            return fd;
+        }
+    }
+    return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
+                                        debuginfo_file_name);
+}
+
 }  // namespace
 
 struct DebugInfo::Impl {
@@ -67,6 +88,7 @@ struct DebugInfo::Impl {
     // here, beside the Dwfl, for as long as it does.
     std::string debuginfo_path;
     char* debuginfo_path_ptr = nullptr;
+    std::string debug_file;  // the module's user data: see find_named_debuginfo
     Dwfl_Callbacks callbacks{};
     Dwfl* dwfl = nullptr;
     Dwfl_Module* module = nullptr;
@@ -86,9 +108,11 @@ DebugInfo::DebugInfo(DebugInfo&&) noexcept = default;
 DebugInfo& DebugInfo::operator=(DebugInfo&&) noexcept = default;
 DebugInfo::~DebugInfo() = default;
 
-Result<DebugInfo> DebugInfo::open(const fs::path& elf_file, const std::vector<fs::path>& debug_roots) {
+Result<DebugInfo> DebugInfo::open(const fs::path& elf_file, const std::vector<fs::path>& debug_roots,
+                                  const fs::path& debug_file) {
     auto impl = std::make_unique<Impl>();
     impl->path = elf_file;
+    impl->debug_file = debug_file.string();
     // elfutils' search path syntax: "" (the file's directory), ".debug", then roots.
     impl->debuginfo_path = ":.debug";
     if (debug_roots.empty()) {
@@ -98,13 +122,16 @@ Result<DebugInfo> DebugInfo::open(const fs::path& elf_file, const std::vector<fs
     }
     impl->debuginfo_path_ptr = impl->debuginfo_path.data();
     impl->callbacks.find_elf = dwfl_build_id_find_elf;
-    impl->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+    impl->callbacks.find_debuginfo = find_named_debuginfo;
     impl->callbacks.section_address = dwfl_offline_section_address;
     impl->callbacks.debuginfo_path = &impl->debuginfo_path_ptr;
     impl->dwfl = dwfl_begin(&impl->callbacks);
     if (impl->dwfl == nullptr) return Error(std::string("libdwfl: ") + dwfl_errmsg(-1));
     impl->module = dwfl_report_offline(impl->dwfl, elf_file.filename().c_str(), elf_file.c_str(), -1);
     if (impl->module == nullptr) return Error(elf_file.string() + ": " + dwfl_errmsg(-1));
+    void** userdata = nullptr;
+    dwfl_module_info(impl->module, &userdata, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+    if (userdata != nullptr) *userdata = &impl->debug_file;
     if (dwfl_report_end(impl->dwfl, nullptr, nullptr) != 0)
         return Error(elf_file.string() + ": " + dwfl_errmsg(-1));
     impl->elf = dwfl_module_getelf(impl->module, &impl->elf_bias);
@@ -264,7 +291,8 @@ const DebugInfo* DebugInfoCache::get(const store::ImageId& image, std::string* w
         if (image.path == store::kKernelImage) {
             opened = Error("kernel code is not read by ecpi (no vmlinux with debug info)");
         } else if (auto file = symbolizer_.image_file(image)) {
-            opened = DebugInfo::open(*file, symbolizer_.options().debug_roots);
+            opened = DebugInfo::open(*file, symbolizer_.options().debug_roots,
+                                     symbolizer_.debug_file(image).value_or(fs::path()));
         } else {
             const auto& table = symbolizer_.table(image);
             opened = Error(table.ok() ? "the binary of " + image.path + " is not available" : table.error().message());

@@ -575,21 +575,27 @@ void add_frame_functions(const ElfFile& file, const std::vector<Section>& sectio
 
 Result<SymbolTable> SymbolTable::from_elf(const fs::path& path,
                                           const std::vector<fs::path>& debug_search,
-                                          const std::string& image_name) {
+                                          const std::string& image_name,
+                                          const fs::path& debug_file) {
     ECPI_ASSIGN_OR_RETURN(ElfFile file, ElfFile::open(path));
     std::vector<Section> sections = list_sections(file);
     std::string build_id = file.build_id();
     std::vector<std::string> notes;
 
     std::vector<RawSymbol> raw;
+    fs::path used_debug_file;
     bool have_symtab = read_function_symbols(file, sections, SHT_SYMTAB, raw);
     if (!have_symtab) {
         std::vector<fs::path> roots = debug_search;
         if (std::find(roots.begin(), roots.end(), kDefaultDebugRoot) == roots.end())
             roots.push_back(kDefaultDebugRoot);
-        if (auto debug_path = find_debug_file(file, build_id, roots)) {
+        std::optional<fs::path> debug_path;
+        if (!debug_file.empty() && build_id_of_file(debug_file) == build_id) debug_path = debug_file;
+        if (!debug_path) debug_path = find_debug_file(file, build_id, roots);
+        if (debug_path) {
             auto debug = ElfFile::open(*debug_path);
             if (debug.ok()) have_symtab = read_function_symbols(*debug, list_sections(*debug), SHT_SYMTAB, raw);
+            if (have_symtab) used_debug_file = *debug_path;
         }
     }
     // MiniDebugInfo holds only the functions .dynsym lacks: both are read.
@@ -607,6 +613,8 @@ Result<SymbolTable> SymbolTable::from_elf(const fs::path& path,
                      "file found)");
     SymbolTable table = Builder::build(std::move(raw), std::move(build_id));
     table.notes_ = std::move(notes);
+    table.complete_ = have_symtab;
+    table.debug_file_ = std::move(used_debug_file);
     return table;
 }
 
@@ -703,6 +711,9 @@ struct Symbolizer::Impl {
     Options options;
     std::map<store::ImageId, Result<SymbolTable>> tables;
     std::map<store::ImageId, fs::path> files;  // the ELF file each loaded table came from
+    // Separate debug files read without the image (found by build id alone,
+    // or fetched); a table's own debug_file() names the others.
+    std::map<store::ImageId, fs::path> debug_files;
 
     std::optional<Result<SymbolTable>> from_symfs(const store::ImageId& image, const std::string& label,
                                                   std::vector<std::string>& reasons) {
@@ -739,7 +750,45 @@ struct Symbolizer::Impl {
         return std::nullopt;
     }
 
+    // Whether to ask debuginfod for `image`'s debug file: an image of a file
+    // (not "[vdso]" and the like) with a build id whose symbols are partial
+    // (`local` is the table read without debuginfod).
+    bool wants_debuginfod(const store::ImageId& image, const Result<SymbolTable>& local) const {
+        if (!debuginfod_active(options.debuginfod)) return false;
+        if (image.build_id.size() <= 2 || image.path.empty() || image.path.front() == '[') return false;
+        return !local.ok() || !local->complete();
+    }
+
+    void report(const std::string& line) const {
+        if (options.debuginfod.report) options.debuginfod.report(line);
+    }
+
+    // The table of `image`, with its debug file fetched from debuginfod when
+    // the local files name its functions only in part (or not at all); a
+    // failure is reported once and the local table stands.
     Result<SymbolTable> load(const store::ImageId& image) {
+        Result<SymbolTable> local = load_local(image);
+        if (!wants_debuginfod(image, local)) return local;
+        const std::string label = fs::path(image.path).filename().string();
+        const char* fallback = local.ok() ? "; its functions keep the names of .dynsym and .eh_frame" : "";
+        auto fetched = fetch_debuginfo(options.debuginfod, image.build_id, label);
+        if (!fetched.ok()) {
+            report(fetched.error().message() + fallback);
+            return local;
+        }
+        auto file = files.find(image);
+        auto table = file != files.end() ? SymbolTable::from_elf(file->second, options.debug_roots, label, *fetched)
+                                         : SymbolTable::from_elf(*fetched, options.debug_roots, label);
+        if (!table.ok() || (file != files.end() && table->debug_file() != *fetched)) {
+            report("debuginfod: the fetched " + fetched->string() + " does not name the functions of " + label +
+                   (table.ok() ? std::string() : " (" + table.error().message() + ")") + fallback);
+            return local;
+        }
+        debug_files[image] = *fetched;
+        return table;
+    }
+
+    Result<SymbolTable> load_local(const store::ImageId& image) {
         const std::string& path = image.path;
         if (path == store::kKernelImage) return SymbolTable::from_kallsyms(options.kallsyms);
         if (path == store::kUnknownImage) return Error("samples that mapped to no executable image");
@@ -808,7 +857,10 @@ struct Symbolizer::Impl {
                 fs::path debug = build_id_debug_path(root, bid);
                 if (!regular_file_exists(debug)) continue;
                 auto table = SymbolTable::from_elf(debug, options.debug_roots, label);
-                if (table.ok()) return table;
+                if (table.ok()) {
+                    debug_files[image] = debug;
+                    return table;
+                }
                 reasons.push_back(table.error().message());
             }
         }
@@ -841,6 +893,14 @@ std::optional<fs::path> Symbolizer::image_file(const store::ImageId& image) {
     return it->second;
 }
 
+std::optional<fs::path> Symbolizer::debug_file(const store::ImageId& image) {
+    const auto& t = table(image);
+    if (!t.ok()) return std::nullopt;
+    if (auto it = impl_->debug_files.find(image); it != impl_->debug_files.end()) return it->second;
+    if (!t->debug_file().empty()) return t->debug_file();
+    return std::nullopt;
+}
+
 const Symbolizer::Options& Symbolizer::options() const { return impl_->options; }
 
 std::string missing_images_note(const store::EpochContents& contents, const std::string& event,
@@ -859,6 +919,11 @@ std::string missing_images_note(const store::EpochContents& contents, const std:
         if (!note.empty()) note += "; ";
         note += "image " + image.path + " (build id " + (image.build_id.empty() ? "none" : image.build_id) + ") " +
                 what + "; point --symfs at a copy";
+        // A copy under --symfs with another build id was refused: name it
+        // (load() puts those reasons first).
+        const std::string& why = symbolizer.table(image).error().message();
+        if (auto refused = why.find("; refused"); refused != std::string::npos && why.find(" under --symfs ") < refused)
+            note += " (" + why.substr(0, refused + 9) + ")";
     }
     return note;
 }

@@ -10,7 +10,7 @@ namespace ecpi::cli {
 namespace {
 
 struct AnnotateArgs {
-    std::vector<std::string> symfs;  // --symfs
+    SymbolSearchArgs symbols;  // --symfs, --no-debuginfod
     std::string procedure;
     std::string database = "ecpi.db";
     std::string epoch;
@@ -27,7 +27,7 @@ int run_annotate(const AnnotateArgs& args) {
     options.event = args.event;
     options.pid = args.pid;
     options.hot = args.hot;
-    analyze::Symbolizer symbolizer(symbolizer_options(profile.source.database, args.symfs));
+    analyze::Symbolizer symbolizer(symbolizer_options(profile.source.database, args.symbols));
     auto report = unwrap(analyze::build_annotate_report(profile, options, symbolizer));
     if (args.format == Format::kJson) {
         std::cout << dump_document(analyze::render_annotate_json(report)) << "\n";
@@ -50,7 +50,7 @@ void add_annotate_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--pid", args->pid, "Only samples of this process");
     app->add_option("--hot", args->hot, "How many lines and instructions to mark as hottest")->default_str("3");
     add_format_option(*app, args->format);
-    add_symfs_option(*app, args->symfs);
+    add_symbol_search_options(*app, args->symbols);
     app->footer("\nExamples:\n  ecpi annotate main ecpi.db\n  ecpi annotate parse_record ecpi.db --format json\n");
     verbs.push_back({app, [args] { return run_annotate(*args); }});
 }

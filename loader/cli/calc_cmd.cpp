@@ -11,7 +11,7 @@ namespace ecpi::cli {
 namespace {
 
 struct CalcArgs {
-    std::vector<std::string> symfs;  // --symfs
+    SymbolSearchArgs symbols;  // --symfs, --no-debuginfod
     std::string procedure;
     std::string database = "ecpi.db";
     std::string image;
@@ -48,7 +48,7 @@ int run_calc(CalcArgs args) {
     options.cpu_mhz = args.cpu_mhz;
     options.machine = args.machine;
     options.lines = !args.no_lines;
-    analyze::Symbolizer symbolizer(symbolizer_options(db.path(), args.symfs));
+    analyze::Symbolizer symbolizer(symbolizer_options(db.path(), args.symbols));
     auto report = unwrap(analyze::run_calc(contents, options, symbolizer));
     report.database = args.database;
     if (args.format == Format::kJson) {
@@ -80,7 +80,7 @@ void add_calc_verb(CLI::App& root, std::vector<Verb>& verbs) {
                   "Where the cycles went (DCPI Figure 4) instead of the listing; with --all a line per procedure and Figure 4 per image");
     app->add_flag("--no-lines", args->no_lines, "Do not look up source lines");
     add_format_option(*app, args->format);
-    add_symfs_option(*app, args->symfs);
+    add_symbol_search_options(*app, args->symbols);
     app->footer("\nExamples:\n  ecpi calc main ecpi.db\n  ecpi calc main ecpi.db --summary\n  ecpi calc --all ecpi.db --summary --format json\n");
     verbs.push_back({app, [args] { return run_calc(*args); }});
 }

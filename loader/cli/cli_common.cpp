@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -108,17 +109,24 @@ void add_include_idle_option(CLI::App& app, bool& include_idle) {
                  "counted in the header)");
 }
 
-void add_symfs_option(CLI::App& app, std::vector<std::string>& dirs) {
-    app.add_option("--symfs", dirs,
+void add_symbol_search_options(CLI::App& app, SymbolSearchArgs& args) {
+    app.add_option("--symfs", args.symfs,
                    "Directory holding copies of images that moved or were deleted: DIR/<recorded path>, "
                    "DIR/<file name> or DIR/.build-id/xx/rest, used only with the recorded build id (repeatable)");
+    app.add_flag("--no-debuginfod", args.no_debuginfod,
+                 "Fetch no debug files from the servers in DEBUGINFOD_URLS (by default, images without symbols "
+                 "get theirs by build id when DEBUGINFOD_URLS is set)");
 }
 
-analyze::Symbolizer::Options symbolizer_options(const std::filesystem::path& database,
-                                                const std::vector<std::string>& symfs) {
+analyze::Symbolizer::Options symbolizer_options(const std::filesystem::path& database, const SymbolSearchArgs& args) {
     analyze::Symbolizer::Options options;
     if (!database.empty()) options.database = database;
-    options.symfs.assign(symfs.begin(), symfs.end());
+    options.symfs.assign(args.symfs.begin(), args.symfs.end());
+    if (args.no_debuginfod) ::unsetenv("DEBUGINFOD_URLS");
+    options.debuginfod.enabled = !args.no_debuginfod;
+    options.debuginfod.report = [](const std::string& line) {
+        std::fprintf(stderr, "ecpi: %s\n", escape_for_terminal(line).c_str());
+    };
     return options;
 }
 

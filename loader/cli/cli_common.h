@@ -55,12 +55,19 @@ void add_include_idle_option(CLI::App& app, bool& include_idle);
 // "ecpi VERB: note: [LABEL: ]<event>: N samples found a CPU idle ...".
 void note_idle_kept_apart(const char* verb, const store::EpochContents& contents, const std::string& label = {});
 
-// --symfs DIR (repeatable): where reports look for copies of images that
-// moved or were deleted since recording (analyze::Symbolizer::Options::symfs).
-void add_symfs_option(CLI::App& app, std::vector<std::string>& dirs);
-// The symbolizer options of a report over `database` with those directories.
-analyze::Symbolizer::Options symbolizer_options(const std::filesystem::path& database,
-                                                const std::vector<std::string>& symfs);
+// Where a report finds symbols: --symfs DIR (repeatable: copies of images
+// that moved or were deleted since recording) and --no-debuginfod (fetch no
+// debug files, even with DEBUGINFOD_URLS set).
+struct SymbolSearchArgs {
+    std::vector<std::string> symfs;
+    bool no_debuginfod = false;
+};
+void add_symbol_search_options(CLI::App& app, SymbolSearchArgs& args);
+// The symbolizer options of a report over `database` with those choices:
+// debuginfod fetches with DEBUGINFOD_URLS set, progress and failures on
+// stderr; --no-debuginfod also clears DEBUGINFOD_URLS for this process, so
+// that elfutils does not fetch on its own either.
+analyze::Symbolizer::Options symbolizer_options(const std::filesystem::path& database, const SymbolSearchArgs& args);
 
 // Where a verb that runs a COMMAND puts its report: FILE when given (the
 // option --report-file), else standard error when the command shares our

@@ -11,7 +11,7 @@ namespace ecpi::cli {
 namespace {
 
 struct DiffArgs {
-    std::vector<std::string> symfs;  // --symfs
+    SymbolSearchArgs symbols;  // --symfs, --no-debuginfod
     bool include_idle = false;
     std::string a;
     std::string b;
@@ -43,7 +43,7 @@ int run_diff(const DiffArgs& args, const CLI::App& app) {
     options.limit = args.limit;
 
     check_fleet_filters_used(args.fleet, {args.a, args.b});
-    analyze::SymbolizerPool symbolizers(symbolizer_options({}, args.symfs));
+    analyze::SymbolizerPool symbolizers(symbolizer_options({}, args.symbols));
     analyze::DiffReport report;
     if (fleet::is_clickhouse_url(args.a) || fleet::is_clickhouse_url(args.b)) {
         auto a = unwrap(fleet::open_report_source(args.a, args.fleet));
@@ -83,7 +83,7 @@ void add_diff_verb(CLI::App& root, std::vector<Verb>& verbs) {
     add_fleet_filter_options(*app, args->fleet);
     add_include_idle_option(*app, args->include_idle);
     add_format_option(*app, args->format);
-    add_symfs_option(*app, args->symfs);
+    add_symbol_search_options(*app, args->symbols);
     app->footer("\nExamples:\n  ecpi diff before.db after.db\n  ecpi diff ecpi.db@1 ecpi.db@2 --by image\n");
     verbs.push_back({app, [args, app] { return run_diff(*args, *app); }});
 }

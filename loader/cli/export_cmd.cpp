@@ -15,7 +15,7 @@ namespace ecpi::cli {
 namespace {
 
 struct ExportArgs {
-    std::vector<std::string> symfs;  // --symfs
+    SymbolSearchArgs symbols;  // --symfs, --no-debuginfod
     bool include_idle = false;
     std::string database = "ecpi.db";
     std::string format;
@@ -64,7 +64,7 @@ analyze::ExportModel build_model(const ExportArgs& args, const analyze::ExportOp
     }
     auto profile = unwrap(analyze::load_profile(unwrap(analyze::resolve_source(args.database, args.epoch)), args.include_idle));
     note_idle_kept_apart("export", profile.contents);
-    analyze::Symbolizer symbolizer(symbolizer_options(profile.source.database, args.symfs));
+    analyze::Symbolizer symbolizer(symbolizer_options(profile.source.database, args.symbols));
     return unwrap(analyze::build_export_model(profile, options, symbolizer));
 }
 
@@ -122,7 +122,7 @@ void add_export_verb(CLI::App& root, std::vector<Verb>& verbs) {
         ->delimiter(',');
     app->add_option("--pid", args->pid, "Only samples of this process");
     add_include_idle_option(*app, args->include_idle);
-    add_symfs_option(*app, args->symfs);
+    add_symbol_search_options(*app, args->symbols);
     app->add_flag("--no-source-lines", args->no_source_lines, "Do not read DWARF for source lines and inlined functions");
     add_fleet_filter_options(*app, args->fleet);
     app->footer("\nExamples:\n  ecpi export ecpi.db --format pprof -o profile.pb.gz\n  ecpi export ecpi.db --format html -o flame.html\n");

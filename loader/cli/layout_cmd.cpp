@@ -25,6 +25,7 @@ struct LayoutArgs {
     std::string machine = analyze::MachineModel::kAuto;
     std::optional<double> cpu_mhz;
     std::uint64_t min_samples = 1;
+    SymbolSearchArgs symbols;  // --symfs, --no-debuginfod
 };
 
 std::string render(const analyze::LayoutReport& report, const std::string& format) {
@@ -59,7 +60,7 @@ int run_layout(const LayoutArgs& args) {
     options.min_samples = args.min_samples;
     options.counts = args.counts == "flow" ? analyze::LayoutCountSource::kFlow : analyze::LayoutCountSource::kRules;
     options.order = args.order == "pettis-hansen" ? analyze::FunctionOrder::kPettisHansen : analyze::FunctionOrder::kC3;
-    analyze::Symbolizer symbolizer({.database = db.path()});
+    analyze::Symbolizer symbolizer(symbolizer_options(db.path(), args.symbols));
     const auto report = unwrap(analyze::build_layout(contents, options, symbolizer));
     write_output(render(report, args.format), args.output);
     for (const auto& w : report.warnings) std::fprintf(stderr, "ecpi layout: warning: %s\n", w.c_str());
@@ -98,6 +99,7 @@ void add_layout_verb(CLI::App& root, std::vector<Verb>& verbs) {
         ->default_str("1");
     app->add_option("--machine", args->machine, "Machine model, as for ecpi calc")->default_str(analyze::MachineModel::kAuto);
     app->add_option("--cpu-mhz", args->cpu_mhz, "Clock rate turning clock periods into cycles (default: as recorded)");
+    add_symbol_search_options(*app, args->symbols);
     app->footer(
         "\nExamples:\n  ecpi layout ecpi.db --image ./server -o server.fdata\n"
         "  llvm-bolt ./server -o server.bolt -data server.fdata -reorder-blocks=ext-tsp -reorder-functions=hfsort "

@@ -13,7 +13,7 @@ namespace ecpi::cli {
 namespace {
 
 struct ProfArgs {
-    std::vector<std::string> symfs;  // --symfs
+    SymbolSearchArgs symbols;  // --symfs, --no-debuginfod
     std::string database = "ecpi.db";
     std::string by = "procedure";
     std::vector<std::string> events;
@@ -54,7 +54,7 @@ int run_prof(const ProfArgs& args) {
     options.events = args.events;
     options.pid = args.pid;
     options.limit = args.limit;
-    analyze::Symbolizer symbolizer(symbolizer_options(db.path(), args.symfs));
+    analyze::Symbolizer symbolizer(symbolizer_options(db.path(), args.symbols));
     auto report = unwrap(analyze::build_prof_report(contents, options, symbolizer));
     report.database = args.database;
     if (args.format == Format::kJson) {
@@ -84,7 +84,7 @@ void add_prof_verb(CLI::App& root, std::vector<Verb>& verbs) {
     add_include_idle_option(*app, args->include_idle);
     add_fleet_filter_options(*app, args->fleet);
     add_format_option(*app, args->format);
-    add_symfs_option(*app, args->symfs);
+    add_symbol_search_options(*app, args->symbols);
     app->footer("\nExamples:\n  ecpi prof ecpi.db\n  ecpi prof ecpi.db --by image --epoch 1\n");
     verbs.push_back({app, [args] { return run_prof(*args); }});
 }

@@ -12,7 +12,7 @@ namespace ecpi::cli {
 namespace {
 
 struct StatsArgs {
-    std::vector<std::string> symfs;  // --symfs
+    SymbolSearchArgs symbols;  // --symfs, --no-debuginfod
     bool include_idle = false;
     std::vector<std::string> profiles;
     std::string by = "procedure";
@@ -25,7 +25,7 @@ struct StatsArgs {
 };
 
 analyze::StatsReport build_report(const StatsArgs& args, const analyze::StatsOptions& options) {
-    analyze::SymbolizerPool symbolizers(symbolizer_options({}, args.symfs));
+    analyze::SymbolizerPool symbolizers(symbolizer_options({}, args.symbols));
     check_fleet_filters_used(args.fleet, args.profiles);
     if (std::any_of(args.profiles.begin(), args.profiles.end(), [](const auto& p) { return fleet::is_clickhouse_url(p); })) {
         std::vector<fleet::ReportSource> sources;
@@ -76,7 +76,7 @@ void add_stats_verb(CLI::App& root, std::vector<Verb>& verbs) {
     add_fleet_filter_options(*app, args->fleet);
     add_include_idle_option(*app, args->include_idle);
     add_format_option(*app, args->format);
-    add_symfs_option(*app, args->symfs);
+    add_symbol_search_options(*app, args->symbols);
     app->footer("\nExamples:\n  ecpi stats run1.db run2.db run3.db\n  ecpi stats ecpi.db@1 ecpi.db@2 --limit 20\n");
     verbs.push_back({app, [args] { return run_stats(*args); }});
 }

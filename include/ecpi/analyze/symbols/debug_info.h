@@ -45,8 +45,11 @@ public:
     // Opens an ELF file and, through elfutils' standard search, its DWARF
     // (in the file, by build id under the debug roots, or by .gnu_debuglink).
     // An image without DWARF opens fine: has_lines() is then false.
+    // `debug_file`, when given, is the separate debug file to read DWARF from
+    // (one the Symbolizer found or fetched by build id); else libdwfl searches.
     static Result<DebugInfo> open(const std::filesystem::path& elf_file,
-                                  const std::vector<std::filesystem::path>& debug_roots = {});
+                                  const std::vector<std::filesystem::path>& debug_roots = {},
+                                  const std::filesystem::path& debug_file = {});
     DebugInfo(DebugInfo&&) noexcept;
     DebugInfo& operator=(DebugInfo&&) noexcept;
     ~DebugInfo();

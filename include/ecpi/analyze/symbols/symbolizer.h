@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ecpi/analyze/symbols/debuginfod.h"
 #include "ecpi/result.h"
 #include "ecpi/store/profile.h"
 
@@ -38,10 +39,13 @@ public:
     // without a full .symtab (its own or a debug file's), functions no symbol
     // covers are named from their .eh_frame FDE "IMAGE+0xSTART", IMAGE
     // being `image_name` (default: the file's name). `debug_search` are extra
-    // roots for separate debug files (default /usr/lib/debug).
+    // roots for separate debug files (default /usr/lib/debug); `debug_file`,
+    // when given, is a separate debug file of `file` (checked by build id) to
+    // use before searching.
     static Result<SymbolTable> from_elf(const std::filesystem::path& file,
                                         const std::vector<std::filesystem::path>& debug_search = {},
-                                        const std::string& image_name = {});
+                                        const std::string& image_name = {},
+                                        const std::filesystem::path& debug_file = {});
     // /proc/kallsyms format; addresses become offsets from _text.
     static Result<SymbolTable> from_kallsyms(const std::filesystem::path& file = "/proc/kallsyms");
 
@@ -58,6 +62,12 @@ public:
     // or for a size-0 symbol the next symbol's start (bounded by its section).
     std::uint64_t end_of(const Symbol& sym) const;
     const std::string& build_id() const { return build_id_; }  // hex, may be empty
+    // Whether a full .symtab (the file's own or a separate debug file's) named
+    // the functions; false for a stripped image read from .dynsym,
+    // .gnu_debugdata and .eh_frame.
+    bool complete() const { return complete_; }
+    // The separate debug file whose .symtab was read ("" when none was).
+    const std::filesystem::path& debug_file() const { return debug_file_; }
     // How many symbols are FDE extents (Symbol::from_frame_info): > 0 means the
     // image lacks names for some of its functions.
     std::size_t frame_named() const { return frame_named_; }
@@ -73,6 +83,8 @@ private:
     // the next symbol's start, bounded by the end of its ELF section.
     std::vector<std::uint64_t> ends_;
     std::string build_id_;
+    bool complete_ = false;
+    std::filesystem::path debug_file_;
     std::size_t frame_named_ = 0;
     std::vector<std::string> notes_;
 };
@@ -109,6 +121,11 @@ public:
         // copy is used only with the recorded build id, and one with another
         // build id is refused by name.
         std::vector<std::filesystem::path> symfs;
+        // Separate debug files fetched by build id for images without a full
+        // symbol table (when enabled and DEBUGINFOD_URLS is set); each image's
+        // failure is said once on debuginfod.report, and its names stay
+        // those of .dynsym and .eh_frame.
+        DebuginfodOptions debuginfod;
     };
     explicit Symbolizer(Options options);
     ~Symbolizer();
@@ -123,6 +140,9 @@ public:
     // recorded path; never a separate debug file), for code bytes and DWARF.
     // nullopt when the table came from elsewhere or could not be read.
     std::optional<std::filesystem::path> image_file(const store::ImageId& image);
+    // The separate debug file the image's symbols came from (found locally or
+    // fetched), for DWARF; nullopt when there is none.
+    std::optional<std::filesystem::path> debug_file(const store::ImageId& image);
     const Options& options() const;
 
 private:
