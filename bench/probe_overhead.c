@@ -2,8 +2,10 @@
  * fixed call path five frames deep (main > level1 > level2 > level3 >
  * bench_loop > bench_fn) and prints the nanoseconds per call. Built by the
  * script twice: with frame pointers, and without (-fomit-frame-pointer, for
- * the DWARF unwinding case).
- * Usage: probe_overhead N [start-delay-ms] */
+ * the DWARF unwinding case). With WORK, bench_fn also runs WORK rounds of a
+ * dependent xorshift chain (net-of-probe figures: functions of about
+ * 100 ns, 1 us and 10 us per call).
+ * Usage: probe_overhead N [start-delay-ms [WORK]] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +13,15 @@
 #include <unistd.h>
 
 static volatile uint64_t sink;
+static long work = 0;
 
 __attribute__((noinline)) uint64_t bench_fn(uint64_t x)
 {
+	for (long i = 0; i < work; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+	}
 	sink += x;
 	return x * 3;
 }
@@ -35,6 +43,8 @@ int main(int argc, char **argv)
 	long n = argc > 1 ? atol(argv[1]) : 1000000;
 	if (argc > 2)
 		usleep((useconds_t)atoi(argv[2]) * 1000);
+	if (argc > 3)
+		work = atol(argv[3]);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	uint64_t s = level1(n);

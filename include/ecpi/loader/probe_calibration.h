@@ -1,0 +1,55 @@
+// What `ecpi probe` costs per call on this machine, measured when a timed
+// session starts, as `paths record` measures its block cost: ecpi probes an
+// empty function of its own with the same BPF programs and calls it in
+// rounds. A uprobe and a uretprobe trap each cost microseconds in a VM; the
+// part of them between the entry's and the return's clock reads is inside
+// every call's measured time, and both traps whole are inside the time of
+// every probed call's callers (iPath's trampolines excluded their own cost;
+// analyze/paths/probe_net.h subtracts ours).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ecpi/result.h"
+#include "ecpi/store/probe_results.h"
+
+namespace ecpi::loader {
+
+struct ProbeCalibrationOptions {
+    bool dwarf = false;                  // the session's --unwind dwarf (its entry copies the stack)
+    std::uint32_t rounds = 9;
+    std::uint32_t calls_per_round = 1000;
+};
+
+// One round of the calibration: `calls` probed calls of the empty function.
+struct ProbeCalibrationRound {
+    std::uint64_t calls = 0;            // exit records received (timed calls)
+    double self_wall_ns = 0;            // sum of the calls' measured wall time
+    double self_cpu_ns = 0;             // sum of their on-CPU time
+    double self_wall_squares = 0;       // sum of squared wall times
+    double caller_ns_per_call = 0;      // the calling loop's clock, per call
+};
+
+// Loads a second instance of the probe BPF programs for this process,
+// probes two empty functions (one whose first instruction the kernel
+// emulates, one whose first instruction it single-steps), runs the rounds
+// of each (and as many unprobed ones first) and summarizes them. Needs the
+// privileges `probe` needs.
+[[nodiscard]] Result<store::ProbeCost> measure_probe_cost(const ProbeCalibrationOptions& options);
+
+// Whether a uprobe on a function starting with these bytes single-steps its
+// first instruction out of line (x86-64: everything but the push, nop,
+// jump and call instructions the kernel emulates; elsewhere false).
+bool entry_single_stepped(const std::uint8_t* bytes, std::size_t size);
+
+// One line: what a probed call costs and how it was measured.
+std::string describe_probe_cost(const store::ProbeCost& cost);
+
+// One kind's rounds summarized: medians of the rounds' means, half their
+// range as the spread, the per-call standard deviation over every call.
+[[nodiscard]] Result<store::ProbeCostKind> summarize_probe_rounds(const std::vector<ProbeCalibrationRound>& rounds,
+                                                                  double unprobed_ns_per_call);
+
+}  // namespace ecpi::loader

@@ -1,0 +1,260 @@
+#include "ecpi/loader/probe_calibration.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "ecpi_abi.h"
+#include "probe.skel.h"
+
+// The probed empty functions, in assembly so that no compiler option
+// changes their first instruction: the first begins as a compiled function
+// with frame pointers does (push %rbp, which the kernel emulates), the
+// second as a leaf function often does (a move, which it single-steps).
+#if defined(__x86_64__)
+asm(R"(
+    .text
+    .globl ecpi_probe_calibration_emulated
+    .type ecpi_probe_calibration_emulated, @function
+ecpi_probe_calibration_emulated:
+    push %rbp
+    mov %rsp, %rbp
+    pop %rbp
+    ret
+    .size ecpi_probe_calibration_emulated, .-ecpi_probe_calibration_emulated
+    .globl ecpi_probe_calibration_stepped
+    .type ecpi_probe_calibration_stepped, @function
+ecpi_probe_calibration_stepped:
+    mov %rdi, %rax
+    ret
+    .size ecpi_probe_calibration_stepped, .-ecpi_probe_calibration_stepped
+)");
+extern "C" void ecpi_probe_calibration_emulated();
+extern "C" void ecpi_probe_calibration_stepped();
+#else
+extern "C" __attribute__((noinline, used)) void ecpi_probe_calibration_emulated() { asm volatile("" ::: "memory"); }
+extern "C" __attribute__((noinline, used)) void ecpi_probe_calibration_stepped() { asm volatile("" ::: "memory"); }
+#endif
+
+namespace ecpi::loader {
+namespace {
+
+Error bpf_error(int err, const std::string& what) {
+    if (err < 0) err = -err;
+    return Error::from_errno(err, "measuring the probe's own cost: " + what);
+}
+
+// Where the empty function lies in its file: the mapping of this process
+// that holds it.
+struct FileLocation {
+    std::string path;
+    std::uint64_t offset = 0;
+};
+Result<FileLocation> locate_in_file(const void* address) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(address);
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+        unsigned long long start = 0, end = 0, offset = 0;
+        int path_pos = 0;
+        if (std::sscanf(line.c_str(), "%llx-%llx %*s %llx %*s %*s %n", &start, &end, &offset, &path_pos) < 3) continue;
+        if (addr < start || addr >= end || path_pos <= 0 || static_cast<std::size_t>(path_pos) >= line.size()) continue;
+        std::string path = line.substr(static_cast<std::size_t>(path_pos));
+        if (path.empty() || path[0] != '/')
+            return Error("measuring the probe's own cost: ecpi's code is not mapped from a file; rerun with --raw-times");
+        return FileLocation{path, addr - start + offset};
+    }
+    return Error("measuring the probe's own cost: ecpi's own code is not in /proc/self/maps; rerun with --raw-times");
+}
+
+// The rounds' exit records, summed into the current round of their function.
+int on_calibration_record(void* ctx, void* data, std::size_t size) {
+    auto* rounds = static_cast<ProbeCalibrationRound*>(ctx);
+    std::uint32_t kind = 0;
+    if (size >= sizeof kind) std::memcpy(&kind, data, sizeof kind);
+    if (kind != ECPI_RECORD_PROBE_EXIT || size < sizeof(ecpi_probe_exit_record)) return 0;
+    ecpi_probe_exit_record rec;
+    std::memcpy(&rec, data, sizeof rec);
+    if (rec.probe_id > 1) return 0;
+    ProbeCalibrationRound* round = &rounds[rec.probe_id];
+    const auto wall = static_cast<double>(rec.wall_ns);
+    ++round->calls;
+    round->self_wall_ns += wall;
+    round->self_cpu_ns += static_cast<double>(rec.cpu_ns);
+    round->self_wall_squares += wall * wall;
+    return 0;
+}
+
+using EmptyFunction = void (*)();
+constexpr EmptyFunction kTargets[2] = {ecpi_probe_calibration_emulated, ecpi_probe_calibration_stepped};
+
+double loop_ns_per_call(EmptyFunction target, std::uint32_t calls) {
+    const auto start = std::chrono::steady_clock::now();
+    for (std::uint32_t i = 0; i < calls; ++i) target();
+    const auto end = std::chrono::steady_clock::now();
+    return std::chrono::duration<double, std::nano>(end - start).count() / calls;
+}
+
+// The probe BPF object loaded for this process alone.
+struct CalibrationProbes {
+    probe_bpf* skel = nullptr;
+    ring_buffer* rb = nullptr;
+    std::vector<bpf_link*> links;
+    ProbeCalibrationRound rounds[2];  // [probe id]: this round's records of each function
+    CalibrationProbes() = default;
+    CalibrationProbes(const CalibrationProbes&) = delete;
+    CalibrationProbes& operator=(const CalibrationProbes&) = delete;
+    ~CalibrationProbes() {
+        for (auto* link : links) bpf_link__destroy(link);
+        if (rb) ring_buffer__free(rb);
+        if (skel) probe_bpf__destroy(skel);
+    }
+
+    Result<void> load(bool dwarf) {
+        skel = probe_bpf__open();
+        if (!skel) return bpf_error(errno, "opening the probe BPF object");
+        skel->rodata->target_tgid = static_cast<std::uint32_t>(::getpid());
+        skel->rodata->copy_stack = dwarf;
+        if (int err = bpf_map__set_max_entries(skel->maps.probe_rb, 16u << 20))
+            return bpf_error(err, "sizing its ring buffer");
+        if (int err = probe_bpf__load(skel)) return bpf_error(err, "loading the probe BPF program");
+        rb = ring_buffer__new(bpf_map__fd(skel->maps.probe_rb), on_calibration_record, rounds, nullptr);
+        if (!rb) return bpf_error(errno, "creating its ring buffer reader");
+        return ok();
+    }
+
+    // As the session attaches a timed probe: the return first.
+    Result<void> attach(const FileLocation& where, std::uint32_t probe_id) {
+        const std::uint64_t cookie = probe_id | ECPI_PROBE_COOKIE_TIMED;
+        const pid_t self = ::getpid();
+        for (bool ret : {true, false}) {
+            LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = ret);
+            bpf_link* link = bpf_program__attach_uprobe_opts(ret ? skel->progs.ecpi_probe_exit : skel->progs.ecpi_probe_entry,
+                                                             self, where.path.c_str(), where.offset, &opts);
+            if (!link) return bpf_error(errno, "attaching a probe to an empty function of ecpi");
+            links.push_back(link);
+        }
+        return ok();
+    }
+
+    Result<ProbeCalibrationRound> run_round(std::uint32_t probe_id, std::uint32_t calls) {
+        rounds[0] = rounds[1] = {};
+        const double ns = loop_ns_per_call(kTargets[probe_id], calls);
+        int n = ring_buffer__consume(rb);
+        if (n < 0) return bpf_error(n, "reading its ring buffer");
+        rounds[probe_id].caller_ns_per_call = ns;
+        return rounds[probe_id];
+    }
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double half_range(const std::vector<double>& v) {
+    auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return (*hi - *lo) / 2;
+}
+
+}  // namespace
+
+Result<store::ProbeCostKind> summarize_probe_rounds(const std::vector<ProbeCalibrationRound>& rounds,
+                                                    double unprobed_ns_per_call) {
+    std::vector<double> wall, cpu, caller;
+    double calls = 0, sum = 0, squares = 0;
+    for (const auto& r : rounds) {
+        if (r.calls == 0) continue;
+        const auto n = static_cast<double>(r.calls);
+        wall.push_back(r.self_wall_ns / n);
+        cpu.push_back(r.self_cpu_ns / n);
+        caller.push_back(r.caller_ns_per_call);
+        calls += n;
+        sum += r.self_wall_ns;
+        squares += r.self_wall_squares;
+    }
+    if (wall.size() < 3)
+        return Error("measuring the probe's own cost: fewer than 3 rounds returned timed calls "
+                     "(is the ring buffer full or the BPF program refused?); rerun with --raw-times");
+    store::ProbeCostKind c;
+    c.self_wall_ns = median(wall);
+    c.self_cpu_ns = median(cpu);
+    c.self_spread_ns = half_range(wall);
+    const double mean = sum / calls;
+    c.self_sd_ns = calls > 1 ? std::sqrt(std::max(0.0, (squares - calls * mean * mean) / (calls - 1))) : 0.0;
+    c.pair_ns = std::max(0.0, median(caller) - unprobed_ns_per_call);
+    c.pair_spread_ns = half_range(caller);
+    return c;
+}
+
+bool entry_single_stepped(const std::uint8_t* bytes, std::size_t size) {
+#if defined(__x86_64__)
+    // arch/x86/kernel/uprobes.c: branch_setup_xol_ops (jmp, call, jcc, nop)
+    // and push_setup_xol_ops (push of a 64-bit register) emulate these.
+    if (size == 0) return true;
+    std::uint8_t op = bytes[0];
+    if (op == 0x41 && size > 1) op = bytes[1] >= 0x50 && bytes[1] <= 0x57 ? bytes[1] : 0x00;  // push %r8-%r15
+    if ((op >= 0x50 && op <= 0x57) || op == 0x90 || op == 0xe8 || op == 0xe9 || op == 0xeb || (op >= 0x70 && op <= 0x7f))
+        return false;
+    if (op == 0x0f && size > 1 && ((bytes[1] >= 0x80 && bytes[1] <= 0x8f) || bytes[1] == 0x1f)) return false;
+    return true;
+#else
+    (void)bytes;
+    (void)size;
+    return false;
+#endif
+}
+
+std::string describe_probe_cost(const store::ProbeCost& c) {
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "probe cost per call: %.0f ns (± %.0f) inside the probed call's own time, %.0f ns (± %.0f) in its "
+                  "callers' (%.0f and %.0f ns when its first instruction is single-stepped); %u rounds of %llu calls "
+                  "of empty functions",
+                  c.emulated.self_wall_ns, c.emulated.self_spread_ns, c.emulated.pair_ns, c.emulated.pair_spread_ns,
+                  c.stepped.self_wall_ns, c.stepped.pair_ns, c.rounds,
+                  static_cast<unsigned long long>(c.rounds ? c.calls / (2 * c.rounds) : 0));
+    return line;
+}
+
+Result<store::ProbeCost> measure_probe_cost(const ProbeCalibrationOptions& options) {
+    const std::uint32_t calls = std::max<std::uint32_t>(1, options.calls_per_round);
+    CalibrationProbes probes;
+    ECPI_RETURN_IF_ERROR(probes.load(options.dwarf));
+    std::vector<double> unprobed[2];
+    for (std::uint32_t id = 0; id < 2; ++id) {
+        for (std::uint32_t r = 0; r < options.rounds; ++r) unprobed[id].push_back(loop_ns_per_call(kTargets[id], calls));
+        ECPI_ASSIGN_OR_RETURN(FileLocation where, locate_in_file(reinterpret_cast<const void*>(kTargets[id])));
+        ECPI_RETURN_IF_ERROR(probes.attach(where, id));
+    }
+    // A warm-up round each (the thread's first probed calls set up its
+    // state), then the rounds, the two functions in turn.
+    std::vector<ProbeCalibrationRound> rounds[2];
+    for (std::uint32_t r = 0; r <= options.rounds; ++r)
+        for (std::uint32_t id = 0; id < 2; ++id) {
+            ECPI_ASSIGN_OR_RETURN(auto round, probes.run_round(id, calls));
+            if (r > 0) rounds[id].push_back(round);
+        }
+    store::ProbeCost cost;
+    cost.method = "empty functions in ecpi probed as the target's are (" +
+                  std::string(options.dwarf ? "DWARF stack copy" : "frame-pointer path") + "), " +
+                  std::to_string(options.rounds) + " rounds of " + std::to_string(calls) +
+                  " calls each: their measured time, and their callers' clock probed minus unprobed";
+    cost.rounds = options.rounds;
+    cost.unprobed_ns = median(unprobed[0]);
+    ECPI_ASSIGN_OR_RETURN(cost.emulated, summarize_probe_rounds(rounds[0], median(unprobed[0])));
+    ECPI_ASSIGN_OR_RETURN(cost.stepped, summarize_probe_rounds(rounds[1], median(unprobed[1])));
+    for (const auto* kind : {&rounds[0], &rounds[1]})
+        for (const auto& r : *kind) cost.calls += r.calls;
+    return cost;
+}
+
+}  // namespace ecpi::loader
