@@ -83,23 +83,24 @@ int on_calibration_record(void* ctx, void* data, std::size_t size) {
     ecpi_probe_exit_record rec;
     std::memcpy(&rec, data, sizeof rec);
     if (rec.probe_id > 1) return 0;
-    ProbeCalibrationRound* round = &rounds[rec.probe_id];
-    const auto wall = static_cast<double>(rec.wall_ns);
-    ++round->calls;
-    round->self_wall_ns += wall;
-    round->self_cpu_ns += static_cast<double>(rec.cpu_ns);
-    round->self_wall_squares += wall * wall;
+    ProbeCalibrationRound& round = rounds[rec.probe_id];
+    round.wall_ns.push_back(static_cast<double>(rec.wall_ns));
+    round.cpu_ns.push_back(static_cast<double>(rec.cpu_ns));
     return 0;
 }
 
 using EmptyFunction = void (*)();
 constexpr EmptyFunction kTargets[2] = {ecpi_probe_calibration_emulated, ecpi_probe_calibration_stepped};
 
-double loop_ns_per_call(EmptyFunction target, std::uint32_t calls) {
-    const auto start = std::chrono::steady_clock::now();
-    for (std::uint32_t i = 0; i < calls; ++i) target();
-    const auto end = std::chrono::steady_clock::now();
-    return std::chrono::duration<double, std::nano>(end - start).count() / calls;
+// Each call timed by its caller's clock.
+std::vector<double> time_calls(EmptyFunction target, std::uint32_t calls) {
+    std::vector<double> ns(calls);
+    for (std::uint32_t i = 0; i < calls; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        target();
+        ns[i] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    }
+    return ns;
 }
 
 // The probe BPF object loaded for this process alone.
@@ -146,11 +147,11 @@ struct CalibrationProbes {
 
     Result<ProbeCalibrationRound> run_round(std::uint32_t probe_id, std::uint32_t calls) {
         rounds[0] = rounds[1] = {};
-        const double ns = loop_ns_per_call(kTargets[probe_id], calls);
+        std::vector<double> caller = time_calls(kTargets[probe_id], calls);
         int n = ring_buffer__consume(rb);
         if (n < 0) return bpf_error(n, "reading its ring buffer");
-        rounds[probe_id].caller_ns_per_call = ns;
-        return rounds[probe_id];
+        rounds[probe_id].caller_ns = std::move(caller);
+        return std::move(rounds[probe_id]);
     }
 };
 
@@ -160,26 +161,44 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-double half_range(const std::vector<double>& v) {
-    auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-    return (*hi - *lo) / 2;
+// Half the interquartile range (nearest ranks).
+double half_iqr(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return (v[(3 * (n - 1) + 2) / 4] - v[(n - 1) / 4]) / 2;
 }
 
 }  // namespace
+
+double mean_of_uninterrupted(const std::vector<double>& ns) {
+    if (ns.empty()) return 0;
+    const double limit = 10 * median(ns);
+    double sum = 0, n = 0;
+    for (double v : ns)
+        if (v <= limit) sum += v, ++n;
+    return n ? sum / n : 0;
+}
 
 Result<store::ProbeCostKind> summarize_probe_rounds(const std::vector<ProbeCalibrationRound>& rounds,
                                                     double unprobed_ns_per_call) {
     std::vector<double> wall, cpu, caller;
     double calls = 0, sum = 0, squares = 0;
     for (const auto& r : rounds) {
-        if (r.calls == 0) continue;
-        const auto n = static_cast<double>(r.calls);
-        wall.push_back(r.self_wall_ns / n);
-        cpu.push_back(r.self_cpu_ns / n);
-        caller.push_back(r.caller_ns_per_call);
+        if (r.wall_ns.empty() || r.cpu_ns.size() != r.wall_ns.size()) continue;
+        const double limit = 10 * median(r.wall_ns);
+        double n = 0, round_wall = 0, round_cpu = 0;
+        for (std::size_t i = 0; i < r.wall_ns.size(); ++i) {
+            if (r.wall_ns[i] > limit) continue;  // interrupted
+            ++n;
+            round_wall += r.wall_ns[i];
+            round_cpu += r.cpu_ns[i];
+            squares += r.wall_ns[i] * r.wall_ns[i];
+        }
+        wall.push_back(round_wall / n);
+        cpu.push_back(round_cpu / n);
+        caller.push_back(mean_of_uninterrupted(r.caller_ns));
         calls += n;
-        sum += r.self_wall_ns;
-        squares += r.self_wall_squares;
+        sum += round_wall;
     }
     if (wall.size() < 3)
         return Error("measuring the probe's own cost: fewer than 3 rounds returned timed calls "
@@ -187,11 +206,11 @@ Result<store::ProbeCostKind> summarize_probe_rounds(const std::vector<ProbeCalib
     store::ProbeCostKind c;
     c.self_wall_ns = median(wall);
     c.self_cpu_ns = median(cpu);
-    c.self_spread_ns = half_range(wall);
+    c.self_spread_ns = half_iqr(wall);
     const double mean = sum / calls;
     c.self_sd_ns = calls > 1 ? std::sqrt(std::max(0.0, (squares - calls * mean * mean) / (calls - 1))) : 0.0;
     c.pair_ns = std::max(0.0, median(caller) - unprobed_ns_per_call);
-    c.pair_spread_ns = half_range(caller);
+    c.pair_spread_ns = half_iqr(caller);
     return c;
 }
 
@@ -231,7 +250,8 @@ Result<store::ProbeCost> measure_probe_cost(const ProbeCalibrationOptions& optio
     ECPI_RETURN_IF_ERROR(probes.load(options.dwarf));
     std::vector<double> unprobed[2];
     for (std::uint32_t id = 0; id < 2; ++id) {
-        for (std::uint32_t r = 0; r < options.rounds; ++r) unprobed[id].push_back(loop_ns_per_call(kTargets[id], calls));
+        for (std::uint32_t r = 0; r < options.rounds; ++r)
+            unprobed[id].push_back(mean_of_uninterrupted(time_calls(kTargets[id], calls)));
         ECPI_ASSIGN_OR_RETURN(FileLocation where, locate_in_file(reinterpret_cast<const void*>(kTargets[id])));
         ECPI_RETURN_IF_ERROR(probes.attach(where, id));
     }
@@ -247,13 +267,14 @@ Result<store::ProbeCost> measure_probe_cost(const ProbeCalibrationOptions& optio
     cost.method = "empty functions in ecpi probed as the target's are (" +
                   std::string(options.dwarf ? "DWARF stack copy" : "frame-pointer path") + "), " +
                   std::to_string(options.rounds) + " rounds of " + std::to_string(calls) +
-                  " calls each: their measured time, and their callers' clock probed minus unprobed";
+                  " calls each: their measured time, and their callers' clock probed minus unprobed (means of the calls "
+                  "not interrupted, medians over the rounds)";
     cost.rounds = options.rounds;
     cost.unprobed_ns = median(unprobed[0]);
     ECPI_ASSIGN_OR_RETURN(cost.emulated, summarize_probe_rounds(rounds[0], median(unprobed[0])));
     ECPI_ASSIGN_OR_RETURN(cost.stepped, summarize_probe_rounds(rounds[1], median(unprobed[1])));
     for (const auto* kind : {&rounds[0], &rounds[1]})
-        for (const auto& r : *kind) cost.calls += r.calls;
+        for (const auto& r : *kind) cost.calls += r.wall_ns.size();
     return cost;
 }
 

@@ -23,13 +23,11 @@ struct ProbeCalibrationOptions {
     std::uint32_t calls_per_round = 1000;
 };
 
-// One round of the calibration: `calls` probed calls of the empty function.
+// One round of the calibration: per call of the empty function, what its
+// exit record measured and what the calling loop's clock saw around it.
 struct ProbeCalibrationRound {
-    std::uint64_t calls = 0;            // exit records received (timed calls)
-    double self_wall_ns = 0;            // sum of the calls' measured wall time
-    double self_cpu_ns = 0;             // sum of their on-CPU time
-    double self_wall_squares = 0;       // sum of squared wall times
-    double caller_ns_per_call = 0;      // the calling loop's clock, per call
+    std::vector<double> wall_ns, cpu_ns;  // per timed call (exit records)
+    std::vector<double> caller_ns;        // per call: the caller's clock
 };
 
 // Loads a second instance of the probe BPF programs for this process,
@@ -47,8 +45,15 @@ bool entry_single_stepped(const std::uint8_t* bytes, std::size_t size);
 // One line: what a probed call costs and how it was measured.
 std::string describe_probe_cost(const store::ProbeCost& cost);
 
-// One kind's rounds summarized: medians of the rounds' means, half their
-// range as the spread, the per-call standard deviation over every call.
+// A round's mean without its interrupted calls: those above 10x the
+// round's median (a tick, an interrupt or preemption inside them, which
+// is not the probe's cost) are left out.
+double mean_of_uninterrupted(const std::vector<double>& ns);
+
+// One kind's rounds summarized: the median of the rounds' means (of their
+// uninterrupted calls), half the rounds' interquartile range as the spread,
+// the per-call standard deviation over every uninterrupted call. Fewer than
+// 3 rounds with calls is an error.
 [[nodiscard]] Result<store::ProbeCostKind> summarize_probe_rounds(const std::vector<ProbeCalibrationRound>& rounds,
                                                                   double unprobed_ns_per_call);
 

@@ -185,38 +185,51 @@ TEST_CASE("the probe cost, nested calls and net times survive the JSON document"
     CHECK(t.net->noise_ns == doctest::Approx(r.functions[0].paths[0].timers.at("wall").net->noise_ns));
 }
 
-TEST_CASE("the calibration's rounds: medians, half their range, the per-call spread") {
+TEST_CASE("the calibration's rounds: medians of means without interrupted calls, half their IQR, per-call spread") {
     std::vector<loader::ProbeCalibrationRound> rounds;
-    // Rounds of 4 calls; round means 2000, 2100, 1900 ns; callers' clock 5002, 5202, 4902 ns.
-    for (auto [base, caller] : {std::pair{2000.0, 5002.0}, {2100.0, 5202.0}, {1900.0, 4902.0}}) {
+    // Five rounds of four calls, round means 1900..2100 ns; callers' clock
+    // 5000 ns more than the empty call's unprobed 2 ns, give or take.
+    const double means[] = {2000, 2100, 1900, 2050, 1950};
+    const double callers[] = {5002, 5202, 4902, 5102, 4952};
+    for (int k = 0; k < 5; ++k) {
         loader::ProbeCalibrationRound r;
-        for (double ns : {base - 100, base + 100, base - 100, base + 100}) {
-            ++r.calls;
-            r.self_wall_ns += ns;
-            r.self_cpu_ns += ns - 50;
-            r.self_wall_squares += ns * ns;
+        for (double d : {-100.0, 100.0, -100.0, 100.0}) {
+            r.wall_ns.push_back(means[k] + d);
+            r.cpu_ns.push_back(means[k] + d - 50);
+            r.caller_ns.push_back(callers[k] + d);
         }
-        r.caller_ns_per_call = caller;
         rounds.push_back(r);
     }
+    // A call preempted for a millisecond, in the wall clock and the caller's:
+    // not the probe's cost.
+    rounds[0].wall_ns.push_back(1e6);
+    rounds[0].cpu_ns.push_back(2000);
+    rounds[0].caller_ns.push_back(1e6);
     auto c = loader::summarize_probe_rounds(rounds, 2.0);
     REQUIRE(c.ok());
     CHECK(c->self_wall_ns == doctest::Approx(2000));
     CHECK(c->self_cpu_ns == doctest::Approx(1950));
-    CHECK(c->self_spread_ns == doctest::Approx(100));
+    // Sorted means 1900 1950 2000 2050 2100: quartiles 1950 and 2050.
+    CHECK(c->self_spread_ns == doctest::Approx(50));
     CHECK(c->pair_ns == doctest::Approx(5000));
-    CHECK(c->pair_spread_ns == doctest::Approx(150));
-    // Values 1800..2200 around a mean of 2000: sd from the 12 calls.
+    CHECK(c->pair_spread_ns == doctest::Approx((5102 - 4952) / 2.0));
     double sum_sq = 0;
-    for (double m : {2000.0, 2100.0, 1900.0})
+    for (double m : means)
         for (double d : {-100.0, 100.0, -100.0, 100.0}) sum_sq += (m + d - 2000) * (m + d - 2000);
-    CHECK(c->self_sd_ns == doctest::Approx(std::sqrt(sum_sq / 11)));
+    CHECK(c->self_sd_ns == doctest::Approx(std::sqrt(sum_sq / 19)));
+}
+
+TEST_CASE("a round's mean leaves out calls above ten times its median") {
+    CHECK(loader::mean_of_uninterrupted({100, 110, 90, 5000}) == doctest::Approx(100));
+    CHECK(loader::mean_of_uninterrupted({100, 110, 90, 900}) == doctest::Approx(300));
+    CHECK(loader::mean_of_uninterrupted({}) == 0);
 }
 
 TEST_CASE("a calibration whose rounds returned no timed calls is an error, not a zero cost") {
     std::vector<loader::ProbeCalibrationRound> rounds(5);
-    rounds[0].calls = 10;
-    rounds[0].self_wall_ns = 20000;
+    rounds[0].wall_ns = {2000};
+    rounds[0].cpu_ns = {2000};
+    rounds[0].caller_ns = {5000};
     auto c = loader::summarize_probe_rounds(rounds, 2.0);
     REQUIRE_FALSE(c.ok());
     CHECK(c.error().message().find("--raw-times") != std::string::npos);
