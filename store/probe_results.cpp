@@ -76,7 +76,8 @@ ProbeTimer timer_from_json(const nlohmann::json& j) {
 
 nlohmann::json cost_kind_to_json(const ProbeCostKind& k) {
     return {{"self_wall_ns", k.self_wall_ns}, {"self_cpu_ns", k.self_cpu_ns}, {"self_spread_ns", k.self_spread_ns},
-            {"self_sd_ns", k.self_sd_ns},     {"pair_ns", k.pair_ns},         {"pair_spread_ns", k.pair_spread_ns}};
+            {"self_sd_ns", k.self_sd_ns},     {"pair_ns", k.pair_ns},         {"pair_spread_ns", k.pair_spread_ns},
+            {"pair_cpu_ns", k.pair_cpu_ns}};
 }
 
 ProbeCostKind cost_kind_from_json(const nlohmann::json& j) {
@@ -88,6 +89,7 @@ ProbeCostKind cost_kind_from_json(const nlohmann::json& j) {
     k.self_sd_ns = j.value("self_sd_ns", 0.0);
     k.pair_ns = j.value("pair_ns", 0.0);
     k.pair_spread_ns = j.value("pair_spread_ns", 0.0);
+    k.pair_cpu_ns = j.value("pair_cpu_ns", k.pair_ns);
     return k;
 }
 

@@ -14,8 +14,11 @@ store::ProbeTimer::Net net_of_probe(const store::ProbeTimer& timer, const store:
     const double emulated_per_call = static_cast<double>(timer.nested_calls - stepped) / calls;
     const double stepped_per_call = static_cast<double>(stepped) / calls;
     const store::ProbeCostKind& own = entry_stepped ? cost.stepped : cost.emulated;
-    const double self_ns = timer_name == "cpu" ? own.self_cpu_ns : own.self_wall_ns;
-    net.probe_ns = self_ns + emulated_per_call * cost.emulated.pair_ns + stepped_per_call * cost.stepped.pair_ns;
+    const bool cpu = timer_name == "cpu";
+    const double self_ns = cpu ? own.self_cpu_ns : own.self_wall_ns;
+    const double emulated_pair = cpu ? cost.emulated.pair_cpu_ns : cost.emulated.pair_ns;
+    const double stepped_pair = cpu ? cost.stepped.pair_cpu_ns : cost.stepped.pair_ns;
+    net.probe_ns = self_ns + emulated_per_call * emulated_pair + stepped_per_call * stepped_pair;
     net.mean_ns = timer.mean_ns() - net.probe_ns;
     net.noise_ns = own.self_spread_ns + emulated_per_call * cost.emulated.pair_spread_ns +
                    stepped_per_call * cost.stepped.pair_spread_ns + 1.96 * own.self_sd_ns / std::sqrt(calls);

@@ -92,15 +92,41 @@ int on_calibration_record(void* ctx, void* data, std::size_t size) {
 using EmptyFunction = void (*)();
 constexpr EmptyFunction kTargets[2] = {ecpi_probe_calibration_emulated, ecpi_probe_calibration_stepped};
 
-// Each call timed by its caller's clock.
-std::vector<double> time_calls(EmptyFunction target, std::uint32_t calls) {
-    std::vector<double> ns(calls);
+double thread_cpu_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+}
+
+// Each call timed by its caller's clock, and the thread's CPU time over
+// them all (which time spent waiting for a CPU does not enter).
+ProbeCalibrationRound time_calls_here(EmptyFunction target, std::uint32_t calls) {
+    ProbeCalibrationRound round;
+    round.caller_ns.resize(calls);
+    const double cpu_start = thread_cpu_ns();
     for (std::uint32_t i = 0; i < calls; ++i) {
         const auto start = std::chrono::steady_clock::now();
         target();
-        ns[i] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+        round.caller_ns[i] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
     }
-    return ns;
+    round.caller_cpu_ns = (thread_cpu_ns() - cpu_start) / calls;
+    return round;
+}
+
+// The same `depth` frames down (this file is built with frame pointers):
+// the entry program walks a call path as deep as a program's typical one,
+// and each frame it reads is part of what a probed call costs its callers.
+__attribute__((noinline)) ProbeCalibrationRound time_calls_at(int depth, EmptyFunction target, std::uint32_t calls) {
+    if (depth <= 0) return time_calls_here(target, calls);
+    ProbeCalibrationRound round = time_calls_at(depth - 1, target, calls);
+    asm volatile("" ::: "memory");  // no tail call: the frame stays
+    return round;
+}
+
+constexpr int kCalibrationDepth = 6;
+
+ProbeCalibrationRound time_calls(EmptyFunction target, std::uint32_t calls) {
+    return time_calls_at(kCalibrationDepth, target, calls);
 }
 
 // The probe BPF object loaded for this process alone.
@@ -147,10 +173,11 @@ struct CalibrationProbes {
 
     Result<ProbeCalibrationRound> run_round(std::uint32_t probe_id, std::uint32_t calls) {
         rounds[0] = rounds[1] = {};
-        std::vector<double> caller = time_calls(kTargets[probe_id], calls);
+        ProbeCalibrationRound caller = time_calls(kTargets[probe_id], calls);
         int n = ring_buffer__consume(rb);
         if (n < 0) return bpf_error(n, "reading its ring buffer");
-        rounds[probe_id].caller_ns = std::move(caller);
+        rounds[probe_id].caller_ns = std::move(caller.caller_ns);
+        rounds[probe_id].caller_cpu_ns = caller.caller_cpu_ns;
         return std::move(rounds[probe_id]);
     }
 };
@@ -180,8 +207,8 @@ double mean_of_uninterrupted(const std::vector<double>& ns) {
 }
 
 Result<store::ProbeCostKind> summarize_probe_rounds(const std::vector<ProbeCalibrationRound>& rounds,
-                                                    double unprobed_ns_per_call) {
-    std::vector<double> wall, cpu, caller;
+                                                    const ProbeCalibrationRound& unprobed) {
+    std::vector<double> wall, cpu, caller, caller_cpu;
     double calls = 0, sum = 0, squares = 0;
     for (const auto& r : rounds) {
         if (r.wall_ns.empty() || r.cpu_ns.size() != r.wall_ns.size()) continue;
@@ -197,6 +224,7 @@ Result<store::ProbeCostKind> summarize_probe_rounds(const std::vector<ProbeCalib
         wall.push_back(round_wall / n);
         cpu.push_back(round_cpu / n);
         caller.push_back(mean_of_uninterrupted(r.caller_ns));
+        caller_cpu.push_back(r.caller_cpu_ns);
         calls += n;
         sum += round_wall;
     }
@@ -209,8 +237,9 @@ Result<store::ProbeCostKind> summarize_probe_rounds(const std::vector<ProbeCalib
     c.self_spread_ns = half_iqr(wall);
     const double mean = sum / calls;
     c.self_sd_ns = calls > 1 ? std::sqrt(std::max(0.0, (squares - calls * mean * mean) / (calls - 1))) : 0.0;
-    c.pair_ns = std::max(0.0, median(caller) - unprobed_ns_per_call);
+    c.pair_ns = std::max(0.0, median(caller) - mean_of_uninterrupted(unprobed.caller_ns));
     c.pair_spread_ns = half_iqr(caller);
+    c.pair_cpu_ns = std::max(0.0, median(caller_cpu) - unprobed.caller_cpu_ns);
     return c;
 }
 
@@ -248,10 +277,9 @@ Result<store::ProbeCost> measure_probe_cost(const ProbeCalibrationOptions& optio
     const std::uint32_t calls = std::max<std::uint32_t>(1, options.calls_per_round);
     CalibrationProbes probes;
     ECPI_RETURN_IF_ERROR(probes.load(options.dwarf));
-    std::vector<double> unprobed[2];
+    ProbeCalibrationRound unprobed[2];
     for (std::uint32_t id = 0; id < 2; ++id) {
-        for (std::uint32_t r = 0; r < options.rounds; ++r)
-            unprobed[id].push_back(mean_of_uninterrupted(time_calls(kTargets[id], calls)));
+        unprobed[id] = time_calls(kTargets[id], calls * options.rounds);
         ECPI_ASSIGN_OR_RETURN(FileLocation where, locate_in_file(reinterpret_cast<const void*>(kTargets[id])));
         ECPI_RETURN_IF_ERROR(probes.attach(where, id));
     }
@@ -270,9 +298,9 @@ Result<store::ProbeCost> measure_probe_cost(const ProbeCalibrationOptions& optio
                   " calls each: their measured time, and their callers' clock probed minus unprobed (means of the calls "
                   "not interrupted, medians over the rounds)";
     cost.rounds = options.rounds;
-    cost.unprobed_ns = median(unprobed[0]);
-    ECPI_ASSIGN_OR_RETURN(cost.emulated, summarize_probe_rounds(rounds[0], median(unprobed[0])));
-    ECPI_ASSIGN_OR_RETURN(cost.stepped, summarize_probe_rounds(rounds[1], median(unprobed[1])));
+    cost.unprobed_ns = mean_of_uninterrupted(unprobed[0].caller_ns);
+    ECPI_ASSIGN_OR_RETURN(cost.emulated, summarize_probe_rounds(rounds[0], unprobed[0]));
+    ECPI_ASSIGN_OR_RETURN(cost.stepped, summarize_probe_rounds(rounds[1], unprobed[1]));
     for (const auto* kind : {&rounds[0], &rounds[1]})
         for (const auto& r : *kind) cost.calls += r.wall_ns.size();
     return cost;

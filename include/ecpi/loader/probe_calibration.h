@@ -28,6 +28,7 @@ struct ProbeCalibrationOptions {
 struct ProbeCalibrationRound {
     std::vector<double> wall_ns, cpu_ns;  // per timed call (exit records)
     std::vector<double> caller_ns;        // per call: the caller's clock
+    double caller_cpu_ns = 0;             // per call: the calling thread's CPU time over the round
 };
 
 // Loads a second instance of the probe BPF programs for this process,
@@ -54,7 +55,8 @@ double mean_of_uninterrupted(const std::vector<double>& ns);
 // uninterrupted calls), half the rounds' interquartile range as the spread,
 // the per-call standard deviation over every uninterrupted call. Fewer than
 // 3 rounds with calls is an error.
+// `unprobed` is a round of the same calls unprobed.
 [[nodiscard]] Result<store::ProbeCostKind> summarize_probe_rounds(const std::vector<ProbeCalibrationRound>& rounds,
-                                                                  double unprobed_ns_per_call);
+                                                                  const ProbeCalibrationRound& unprobed);
 
 }  // namespace ecpi::loader

@@ -105,6 +105,7 @@ struct ProbeCostKind {
     // What one probed call adds to its caller's time: both traps whole
     // (the caller's clock, probed minus unprobed).
     double pair_ns = 0, pair_spread_ns = 0;
+    double pair_cpu_ns = 0;      // the same in the caller's CPU time (the thread's CPU clock over a round)
 };
 struct ProbeCost {
     std::string method;          // how it was measured, in one line

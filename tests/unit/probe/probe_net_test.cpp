@@ -19,9 +19,9 @@ store::ProbeCost vm_cost() {
     c.rounds = 9;
     c.calls = 18000;
     c.emulated = {.self_wall_ns = 2000, .self_cpu_ns = 1900, .self_spread_ns = 20, .self_sd_ns = 100,
-                  .pair_ns = 5000, .pair_spread_ns = 50};
+                  .pair_ns = 5000, .pair_spread_ns = 50, .pair_cpu_ns = 4000};
     c.stepped = {.self_wall_ns = 3000, .self_cpu_ns = 2900, .self_spread_ns = 30, .self_sd_ns = 150,
-                 .pair_ns = 7000, .pair_spread_ns = 70};
+                 .pair_ns = 7000, .pair_spread_ns = 70, .pair_cpu_ns = 6000};
     return c;
 }
 
@@ -91,9 +91,11 @@ TEST_CASE("the first instructions x86 kernels emulate (cheaper probes) and those
 #endif
 }
 
-TEST_CASE("on-CPU time is net of the probe's on-CPU cost") {
+TEST_CASE("on-CPU time is net of the probe's on-CPU cost, its own and its nested calls'") {
     auto net = analyze::net_of_probe(timer_of(1000, 2130), vm_cost(), "cpu", false);
     CHECK(net.mean_ns == doctest::Approx(230));
+    auto caller = analyze::net_of_probe(timer_of(100, 50000, 10), vm_cost(), "cpu", false);
+    CHECK(caller.probe_ns == doctest::Approx(1900 + 10 * 4000));
 }
 
 TEST_CASE("a time within the probe's noise is flagged with its range") {
@@ -198,6 +200,7 @@ TEST_CASE("the calibration's rounds: medians of means without interrupted calls,
             r.cpu_ns.push_back(means[k] + d - 50);
             r.caller_ns.push_back(callers[k] + d);
         }
+        r.caller_cpu_ns = callers[k] - 1000;
         rounds.push_back(r);
     }
     // A call preempted for a millisecond, in the wall clock and the caller's:
@@ -205,7 +208,10 @@ TEST_CASE("the calibration's rounds: medians of means without interrupted calls,
     rounds[0].wall_ns.push_back(1e6);
     rounds[0].cpu_ns.push_back(2000);
     rounds[0].caller_ns.push_back(1e6);
-    auto c = loader::summarize_probe_rounds(rounds, 2.0);
+    loader::ProbeCalibrationRound unprobed;
+    unprobed.caller_ns = {2, 2, 2, 1, 3, 400};  // one interrupted call
+    unprobed.caller_cpu_ns = 2;
+    auto c = loader::summarize_probe_rounds(rounds, unprobed);
     REQUIRE(c.ok());
     CHECK(c->self_wall_ns == doctest::Approx(2000));
     CHECK(c->self_cpu_ns == doctest::Approx(1950));
@@ -213,6 +219,7 @@ TEST_CASE("the calibration's rounds: medians of means without interrupted calls,
     CHECK(c->self_spread_ns == doctest::Approx(50));
     CHECK(c->pair_ns == doctest::Approx(5000));
     CHECK(c->pair_spread_ns == doctest::Approx((5102 - 4952) / 2.0));
+    CHECK(c->pair_cpu_ns == doctest::Approx(4000));
     double sum_sq = 0;
     for (double m : means)
         for (double d : {-100.0, 100.0, -100.0, 100.0}) sum_sq += (m + d - 2000) * (m + d - 2000);
@@ -230,7 +237,7 @@ TEST_CASE("a calibration whose rounds returned no timed calls is an error, not a
     rounds[0].wall_ns = {2000};
     rounds[0].cpu_ns = {2000};
     rounds[0].caller_ns = {5000};
-    auto c = loader::summarize_probe_rounds(rounds, 2.0);
+    auto c = loader::summarize_probe_rounds(rounds, loader::ProbeCalibrationRound{});
     REQUIRE_FALSE(c.ok());
     CHECK(c.error().message().find("--raw-times") != std::string::npos);
 }
