@@ -39,6 +39,7 @@ nlohmann::json timer_to_json(const ProbeTimer& t, std::uint64_t calls, std::uint
     j["sum_squares"] = t.sum_squares;
     j["nested_calls"] = t.nested_calls;
     j["nested_stepped"] = t.nested_stepped;
+    j["nested_frames"] = t.nested_frames;
     if (t.net)
         j["net"] = {{"probe_ns", t.net->probe_ns}, {"mean_ns", t.net->mean_ns},   {"total_ns", t.reported_total_ns(calls)},
                     {"noise_ns", t.net->noise_ns}, {"within_noise", t.net->within_noise},
@@ -59,6 +60,7 @@ ProbeTimer timer_from_json(const nlohmann::json& j) {
     t.sum_squares = j.value("sum_squares", 0.0);
     t.nested_calls = j.value("nested_calls", std::uint64_t{0});
     t.nested_stepped = j.value("nested_stepped", std::uint64_t{0});
+    t.nested_frames = j.value("nested_frames", std::uint64_t{0});
     if (j.contains("net") && j["net"].is_object()) {
         const auto& n = j["net"];
         t.net = ProbeTimer::Net{n.value("probe_ns", 0.0), n.value("mean_ns", 0.0),     n.value("noise_ns", 0.0),
@@ -77,7 +79,7 @@ ProbeTimer timer_from_json(const nlohmann::json& j) {
 nlohmann::json cost_kind_to_json(const ProbeCostKind& k) {
     return {{"self_wall_ns", k.self_wall_ns}, {"self_cpu_ns", k.self_cpu_ns}, {"self_spread_ns", k.self_spread_ns},
             {"self_sd_ns", k.self_sd_ns},     {"pair_ns", k.pair_ns},         {"pair_spread_ns", k.pair_spread_ns},
-            {"pair_cpu_ns", k.pair_cpu_ns}};
+            {"pair_cpu_ns", k.pair_cpu_ns},   {"pair_depth", k.pair_depth}};
 }
 
 ProbeCostKind cost_kind_from_json(const nlohmann::json& j) {
@@ -90,6 +92,7 @@ ProbeCostKind cost_kind_from_json(const nlohmann::json& j) {
     k.pair_ns = j.value("pair_ns", 0.0);
     k.pair_spread_ns = j.value("pair_spread_ns", 0.0);
     k.pair_cpu_ns = j.value("pair_cpu_ns", k.pair_ns);
+    k.pair_depth = j.value("pair_depth", 0.0);
     return k;
 }
 
@@ -99,7 +102,9 @@ nlohmann::json probe_cost_to_json(const ProbeCost& c) {
             {"calls", c.calls},
             {"unprobed_ns", c.unprobed_ns},
             {"emulated", cost_kind_to_json(c.emulated)},
-            {"stepped", cost_kind_to_json(c.stepped)}};
+            {"stepped", cost_kind_to_json(c.stepped)},
+            {"frame_ns", c.frame_ns},
+            {"frame_cpu_ns", c.frame_cpu_ns}};
 }
 
 ProbeCost probe_cost_from_json(const nlohmann::json& j) {
@@ -110,6 +115,8 @@ ProbeCost probe_cost_from_json(const nlohmann::json& j) {
     c.unprobed_ns = j.value("unprobed_ns", 0.0);
     c.emulated = cost_kind_from_json(j.value("emulated", nlohmann::json::object()));
     c.stepped = cost_kind_from_json(j.value("stepped", nlohmann::json::object()));
+    c.frame_ns = j.value("frame_ns", 0.0);
+    c.frame_cpu_ns = j.value("frame_cpu_ns", 0.0);
     return c;
 }
 
@@ -134,6 +141,7 @@ void ProbeTimer::merge(const ProbeTimer& o) {
     sum_squares += o.sum_squares;
     nested_calls += o.nested_calls;
     nested_stepped += o.nested_stepped;
+    nested_frames += o.nested_frames;
     if (histogram.empty()) histogram.assign(kProbeHistogramBuckets, 0);
     for (std::size_t i = 0; i < o.histogram.size() && i < histogram.size(); ++i) histogram[i] += o.histogram[i];
 }

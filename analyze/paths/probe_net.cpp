@@ -18,7 +18,14 @@ store::ProbeTimer::Net net_of_probe(const store::ProbeTimer& timer, const store:
     const double self_ns = cpu ? own.self_cpu_ns : own.self_wall_ns;
     const double emulated_pair = cpu ? cost.emulated.pair_cpu_ns : cost.emulated.pair_ns;
     const double stepped_pair = cpu ? cost.stepped.pair_cpu_ns : cost.stepped.pair_ns;
-    net.probe_ns = self_ns + emulated_per_call * emulated_pair + stepped_per_call * stepped_pair;
+    // Nested calls whose entries walked more (or fewer) frames than the
+    // calibration's cost that much more (or less).
+    const double frames_per_call = static_cast<double>(timer.nested_frames) / calls;
+    const double extra_frames = frames_per_call - emulated_per_call * cost.emulated.pair_depth -
+                                stepped_per_call * cost.stepped.pair_depth;
+    const double frame_ns = cpu ? cost.frame_cpu_ns : cost.frame_ns;
+    net.probe_ns = self_ns + emulated_per_call * emulated_pair + stepped_per_call * stepped_pair +
+                   (timer.nested_calls ? extra_frames * frame_ns : 0.0);
     net.mean_ns = timer.mean_ns() - net.probe_ns;
     net.noise_ns = own.self_spread_ns + emulated_per_call * cost.emulated.pair_spread_ns +
                    stepped_per_call * cost.stepped.pair_spread_ns + 1.96 * own.self_sd_ns / std::sqrt(calls);

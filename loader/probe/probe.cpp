@@ -245,6 +245,7 @@ struct ProbeSession::Impl {
         PathStats* path;
         std::uint64_t nested = 0;  // probed calls this thread made inside this one (their probes' cost is in its time)
         std::uint64_t nested_stepped = 0;  // of which the first instruction is single-stepped
+        std::uint64_t nested_frames = 0;   // frames their entries walked
     };
     std::map<std::pair<std::uint32_t, std::uint64_t>, Pending> pending;  // (tid, start_ns)
 
@@ -469,7 +470,7 @@ struct ProbeSession::Impl {
             }
             flags &= ECPI_PROBE_PATH_FP_END | ECPI_PROBE_PATH_DEPTH | ECPI_PROBE_PATH_BROKEN;
             Probe& p = *probes[rec.probe_id];
-            count_nested_call(rec.tid, p.entry_stepped);
+            count_nested_call(rec.tid, p.entry_stepped, rec.depth);
             ++p.calls;
             // A truncated walk and a complete one with the same frames are different paths.
             ips.push_back(0xffff000000000000ull | flags);
@@ -494,6 +495,7 @@ struct ProbeSession::Impl {
             for (store::ProbeTimer* t : {&path.wall, &path.cpu}) {
                 t->nested_calls += it->second.nested;
                 t->nested_stepped += it->second.nested_stepped;
+                t->nested_frames += it->second.nested_frames;
             }
             path.blocked.add(rec.wall_ns - std::min(rec.cpu_ns, rec.wall_ns));
             // Calls this thread opened after this one and never closed were
@@ -512,10 +514,11 @@ struct ProbeSession::Impl {
     // A probed call entered on `tid`: every call of that thread still open
     // contains it, and with it the whole cost of its entry and return probes
     // (the ring buffer keeps one thread's records in program order).
-    void count_nested_call(std::uint32_t tid, bool stepped) {
+    void count_nested_call(std::uint32_t tid, bool stepped, std::uint32_t frames) {
         for (auto it = pending.lower_bound({tid, 0}); it != pending.end() && it->first.first == tid; ++it) {
             ++it->second.nested;
             if (stepped) ++it->second.nested_stepped;
+            it->second.nested_frames += frames;
         }
     }
 

@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
+#include <tuple>
 
 #include "ecpi_abi.h"
 #include "probe.skel.h"
@@ -79,6 +81,14 @@ int on_calibration_record(void* ctx, void* data, std::size_t size) {
     auto* rounds = static_cast<ProbeCalibrationRound*>(ctx);
     std::uint32_t kind = 0;
     if (size >= sizeof kind) std::memcpy(&kind, data, sizeof kind);
+    if (kind == ECPI_RECORD_PROBE_ENTRY && size >= offsetof(ecpi_probe_entry_record, ips)) {
+        ecpi_probe_entry_record entry;
+        std::memcpy(&entry, data, offsetof(ecpi_probe_entry_record, ips));
+        if (entry.probe_id > 1) return 0;
+        ++rounds[entry.probe_id].entries;
+        rounds[entry.probe_id].frames += entry.depth;
+        return 0;
+    }
     if (kind != ECPI_RECORD_PROBE_EXIT || size < sizeof(ecpi_probe_exit_record)) return 0;
     ecpi_probe_exit_record rec;
     std::memcpy(&rec, data, sizeof rec);
@@ -123,11 +133,10 @@ __attribute__((noinline)) ProbeCalibrationRound time_calls_at(int depth, EmptyFu
     return round;
 }
 
-constexpr int kCalibrationDepth = 6;
-
-ProbeCalibrationRound time_calls(EmptyFunction target, std::uint32_t calls) {
-    return time_calls_at(kCalibrationDepth, target, calls);
-}
+// The call depths of the calibration (frames of time_calls_at above
+// ecpi's own): most calls at the first, the frame cost from the second.
+constexpr int kCalibrationDepth = 2;
+constexpr int kDeepCalibrationDepth = 12;
 
 // The probe BPF object loaded for this process alone.
 struct CalibrationProbes {
@@ -171,9 +180,9 @@ struct CalibrationProbes {
         return ok();
     }
 
-    Result<ProbeCalibrationRound> run_round(std::uint32_t probe_id, std::uint32_t calls) {
+    Result<ProbeCalibrationRound> run_round(std::uint32_t probe_id, std::uint32_t calls, int depth) {
         rounds[0] = rounds[1] = {};
-        ProbeCalibrationRound caller = time_calls(kTargets[probe_id], calls);
+        ProbeCalibrationRound caller = time_calls_at(depth, kTargets[probe_id], calls);
         int n = ring_buffer__consume(rb);
         if (n < 0) return bpf_error(n, "reading its ring buffer");
         rounds[probe_id].caller_ns = std::move(caller.caller_ns);
@@ -240,6 +249,12 @@ Result<store::ProbeCostKind> summarize_probe_rounds(const std::vector<ProbeCalib
     c.pair_ns = std::max(0.0, median(caller) - mean_of_uninterrupted(unprobed.caller_ns));
     c.pair_spread_ns = half_iqr(caller);
     c.pair_cpu_ns = std::max(0.0, median(caller_cpu) - unprobed.caller_cpu_ns);
+    double entries = 0, frames = 0;
+    for (const auto& r : rounds) {
+        entries += static_cast<double>(r.entries);
+        frames += static_cast<double>(r.frames);
+    }
+    c.pair_depth = entries ? frames / entries : 0.0;
     return c;
 }
 
@@ -261,15 +276,22 @@ bool entry_single_stepped(const std::uint8_t* bytes, std::size_t size) {
 #endif
 }
 
+std::pair<double, double> frame_cost(const store::ProbeCostKind& shallow, const store::ProbeCostKind& deep) {
+    const double frames = deep.pair_depth - shallow.pair_depth;
+    if (frames < 1) return {0.0, 0.0};
+    return {std::max(0.0, (deep.pair_ns - shallow.pair_ns) / frames),
+            std::max(0.0, (deep.pair_cpu_ns - shallow.pair_cpu_ns) / frames)};
+}
+
 std::string describe_probe_cost(const store::ProbeCost& c) {
-    char line[320];
+    char line[400];
     std::snprintf(line, sizeof line,
                   "probe cost per call: %.0f ns (± %.0f) inside the probed call's own time, %.0f ns (± %.0f) in its "
-                  "callers' (%.0f and %.0f ns when its first instruction is single-stepped); %u rounds of %llu calls "
-                  "of empty functions",
+                  "callers' (%.0f and %.0f ns when its first instruction is single-stepped; %.0f ns per frame of its path "
+                  "beyond %.0f); %u rounds of %llu calls of empty functions",
                   c.emulated.self_wall_ns, c.emulated.self_spread_ns, c.emulated.pair_ns, c.emulated.pair_spread_ns,
-                  c.stepped.self_wall_ns, c.stepped.pair_ns, c.rounds,
-                  static_cast<unsigned long long>(c.rounds ? c.calls / (2 * c.rounds) : 0));
+                  c.stepped.self_wall_ns, c.stepped.pair_ns, c.frame_ns, c.emulated.pair_depth, c.rounds,
+                  static_cast<unsigned long long>(c.rounds ? c.calls / (3 * c.rounds) : 0));
     return line;
 }
 
@@ -277,19 +299,21 @@ Result<store::ProbeCost> measure_probe_cost(const ProbeCalibrationOptions& optio
     const std::uint32_t calls = std::max<std::uint32_t>(1, options.calls_per_round);
     CalibrationProbes probes;
     ECPI_RETURN_IF_ERROR(probes.load(options.dwarf));
-    ProbeCalibrationRound unprobed[2];
+    ProbeCalibrationRound unprobed[3];
     for (std::uint32_t id = 0; id < 2; ++id) {
-        unprobed[id] = time_calls(kTargets[id], calls * options.rounds);
+        unprobed[id] = time_calls_at(kCalibrationDepth, kTargets[id], calls * options.rounds);
         ECPI_ASSIGN_OR_RETURN(FileLocation where, locate_in_file(reinterpret_cast<const void*>(kTargets[id])));
         ECPI_RETURN_IF_ERROR(probes.attach(where, id));
     }
+    unprobed[2] = time_calls_at(kDeepCalibrationDepth, kTargets[0], calls * options.rounds);
     // A warm-up round each (the thread's first probed calls set up its
-    // state), then the rounds, the two functions in turn.
-    std::vector<ProbeCalibrationRound> rounds[2];
+    // state), then the rounds in turn: each function, then the first deeper.
+    std::vector<ProbeCalibrationRound> rounds[3];
     for (std::uint32_t r = 0; r <= options.rounds; ++r)
-        for (std::uint32_t id = 0; id < 2; ++id) {
-            ECPI_ASSIGN_OR_RETURN(auto round, probes.run_round(id, calls));
-            if (r > 0) rounds[id].push_back(round);
+        for (std::uint32_t set = 0; set < 3; ++set) {
+            ECPI_ASSIGN_OR_RETURN(auto round, probes.run_round(set == 2 ? 0 : set, calls,
+                                                                set == 2 ? kDeepCalibrationDepth : kCalibrationDepth));
+            if (r > 0) rounds[set].push_back(round);
         }
     store::ProbeCost cost;
     cost.method = "empty functions in ecpi probed as the target's are (" +
@@ -301,8 +325,10 @@ Result<store::ProbeCost> measure_probe_cost(const ProbeCalibrationOptions& optio
     cost.unprobed_ns = mean_of_uninterrupted(unprobed[0].caller_ns);
     ECPI_ASSIGN_OR_RETURN(cost.emulated, summarize_probe_rounds(rounds[0], unprobed[0]));
     ECPI_ASSIGN_OR_RETURN(cost.stepped, summarize_probe_rounds(rounds[1], unprobed[1]));
-    for (const auto* kind : {&rounds[0], &rounds[1]})
-        for (const auto& r : *kind) cost.calls += r.wall_ns.size();
+    ECPI_ASSIGN_OR_RETURN(store::ProbeCostKind deep, summarize_probe_rounds(rounds[2], unprobed[2]));
+    std::tie(cost.frame_ns, cost.frame_cpu_ns) = frame_cost(cost.emulated, deep);
+    for (const auto& set : rounds)
+        for (const auto& r : set) cost.calls += r.wall_ns.size();
     return cost;
 }
 

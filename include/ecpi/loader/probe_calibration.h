@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ecpi/result.h"
@@ -29,6 +30,7 @@ struct ProbeCalibrationRound {
     std::vector<double> wall_ns, cpu_ns;  // per timed call (exit records)
     std::vector<double> caller_ns;        // per call: the caller's clock
     double caller_cpu_ns = 0;             // per call: the calling thread's CPU time over the round
+    std::uint64_t entries = 0, frames = 0; // entry records, and the frames their walks read
 };
 
 // Loads a second instance of the probe BPF programs for this process,
@@ -43,6 +45,10 @@ struct ProbeCalibrationRound {
 // jump and call instructions the kernel emulates; elsewhere false).
 bool entry_single_stepped(const std::uint8_t* bytes, std::size_t size);
 
+// What each frame of the entry's walk costs, from the same calls at two
+// depths (ProbeCost::frame_ns and frame_cpu_ns); 0 when the depths are equal.
+std::pair<double, double> frame_cost(const store::ProbeCostKind& shallow, const store::ProbeCostKind& deep);
+
 // One line: what a probed call costs and how it was measured.
 std::string describe_probe_cost(const store::ProbeCost& cost);
 
@@ -55,7 +61,8 @@ double mean_of_uninterrupted(const std::vector<double>& ns);
 // uninterrupted calls), half the rounds' interquartile range as the spread,
 // the per-call standard deviation over every uninterrupted call. Fewer than
 // 3 rounds with calls is an error.
-// `unprobed` is a round of the same calls unprobed.
+// `unprobed` is a round of the same calls unprobed. pair_depth is the mean
+// depth of the rounds' entries.
 [[nodiscard]] Result<store::ProbeCostKind> summarize_probe_rounds(const std::vector<ProbeCalibrationRound>& rounds,
                                                                   const ProbeCalibrationRound& unprobed);
 

@@ -42,6 +42,7 @@ struct ProbeTimer {
     // whole cost of each of their probes is inside these times.
     std::uint64_t nested_calls = 0;
     std::uint64_t nested_stepped = 0;  // of which the probed function's first instruction is single-stepped
+    std::uint64_t nested_frames = 0;   // frames the entry walked in those calls, summed
     // The time net of the probe (analyze/paths/probe_net.h); absent when the
     // probe's cost was not measured.
     struct Net {
@@ -106,6 +107,7 @@ struct ProbeCostKind {
     // (the caller's clock, probed minus unprobed).
     double pair_ns = 0, pair_spread_ns = 0;
     double pair_cpu_ns = 0;      // the same in the caller's CPU time (the thread's CPU clock over a round)
+    double pair_depth = 0;       // mean frames the entry walked in those calls
 };
 struct ProbeCost {
     std::string method;          // how it was measured, in one line
@@ -114,6 +116,10 @@ struct ProbeCost {
     double unprobed_ns = 0;      // the empty functions' own call, unprobed
     ProbeCostKind emulated;      // first instruction emulated by the kernel
     ProbeCostKind stepped;       // first instruction single-stepped out of line
+    // Each frame the entry walks adds to what a probed call costs its callers
+    // (from calls at two depths); a nested call's pair cost is corrected by
+    // frame_ns × (its depth − pair_depth).
+    double frame_ns = 0, frame_cpu_ns = 0;
 };
 
 struct ProbeReport {

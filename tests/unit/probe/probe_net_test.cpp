@@ -91,6 +91,30 @@ TEST_CASE("the first instructions x86 kernels emulate (cheaper probes) and those
 #endif
 }
 
+TEST_CASE("nested calls whose entries walk deeper paths than the calibration's cost more per frame") {
+    store::ProbeCost cost = vm_cost();
+    cost.emulated.pair_depth = 4;
+    cost.frame_ns = 50;
+    cost.frame_cpu_ns = 40;
+    // 10 nested calls per call, each walking 7 frames: 3 more than calibrated.
+    store::ProbeTimer caller = timer_of(100, 60000, 10);
+    caller.nested_frames = 100 * 10 * 7;
+    auto net = analyze::net_of_probe(caller, cost, "wall", false);
+    CHECK(net.probe_ns == doctest::Approx(2000 + 10 * 5000 + 10 * 3 * 50));
+    auto cpu = analyze::net_of_probe(caller, cost, "cpu", false);
+    CHECK(cpu.probe_ns == doctest::Approx(1900 + 10 * 4000 + 10 * 3 * 40));
+    // A call without nested calls has no frame correction.
+    auto leaf = analyze::net_of_probe(timer_of(100, 3000), cost, "wall", false);
+    CHECK(leaf.probe_ns == doctest::Approx(2000));
+    // The frame cost from the same calls at two depths.
+    store::ProbeCostKind shallow{.pair_ns = 1000, .pair_cpu_ns = 900, .pair_depth = 3};
+    store::ProbeCostKind deep{.pair_ns = 1500, .pair_cpu_ns = 1300, .pair_depth = 13};
+    auto [frame, frame_cpu] = loader::frame_cost(shallow, deep);
+    CHECK(frame == doctest::Approx(50));
+    CHECK(frame_cpu == doctest::Approx(40));
+    CHECK(loader::frame_cost(shallow, shallow).first == 0);
+}
+
 TEST_CASE("on-CPU time is net of the probe's on-CPU cost, its own and its nested calls'") {
     auto net = analyze::net_of_probe(timer_of(1000, 2130), vm_cost(), "cpu", false);
     CHECK(net.mean_ns == doctest::Approx(230));
