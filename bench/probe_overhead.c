@@ -45,11 +45,14 @@ int main(int argc, char **argv)
 		usleep((useconds_t)atoi(argv[2]) * 1000);
 	if (argc > 3)
 		work = atol(argv[3]);
-	struct timespec t0, t1;
+	struct timespec t0, t1, c0, c1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	uint64_t s = level1(n);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
-	printf("%.1f ns/call (%ld calls, sum %llu)\n", ns / n, n, (unsigned long long)s);
+	double cpu = (c1.tv_sec - c0.tv_sec) * 1e9 + (c1.tv_nsec - c0.tv_nsec);
+	printf("%.1f ns/call (%ld calls, sum %llu), %.1f ns/call on-CPU\n", ns / n, n, (unsigned long long)s, cpu / n);
 	return 0;
 }
