@@ -603,12 +603,6 @@ Result<ProbeSession> ProbeSession::start(const ProbeOptions& options) {
     });
     impl.ncpus = libbpf_num_possible_cpus();
     if (impl.ncpus <= 0) return libbpf_error(impl.ncpus, "counting possible CPUs");
-    // Before the target runs: what each probed call costs (iPath's
-    // trampolines excluded their own cost; reports subtract ours).
-    if (impl.timed && !options.bare && !options.raw_times) {
-        ECPI_ASSIGN_OR_RETURN(impl.probe_cost, measure_probe_cost({.dwarf = options.dwarf}));
-        if (options.log) options.log(describe_probe_cost(*impl.probe_cost));
-    }
 
     // The side-band first: a started command's mappings are all seen.
     ECPI_ASSIGN_OR_RETURN(auto cpus, online_cpus());
@@ -645,6 +639,14 @@ Result<ProbeSession> ProbeSession::start(const ProbeOptions& options) {
     }
     impl.rb = ring_buffer__new(bpf_map__fd(impl.skel->maps.probe_rb), &Impl::on_record, &impl, nullptr);
     if (!impl.rb) return libbpf_error(errno, "creating the probe ring buffer reader");
+    // Before the target's probes (and a started command) run: what each
+    // probed call costs (iPath's trampolines excluded their own cost;
+    // reports subtract ours). After the load, whose errors name the
+    // privileges missing.
+    if (impl.timed && !options.bare && !options.raw_times) {
+        ECPI_ASSIGN_OR_RETURN(impl.probe_cost, measure_probe_cost({.dwarf = options.dwarf}));
+        if (options.log) options.log(describe_probe_cost(*impl.probe_cost));
+    }
     if (options.dwarf) impl.unwinder = std::make_unique<DwarfUnwinder>(impl.processes);
 
     for (const auto& text : options.patterns) {
