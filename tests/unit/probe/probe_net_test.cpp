@@ -39,19 +39,25 @@ TEST_CASE("a short function's time is its measured time less the probe's cost in
     auto net = analyze::net_of_probe(timer_of(1000, 2130), vm_cost(), "wall", false);
     CHECK(net.probe_ns == doctest::Approx(2000));
     CHECK(net.mean_ns == doctest::Approx(130));
-    // Noise: the self cost's spread and the 95% bound of 1000 calls' probe costs.
-    CHECK(net.noise_ns == doctest::Approx(20 + 1.96 * 100 / std::sqrt(1000.0)));
-    CHECK_FALSE(net.within_noise);
-    CHECK(net.low_ns == doctest::Approx(130 - net.noise_ns));
+    // Noise: the self cost's spread, the 95% bound of 1000 calls' probe
+    // costs, and 10% of the 2 us subtracted: 130 ns is within it.
+    CHECK(net.noise_ns == doctest::Approx(20 + 1.96 * 100 / std::sqrt(1000.0) + 200));
+    CHECK(net.within_noise);
+    CHECK(net.low_ns == 0);
     CHECK(net.high_ns == doctest::Approx(130 + net.noise_ns));
+    // 1 us of work is a figure of its own.
+    auto longer = analyze::net_of_probe(timer_of(1000, 3000), vm_cost(), "wall", false);
+    CHECK(longer.mean_ns == doctest::Approx(1000));
+    CHECK_FALSE(longer.within_noise);
+    CHECK(longer.low_ns == doctest::Approx(1000 - longer.noise_ns));
 }
 
 TEST_CASE("a caller's time is net of the whole probe cost of each probed call inside it") {
     // 10 probed calls per call: 2 us of its own probe and 10 x 5 us of theirs.
-    auto net = analyze::net_of_probe(timer_of(100, 60000, 10), vm_cost(), "wall", false);
+    auto net = analyze::net_of_probe(timer_of(100, 100000, 10), vm_cost(), "wall", false);
     CHECK(net.probe_ns == doctest::Approx(52000));
-    CHECK(net.mean_ns == doctest::Approx(8000));
-    CHECK(net.noise_ns == doctest::Approx(20 + 10 * 50 + 1.96 * 100 / 10.0));
+    CHECK(net.mean_ns == doctest::Approx(48000));
+    CHECK(net.noise_ns == doctest::Approx(20 + 10 * 50 + 1.96 * 100 / 10.0 + 5200));
     CHECK_FALSE(net.within_noise);
 }
 
@@ -59,14 +65,14 @@ TEST_CASE("a function whose first instruction is single-stepped pays its kind's 
     auto own = analyze::net_of_probe(timer_of(1000, 3130), vm_cost(), "wall", true);
     CHECK(own.probe_ns == doctest::Approx(3000));
     CHECK(own.mean_ns == doctest::Approx(130));
-    CHECK(own.noise_ns == doctest::Approx(30 + 1.96 * 150 / std::sqrt(1000.0)));
+    CHECK(own.noise_ns == doctest::Approx(30 + 1.96 * 150 / std::sqrt(1000.0) + 300));
     // A caller of 4 probed calls per call, one of them single-stepped.
     store::ProbeTimer caller = timer_of(100, 30000, 4);
     caller.nested_stepped = 100;
     auto net = analyze::net_of_probe(caller, vm_cost(), "wall", false);
     CHECK(net.probe_ns == doctest::Approx(2000 + 3 * 5000 + 7000));
     CHECK(net.mean_ns == doctest::Approx(6000));
-    CHECK(net.noise_ns == doctest::Approx(20 + 3 * 50 + 70 + 1.96 * 100 / 10.0));
+    CHECK(net.noise_ns == doctest::Approx(20 + 3 * 50 + 70 + 1.96 * 100 / 10.0 + 2400));
 }
 
 TEST_CASE("the first instructions x86 kernels emulate (cheaper probes) and those they single-step") {
@@ -123,11 +129,11 @@ TEST_CASE("on-CPU time is net of the probe's on-CPU cost, its own and its nested
 }
 
 TEST_CASE("a time within the probe's noise is flagged with its range") {
-    // 40 ns left against about 26 ns of noise: less than twice the noise.
+    // 40 ns left against about 226 ns of noise: less than twice the noise.
     auto net = analyze::net_of_probe(timer_of(1000, 2040), vm_cost(), "wall", false);
     CHECK(net.mean_ns == doctest::Approx(40));
     CHECK(net.within_noise);
-    CHECK(net.low_ns == doctest::Approx(40 - net.noise_ns));
+    CHECK(net.low_ns == 0);  // 40 ns less the noise is below 0
     CHECK(net.high_ns == doctest::Approx(40 + net.noise_ns));
     // Just above twice the noise it is a figure of its own.
     const double noise = net.noise_ns;
@@ -151,8 +157,8 @@ TEST_CASE("few timed calls widen the noise") {
     auto many = analyze::net_of_probe(timer_of(10000, 2500), vm_cost(), "wall", false);
     auto few = analyze::net_of_probe(timer_of(4, 2500), vm_cost(), "wall", false);
     CHECK(few.mean_ns == doctest::Approx(many.mean_ns));
-    CHECK(few.noise_ns == doctest::Approx(20 + 1.96 * 100 / 2));
-    CHECK(few.noise_ns > 4 * many.noise_ns);
+    CHECK(few.noise_ns == doctest::Approx(20 + 1.96 * 100 / 2 + 200));
+    CHECK(few.noise_ns - many.noise_ns == doctest::Approx(1.96 * 100 / 2 - 1.96 * 100 / 100));
 }
 
 TEST_CASE("subtract_probe_cost sets wall and cpu, leaves blocked time, and clears without a cost") {
@@ -189,15 +195,15 @@ TEST_CASE("the probe cost, nested calls and net times survive the JSON document"
     store::ProbeFunction f;
     store::ProbePath p;
     p.calls = 100;
-    p.timers["wall"] = timer_of(100, 60000, 10);
+    p.timers["wall"] = timer_of(100, 100000, 10);
     f.paths.push_back(p);
     r.functions.push_back(f);
     r.probe_cost = vm_cost();
     r.probe_cost->method = "an empty function";
     analyze::subtract_probe_cost(r);
     auto j = store::probe_report_to_json(r);
-    CHECK(j["functions"][0]["paths"][0]["timers"]["wall"]["net"]["mean_ns"].get<double>() == doctest::Approx(8000));
-    CHECK(j["functions"][0]["paths"][0]["timers"]["wall"]["mean_ns"] == 60000);  // as measured
+    CHECK(j["functions"][0]["paths"][0]["timers"]["wall"]["net"]["mean_ns"].get<double>() == doctest::Approx(48000));
+    CHECK(j["functions"][0]["paths"][0]["timers"]["wall"]["mean_ns"] == 100000);  // as measured
     auto back = store::probe_report_from_json(j);
     REQUIRE(back.ok());
     REQUIRE(back->probe_cost);
@@ -207,7 +213,7 @@ TEST_CASE("the probe cost, nested calls and net times survive the JSON document"
     const auto& t = back->functions[0].paths[0].timers.at("wall");
     CHECK(t.nested_calls == 1000);
     REQUIRE(t.net);
-    CHECK(t.net->mean_ns == doctest::Approx(8000));
+    CHECK(t.net->mean_ns == doctest::Approx(48000));
     CHECK(t.net->noise_ns == doctest::Approx(r.functions[0].paths[0].timers.at("wall").net->noise_ns));
 }
 

@@ -16,9 +16,11 @@ namespace ecpi::analyze {
 
 // One path's timer ("wall" or "cpu") net of the probe. The noise per call is
 // the spread of the measured self cost (half the range of its rounds' means),
-// the spread of the pair cost for each nested call, and the 95% bound of the
-// mean of `timed_calls` calls whose probe cost varies by self_sd_ns. A net
-// mean below twice the noise is within the noise: reports give its range.
+// the spread of the pair cost for each nested call, the 95% bound of the
+// mean of `timed_calls` calls whose probe cost varies by self_sd_ns, and 10%
+// of the cost subtracted (what the calibration in ecpi misses of the same
+// traps in the target, probe_net.cpp). A net mean below twice the noise is
+// within the noise: reports give its range.
 store::ProbeTimer::Net net_of_probe(const store::ProbeTimer& timer, const store::ProbeCost& cost,
                                     const std::string& timer_name, bool entry_stepped);
 
