@@ -299,13 +299,14 @@ Result<store::ProbeCost> measure_probe_cost(const ProbeCalibrationOptions& optio
     const std::uint32_t calls = std::max<std::uint32_t>(1, options.calls_per_round);
     CalibrationProbes probes;
     ECPI_RETURN_IF_ERROR(probes.load(options.dwarf));
+    // Unprobed first: the same calls at the same depths.
     ProbeCalibrationRound unprobed[3];
+    unprobed[2] = time_calls_at(kDeepCalibrationDepth, kTargets[0], calls * options.rounds);
     for (std::uint32_t id = 0; id < 2; ++id) {
         unprobed[id] = time_calls_at(kCalibrationDepth, kTargets[id], calls * options.rounds);
         ECPI_ASSIGN_OR_RETURN(FileLocation where, locate_in_file(reinterpret_cast<const void*>(kTargets[id])));
         ECPI_RETURN_IF_ERROR(probes.attach(where, id));
     }
-    unprobed[2] = time_calls_at(kDeepCalibrationDepth, kTargets[0], calls * options.rounds);
     // A warm-up round each (the thread's first probed calls set up its
     // state), then the rounds in turn: each function, then the first deeper.
     std::vector<ProbeCalibrationRound> rounds[3];
