@@ -5,11 +5,18 @@
 # a bare uprobe+uretprobe pair running empty BPF programs, and against
 # bpftrace and bcc's funclatency on the same function when installed.
 # Cost per call = (ns/call probed - ns/call unprobed), median of RUNS runs.
-# Usage: bench/probe_overhead.sh [ECPI] [CALLS] [RUNS]    (root)
+# Then (MODE net alone) times net of the probe (issue 31): bench_fn made to
+# take about 100 ns, 1 us and 10 us per call, its uninstrumented time (the
+# program's own clock, unprobed) against the mean `ecpi probe --metric wall`
+# reports, medians of NET_ROUNDS interleaved rounds (docs/PATHS.md).
+# Usage: bench/probe_overhead.sh [ECPI] [CALLS] [RUNS] [all|net]    (root)
+#        NET_ROUNDS=N (default 7)
 set -euo pipefail
 ECPI=${1:-build/loader/ecpi}
 CALLS=${2:-500000}
 RUNS=${3:-5}
+MODE=${4:-all}
+NET_ROUNDS=${NET_ROUNDS:-7}
 [ "$(id -u)" -eq 0 ] || { echo "needs root (uprobes, BPF)" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
@@ -20,6 +27,7 @@ cc -O1 -g -fno-inline -fomit-frame-pointer -o "$tmp/nofp" "$here/probe_overhead.
 echo "machine: $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) CPUs"
 echo "kernel:  $(uname -r)"
 echo "calls per run: $CALLS, runs: $RUNS (median)"
+[ "$MODE" = net ] || [ "$MODE" = all ] || { echo "MODE is all or net, not '$MODE'" >&2; exit 2; }
 
 # ns/call of one run of BIN under the probe command "$@" (empty: unprobed).
 one_run() {
@@ -53,6 +61,7 @@ e = c.get("bpf_entry_run_ns", 0) / max(1, c.get("bpf_entry_runs", 1))
 x = c.get("bpf_exit_run_ns", 0) / max(1, c.get("bpf_exit_runs", 1))
 print("%.0f %.0f" % (e, x))' "$tmp/r.json"
 }
+overhead_figures() {
 base_fp=$(measure "$tmp/fp")
 base_nofp=$(measure "$tmp/nofp")
 printf "%-46s %10s %12s\n" "case" "ns/call" "cost/call"
@@ -121,3 +130,58 @@ if [ -n "$fl" ]; then
 else
 	echo "bcc funclatency: not installed"
 fi
+}
+
+# One net-of-probe round of bench_fn with WORK xorshift rounds: prints the
+# unprobed wall and on-CPU ns/call, then per timer (wall, cpu) the reported
+# (net) mean, the mean as measured and whether it was within the noise, and
+# the probe's self and pair cost for bench_fn's kind of first instruction.
+net_round() {
+	local work=$1 calls=$2
+	"$tmp/fp" "$calls" 0 "$work" | awk '{printf "%s %s ", $1, $(NF-2)}'
+	"$ECPI" probe -q --no-stdin --func bench_fn --metric count,wall,cpu --format json --report-file "$tmp/net.json" \
+		-- "$tmp/fp" "$calls" 0 "$work" >/dev/null 2>&1
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); f=d["functions"][0]
+c=d["probe_cost"]["stepped" if f["entry_stepped"] else "emulated"]
+t=f["paths"][0]["timers"]
+print(" ".join("%.1f %.1f %d" % (t[k]["net"]["mean_ns"], t[k]["mean_ns"], t[k]["net"]["within_noise"]) for k in ("wall", "cpu")),
+      "%.1f %.1f %d" % (c["self_wall_ns"], c["pair_ns"], f["entry_stepped"]))' "$tmp/net.json"
+}
+net_figures() {
+	# Work rounds per ns, from unprobed runs' CPU time; sizes of about 100 ns, 1 us, 10 us.
+	local per_round
+	per_round=$(for _ in 1 2 3; do "$tmp/fp" 20000 0 1000 | awk '{print $(NF-2) / 1000}'; done | median)
+	echo
+	echo "net of the probe: bench_fn vs its unprobed time, medians of $NET_ROUNDS interleaved rounds ($(printf %.2f "$per_round") ns per work round on-CPU)"
+	echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	local sizes=(100 1000 10000) calls=(50000 50000 10000) works=()
+	for s in "${sizes[@]}"; do works+=("$(awk -v s="$s" -v r="$per_round" 'BEGIN {printf "%d", s / r}')"); done
+	for ((r = 0; r < NET_ROUNDS; r++)); do
+		for i in 0 1 2; do echo "$i $(net_round "${works[$i]}" "${calls[$i]}")"; done
+	done >"$tmp/net.rounds"
+	echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+	printf "%-7s %-5s %6s %11s %11s %8s %12s %7s %6s  %s\n" "size" "timer" "work" "unprobed" "reported" "error" "as measured" "" "noise" "goal"
+	for i in 0 1 2; do
+		awk -v i="$i" -v size="${sizes[$i]}" -v work="${works[$i]}" '
+		function median(a, n,   j, k, t) {
+			for (j = 2; j <= n; j++) { t = a[j]; for (k = j - 1; k >= 1 && a[k] > t; k--) a[k + 1] = a[k]; a[k + 1] = t }
+			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		}
+		function row(name, b, t, m, within,   goal, err) {
+			goal = size == 100 ? 25 : size == 10000 ? 5 : 0
+			err = 100 * (t - b) / b
+			printf "%-7s %-5s %6d %8.1f ns %8.1f ns %+7.1f%% %9.0f ns %6.1fx %2d/%d  %s\n", size " ns", name, work, b, t, err, m, m / b,
+				within, n, goal ? sprintf("within %d%%: %s", goal, (err < goal && err > -goal) ? "yes" : "no") : ""
+		}
+		$1 == i { n++; bw[n] = $2; bc[n] = $3; nw[n] = $4; rw[n] = $5; ww += $6; nc[n] = $7; rc[n] = $8; wc += $9
+		          self[n] = $10; pair[n] = $11; stepped = $12 }
+		END {
+			row("wall", median(bw, n), median(nw, n), median(rw, n), ww)
+			row("cpu", median(bc, n), median(nc, n), median(rc, n), wc)
+			if (i == 2) printf "probe cost per call of bench_fn (first instruction %s; medians of the runs'"'"' calibrations): %.0f ns inside the call, %.0f ns to its callers\n", stepped ? "single-stepped" : "emulated", median(self, n), median(pair, n)
+		}' "$tmp/net.rounds"
+	done
+}
+
+[ "$MODE" = all ] && overhead_figures
+net_figures

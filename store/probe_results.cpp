@@ -37,6 +37,13 @@ nlohmann::json timer_to_json(const ProbeTimer& t, std::uint64_t calls, std::uint
     j["estimated"] = estimated;
     j["error_ns"] = estimated ? static_cast<std::uint64_t>(std::llround(t.error_ns(calls))) : 0;
     j["sum_squares"] = t.sum_squares;
+    j["nested_calls"] = t.nested_calls;
+    j["nested_stepped"] = t.nested_stepped;
+    j["nested_frames"] = t.nested_frames;
+    if (t.net)
+        j["net"] = {{"probe_ns", t.net->probe_ns}, {"mean_ns", t.net->mean_ns},   {"total_ns", t.reported_total_ns(calls)},
+                    {"noise_ns", t.net->noise_ns}, {"within_noise", t.net->within_noise},
+                    {"low_ns", t.net->low_ns},     {"high_ns", t.net->high_ns}};
     nlohmann::json hist = nlohmann::json::array();
     for (std::size_t i = 0; i < t.histogram.size(); ++i)
         if (t.histogram[i]) hist.push_back({{"ge_ns", i == 0 ? 0 : (std::uint64_t{1} << i)}, {"calls", t.histogram[i]}});
@@ -51,6 +58,14 @@ ProbeTimer timer_from_json(const nlohmann::json& j) {
     t.min_ns = j.value("min_ns", std::uint64_t{0});
     t.max_ns = j.value("max_ns", std::uint64_t{0});
     t.sum_squares = j.value("sum_squares", 0.0);
+    t.nested_calls = j.value("nested_calls", std::uint64_t{0});
+    t.nested_stepped = j.value("nested_stepped", std::uint64_t{0});
+    t.nested_frames = j.value("nested_frames", std::uint64_t{0});
+    if (j.contains("net") && j["net"].is_object()) {
+        const auto& n = j["net"];
+        t.net = ProbeTimer::Net{n.value("probe_ns", 0.0), n.value("mean_ns", 0.0),     n.value("noise_ns", 0.0),
+                                n.value("within_noise", false), n.value("low_ns", 0.0), n.value("high_ns", 0.0)};
+    }
     if (j.contains("histogram")) {
         t.histogram.assign(kProbeHistogramBuckets, 0);
         for (const auto& b : j["histogram"]) {
@@ -59,6 +74,50 @@ ProbeTimer timer_from_json(const nlohmann::json& j) {
         }
     }
     return t;
+}
+
+nlohmann::json cost_kind_to_json(const ProbeCostKind& k) {
+    return {{"self_wall_ns", k.self_wall_ns}, {"self_cpu_ns", k.self_cpu_ns}, {"self_spread_ns", k.self_spread_ns},
+            {"self_sd_ns", k.self_sd_ns},     {"pair_ns", k.pair_ns},         {"pair_spread_ns", k.pair_spread_ns},
+            {"pair_cpu_ns", k.pair_cpu_ns},   {"pair_depth", k.pair_depth}};
+}
+
+ProbeCostKind cost_kind_from_json(const nlohmann::json& j) {
+    ProbeCostKind k;
+    if (!j.is_object()) return k;
+    k.self_wall_ns = j.value("self_wall_ns", 0.0);
+    k.self_cpu_ns = j.value("self_cpu_ns", 0.0);
+    k.self_spread_ns = j.value("self_spread_ns", 0.0);
+    k.self_sd_ns = j.value("self_sd_ns", 0.0);
+    k.pair_ns = j.value("pair_ns", 0.0);
+    k.pair_spread_ns = j.value("pair_spread_ns", 0.0);
+    k.pair_cpu_ns = j.value("pair_cpu_ns", k.pair_ns);
+    k.pair_depth = j.value("pair_depth", 0.0);
+    return k;
+}
+
+nlohmann::json probe_cost_to_json(const ProbeCost& c) {
+    return {{"method", c.method},
+            {"rounds", c.rounds},
+            {"calls", c.calls},
+            {"unprobed_ns", c.unprobed_ns},
+            {"emulated", cost_kind_to_json(c.emulated)},
+            {"stepped", cost_kind_to_json(c.stepped)},
+            {"frame_ns", c.frame_ns},
+            {"frame_cpu_ns", c.frame_cpu_ns}};
+}
+
+ProbeCost probe_cost_from_json(const nlohmann::json& j) {
+    ProbeCost c;
+    c.method = j.value("method", "");
+    c.rounds = j.value("rounds", 0u);
+    c.calls = j.value("calls", std::uint64_t{0});
+    c.unprobed_ns = j.value("unprobed_ns", 0.0);
+    c.emulated = cost_kind_from_json(j.value("emulated", nlohmann::json::object()));
+    c.stepped = cost_kind_from_json(j.value("stepped", nlohmann::json::object()));
+    c.frame_ns = j.value("frame_ns", 0.0);
+    c.frame_cpu_ns = j.value("frame_cpu_ns", 0.0);
+    return c;
 }
 
 }  // namespace
@@ -80,6 +139,9 @@ void ProbeTimer::merge(const ProbeTimer& o) {
     timed_calls += o.timed_calls;
     measured_ns = saturating_add(measured_ns, o.measured_ns);
     sum_squares += o.sum_squares;
+    nested_calls += o.nested_calls;
+    nested_stepped += o.nested_stepped;
+    nested_frames += o.nested_frames;
     if (histogram.empty()) histogram.assign(kProbeHistogramBuckets, 0);
     for (std::size_t i = 0; i < o.histogram.size() && i < histogram.size(); ++i) histogram[i] += o.histogram[i];
 }
@@ -91,6 +153,13 @@ double ProbeTimer::mean_ns() const {
 double ProbeTimer::total_ns(std::uint64_t calls) const {
     if (timed_calls >= calls) return static_cast<double>(measured_ns);
     return mean_ns() * static_cast<double>(calls);
+}
+
+double ProbeTimer::reported_mean_ns() const { return net ? net->mean_ns : mean_ns(); }
+
+double ProbeTimer::reported_total_ns(std::uint64_t calls) const {
+    if (!net) return total_ns(calls);
+    return std::max(0.0, net->mean_ns) * static_cast<double>(std::max(calls, timed_calls));
 }
 
 double ProbeTimer::error_ns(std::uint64_t calls) const {
@@ -124,12 +193,13 @@ nlohmann::json probe_report_to_json(const ProbeReport& r) {
     j["sample"] = r.sample_n ? nlohmann::json{{"n", r.sample_n}, {"burst", r.sample_burst}} : nlohmann::json(nullptr);
     j["counters"] = r.counters;
     j["warnings"] = r.warnings;
+    if (r.probe_cost) j["probe_cost"] = probe_cost_to_json(*r.probe_cost);
     nlohmann::json functions = nlohmann::json::array();
     for (const auto& f : r.functions) {
         nlohmann::json jf{{"pattern", f.pattern},   {"symbol", f.symbol},   {"demangled", f.demangled},
                           {"image", f.image},       {"build_id", f.build_id}, {"address", f.address},
                           {"timed", f.timed},       {"removed", f.removed}, {"calls", f.calls},
-                          {"unmatched", f.unmatched}};
+                          {"unmatched", f.unmatched}, {"entry_stepped", f.entry_stepped}};
         nlohmann::json paths = nlohmann::json::array();
         for (const auto& p : f.paths) {
             nlohmann::json frames = nlohmann::json::array();
@@ -173,6 +243,7 @@ Result<ProbeReport> probe_report_from_json(const nlohmann::json& j) {
         }
         r.counters = j.value("counters", std::map<std::string, std::uint64_t>{});
         r.warnings = j.value("warnings", std::vector<std::string>{});
+        if (j.contains("probe_cost") && j["probe_cost"].is_object()) r.probe_cost = probe_cost_from_json(j["probe_cost"]);
         for (const auto& jf : j.value("functions", nlohmann::json::array())) {
             ProbeFunction f;
             f.pattern = jf.value("pattern", "");
@@ -185,6 +256,7 @@ Result<ProbeReport> probe_report_from_json(const nlohmann::json& j) {
             f.removed = jf.value("removed", false);
             f.calls = jf.value("calls", std::uint64_t{0});
             f.unmatched = jf.value("unmatched", std::uint64_t{0});
+            f.entry_stepped = jf.value("entry_stepped", false);
             for (const auto& jp : jf.value("paths", nlohmann::json::array())) {
                 ProbePath p;
                 for (const auto& fr : jp.value("frames", nlohmann::json::array()))

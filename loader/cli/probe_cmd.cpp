@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "ecpi/analyze/paths/probe_net.h"
 #include "ecpi/loader/control.h"
 #include "ecpi/loader/probe.h"
 #include "ecpi/store/probe_results.h"
@@ -41,6 +42,7 @@ struct ProbeArgs {
     bool quiet = false;
     bool no_stdin = false;
     bool bare = false;
+    bool raw_times = false;
     Format format = Format::kText;
 };
 
@@ -123,6 +125,7 @@ loader::ProbeOptions probe_options(const ProbeArgs& args, CLI::App& app, PathRan
     }
     o.dwarf = args.unwind == "dwarf";
     o.bare = args.bare;
+    o.raw_times = args.raw_times;
     if (!args.quiet) o.log = [](const std::string& line) { std::fprintf(stderr, "ecpi probe: %s\n", line.c_str()); };
     return o;
 }
@@ -181,6 +184,7 @@ bool probe_until_done(loader::ProbeSession& session, std::optional<loader::Contr
         if (deadline && now >= *deadline) break;
         if (text && !args.quiet && now >= next_print) {
             auto live = session.snapshot(false);
+            analyze::subtract_probe_cost(live);
             rank_paths(live, rank);
             std::cout << render_probe_text(live, rank, args.limit) << std::flush;
             next_print += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(args.interval));
@@ -201,6 +205,7 @@ int run_probe(ProbeArgs& args, CLI::App& app) {
 
     unwrap(session.poll());
     auto report = session.snapshot(true);
+    analyze::subtract_probe_cost(report);
     if (exited && args.command.empty() && !args.quiet)
         std::fprintf(stderr, "ecpi probe: process %u exited; its results so far follow\n", session.pid());
 
@@ -254,6 +259,8 @@ void add_probe_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_flag("--no-stdin", args->no_stdin, "Do not read control lines from standard input");
     app->add_flag("--bare", args->bare, "Benchmarks: attach empty BPF programs (the uprobe cost alone; no results)")
         ->group("");
+    app->add_flag("--raw-times", args->raw_times,
+                  "Report times as measured, with the probe's own cost inside them (default: measure it at start and subtract it)");
     app->add_flag("-q,--quiet", args->quiet, "No live tables or progress; only the final result");
     add_format_option(*app, args->format);
     app->add_option("command", args->command, "Command to run and probe (after --)");

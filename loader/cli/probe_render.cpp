@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "ecpi/loader/probe_calibration.h"
+
 namespace ecpi::cli {
 
 Result<PathRank> parse_path_rank(const std::string& name) {
@@ -76,6 +78,15 @@ std::string sparkline(const store::ProbeTimer& t) {
     return s;
 }
 
+// How the times were measured: net of the probe (and what it costs), or raw.
+std::string probe_cost_line(const store::ProbeReport& r) {
+    if (r.probe_cost)
+        return "  times are net of the probe; " + loader::describe_probe_cost(*r.probe_cost) +
+               "; * marks a mean within the probe's noise\n";
+    const bool timed = std::any_of(r.metrics.begin(), r.metrics.end(), [](const std::string& m) { return m != "count"; });
+    return timed ? "  times are as measured: each includes the probe's own cost (--raw-times, or a report without it)\n" : "";
+}
+
 }  // namespace
 
 void rank_paths(store::ProbeReport& report, PathRank rank, const std::string& timer_name) {
@@ -91,8 +102,8 @@ void rank_paths(store::ProbeReport& report, PathRank rank, const std::string& ti
             const auto* ta = timer_of(a, timer);
             const auto* tb = timer_of(b, timer);
             if (rank == PathRank::kVariation && ta && tb) return ta->net_variation_ns() > tb->net_variation_ns();
-            if (rank == PathRank::kTime && ta && tb && ta->total_ns(a.calls) != tb->total_ns(b.calls))
-                return ta->total_ns(a.calls) > tb->total_ns(b.calls);
+            if (rank == PathRank::kTime && ta && tb && ta->reported_total_ns(a.calls) != tb->reported_total_ns(b.calls))
+                return ta->reported_total_ns(a.calls) > tb->reported_total_ns(b.calls);
             return a.calls > b.calls;
         });
     }
@@ -108,6 +119,7 @@ std::string render_probe_text(const store::ProbeReport& r, PathRank rank, std::s
     if (r.sample_n)
         out += "  timers sampled: 1 call in " + std::to_string(r.sample_n) + " (bursts of " +
                std::to_string(r.sample_burst) + "); calls are exact, times are estimates ± 95% bound\n";
+    out += probe_cost_line(r);
     std::vector<std::string> timers;
     for (const auto& m : r.metrics)
         if (m != "count") timers.push_back(m);
@@ -120,7 +132,7 @@ std::string render_probe_text(const store::ProbeReport& r, PathRank rank, std::s
         out += line;
         std::map<std::string, double> fn_total;
         for (const auto& p : f.paths)
-            for (const auto& [name, t] : p.timers) fn_total[name] += t.total_ns(p.calls);
+            for (const auto& [name, t] : p.timers) fn_total[name] += t.reported_total_ns(p.calls);
         for (const auto& t : timers) out += "  " + t + " " + format_ns(fn_total[t]);
         if (f.unmatched) out += "  (" + std::to_string(f.unmatched) + " calls never returned)";
         out += "\n";
@@ -142,8 +154,8 @@ std::string render_probe_text(const store::ProbeReport& r, PathRank rank, std::s
                 if (!t) continue;
                 std::snprintf(line, sizeof line, "  %10llu %10llu %11s %11s %11s %12s %7s  %s\n",
                               static_cast<unsigned long long>(p.calls), static_cast<unsigned long long>(t->timed_calls),
-                              format_ns(t->total_ns(p.calls)).c_str(), format_ns(static_cast<double>(t->min_ns)).c_str(),
-                              format_ns(t->mean_ns()).c_str(),
+                              format_ns(t->reported_total_ns(p.calls)).c_str(), format_ns(static_cast<double>(t->min_ns)).c_str(),
+                              format_ns(t->reported_mean_ns()).c_str(),
                               format_ns(static_cast<double>(t->net_variation_ns())).c_str(),
                               percent(static_cast<double>(t->net_variation_ns()), fn_var).c_str(),
                               sparkline(*t).c_str());
@@ -167,20 +179,28 @@ std::string render_probe_text(const store::ProbeReport& r, PathRank rank, std::s
             std::snprintf(line, sizeof line, "  %10llu %7s", static_cast<unsigned long long>(p.calls),
                           percent(static_cast<double>(p.calls), static_cast<double>(f.calls)).c_str());
             out += line;
+            std::string notes;
             for (const auto& name : timers) {
                 const auto* t = timer_of(p, name);
                 if (!t || t->timed_calls == 0) {
                     std::snprintf(line, sizeof line, " %11s %10s %6s", "-", "-", "-");
                 } else {
-                    std::string total = format_ns(t->total_ns(p.calls));
+                    std::string total = format_ns(t->reported_total_ns(p.calls));
                     if (r.sample_n && t->timed_calls < p.calls) total = "~" + total;
-                    std::snprintf(line, sizeof line, " %11s %10s %6s", total.c_str(), format_ns(t->mean_ns()).c_str(),
-                                  percent(t->total_ns(p.calls), fn_total[name]).c_str());
+                    std::string mean = format_ns(t->reported_mean_ns());
+                    if (t->net && t->net->within_noise) {
+                        mean = "*" + format_ns(std::max(0.0, t->net->mean_ns));
+                        notes += " [*" + name + " within the probe's noise: " + format_ns(t->net->low_ns) + " to " +
+                                 format_ns(t->net->high_ns) + " per call]";
+                    }
+                    std::snprintf(line, sizeof line, " %11s %10s %6s", total.c_str(), mean.c_str(),
+                                  percent(t->reported_total_ns(p.calls), fn_total[name]).c_str());
                 }
                 out += line;
             }
             out += "  " + path_text(p, f);
             if (p.unmatched) out += "  [" + std::to_string(p.unmatched) + " never returned]";
+            out += notes;
             out += "\n";
         }
     }

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "ecpi/loader/perf_events.h"
+#include "ecpi/loader/probe_calibration.h"
 #include "ecpi/loader/probe_symbols.h"
 #include "ecpi/loader/probe_unwind.h"
 #include "ecpi/loader/process_table.h"
@@ -158,6 +159,18 @@ bool process_gone(std::uint32_t pid) {
     return state == 'Z' || state == 'X';
 }
 
+// Whether the kernel single-steps the first instruction at `offset` of the
+// file (loader/probe/probe_calibration.h); an unreadable file counts as
+// stepped, the dearer kind.
+bool first_instruction_stepped(const std::string& file, std::uint64_t offset) {
+    std::uint8_t bytes[2] = {};
+    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return true;
+    ssize_t n = ::pread(fd, bytes, sizeof bytes, static_cast<off_t>(offset));
+    ::close(fd);
+    return entry_single_stepped(bytes, n > 0 ? static_cast<std::size_t>(n) : 0);
+}
+
 std::string hex(std::uint64_t v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
@@ -199,6 +212,7 @@ struct ProbeSession::Impl {
     std::chrono::steady_clock::time_point started;
     std::uint64_t unknown_kinds = 0, orphan_exits = 0, untimed_calls = 0;
     std::uint64_t stack_unwind_errors = 0;
+    std::optional<store::ProbeCost> probe_cost;  // measured at start for timed sessions
 
     // Symbols per readable image path (pattern matching and symbolization).
     std::map<std::string, std::unique_ptr<ElfSymbols>> elf_cache;
@@ -217,6 +231,7 @@ struct ProbeSession::Impl {
         std::string readable;        // where we open it
         std::string build_id;
         std::uint64_t file_offset = 0;
+        bool entry_stepped = false;  // the kernel single-steps its first instruction (its probe costs more)
         bpf_link* entry = nullptr;
         bpf_link* exit = nullptr;
         bool removed = false;
@@ -228,6 +243,9 @@ struct ProbeSession::Impl {
     struct Pending {
         std::uint32_t probe_id;
         PathStats* path;
+        std::uint64_t nested = 0;  // probed calls this thread made inside this one (their probes' cost is in its time)
+        std::uint64_t nested_stepped = 0;  // of which the first instruction is single-stepped
+        std::uint64_t nested_frames = 0;   // frames their entries walked
     };
     std::map<std::pair<std::uint32_t, std::uint64_t>, Pending> pending;  // (tid, start_ns)
 
@@ -382,6 +400,7 @@ struct ProbeSession::Impl {
                 fresh->readable = m.image->readable;
                 fresh->build_id = m.elf->build_id();
                 fresh->file_offset = *offset;
+                fresh->entry_stepped = first_instruction_stepped(m.image->readable, *offset);
                 probes.push_back(std::move(fresh));
                 p = probes.back().get();
             }
@@ -451,6 +470,7 @@ struct ProbeSession::Impl {
             }
             flags &= ECPI_PROBE_PATH_FP_END | ECPI_PROBE_PATH_DEPTH | ECPI_PROBE_PATH_BROKEN;
             Probe& p = *probes[rec.probe_id];
+            count_nested_call(rec.tid, p.entry_stepped, rec.depth);
             ++p.calls;
             // A truncated walk and a complete one with the same frames are different paths.
             ips.push_back(0xffff000000000000ull | flags);
@@ -472,6 +492,11 @@ struct ProbeSession::Impl {
             PathStats& path = *it->second.path;
             path.wall.add(rec.wall_ns);
             path.cpu.add(rec.cpu_ns);
+            for (store::ProbeTimer* t : {&path.wall, &path.cpu}) {
+                t->nested_calls += it->second.nested;
+                t->nested_stepped += it->second.nested_stepped;
+                t->nested_frames += it->second.nested_frames;
+            }
             path.blocked.add(rec.wall_ns - std::min(rec.cpu_ns, rec.wall_ns));
             // Calls this thread opened after this one and never closed were
             // abandoned (longjmp, exceptions): their frames are gone.
@@ -483,6 +508,17 @@ struct ProbeSession::Impl {
             pending.erase(it);
         } else {
             ++unknown_kinds;  // reported loudly in the counters
+        }
+    }
+
+    // A probed call entered on `tid`: every call of that thread still open
+    // contains it, and with it the whole cost of its entry and return probes
+    // (the ring buffer keeps one thread's records in program order).
+    void count_nested_call(std::uint32_t tid, bool stepped, std::uint32_t frames) {
+        for (auto it = pending.lower_bound({tid, 0}); it != pending.end() && it->first.first == tid; ++it) {
+            ++it->second.nested;
+            if (stepped) ++it->second.nested_stepped;
+            it->second.nested_frames += frames;
         }
     }
 
@@ -603,6 +639,14 @@ Result<ProbeSession> ProbeSession::start(const ProbeOptions& options) {
     }
     impl.rb = ring_buffer__new(bpf_map__fd(impl.skel->maps.probe_rb), &Impl::on_record, &impl, nullptr);
     if (!impl.rb) return libbpf_error(errno, "creating the probe ring buffer reader");
+    // Before the target's probes (and a started command) run: what each
+    // probed call costs (iPath's trampolines excluded their own cost;
+    // reports subtract ours). After the load, whose errors name the
+    // privileges missing.
+    if (impl.timed && !options.bare && !options.raw_times) {
+        ECPI_ASSIGN_OR_RETURN(impl.probe_cost, measure_probe_cost({.dwarf = options.dwarf}));
+        if (options.log) options.log(describe_probe_cost(*impl.probe_cost));
+    }
     if (options.dwarf) impl.unwinder = std::make_unique<DwarfUnwinder>(impl.processes);
 
     for (const auto& text : options.patterns) {
@@ -690,6 +734,7 @@ store::ProbeReport ProbeSession::Impl::report_header(bool final) const {
     r.final = final;
     r.target_exited = exited;
     r.metrics = options.metrics;
+    r.probe_cost = probe_cost;
     if (options.sample_n > 1) {
         r.sample_n = options.sample_n;
         r.sample_burst = std::max<std::uint32_t>(1, options.sample_burst);
@@ -752,6 +797,7 @@ store::ProbeFunction ProbeSession::Impl::report_function(const Probe& p) {
     f.address = p.symbol.vaddr;
     f.timed = timed;
     f.removed = p.removed;
+    f.entry_stepped = p.entry_stepped;
     f.calls = p.calls;
     std::map<std::pair<std::vector<store::ProbeFrame>, bool>, std::size_t> index;
     for (const auto& [ips, stats] : p.paths) {

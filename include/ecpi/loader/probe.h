@@ -27,6 +27,7 @@ struct ProbeOptions {
     std::uint32_t sample_burst = 8;         // calls timed per burst
     bool dwarf = false;                     // --unwind dwarf: copy the user stack, unwind with CFI
     bool bare = false;                      // benchmarks: attach an empty BPF program (no counts, no paths)
+    bool raw_times = false;                 // timers as measured: the probe's own cost is not measured nor subtracted
     std::uint32_t ringbuf_bytes = 32u << 20;
     std::function<void(const std::string&)> log;  // progress and warnings, one line each
 };

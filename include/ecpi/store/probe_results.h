@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,10 +38,29 @@ struct ProbeTimer {
     std::uint64_t min_ns = 0, max_ns = 0;
     double sum_squares = 0;            // of per-call ns, for the sampling error
     std::vector<std::uint64_t> histogram;  // [i]: calls with 2^i <= ns < 2^(i+1) ([0] also holds 0 ns)
+    // Probed calls (any probe, same thread) made inside the timed calls: the
+    // whole cost of each of their probes is inside these times.
+    std::uint64_t nested_calls = 0;
+    std::uint64_t nested_stepped = 0;  // of which the probed function's first instruction is single-stepped
+    std::uint64_t nested_frames = 0;   // frames the entry walked in those calls, summed
+    // The time net of the probe (analyze/paths/probe_net.h); absent when the
+    // probe's cost was not measured.
+    struct Net {
+        double probe_ns = 0;      // per call: the probe's cost subtracted from the mean
+        double mean_ns = 0;       // measured mean - probe_ns (can fall below 0 within the noise)
+        double noise_ns = 0;      // per call: the uncertainty of probe_ns
+        bool within_noise = false;  // the net mean is not above twice the noise: see low_ns..high_ns
+        double low_ns = 0, high_ns = 0;  // the net mean's range (mean ± noise, not below 0)
+    };
+    std::optional<Net> net;
 
     void add(std::uint64_t ns);
     void merge(const ProbeTimer& other);
     double mean_ns() const;
+    // What reports show: net of the probe where it was subtracted (a net
+    // mean below 0 counts as 0 in the total), else as measured.
+    double reported_mean_ns() const;
+    double reported_total_ns(std::uint64_t calls) const;
     // Total over `calls` calls: exact when every call was timed, else
     // mean × calls; `error_ns` is then the 95% bound (1.96 standard errors).
     double total_ns(std::uint64_t calls) const;
@@ -66,8 +86,40 @@ struct ProbeFunction {
     std::uint64_t address = 0;  // ELF vaddr of the entry
     bool timed = false;
     bool removed = false;       // removed while the target ran; its results so far are kept
+    bool entry_stepped = false; // the kernel single-steps its first instruction (ProbeCost::stepped)
     std::uint64_t calls = 0, unmatched = 0;
     std::vector<ProbePath> paths;
+};
+
+// What probing costs per call on this machine, measured when the session
+// starts (loader/probe/probe_calibration.cpp): empty functions in ecpi
+// itself, probed as the target's functions are, called in rounds. x86
+// kernels emulate some first instructions of a probed function (push,
+// nop, jumps and calls) and single-step the others out of line, one more
+// trap inside the call: each kind is measured on a function of its own.
+struct ProbeCostKind {
+    // Inside a probed call's own wall (and on-CPU) time: the part of the
+    // entry and return traps between the two clock reads. Median of the
+    // rounds' means; the spread is half the range of the rounds' means.
+    double self_wall_ns = 0, self_cpu_ns = 0, self_spread_ns = 0;
+    double self_sd_ns = 0;       // per call (standard deviation over every call)
+    // What one probed call adds to its caller's time: both traps whole
+    // (the caller's clock, probed minus unprobed).
+    double pair_ns = 0, pair_spread_ns = 0;
+    double pair_cpu_ns = 0;      // the same in the caller's CPU time (the thread's CPU clock over a round)
+    double pair_depth = 0;       // mean frames the entry walked in those calls
+};
+struct ProbeCost {
+    std::string method;          // how it was measured, in one line
+    std::uint32_t rounds = 0;
+    std::uint64_t calls = 0;     // probed calls over all rounds and both kinds
+    double unprobed_ns = 0;      // the empty functions' own call, unprobed
+    ProbeCostKind emulated;      // first instruction emulated by the kernel
+    ProbeCostKind stepped;       // first instruction single-stepped out of line
+    // Each frame the entry walks adds to what a probed call costs its callers
+    // (from calls at two depths); a nested call's pair cost is corrected by
+    // frame_ns × (its depth − pair_depth).
+    double frame_ns = 0, frame_cpu_ns = 0;
 };
 
 struct ProbeReport {
@@ -84,6 +136,7 @@ struct ProbeReport {
     std::map<std::string, std::uint64_t> counters;  // drops and anomalies, by name
     std::vector<ProbeFunction> functions;
     std::vector<std::string> warnings;
+    std::optional<ProbeCost> probe_cost;  // absent: times are as measured (--raw-times, --bare, no timer)
 };
 
 nlohmann::json probe_report_to_json(const ProbeReport& report);
