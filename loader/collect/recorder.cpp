@@ -185,6 +185,7 @@ Result<RecordSummary> Session::run() {
     Error loop_error = sampled.ok() ? Error() : sampled.error();
 
     // Final drain and flush: everything sampled so far reaches the disk.
+    if (unwinder_) unwinder_->finish();  // stack copies still waiting for tables are walked now
     auto drained = drain_cycle();
     if (!drained.ok() && !failed) {
         loop_error = drained.error();
