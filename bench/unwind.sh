@@ -9,7 +9,9 @@
 #
 #   SECONDS  length of each workload (default 4)
 #
-# Environment: BUILD=<repo>/build (build tree), ECPI=... the binary, HZ=999.
+# Environment: BUILD=<repo>/build (build tree), ECPI=... the binary, HZ=999,
+#   PARTS="roots depth system" (which parts to run: completeness, handler
+#   time by depth (a time: take the exclusive lock), whole-system tables).
 #
 # Workloads (Debian's own binaries, built without frame pointers):
 #   xz      xz -9 -T1 of 48 MB of text
@@ -17,6 +19,7 @@
 #   sort    sort --parallel=2 of 4 M random lines (threads)
 #   python3 /usr/bin/python3 building and sorting dicts
 #   unwindme  testprogs/unwindme (qsort callback, 60-deep recursion, a thread)
+#   sigwork   testprogs/sigwork (a SIGALRM handler that checksums state)
 # Reached the root, per tool:
 #   ecpi (cfi)   the handler's count: the CFI walk reached a row whose return
 #                address is undefined (_start, clone3); prof's "call stacks" line
@@ -31,6 +34,8 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$HERE/build}
 ECPI=${ECPI:-$BUILD/loader/ecpi}
 HZ=${HZ:-999}
+PARTS=${PARTS:-roots depth system}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 [ "$(id -u)" -eq 0 ] || { echo "bench/unwind.sh: run as root (BPF and perf)" >&2; exit 1; }
 command -v perf >/dev/null || { echo "bench/unwind.sh: perf is not installed" >&2; exit 1; }
 W=$(mktemp -d /tmp/ecpi-unwind.XXXXXX)
@@ -61,6 +66,7 @@ workload() {  # name -> command
 	sort) echo "timeout $SECONDS_RUN sh -c 'while :; do sort --parallel=2 -S 200M $W/text; done'" ;;
 	python3) echo "/usr/bin/python3 $W/work.py $SECONDS_RUN" ;;
 	unwindme) echo "$BUILD/testprogs/unwindme $SECONDS_RUN" ;;
+	sigwork) echo "$BUILD/testprogs/sigwork $SECONDS_RUN" ;;
 	esac
 }
 
@@ -92,8 +98,9 @@ for line in sys.stdin:
 if stack: print(";".join(reversed(stack)) + " 1")'
 }
 
-printf "%-9s | %-30s | %-16s | %-16s | %s\n" workload "ecpi -g (cfi): reached root" "ecpi (names)" "perf dwarf" "ecpi cut reasons"
-for name in xz gzip sort python3 unwindme; do
+part roots && printf "%-9s | %-30s | %-16s | %-16s | %s\n" workload "ecpi -g (cfi): reached root" "ecpi (names)" "perf dwarf" "ecpi cut reasons"
+for name in xz gzip sort python3 unwindme sigwork; do
+	part roots || break
 	cmd=$(workload $name)
 	"$ECPI" record -g -F "$HZ" -q -o "$W/db-$name" -- sh -c "$cmd >/dev/null" 2>/dev/null || true
 	"$ECPI" prof "$W/db-$name" --format json >"$W/prof-$name.json"
@@ -118,10 +125,10 @@ done
 # _start and libc's two) and burns CPU at the bottom, built with frame
 # pointers so that --call-graph fp walks the same frames. The figure is the
 # whole handler (kernel stack, walk, ring-buffer record) over every sample.
-old=$(sysctl -n kernel.bpf_stats_enabled)
-sysctl -q kernel.bpf_stats_enabled=1
-printf "\n%-6s | %-24s | %-24s\n" depth "handler, -g (cfi)" "handler, --call-graph fp"
+part depth && old=$(sysctl -n kernel.bpf_stats_enabled) && sysctl -q kernel.bpf_stats_enabled=1
+part depth && printf "\n%-6s | %-24s | %-24s\n" depth "handler, -g (cfi)" "handler, --call-graph fp"
 for depth in 10 30 100; do
+	part depth || break
 	line="$depth"
 	for mode in cfi fp; do
 		"$ECPI" record --call-graph $mode -F "$HZ" -o "$W/depth-$mode-$depth" --format json \
@@ -136,13 +143,14 @@ print(f"{t / n:.0f} ns over {n} samples" if n else "no bpf stats")' "$W/depth-$m
 	IFS='|' read -r d cfi fp <<<"$line"
 	printf "%-6s | %-24s | %-24s\n" "$d" "$cfi" "$fp"
 done
-sysctl -q kernel.bpf_stats_enabled="$old"
+part depth && sysctl -q kernel.bpf_stats_enabled="$old"
 
 # Kernel-locked memory of the unwind tables of a whole-system recording:
 # every process on the machine, for SECONDS (record's JSON report,
 # unwind_tables). Tables are cached in DB/unwind: a second recording into the
 # same database loads them from disk instead of building them.
 for run in first second; do
+	part system || break
 	"$ECPI" record -a -g -F 99 --duration "$SECONDS_RUN" -o "$W/system" --format json \
 		--report-file "$W/system-$run.json" >/dev/null 2>&1 || true
 	python3 -c '

@@ -82,7 +82,8 @@ nlohmann::json Session::status_json() {
             {"bpf_run_count", bpf_stats.run_cnt},
             {"bpf_run_time_ns", bpf_stats.run_time_ns},
             {"sampling", sampling_json()},
-            {"events", events}};
+            {"events", events},
+            {"unwind", unwinder_ && counters.ok() ? unwind_status_json(unwinder_->stats(), *counters) : nlohmann::json()}};
 }
 
 // The rate in force and, with an overhead budget, how it was chosen.

@@ -124,6 +124,7 @@ Unwinder::Stats Unwinder::stats() const {
     std::lock_guard<std::mutex> lock(mu_);
     Stats out = shared_stats_;
     out.stack_copies = copies_walked_;
+    out.copied_ends = copied_totals_;
     return out;
 }
 
@@ -399,8 +400,10 @@ bool Unwinder::settle_locked(RawStackSample& sample, std::chrono::steady_clock::
     sample.user_ips = std::move(walk.ips);
     sample.copy.reset();
     ++copies_walked_;
-    if (walk.end >= ECPI_COUNTER_STACK_ROOT && walk.end < ECPI_COUNTER_STACK_ROOT + kStackEndNames.size())
+    if (walk.end >= ECPI_COUNTER_STACK_ROOT && walk.end < ECPI_COUNTER_STACK_ROOT + kStackEndNames.size()) {
         ++copied_ends_[sample.event][walk.end - ECPI_COUNTER_STACK_ROOT];
+        ++copied_totals_[walk.end - ECPI_COUNTER_STACK_ROOT];
+    }
     return true;
 }
 
@@ -450,6 +453,37 @@ void Unwinder::add_copied_ends(std::uint16_t event, store::EventMeta& meta) {
     for (std::size_t i = 0; i < it->second.size(); ++i)
         if (it->second[i]) meta.stack_ends[kStackEndNames[i]] += it->second[i];
     copied_ends_.erase(it);
+}
+
+nlohmann::json unwind_status_json(const Unwinder::Stats& stats, const std::vector<SamplerCounters>& counters) {
+    nlohmann::json j = unwinder_summary(stats);
+    std::array<std::uint64_t, kStackEndNames.size()> ends = stats.copied_ends;
+    for (const auto& c : counters)
+        for (std::size_t i = 0; i < ends.size(); ++i) ends[i] += c.stack_ends[i];
+    nlohmann::json by_reason = nlohmann::json::object();
+    std::uint64_t walks = 0;
+    for (std::size_t i = 0; i < ends.size(); ++i) {
+        by_reason[kStackEndNames[i]] = ends[i];
+        walks += ends[i];
+    }
+    j["stack_ends"] = by_reason;
+    j["walks"] = walks;
+    j["root_share"] = walks ? static_cast<double>(ends[0]) / static_cast<double>(walks) : 0.0;
+    return j;
+}
+
+std::string unwind_status_line(const nlohmann::json& j) {
+    std::string cuts;
+    const nlohmann::json ends = j.contains("stack_ends") && j["stack_ends"].is_object() ? j["stack_ends"] : nlohmann::json::object();
+    for (const auto& [reason, n] : ends.items()) {
+        if (reason == "root" || !n.is_number_unsigned() || n.get<std::uint64_t>() == 0) continue;
+        cuts += (cuts.empty() ? "" : ", ") + reason + " " + std::to_string(n.get<std::uint64_t>());
+    }
+    char line[256];
+    std::snprintf(line, sizeof line, "unwinding:   %.0f tables, %.1f MB locked, %.0f processes; %.1f%% of %llu walks reached the thread root",
+                  j.value("tables", 0.0), j.value("locked_bytes", 0.0) / (1 << 20), j.value("processes", 0.0),
+                  100.0 * j.value("root_share", 0.0), static_cast<unsigned long long>(j.value("walks", 0ull)));
+    return std::string(line) + (cuts.empty() ? "" : " (cut: " + cuts + ")");
 }
 
 }  // namespace ecpi::loader

@@ -21,6 +21,8 @@
 #include <string>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "ecpi/loader/process_table.h"
 #include "ecpi/loader/sampler.h"
 #include "ecpi/loader/unwind_cache.h"
@@ -71,6 +73,7 @@ public:
         std::uint64_t processes = 0;    // processes whose mappings are in the kernel
         double build_s = 0;             // time spent building tables
         std::uint64_t stack_copies = 0; // samples taken before their tables loaded, walked in user space
+        std::array<std::uint64_t, 7> copied_ends{};  // how their walks ended, kStackEndNames order
         std::map<std::string, std::uint64_t> refused;  // images without a table, by reason
         std::map<std::string, std::uint64_t> cache;    // the disk cache: hits, written, full, damaged, write_failed
     };
@@ -129,6 +132,7 @@ private:
     // The recording thread's own (complete()).
     std::vector<Held> held_;
     std::uint64_t copies_walked_ = 0;  // under mu_
+    std::array<std::uint64_t, 7> copied_totals_{};  // under mu_, all events
     std::map<std::uint16_t, std::array<std::uint64_t, 7>> copied_ends_;  // by event, kStackEndNames order
     // The worker's own.
     std::set<std::uint32_t> loaded_;                      // processes with an entry in the kernel
@@ -148,6 +152,13 @@ void start_unwinder(std::optional<Unwinder>& out, const Sampler& sampler, const 
 // "tables", "rows", "locked_bytes", "processes", "stack_copies", "build_s",
 // "cache.<what>" and "refused.<reason>" (images without a table), for the recording's report.
 std::map<std::string, double> unwinder_summary(const Unwinder::Stats& stats);
+
+// For `ctl status`: the tables in the kernel, the disk cache, and how every
+// walk ended so far (the handler's counters of all events and the stack
+// copies'), with the share that reached the root.
+nlohmann::json unwind_status_json(const Unwinder::Stats& stats, const std::vector<SamplerCounters>& counters);
+// That object as ctl status's text line.
+std::string unwind_status_line(const nlohmann::json& status);
 
 // Adds what the stack-end counters gained since `flushed` to
 // meta.stack_ends (by kStackEndNames) and remembers them.
