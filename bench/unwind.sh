@@ -9,7 +9,9 @@
 #
 #   SECONDS  length of each workload (default 4)
 #
-# Environment: BUILD=<repo>/build (build tree), ECPI=... the binary, HZ=999.
+# Environment: BUILD=<repo>/build (build tree), ECPI=... the binary, HZ=999,
+#   PARTS="roots depth system" (which parts to run: completeness, handler
+#   time by depth (a time: take the exclusive lock), whole-system tables).
 #
 # Workloads (Debian's own binaries, built without frame pointers):
 #   xz      xz -9 -T1 of 48 MB of text
@@ -17,17 +19,23 @@
 #   sort    sort --parallel=2 of 4 M random lines (threads)
 #   python3 /usr/bin/python3 building and sorting dicts
 #   unwindme  testprogs/unwindme (qsort callback, 60-deep recursion, a thread)
+#   sigwork   testprogs/sigwork (a SIGALRM handler that checksums state)
 # Reached the root, per tool:
 #   ecpi (cfi)   the handler's count: the CFI walk reached a row whose return
 #                address is undefined (_start, clone3); prof's "call stacks" line
 #   ecpi (names) / perf   the stack holds __libc_start_call_main,
 #                __libc_start_main, start_thread or clone3 (same rule for both)
+# Then the BPF handler's time per sample at 10, 30 and 100 frames (CFI and
+# frame pointers), and the unwind tables of a whole-system recording (their
+# kernel memory; the second recording loads them from the disk cache).
 set -euo pipefail
 SECONDS_RUN=${1:-4}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$HERE/build}
 ECPI=${ECPI:-$BUILD/loader/ecpi}
 HZ=${HZ:-999}
+PARTS=${PARTS:-roots depth system}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 [ "$(id -u)" -eq 0 ] || { echo "bench/unwind.sh: run as root (BPF and perf)" >&2; exit 1; }
 command -v perf >/dev/null || { echo "bench/unwind.sh: perf is not installed" >&2; exit 1; }
 W=$(mktemp -d /tmp/ecpi-unwind.XXXXXX)
@@ -58,6 +66,7 @@ workload() {  # name -> command
 	sort) echo "timeout $SECONDS_RUN sh -c 'while :; do sort --parallel=2 -S 200M $W/text; done'" ;;
 	python3) echo "/usr/bin/python3 $W/work.py $SECONDS_RUN" ;;
 	unwindme) echo "$BUILD/testprogs/unwindme $SECONDS_RUN" ;;
+	sigwork) echo "$BUILD/testprogs/sigwork $SECONDS_RUN" ;;
 	esac
 }
 
@@ -89,8 +98,9 @@ for line in sys.stdin:
 if stack: print(";".join(reversed(stack)) + " 1")'
 }
 
-printf "%-9s | %-30s | %-16s | %-16s | %s\n" workload "ecpi -g (cfi): reached root" "ecpi (names)" "perf dwarf" "ecpi cut reasons"
-for name in xz gzip sort python3 unwindme; do
+part roots && printf "%-9s | %-30s | %-16s | %-16s | %s\n" workload "ecpi -g (cfi): reached root" "ecpi (names)" "perf dwarf" "ecpi cut reasons"
+for name in xz gzip sort python3 unwindme sigwork; do
+	part roots || break
 	cmd=$(workload $name)
 	"$ECPI" record -g -F "$HZ" -q -o "$W/db-$name" -- sh -c "$cmd >/dev/null" 2>/dev/null || true
 	"$ECPI" prof "$W/db-$name" --format json >"$W/prof-$name.json"
@@ -110,18 +120,46 @@ print(f"{share:.1f}% of {walks}|{cuts or chr(45)}")' "$W/prof-$name.json")
 		"$(root_share_folded "$W/perf-$name.folded")" "${cfi#*|}"
 done
 
-# BPF handler time per sample (kernel.bpf_stats_enabled): unwindme's
-# recursion at several depths is not adjustable, so the depth is the
-# workload's: whole runs of unwindme with CFI and with frame pointers.
-old=$(sysctl -n kernel.bpf_stats_enabled)
-sysctl -q kernel.bpf_stats_enabled=1
-for mode in cfi fp; do
-	"$ECPI" record --call-graph $mode -F "$HZ" -o "$W/stats-$mode" --format json --report-file "$W/stats-$mode.json" \
-		-- "$BUILD/testprogs/unwindme" "$SECONDS_RUN" >/dev/null 2>&1 || true
-	python3 -c '
+# BPF handler time per sample (kernel.bpf_stats_enabled) at fixed user
+# stack depths: ecpi_bench_unwind_depth recurses to DEPTH frames (counting
+# _start and libc's two) and burns CPU at the bottom, built with frame
+# pointers so that --call-graph fp walks the same frames. The figure is the
+# whole handler (kernel stack, walk, ring-buffer record) over every sample.
+part depth && old=$(sysctl -n kernel.bpf_stats_enabled) && sysctl -q kernel.bpf_stats_enabled=1
+part depth && printf "\n%-6s | %-24s | %-24s\n" depth "handler, -g (cfi)" "handler, --call-graph fp"
+for depth in 10 30 100; do
+	part depth || break
+	line="$depth"
+	for mode in cfi fp; do
+		"$ECPI" record --call-graph $mode -F "$HZ" -o "$W/depth-$mode-$depth" --format json \
+			--report-file "$W/depth-$mode-$depth.json" -- "$BUILD/bench/ecpi_bench_unwind_depth" "$depth" "$SECONDS_RUN" \
+			>/dev/null 2>&1 || true
+		line="$line|$(python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
 n, t = d.get("bpf_run_count", 0), d.get("bpf_run_time_ns", 0)
-print(f"handler ({sys.argv[2]}): {t / n:.0f} ns per sample over {n} samples" if n else f"handler ({sys.argv[2]}): no bpf stats in the report")' "$W/stats-$mode.json" $mode
+print(f"{t / n:.0f} ns over {n} samples" if n else "no bpf stats")' "$W/depth-$mode-$depth.json")"
+	done
+	IFS='|' read -r d cfi fp <<<"$line"
+	printf "%-6s | %-24s | %-24s\n" "$d" "$cfi" "$fp"
 done
-sysctl -q kernel.bpf_stats_enabled="$old"
+part depth && sysctl -q kernel.bpf_stats_enabled="$old"
+
+# Kernel-locked memory of the unwind tables of a whole-system recording:
+# every process on the machine, for SECONDS (record's JSON report,
+# unwind_tables). Tables are cached in DB/unwind: a second recording into the
+# same database loads them from disk instead of building them.
+for run in first second; do
+	part system || break
+	"$ECPI" record -a -g -F 99 --duration "$SECONDS_RUN" -o "$W/system" --format json \
+		--report-file "$W/system-$run.json" >/dev/null 2>&1 || true
+	python3 -c '
+import json, sys
+u = json.load(open(sys.argv[1])).get("unwind_tables", {})
+mib = u.get("locked_bytes", 0) / 2**20
+c = ", ".join(f"{k[6:]} {v:.0f}" for k, v in sorted(u.items()) if k.startswith("cache."))
+r = ", ".join(f"{k[8:]} {v:.0f}" for k, v in sorted(u.items()) if k.startswith("refused."))
+tables, rows, procs, built = (u.get(k, 0) for k in ("tables", "rows", "processes", "build_s"))
+print(f"whole system ({sys.argv[2]} recording): {tables:.0f} tables, {rows:.0f} rows, {mib:.1f} MiB locked, "
+      f"{procs:.0f} processes, built in {built:.2f} s; cache: {c or chr(45)}; refused: {r or chr(45)}")' "$W/system-$run.json" $run
+done

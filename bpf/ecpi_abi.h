@@ -31,6 +31,7 @@ enum ecpi_record_kind {
 	ECPI_RECORD_PROBE_ENTRY = 3,  /* ecpi probe: one call of a probed function, with its call path */
 	ECPI_RECORD_PROBE_EXIT = 4,   /* ecpi probe: the return of a timed call, with its timers */
 	ECPI_RECORD_REGISTERS = 5,    /* the user registers of one sample (--registers), own ring buffer */
+	ECPI_RECORD_STACK_COPY = 6,   /* a -g sample whose process has no unwind tables yet: stack bytes */
 };
 
 /* DCPI 4.2.1: samples aggregate by (process, pc, event); we add the privilege
@@ -68,7 +69,17 @@ enum ecpi_unwind_kind {
 	ECPI_UNWIND_PLT = 3,      /* PLT stub: CFA = rsp + 8, + 8 more when (pc & 15) >= cfa_offset8 */
 	ECPI_UNWIND_END = 4,      /* the return address is undefined: the thread's outermost frame */
 	ECPI_UNWIND_INVALID = 5,  /* a rule the sampler cannot evaluate (expressions, other registers) */
+	ECPI_UNWIND_SIGNAL = 6,   /* the sigreturn trampoline (CIE augmentation 'S'): the interrupted
+	                           * registers are in the ucontext at rsp (ECPI_SIGFRAME_*) */
 };
+
+/* x86-64 rt_sigframe seen from the trampoline (the handler's ret popped
+ * pretcode): rsp points at the ucontext, whose uc_mcontext starts 40 bytes
+ * in (uc_flags, uc_link, uc_stack); struct sigcontext_64 order r8..r15, rdi,
+ * rsi, rbp, rbx, rdx, rax, rcx, rsp, rip. */
+#define ECPI_SIGFRAME_RBP (40 + 10 * 8)
+#define ECPI_SIGFRAME_RSP (40 + 15 * 8)
+#define ECPI_SIGFRAME_RIP (40 + 16 * 8)
 
 /* From `pc` (an ELF virtual address) to the next row's pc. The return
  * address is always at CFA - 8 (other rules are INVALID). */
@@ -104,6 +115,24 @@ struct ecpi_unwind_process {
 	__u32 count;
 	__u32 pad;
 	struct ecpi_unwind_mapping mappings[ECPI_UNWIND_MAX_MAPPINGS];
+};
+
+/* A -g sample taken before its process's tables reached the kernel (its
+ * first milliseconds): the user registers and up to ECPI_STACK_COPY_BYTES
+ * of its user stack from sp, unwound in user space with the same tables
+ * once they load (loader/unwind/stack_copy.cpp). Sent with its true size:
+ * stack[] holds stack_bytes bytes. */
+#define ECPI_STACK_COPY_BYTES 16384
+struct ecpi_stack_copy_record {
+	__u32 kind;         /* ECPI_RECORD_STACK_COPY */
+	__u16 kernel_depth; /* frames in kernel_ips[0 .. kernel_depth) */
+	__u16 stack_bytes;  /* bytes in stack[], copied from sp up */
+	struct ecpi_sample_key key;
+	__u64 pc;
+	__u64 sp;
+	__u64 bp;
+	__u64 kernel_ips[ECPI_MAX_STACK_DEPTH];
+	__u8 stack[ECPI_STACK_COPY_BYTES];
 };
 
 /* x86-64 general-purpose registers in hardware encoding order (ModRM/REX

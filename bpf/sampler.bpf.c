@@ -96,6 +96,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE); /* user space walks stack copies with the same rows */
 	__type(key, __u32);
 	__type(value, struct ecpi_unwind_row);
 } unwind_rows SEC(".maps");
@@ -122,6 +123,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ecpi_stack_record);
 } stack_scratch SEC(".maps");
+
+/* A stack copy (ECPI_RECORD_STACK_COPY) is built here, then sent with its size. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ecpi_stack_copy_record);
+} stack_copy_scratch SEC(".maps");
 
 static __always_inline void count(__u32 event, __u32 counter)
 {
@@ -214,7 +223,7 @@ struct walk_state {
 	__u32 tgid;
 	__u32 depth;
 	__u32 end; /* the ECPI_COUNTER_* saying how the walk ended; 0 while it goes on */
-	__u32 pad;
+	__u32 exact; /* pc is an interrupted pc (after a signal frame), not a return address */
 };
 
 /* The mapping of `pc` in the process's sorted mappings; NULL when none.
@@ -304,7 +313,27 @@ __noinline int unwind_lookup(__u32 tgid, __u64 pc, struct ecpi_unwind_row *row)
 /* The row for a frame's pc (pc - 1 for a return address): 0 or a cut reason. */
 static __always_inline __u32 row_for(struct walk_state *w, struct ecpi_unwind_row *row)
 {
-	return unwind_lookup(w->tgid, w->depth > 1 ? w->pc - 1 : w->pc, row);
+	return unwind_lookup(w->tgid, w->depth > 1 && !w->exact ? w->pc - 1 : w->pc, row);
+}
+
+/* Through the kernel's signal frame: the interrupted pc, sp and rbp from
+ * the ucontext at sp. The interrupted sp need not be above (sigaltstack);
+ * the frame limit bounds the walk. */
+static __always_inline long signal_step(struct walk_state *w)
+{
+	__u64 pc, sp, bp;
+
+	if (bpf_probe_read_user(&pc, sizeof(pc), (void *)(w->sp + ECPI_SIGFRAME_RIP)) ||
+	    bpf_probe_read_user(&sp, sizeof(sp), (void *)(w->sp + ECPI_SIGFRAME_RSP)) ||
+	    bpf_probe_read_user(&bp, sizeof(bp), (void *)(w->sp + ECPI_SIGFRAME_RBP)) || pc == 0) {
+		w->end = ECPI_COUNTER_CUT_UNREADABLE;
+		return 1;
+	}
+	w->pc = pc;
+	w->sp = sp;
+	w->bp = bp;
+	w->exact = 1;
+	return 0;
 }
 
 /* One frame: records w->pc, then moves to the caller by the pc's CFI row,
@@ -329,6 +358,9 @@ static long walk_step(__u64 index, void *arg)
 		w->end = ECPI_COUNTER_STACK_ROOT;
 		return 1;
 	}
+	if (why == 0 && row.kind == ECPI_UNWIND_SIGNAL)
+		return signal_step(w);
+	w->exact = 0;
 	if (why == 0) {
 		if (row.kind == ECPI_UNWIND_CFA_RSP)
 			cfa = w->sp + 8 * (__u64)row.cfa_offset8;
@@ -389,6 +421,57 @@ static __always_inline bool user_registers(struct bpf_perf_event_data *ctx, bool
 	return true;
 }
 
+/* Bytes of user stack to copy from sp: ECPI_STACK_COPY_BYTES, less where the
+ * main thread's stack ends sooner (its environment strings sit at its top). */
+static __always_inline __u32 stack_copy_size(__u64 sp)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 top = 0;
+
+	if (task->mm)
+		top = BPF_CORE_READ(task, mm, env_end);
+	if (top > sp && top - sp < ECPI_STACK_COPY_BYTES)
+		return top - sp;
+	return ECPI_STACK_COPY_BYTES;
+}
+
+/* The sample's process has no tables in the kernel yet (its first
+ * milliseconds): its registers and a bounded copy of its stack go to user
+ * space, which walks them with the same tables once they load. True when
+ * sent; false (ring half full, stack unreadable) leaves the walk to frame
+ * pointers, counted as no_table. */
+static __always_inline bool send_stack_copy(const struct ecpi_sample_key *key, const struct ecpi_stack_record *walked,
+					    const struct walk_state *w)
+{
+	struct ecpi_stack_copy_record *rec;
+	__u32 zero = 0, size, header;
+
+	if (bpf_ringbuf_query(&samples_rb, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&samples_rb, BPF_RB_RING_SIZE) / 2)
+		return false;
+	rec = bpf_map_lookup_elem(&stack_copy_scratch, &zero);
+	if (!rec)
+		return false;
+	size = stack_copy_size(w->sp);
+	if (size > ECPI_STACK_COPY_BYTES)
+		return false;
+	/* Near the top of a thread's stack the whole copy may cross its end: try less. */
+	if (bpf_probe_read_user(rec->stack, size, (void *)w->sp)) {
+		size = size > 2048 ? 2048 : size;
+		if (bpf_probe_read_user(rec->stack, size, (void *)w->sp))
+			return false;
+	}
+	rec->kind = ECPI_RECORD_STACK_COPY;
+	rec->kernel_depth = walked->kernel_depth;
+	rec->stack_bytes = size;
+	rec->key = *key;
+	rec->pc = w->pc;
+	rec->sp = w->sp;
+	rec->bp = w->bp;
+	__builtin_memcpy(rec->kernel_ips, walked->ips, sizeof(rec->kernel_ips));
+	header = sizeof(*rec) - ECPI_STACK_COPY_BYTES;
+	return bpf_ringbuf_output(&samples_rb, rec, header + size, BPF_RB_NO_WAKEUP) == 0;
+}
+
 static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key)
 {
 	struct walk_state w = {};
@@ -412,6 +495,8 @@ static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, con
 	}
 	w.tgid = key->tgid;
 	if (user_registers(ctx, key->kernel, &w)) {
+		if (!bpf_map_lookup_elem(&unwind_processes, &w.tgid) && send_stack_copy(key, rec, &w))
+			return 0;
 		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
 		rec->user_depth = w.depth;
 		count(key->event, w.end ? w.end : ECPI_COUNTER_CUT_DEPTH);

@@ -6,6 +6,7 @@
 
 #include "cli_common.h"
 #include "ecpi/loader/control.h"
+#include "ecpi/loader/unwinder.h"
 
 namespace ecpi::cli {
 namespace {
@@ -43,6 +44,7 @@ void print_status_text(const nlohmann::json& s) {
     std::printf("on disk:     %.1f MB\n", static_cast<double>(s.value("disk_bytes", 0ull)) / (1 << 20));
     std::printf("processes:   %llu tracked\n", static_cast<unsigned long long>(s.value("processes_tracked", 0ull)));
     print_sampling_text(s.value("sampling", nlohmann::json::object()));
+    if (s.contains("unwind") && s["unwind"].is_object()) std::printf("%s\n", loader::unwind_status_line(s["unwind"]).c_str());
     for (const auto& e : s.value("events", nlohmann::json::array())) {
         std::printf("%s: %.0f samples/s, %llu samples drained of %llu taken, unknown %.3f%%, table evictions %llu, "
                     "ring-buffer losses %llu\n",

@@ -83,7 +83,8 @@ nlohmann::json Session::status_json() {
             {"bpf_run_count", bpf_stats.run_cnt},
             {"bpf_run_time_ns", bpf_stats.run_time_ns},
             {"sampling", sampling_json()},
-            {"events", events}};
+            {"events", events},
+            {"unwind", unwinder_ && counters.ok() ? unwind_status_json(unwinder_->stats(), *counters) : nlohmann::json()}};
 }
 
 // The rate in force and, with an overhead budget, how it was chosen.
@@ -186,6 +187,7 @@ Result<RecordSummary> Session::run() {
     Error loop_error = sampled.ok() ? Error() : sampled.error();
 
     // Final drain and flush: everything sampled so far reaches the disk.
+    if (unwinder_) unwinder_->finish();  // stack copies still waiting for tables are walked now
     auto drained = drain_cycle();
     if (!drained.ok() && !failed) {
         loop_error = drained.error();

@@ -117,6 +117,7 @@ Result<void> Session::drain_cycle() {
         if (pid == 0) meta.comm = "swapper";
         process_meta_[pid] = meta;
     }
+    if (unwinder_) unwinder_->complete(pending_stacks_);  // stack copies: walked once their tables load
     resolve_pending();
     for (auto pid : pids_seen_) {
         auto& meta = process_meta_[pid];

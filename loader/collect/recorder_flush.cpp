@@ -54,6 +54,7 @@ void Session::take_lost_counts() {
             unflushed_meta_[i].registers_lost += registers_lost - flushed_registers_lost_[i];
             flushed_registers_lost_[i] = registers_lost;
             add_stack_ends((*counters)[i], flushed_stack_ends_[i], unflushed_meta_[i]);
+            if (unwinder_) unwinder_->add_copied_ends(static_cast<std::uint16_t>(i), unflushed_meta_[i]);
         }
     }
 }

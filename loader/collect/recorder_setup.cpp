@@ -182,7 +182,7 @@ Result<void> Session::track_targets() {
 // are read at its exec (its first mmap), not now.
 void Session::start_unwinding() {
     if (options_.call_graph && !options_.call_graph_fp)
-        start_unwinder(unwinder_, *sampler_, unwind_targets(), options_.command.empty());
+        start_unwinder(unwinder_, *sampler_, unwind_targets(), options_.command.empty(), db_->path() / "unwind");
     flushed_stack_ends_.assign(events_.size(), {});
 }
 

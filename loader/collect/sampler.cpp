@@ -6,7 +6,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -79,6 +81,22 @@ struct Sampler::Impl {
         if (skel) sampler_bpf__destroy(skel);
     }
 
+    // A stack copy (sent with its true size), its user stack still to walk.
+    static RawStackSample stack_copy_sample(const void* data, std::size_t size) {
+        const auto* rec = static_cast<const ecpi_stack_copy_record*>(data);
+        const std::size_t header = offsetof(ecpi_stack_copy_record, stack);
+        RawStackSample s;
+        s.tgid = rec->key.tgid;
+        s.event = rec->key.event;
+        s.kernel = rec->key.kernel != 0;
+        s.pc = rec->key.pc;
+        unsigned kd = rec->kernel_depth > ECPI_MAX_STACK_DEPTH ? ECPI_MAX_STACK_DEPTH : rec->kernel_depth;
+        s.kernel_ips.assign(rec->kernel_ips, rec->kernel_ips + kd);
+        std::size_t bytes = std::min<std::size_t>({rec->stack_bytes, size - header, ECPI_STACK_COPY_BYTES});
+        s.copy = UserStackCopy{rec->pc, rec->sp, rec->bp, std::vector<std::uint8_t>(rec->stack, rec->stack + bytes)};
+        return s;
+    }
+
     static int on_record(void* ctx, void* data, size_t size) {
         auto* self = static_cast<Impl*>(ctx);
         if (size < sizeof(std::uint32_t)) {
@@ -103,6 +121,8 @@ struct Sampler::Impl {
             s.kernel_ips.assign(rec->ips, rec->ips + kd);
             s.user_ips.assign(rec->ips + ECPI_MAX_STACK_DEPTH, rec->ips + ECPI_MAX_STACK_DEPTH + ud);
             self->stack_out->push_back(std::move(s));
+        } else if (kind == ECPI_RECORD_STACK_COPY && size >= offsetof(ecpi_stack_copy_record, stack)) {
+            self->stack_out->push_back(stack_copy_sample(data, size));
         } else if (kind == ECPI_RECORD_REGISTERS && size >= sizeof(ecpi_register_record)) {
             ecpi_register_record rec;
             std::memcpy(&rec, data, sizeof rec);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "cfi_program.h"
 #include "ecpi_abi.h"
 
 namespace ecpi::loader {
@@ -22,15 +23,19 @@ static_assert(sizeof(ecpi_unwind_row) == 8, "ABI: ecpi_unwind_row");
 
 namespace {
 
-// x86-64 DWARF register numbers.
-constexpr Dwarf_Word kRegRbp = 6;
-constexpr Dwarf_Word kRegRsp = 7;
-constexpr int kRegRip = 16;  // the return-address column
 
-// One FDE's address range.
+// One FDE's address range and program.
 struct FdeRange {
     std::uint64_t lo = 0, hi = 0;
-    Dwarf_CFI* cfi = nullptr;  // which section's CFI describes it
+    std::uint64_t start = 0;  // where its program starts (lo may be later: an overlapped head)
+    detail::CfiProgram program;
+};
+
+// What an FDE takes from its CIE.
+struct CieInfo {
+    std::uint8_t encoding = DW_EH_PE_absptr;
+    bool augmentation_data = false;  // 'z': FDEs carry a length-prefixed augmentation block
+    detail::CfiProgram program;      // the CIE's part
 };
 
 // A DW_EH_PE-encoded pointer inside [p, end); advances p. `field_address`
@@ -83,16 +88,28 @@ std::optional<std::uint64_t> read_encoded(const std::uint8_t*& p, const std::uin
     return v;
 }
 
-// The FDE pointer encoding a CIE's augmentation ('zR...') declares.
-std::optional<std::uint8_t> fde_encoding(const Dwarf_CIE& cie, bool eh_frame) {
-    if (!eh_frame) return DW_EH_PE_absptr;
+// What a CIE's augmentation ('zRS...') declares for its FDEs, and its program.
+std::optional<CieInfo> cie_info(const Dwarf_CIE& cie, bool eh_frame) {
+    CieInfo info;
+    info.program.cie_begin = cie.initial_instructions;
+    info.program.cie_end = cie.initial_instructions_end;
+    info.program.code_alignment = cie.code_alignment_factor;
+    info.program.data_alignment = cie.data_alignment_factor;
+    info.program.return_register = cie.return_address_register;
+    if (!info.program.cie_begin || info.program.cie_end < info.program.cie_begin) return std::nullopt;
     const char* aug = cie.augmentation;
-    if (!aug || aug[0] != 'z') return aug && aug[0] == '\0' ? std::optional<std::uint8_t>(DW_EH_PE_absptr) : std::nullopt;
+    if (!eh_frame && aug && aug[0] == '\0') return info;
+    if (!aug || aug[0] != 'z') return aug && aug[0] == '\0' ? std::optional<CieInfo>(info) : std::nullopt;
+    info.augmentation_data = true;
     const std::uint8_t* p = cie.augmentation_data;
     const std::uint8_t* end = p ? p + cie.augmentation_data_size : nullptr;
-    std::uint8_t enc = DW_EH_PE_absptr;
+    std::uint8_t& enc = info.encoding;
     for (const char* c = aug + 1; *c; ++c) {
-        if (*c == 'S' || *c == 'B') continue;
+        if (*c == 'S') {
+            info.program.signal_frame = true;
+            continue;
+        }
+        if (*c == 'B') continue;
         if (!p || p >= end) return std::nullopt;
         if (*c == 'R') enc = *p++;
         else if (*c == 'L') ++p;
@@ -101,7 +118,7 @@ std::optional<std::uint8_t> fde_encoding(const Dwarf_CIE& cie, bool eh_frame) {
             if (!read_encoded(p, end, static_cast<std::uint8_t>(penc & 0x0f), 0)) return std::nullopt;
         } else return std::nullopt;  // an augmentation we do not know: its FDEs are skipped
     }
-    return enc;
+    return info;
 }
 
 // One CFI section read as raw entries.
@@ -109,13 +126,33 @@ struct CfiSection {
     Elf_Data* data = nullptr;
     std::uint64_t address = 0;  // sh_addr
     bool eh_frame = false;
-    Dwarf_CFI* cfi = nullptr;
 };
+
+// One FDE's range and program: initial location, address range,
+// augmentation data ('z'), then instructions up to the entry's end.
+std::optional<FdeRange> fde_range(const CieInfo& cie, const Dwarf_FDE& fde, const std::uint8_t* base,
+                                  const CfiSection& section) {
+    const std::uint8_t* p = fde.start;
+    const std::uint8_t* end = fde.end;
+    if (!p || !end || p < base || end > base + section.data->d_size || end < p) return std::nullopt;
+    auto lo = read_encoded(p, end, cie.encoding, section.address + (p - base));
+    auto range = read_encoded(p, end, static_cast<std::uint8_t>(cie.encoding & 0x0f), 0);
+    if (!lo || !range || *range == 0 || *lo + *range < *lo || *lo + *range > UINT32_MAX) return std::nullopt;
+    if (cie.augmentation_data) {
+        auto n = read_encoded(p, end, DW_EH_PE_uleb128, 0);
+        if (!n || *n > static_cast<std::uint64_t>(end - p)) return std::nullopt;
+        p += *n;
+    }
+    FdeRange out{*lo, *lo + *range, *lo, cie.program};
+    out.program.fde_begin = p;
+    out.program.fde_end = end;
+    return out;
+}
 
 // Every FDE's [lo, hi) in `section`, bounded by `limits`.
 Result<void> list_fdes(const unsigned char* ident, const CfiSection& section, const UnwindLimits& limits,
                        std::vector<FdeRange>& out, UnwindTable& table) {
-    std::unordered_map<Dwarf_Off, std::optional<std::uint8_t>> cie_encodings;
+    std::unordered_map<Dwarf_Off, std::optional<CieInfo>> cies;
     const auto* base = static_cast<const std::uint8_t*>(section.data->d_buf);
     Dwarf_Off offset = 0;
     for (std::uint64_t entries = 0;; ++entries) {
@@ -128,102 +165,25 @@ Result<void> list_fdes(const unsigned char* ident, const CfiSection& section, co
         if (next <= offset) break;
         offset = next;
         if (entry.CIE_id == DW_CIE_ID_64) continue;
-        auto [it, inserted] = cie_encodings.try_emplace(entry.fde.CIE_pointer);
+        auto [it, inserted] = cies.try_emplace(entry.fde.CIE_pointer);
         if (inserted) {
             Dwarf_Off ignored = 0;
             Dwarf_CFI_Entry cie;
             if (dwarf_next_cfi(ident, section.data, section.eh_frame, entry.fde.CIE_pointer, &ignored, &cie) == 0 &&
                 cie.CIE_id == DW_CIE_ID_64)
-                it->second = fde_encoding(cie.cie, section.eh_frame);
+                it->second = cie_info(cie.cie, section.eh_frame);
         }
         ++table.fdes;
-        const std::uint8_t* p = entry.fde.start;
-        std::optional<std::uint64_t> lo, range;
-        if (it->second && p >= base && entry.fde.end <= base + section.data->d_size) {
-            lo = read_encoded(p, entry.fde.end, *it->second, section.address + (p - base));
-            range = read_encoded(p, entry.fde.end, static_cast<std::uint8_t>(*it->second & 0x0f), 0);
-        }
-        if (!lo || !range || *range == 0 || *lo + *range < *lo || *lo + *range > UINT32_MAX) {
+        auto fde = it->second ? fde_range(*it->second, entry.fde, base, section) : std::nullopt;
+        if (!fde) {
             ++table.skipped_fdes;
             continue;
         }
         if (out.size() >= limits.max_fdes)
             return Error("more than " + std::to_string(limits.max_fdes) + " FDEs; the image is refused");
-        out.push_back({*lo, *lo + *range, section.cfi});
+        out.push_back(*fde);
     }
     return ok();
-}
-
-bool is_offset_from_cfa(const Dwarf_Op* ops, std::size_t nops, const Dwarf_Op* mem, std::int64_t& offset) {
-    if (ops != mem || nops == 0 || ops[0].atom != DW_OP_call_frame_cfa) return false;
-    if (nops == 1) {
-        offset = 0;
-        return true;
-    }
-    if (nops != 2 || ops[1].atom != DW_OP_plus_uconst) return false;
-    offset = static_cast<std::int64_t>(ops[1].number);
-    return true;
-}
-
-// The PLT's CFA expression as ld writes it:
-// breg7 8; breg16 0; lit15; and; litK; ge; lit3; shl; plus.
-std::optional<std::uint16_t> plt_threshold(const Dwarf_Op* ops, std::size_t nops) {
-    if (nops != 9) return std::nullopt;
-    if (ops[0].atom != DW_OP_breg7 || ops[0].number != 8) return std::nullopt;
-    if (ops[1].atom != DW_OP_breg16 || ops[1].number != 0) return std::nullopt;
-    if (ops[2].atom != DW_OP_lit15 || ops[3].atom != DW_OP_and) return std::nullopt;
-    if (ops[4].atom < DW_OP_lit0 || ops[4].atom > DW_OP_lit15 || ops[5].atom != DW_OP_ge) return std::nullopt;
-    if (ops[6].atom != DW_OP_lit3 || ops[7].atom != DW_OP_shl || ops[8].atom != DW_OP_plus) return std::nullopt;
-    return static_cast<std::uint16_t>(ops[4].atom - DW_OP_lit0);
-}
-
-// The CFA part of a row; false when the sampler cannot evaluate it.
-bool classify_cfa(Dwarf_Frame* frame, UnwindRow& row) {
-    Dwarf_Op* ops = nullptr;
-    std::size_t nops = 0;
-    if (dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops == 0) return false;
-    if (auto k = plt_threshold(ops, nops)) {
-        row.kind = ECPI_UNWIND_PLT;
-        row.cfa_offset8 = *k;
-        return true;
-    }
-    if (nops != 1 || ops[0].atom != DW_OP_bregx || (ops[0].number != kRegRsp && ops[0].number != kRegRbp))
-        return false;
-    auto offset = static_cast<std::int64_t>(ops[0].number2);
-    if (offset < 0 || offset % 8 != 0 || offset / 8 > UINT16_MAX) return false;
-    row.kind = ops[0].number == kRegRsp ? ECPI_UNWIND_CFA_RSP : ECPI_UNWIND_CFA_RBP;
-    row.cfa_offset8 = static_cast<std::uint16_t>(offset / 8);
-    return true;
-}
-
-// The rule of one row in the sampler's terms.
-UnwindRow classify(Dwarf_Frame* frame, std::uint64_t pc) {
-    UnwindRow row;
-    row.pc = static_cast<std::uint32_t>(pc);
-    row.kind = ECPI_UNWIND_INVALID;
-    bool signal = false;
-    Dwarf_Addr start = 0, end = 0;
-    if (dwarf_frame_info(frame, &start, &end, &signal) < 0 || signal) return row;
-    Dwarf_Op mem[3];
-    Dwarf_Op* ops = nullptr;
-    std::size_t nops = 0;
-    if (dwarf_frame_register(frame, kRegRip, mem, &ops, &nops) != 0) return row;
-    if (nops == 0 && ops == mem) {
-        row.kind = ECPI_UNWIND_END;
-        return row;
-    }
-    std::int64_t ra_offset = 0;
-    if (!is_offset_from_cfa(ops, nops, mem, ra_offset) || ra_offset != -8) return row;
-    UnwindRow rule = row;
-    if (!classify_cfa(frame, rule)) return row;
-    if (dwarf_frame_register(frame, static_cast<int>(kRegRbp), mem, &ops, &nops) != 0) return row;
-    if (nops != 0) {  // nops == 0: same value or undefined, the sampler keeps rbp
-        std::int64_t offset = 0;
-        if (!is_offset_from_cfa(ops, nops, mem, offset) || offset >= 0 || offset % 8 != 0 || offset / 8 < INT8_MIN)
-            return row;
-        rule.rbp_offset8 = static_cast<std::int8_t>(offset / 8);
-    }
-    return rule;
 }
 
 struct Budget {
@@ -231,61 +191,37 @@ struct Budget {
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
     std::uint64_t steps = 0;
 
-    Result<void> step() {
-        if (++steps > limits.max_steps)
-            return Error("more than " + std::to_string(limits.max_steps) + " CFI rows to evaluate; the image is refused");
-        if ((steps & 1023) == 0 && limits.cancel && limits.cancel->load()) return Error("cancelled");
-        if ((steps & 1023) == 0 &&
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limits.max_seconds)
+    std::uint64_t next_check = 1024;
+
+    // `n` more CFI instructions were run.
+    Result<void> charge(std::uint64_t n) {
+        steps += n;
+        if (steps > limits.max_steps)
+            return Error("more than " + std::to_string(limits.max_steps) + " CFI instructions to run; the image is refused");
+        if (steps < next_check) return ok();
+        next_check = steps + 1024;
+        if (limits.cancel && limits.cancel->load()) return Error("cancelled");
+        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limits.max_seconds)
             return Error("building took over " + std::to_string(static_cast<int>(limits.max_seconds)) +
                          " s; the image is refused");
         return ok();
     }
 };
 
-void append(std::vector<UnwindRow>& rows, UnwindRow row) {
-    if (!rows.empty() && rows.back().pc == row.pc) rows.pop_back();
-    if (!rows.empty()) {
-        const UnwindRow& last = rows.back();
-        if (last.kind == row.kind && last.rbp_offset8 == row.rbp_offset8 && last.cfa_offset8 == row.cfa_offset8)
-            return;
-    }
-    rows.push_back(row);
-}
-
-// The rows of one FDE range [lo, hi), then a NONE row at hi.
+// The rows of one FDE range [lo, hi), then a NONE row at hi: its program
+// runs once (linear in its length).
 Result<void> rows_of(const FdeRange& fde, Budget& budget, UnwindTable& table) {
-    std::uint64_t pc = fde.lo;
-    while (pc < fde.hi) {
-        ECPI_RETURN_IF_ERROR(budget.step());
-        Dwarf_Frame* frame = nullptr;
-        if (dwarf_cfi_addrframe(fde.cfi, pc, &frame) != 0 || !frame) {
-            append(table.rows, {static_cast<std::uint32_t>(pc), ECPI_UNWIND_INVALID, 0, 0});
-            break;
-        }
-        Dwarf_Addr start = 0, end = 0;
-        dwarf_frame_info(frame, &start, &end, nullptr);
-        UnwindRow row = classify(frame, pc);
-        std::free(frame);
-        if (row.kind == ECPI_UNWIND_INVALID) ++table.invalid_rows;
-        append(table.rows, row);
-        if (end <= pc) break;  // libdw made no progress: the rest of the FDE stays as it is
-        pc = end;
-        if (table.rows.size() > budget.limits.max_rows)
-            return Error("more than " + std::to_string(budget.limits.max_rows) + " unwind rows; the image is refused");
-    }
-    append(table.rows, {static_cast<std::uint32_t>(fde.hi), ECPI_UNWIND_NONE, 0, 0});
+    const auto steps = detail::run_cfi_program(fde.program, fde.start, fde.lo, fde.hi, table.rows, table.invalid_rows);
+    ECPI_RETURN_IF_ERROR(budget.charge(steps + 1));
+    if (table.rows.size() > budget.limits.max_rows)
+        return Error("more than " + std::to_string(budget.limits.max_rows) + " unwind rows; the image is refused");
     return ok();
 }
 
 struct ElfFile {
     int fd = -1;
     Elf* elf = nullptr;
-    Dwarf* dwarf = nullptr;
-    Dwarf_CFI* eh_cfi = nullptr;
     ~ElfFile() {
-        if (eh_cfi) dwarf_cfi_end(eh_cfi);
-        if (dwarf) dwarf_end(dwarf);
         if (elf) elf_end(elf);
         if (fd >= 0) ::close(fd);
     }
@@ -306,12 +242,26 @@ Result<void> open_elf(const std::filesystem::path& file, const UnwindLimits& lim
     return ok();
 }
 
+// The bytes of a CFI section, decompressed where compressed (a
+// .debug_frame may be), within the section limit.
+Result<Elf_Data*> section_data(Elf_Scn* scn, const GElf_Shdr& shdr, const char* name, const UnwindLimits& limits) {
+    auto too_large = [&] {
+        return Error(std::string(name) + " is larger than " + std::to_string(limits.max_section_bytes >> 20) +
+                     " MB; the image is refused");
+    };
+    if (shdr.sh_size > limits.max_section_bytes) return too_large();
+    if ((shdr.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+        return Error(std::string(name) + " cannot be decompressed: " + elf_errmsg(-1));
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data && data->d_size > limits.max_section_bytes) return too_large();
+    return data;
+}
+
 // The image's CFI sections: .eh_frame first, then .debug_frame.
 Result<std::vector<CfiSection>> cfi_sections(ElfFile& f, const UnwindLimits& limits) {
     std::size_t shstrndx = 0;
     if (elf_getshdrstrndx(f.elf, &shstrndx) != 0) return Error("no section name table");
     std::vector<CfiSection> out;
-    Elf_Scn* debug_frame = nullptr;
     for (Elf_Scn* scn = elf_nextscn(f.elf, nullptr); scn; scn = elf_nextscn(f.elf, scn)) {
         GElf_Shdr shdr;
         if (!gelf_getshdr(scn, &shdr) || shdr.sh_type == SHT_NOBITS) continue;
@@ -319,23 +269,10 @@ Result<std::vector<CfiSection>> cfi_sections(ElfFile& f, const UnwindLimits& lim
         if (!name) continue;
         bool eh = std::strcmp(name, ".eh_frame") == 0;
         if (!eh && std::strcmp(name, ".debug_frame") != 0) continue;
-        if (shdr.sh_size > limits.max_section_bytes)
-            return Error(std::string(name) + " is larger than " + std::to_string(limits.max_section_bytes >> 20) +
-                         " MB; the image is refused");
-        if (!eh) {
-            debug_frame = scn;
-            continue;
-        }
-        f.eh_cfi = dwarf_getcfi_elf(f.elf);
-        Elf_Data* data = elf_getdata(scn, nullptr);
-        if (f.eh_cfi && data && data->d_buf) out.push_back({data, shdr.sh_addr, true, f.eh_cfi});
+        ECPI_ASSIGN_OR_RETURN(Elf_Data* data, section_data(scn, shdr, name, limits));
+        if (data && data->d_buf) out.push_back({data, eh ? shdr.sh_addr : 0, eh});
     }
-    if (debug_frame) {
-        f.dwarf = dwarf_begin_elf(f.elf, DWARF_C_READ, nullptr);
-        Dwarf_CFI* cfi = f.dwarf ? dwarf_getcfi(f.dwarf) : nullptr;
-        Elf_Data* data = elf_getdata(debug_frame, nullptr);
-        if (cfi && data && data->d_buf) out.push_back({data, 0, false, cfi});
-    }
+    std::stable_partition(out.begin(), out.end(), [](const CfiSection& c) { return c.eh_frame; });
     return out;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "ecpi/loader/perf_events.h"
@@ -26,6 +27,13 @@ struct RawSample {
     std::uint64_t count = 0;
 };
 
+// The user registers and stack bytes (from sp up) of a -g sample taken
+// before its process's unwind tables loaded (ECPI_RECORD_STACK_COPY).
+struct UserStackCopy {
+    std::uint64_t pc = 0, sp = 0, bp = 0;
+    std::vector<std::uint8_t> bytes;
+};
+
 // One -g sample: stacks leaf first, kernel frames then user frames.
 struct RawStackSample {
     std::uint32_t tgid = 0;
@@ -34,6 +42,7 @@ struct RawStackSample {
     std::uint64_t pc = 0;
     std::vector<std::uint64_t> kernel_ips;
     std::vector<std::uint64_t> user_ips;
+    std::optional<UserStackCopy> copy;  // set: user_ips are still to be walked (Unwinder::complete)
 };
 
 // The user-mode registers of one sample (--registers), in hardware encoding
