@@ -2,6 +2,7 @@
 // profile files. Layout, naming, atomicity and locking rules are in
 // store/FORMAT.md; keep them in step with the constants here.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,7 @@
 #include "ecpi/store/profile.h"
 #include "canonical.h"
 #include "file_io.h"
+#include "journal.h"
 
 namespace ecpi::store {
 namespace {
@@ -30,7 +32,11 @@ using detail::kTempPrefix;
 
 constexpr const char* kMarkerFile = "ECPI_DATABASE";
 constexpr const char* kMarkerSchema = "ecpi.database";
-constexpr std::int64_t kDatabaseVersion = 1;
+// Version 2: epochs may hold a journal (FORMAT.md §13), which a version-1
+// reader would not see; a database gets version 2 with its first journal
+// record, so older ecpi refuses it by name instead of reading part of it.
+constexpr std::int64_t kDatabaseVersion = 2;
+constexpr std::int64_t kPlainDatabaseVersion = 1;
 constexpr const char* kLockFile = "lock";
 constexpr const char* kEpochsDir = "epochs";
 constexpr const char* kImagesDir = "images";
@@ -244,7 +250,7 @@ Result<void> check_schema(const json& j, const char* schema, std::int64_t versio
     return ok();
 }
 
-std::string meta_to_json(const EpochMeta& m) {
+json meta_document(const EpochMeta& m) {
     json events = json::object();
     for (const auto& [name, e] : m.events) {
         events[name] = {{"period", e.period}, {"samples", e.samples}, {"unknown", e.unknown}, {"lost", e.lost},
@@ -273,7 +279,34 @@ std::string meta_to_json(const EpochMeta& m) {
                  {"events", std::move(events)},
                  {"processes", std::move(processes)}};
     if (!m.idle_ns_per_cpu.empty()) doc["idle_ns_per_cpu"] = m.idle_ns_per_cpu;
-    return dump(doc);
+    return doc;
+}
+
+std::string meta_to_json(const EpochMeta& m) { return dump(meta_document(m)); }
+
+// Drops what reads as absent anyway (0, "", {}, []), below the top level's
+// schema and version.
+void prune_defaults(json& j) {
+    if (!j.is_object()) return;
+    for (auto it = j.begin(); it != j.end();) {
+        prune_defaults(*it);
+        const json& v = *it;
+        const bool empty = (v.is_number_integer() && v.get<std::int64_t>() == 0) ||
+                           (v.is_number_unsigned() && v.get<std::uint64_t>() == 0) ||
+                           (v.is_number_float() && v.get<double>() == 0) || (v.is_string() && v.get<std::string>().empty()) ||
+                           ((v.is_object() || v.is_array()) && v.empty());
+        it = empty ? j.erase(it) : std::next(it);
+    }
+}
+
+// A journal record's metadata (FORMAT.md §13): epoch.json's document on one
+// line, without the fields that read as absent.
+std::string meta_to_journal_json(const EpochMeta& m) {
+    json doc = meta_document(m);
+    prune_defaults(doc);
+    doc["schema"] = kEpochMetaSchema;
+    doc["version"] = kEpochMetaVersion;
+    return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 // "stack_ends": {name: count}, optional.
@@ -411,8 +444,8 @@ Result<bool> has_marker(const fs::path& dir) {
     return true;
 }
 
-Result<void> write_marker(const fs::path& dir) {
-    const std::string text = dump({{"schema", kMarkerSchema}, {"version", kDatabaseVersion}});
+Result<void> write_marker(const fs::path& dir, std::int64_t version = kPlainDatabaseVersion) {
+    const std::string text = dump({{"schema", kMarkerSchema}, {"version", version}});
     return detail::write_file_atomically(dir / kMarkerFile, as_bytes(text));
 }
 
@@ -560,7 +593,7 @@ Error read_only(const fs::path& db) { return Error("cannot write: " + db.string(
 // file belongs to the same key (otherwise its name collided: try the next).
 template <typename T, typename Decode, typename Encode, typename Name, typename Same>
 Result<void> merge_file(const fs::path& db, const std::string& epoch, const T& from, Decode decode, Encode encode,
-                        Name name, Same same) {
+                        Name name, Same same, std::uint64_t& written) {
     ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(db, epoch));
     ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(db / kLockFile));
     for (int probe = 0; probe < kMaxNameProbes; ++probe) {
@@ -569,6 +602,7 @@ Result<void> merge_file(const fs::path& db, const std::string& epoch, const T& f
         if (!bytes.ok()) {
             if (bytes.error().errno_value() != ENOENT) return bytes.error();
             const std::vector<std::uint8_t> out = encode(from);
+            written += out.size();
             return detail::write_file_atomically(path, out);
         }
         auto existing = decode(std::span<const std::uint8_t>(*bytes));
@@ -581,6 +615,7 @@ Result<void> merge_file(const fs::path& db, const std::string& epoch, const T& f
         auto merged = merge_into(*existing, from);
         if (!merged.ok()) return merged.error().with_context(path.string());
         const std::vector<std::uint8_t> out = encode(*existing);
+        written += out.size();
         return detail::write_file_atomically(path, out);
     }
     return Error("cannot merge into epoch " + epoch + " of " + db.string() + ": " + std::to_string(kMaxNameProbes) +
@@ -612,13 +647,14 @@ Result<void> Database::merge(const std::string& epoch, const ImageProfile& profi
     if (mode_ == Mode::kReadOnly) return read_only(dir_);
     return merge_file(
         dir_, epoch, profile, &decode_profile, &encode_profile, &profile_file_name,
-        [](const ImageProfile& a, const ImageProfile& b) { return a.image == b.image && a.event == b.event; });
+        [](const ImageProfile& a, const ImageProfile& b) { return a.image == b.image && a.event == b.event; },
+        bytes_written_);
 }
 
 Result<void> Database::merge(const std::string& epoch, const StackProfile& stacks) {
     if (mode_ == Mode::kReadOnly) return read_only(dir_);
     return merge_file(dir_, epoch, stacks, &decode_stacks, &encode_stacks, &stacks_file_name,
-                      [](const StackProfile& a, const StackProfile& b) { return a.event == b.event; });
+                      [](const StackProfile& a, const StackProfile& b) { return a.event == b.event; }, bytes_written_);
 }
 
 // Register snapshots are not aggregated: a file grows with every merge, and
@@ -635,7 +671,9 @@ Result<void> Database::merge(const std::string& epoch, const RegisterProfile& re
         auto bytes = detail::read_file(first);
         if (!bytes.ok()) {
             if (bytes.error().errno_value() != ENOENT) return bytes.error();
-            return detail::write_file_atomically(first, encode_registers(registers));
+            const std::vector<std::uint8_t> out = encode_registers(registers);
+            bytes_written_ += out.size();
+            return detail::write_file_atomically(first, out);
         }
         auto existing = decode_registers(std::span<const std::uint8_t>(*bytes));
         if (!existing.ok())
@@ -661,8 +699,9 @@ Result<void> Database::merge(const std::string& epoch, const RegisterProfile& re
                 return Error("cannot add register snapshots to epoch " + epoch + " of " + dir_.string() + ": it holds " +
                              std::to_string(kMaxRegisterSegments) + " segments of " + registers.event +
                              " already (start a new epoch, or record with fewer: --registers N)");
-            return detail::write_file_atomically(dir / registers_segment_name(registers, probe, last + 1),
-                                                 encode_registers(registers));
+            const std::vector<std::uint8_t> out = encode_registers(registers);
+            bytes_written_ += out.size();
+            return detail::write_file_atomically(dir / registers_segment_name(registers, probe, last + 1), out);
         }
         if (last > 0) {
             bytes = detail::read_file(newest);
@@ -673,7 +712,9 @@ Result<void> Database::merge(const std::string& epoch, const RegisterProfile& re
         }
         auto merged = merge_into(*existing, registers);
         if (!merged.ok()) return merged.error().with_context(newest.string());
-        return detail::write_file_atomically(newest, encode_registers(*existing));
+        const std::vector<std::uint8_t> out = encode_registers(*existing);
+        bytes_written_ += out.size();
+        return detail::write_file_atomically(newest, out);
     }
     return Error("cannot merge into epoch " + epoch + " of " + dir_.string() + ": " + std::to_string(kMaxNameProbes) +
                  " files named like " + registers_file_name(registers, 0) + " all belong to other events");
@@ -694,7 +735,9 @@ Result<void> Database::merge(const std::string& epoch, const EpochMeta& meta) {
         return bytes.error();
     }
     merge_into(merged, meta);
-    return detail::write_file_atomically(path, as_bytes(meta_to_json(merged)));
+    const std::string text = meta_to_json(merged);
+    bytes_written_ += text.size();
+    return detail::write_file_atomically(path, as_bytes(text));
 }
 
 // Databases written before idle was counted apart hold the idle task's
@@ -720,15 +763,92 @@ void separate_idle_samples(EpochContents& contents) {
         std::erase_if(stacks.stacks, [](const StackSample& s) { return s.pid == kIdlePid; });
 }
 
-Result<EpochMeta> Database::read_epoch_meta(const std::string& epoch) const {
-    ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
+namespace {
+
+Result<EpochMeta> read_base_meta(const fs::path& db, const fs::path& dir) {
     const fs::path path = dir / kEpochMetaFile;
     std::error_code ec;
     if (!fs::exists(fs::symlink_status(path, ec))) return EpochMeta{};
-    ECPI_RETURN_IF_ERROR(stays_inside(dir_, path));
+    ECPI_RETURN_IF_ERROR(stays_inside(db, path));
     ECPI_ASSIGN_OR_RETURN(auto bytes, detail::read_file(path));
     auto meta = meta_from_json(bytes);
     if (!meta.ok()) return Error(skip_line(path, meta.error()));
+    return meta;
+}
+
+// The journal's metadata only: profiles and stacks are skipped undecoded.
+Result<EpochMeta> read_journal_meta(const fs::path& db, const fs::path& dir) {
+    ECPI_ASSIGN_OR_RETURN(auto names, detail::list_directory(dir));
+    EpochMeta meta;
+    for (const detail::JournalFile& f : detail::list_journal(names).live) {
+        const fs::path path = dir / f.name;
+        ECPI_RETURN_IF_ERROR(stays_inside(db, path));
+        ECPI_ASSIGN_OR_RETURN(auto bytes, detail::read_file(path));
+        detail::JournalScan scan = detail::scan_journal(bytes, &meta_from_json, /*meta_only=*/true);
+        if (!scan.errors.empty()) return Error(path.string() + ": " + scan.errors.front());
+        for (const EpochBatch& b : scan.batches) merge_into(meta, b.meta);
+    }
+    return meta;
+}
+
+// The journal files of an epoch, scanned; false when one vanished between
+// listing and reading (a compaction replaced it: list again).
+bool scan_journal_files(const fs::path& db, const fs::path& dir, EpochContents& out, std::vector<EpochBatch>& batches) {
+    auto names = detail::list_directory(dir);
+    if (!names.ok()) return true;
+    for (const detail::JournalFile& f : detail::list_journal(*names).live) {
+        const fs::path path = dir / f.name;
+        if (auto inside = stays_inside(db, path); !inside.ok()) {
+            out.skipped.push_back(inside.error().message());
+            continue;
+        }
+        auto bytes = detail::read_file(path);
+        if (!bytes.ok() && bytes.error().errno_value() == ENOENT) return false;
+        if (!bytes.ok()) {
+            out.skipped.push_back(skip_line(path, bytes.error()));
+            continue;
+        }
+        detail::JournalScan scan = detail::scan_journal(*bytes, &meta_from_json, /*meta_only=*/false);
+        for (const std::string& e : scan.errors) out.skipped.push_back(path.string() + ": " + e);
+        out.torn_bytes += scan.torn_bytes;
+        for (EpochBatch& b : scan.batches) batches.push_back(std::move(b));
+    }
+    return true;
+}
+
+// The epoch's journal (FORMAT.md §13) added into what its other files hold:
+// batches folded in order; a torn tail is counted, a bad record skipped.
+void read_journal(const fs::path& db, const fs::path& dir, EpochContents& out) {
+    std::vector<EpochBatch> batches;
+    constexpr int kAttempts = 5;
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+        EpochContents scratch;
+        batches.clear();
+        if (!scan_journal_files(db, dir, scratch, batches) && attempt + 1 < kAttempts) continue;
+        out.skipped.insert(out.skipped.end(), scratch.skipped.begin(), scratch.skipped.end());
+        out.torn_bytes += scratch.torn_bytes;
+        break;
+    }
+    if (batches.empty()) return;
+    // The files' own contents go first, as one batch, so everything is
+    // folded (and canonicalized) once.
+    EpochBatch base{std::move(out.profiles), std::move(out.stacks), std::move(out.meta)};
+    batches.insert(batches.begin(), std::move(base));
+    std::vector<std::string> errors;
+    EpochBatch all = detail::fold_batches(std::move(batches), errors);
+    for (const std::string& e : errors) out.skipped.push_back(dir.string() + ": " + e);
+    out.profiles = std::move(all.profiles);
+    out.stacks = std::move(all.stacks);
+    out.meta = std::move(all.meta);
+}
+
+}  // namespace
+
+Result<EpochMeta> Database::read_epoch_meta(const std::string& epoch) const {
+    ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
+    ECPI_ASSIGN_OR_RETURN(EpochMeta meta, read_base_meta(dir_, dir));
+    ECPI_ASSIGN_OR_RETURN(EpochMeta journal, read_journal_meta(dir_, dir));
+    merge_into(meta, journal);
     return meta;
 }
 
@@ -794,6 +914,7 @@ Result<EpochContents> Database::read_epoch(const std::string& epoch) const {
             }
         }
     }
+    read_journal(dir_, dir, out);
     separate_idle_samples(out);
     return out;
 }
@@ -819,6 +940,120 @@ Result<void> Database::cache_image(const std::string& build_id, const fs::path& 
     ECPI_RETURN_IF_ERROR(detail::make_directory(dir_ / kImagesDir));
     ECPI_RETURN_IF_ERROR(detail::make_directory(target.parent_path()));
     return detail::copy_file_atomically(source, target);
+}
+
+// ---- the journal (FORMAT.md §13) ------------------------------------------------
+
+namespace {
+
+// A database holding a journal is version 2 (older readers would miss it).
+Result<void> upgrade_marker(const fs::path& db) {
+    auto bytes = detail::read_file(db / kMarkerFile);
+    if (!bytes.ok()) return bytes.error();
+    const json j = json::parse(bytes->begin(), bytes->end(), nullptr, /*allow_exceptions=*/false);
+    const auto v = j.is_object() ? j.find("version") : j.end();
+    if (v != j.end() && v->is_number_integer() && v->get<std::int64_t>() >= kDatabaseVersion) return ok();
+    return write_marker(db, kDatabaseVersion);
+}
+
+std::uint64_t file_size_or_zero(const fs::path& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+}
+
+}  // namespace
+
+// The segment the next record goes to: the newest one while it is under
+// kJournalSegmentBytes, else a new one numbered past every journal file.
+Result<fs::path> Database::journal_tail(const fs::path& dir) {
+    ECPI_ASSIGN_OR_RETURN(auto names, detail::list_directory(dir));
+    const detail::JournalListing listing = detail::list_journal(names);
+    const detail::JournalFile* newest = nullptr;
+    for (const detail::JournalFile& f : listing.live)
+        if (f.kind == detail::JournalFileKind::kSegment) newest = &f;
+    if (newest != nullptr && newest->number == listing.newest_number) {
+        const fs::path path = dir / newest->name;
+        if (file_size_or_zero(path) < detail::kJournalSegmentBytes) return path;
+    }
+    return dir / detail::journal_segment_name(listing.newest_number + 1);
+}
+
+Result<void> Database::append(const std::string& epoch, const EpochBatch& batch) {
+    if (mode_ == Mode::kReadOnly) return read_only(dir_);
+    ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
+    ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(dir_ / kLockFile));
+    if (!marker_upgraded_) {
+        ECPI_RETURN_IF_ERROR(upgrade_marker(dir_));
+        marker_upgraded_ = true;
+    }
+    ECPI_ASSIGN_OR_RETURN(fs::path path, journal_tail(dir));
+    ECPI_RETURN_IF_ERROR(stays_inside(dir_, path));
+    // Where the last whole record ends: known when this handle wrote the
+    // segment last, else found by reading it (a crash may have cut a record).
+    const std::uint64_t size = file_size_or_zero(path);
+    std::uint64_t valid = size;
+    const auto checked = checked_tails_.find(path.string());
+    if (size > 0 && (checked == checked_tails_.end() || checked->second != size)) {
+        ECPI_ASSIGN_OR_RETURN(auto bytes, detail::read_file(path));
+        valid = detail::journal_valid_bytes(bytes);
+        torn_bytes_dropped_ += size - valid;
+    }
+    const bool created = size == 0;
+    const std::vector<std::uint8_t> record = detail::encode_journal_record(batch, meta_to_journal_json(batch.meta));
+    ECPI_RETURN_IF_ERROR(detail::append_record(path, valid, record));
+    if (created) ECPI_RETURN_IF_ERROR(detail::fsync_directory(dir));
+    bytes_written_ += record.size();
+    checked_tails_[path.string()] = valid + record.size();
+    return ok();
+}
+
+Result<Database::Compaction> Database::compact(const std::string& epoch, std::uint64_t min_bytes) {
+    if (mode_ == Mode::kReadOnly) return read_only(dir_);
+    ECPI_ASSIGN_OR_RETURN(fs::path dir, existing_epoch_dir(dir_, epoch));
+    ECPI_ASSIGN_OR_RETURN(detail::WriterLock lock, detail::WriterLock::acquire(dir_ / kLockFile));
+    ECPI_ASSIGN_OR_RETURN(auto names, detail::list_directory(dir));
+    const detail::JournalListing listing = detail::list_journal(names);
+    // Leftovers of a compaction cut by a crash after its rename.
+    for (const detail::JournalFile& f : listing.superseded) ::unlink((dir / f.name).c_str());
+    Compaction result;
+    std::uint64_t folded_bytes = 0, journal_bytes = 0, segments = 0;
+    for (const detail::JournalFile& f : listing.live) {
+        const std::uint64_t n = file_size_or_zero(dir / f.name);
+        (f.kind == detail::JournalFileKind::kCompact ? folded_bytes : journal_bytes) += n;
+        segments += f.kind == detail::JournalFileKind::kSegment;
+    }
+    result.before = folded_bytes + journal_bytes;
+    const std::uint64_t unpaid = unpaid_compactions_[dir.string()];
+    if (segments == 0 || journal_bytes < std::max({min_bytes, folded_bytes, 2 * unpaid})) return result;
+    // Everything of the journal, folded into one record.
+    std::vector<EpochBatch> batches;
+    std::vector<std::string> errors;
+    for (const detail::JournalFile& f : listing.live) {
+        ECPI_ASSIGN_OR_RETURN(auto bytes, detail::read_file(dir / f.name));
+        detail::JournalScan scan = detail::scan_journal(bytes, &meta_from_json, /*meta_only=*/false);
+        if (!scan.errors.empty())
+            return Error("cannot compact " + (dir / f.name).string() + ": " + scan.errors.front());
+        for (EpochBatch& b : scan.batches) batches.push_back(std::move(b));
+    }
+    EpochBatch all = detail::fold_batches(std::move(batches), errors);
+    if (!errors.empty()) return Error("cannot compact epoch " + epoch + ": " + errors.front());
+    const std::vector<std::uint8_t> record = detail::encode_journal_record(all, meta_to_journal_json(all.meta));
+    // A rewrite is made only where it at least halves what it replaces.
+    if (record.size() * 2 > result.before) {
+        unpaid_compactions_[dir.string()] = journal_bytes;
+        return result;
+    }
+    // The compacted file first (atomically), then what it replaces: a crash
+    // in between leaves files that readers and the next compaction ignore.
+    ECPI_RETURN_IF_ERROR(detail::write_file_atomically(dir / detail::journal_compact_name(listing.newest_number), record));
+    bytes_written_ += record.size();
+    for (const detail::JournalFile& f : listing.live)
+        if (f.name != detail::journal_compact_name(listing.newest_number)) ::unlink((dir / f.name).c_str());
+    ECPI_RETURN_IF_ERROR(detail::fsync_directory(dir));
+    unpaid_compactions_.erase(dir.string());
+    result.done = true;
+    result.after = record.size();
+    return result;
 }
 
 }  // namespace ecpi::store

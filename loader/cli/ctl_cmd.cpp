@@ -42,6 +42,10 @@ void print_status_text(const nlohmann::json& s) {
     std::printf("daemon CPU:  %.2f%%\n", s.value("cpu_percent", 0.0));
     std::printf("daemon RSS:  %.1f MB\n", static_cast<double>(s.value("rss_bytes", 0ull)) / (1 << 20));
     std::printf("on disk:     %.1f MB\n", static_cast<double>(s.value("disk_bytes", 0ull)) / (1 << 20));
+    const auto amp = s.value("write_amplification", nlohmann::json());
+    std::printf("written:     %.1f MB since start, %s bytes written per byte the database grew\n",
+                static_cast<double>(s.value("disk_written_bytes", 0ull)) / (1 << 20),
+                amp.is_number() ? std::to_string(amp.get<double>()).substr(0, 5).c_str() : "-");
     std::printf("processes:   %llu tracked\n", static_cast<unsigned long long>(s.value("processes_tracked", 0ull)));
     print_sampling_text(s.value("sampling", nlohmann::json::object()));
     if (s.contains("unwind") && s["unwind"].is_object()) std::printf("%s\n", loader::unwind_status_line(s["unwind"]).c_str());

@@ -109,6 +109,16 @@ void add_daemon_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--drain-interval", o.drain_interval_s, "Seconds between drains (each followed by a merge)")
         ->default_str("5")
         ->check(CLI::Range(0.1, 3600.0));
+    app->add_option("--epoch-interval", o.epoch_interval_s,
+                    "Seconds after which an epoch is closed and a new one started (default 86400, a day; 0: never), "
+                    "so that --max-disk can remove old data")
+        ->default_str("86400")
+        ->check(CLI::Range(0.0, 86400.0 * 366));
+    app->add_option_function<std::uint64_t>(
+           "--compact-after", [&o](std::uint64_t kb) { o.compact_bytes = kb << 10; },
+           "KB the journal grows between compaction attempts (default 4096); a compaction is written only when it "
+           "at least halves what it replaces")
+        ->default_str("4096");
     app->add_option("--max-memory", args->max_memory_mb, "Warn when resident memory exceeds this many MB");
     app->add_option("--max-disk", args->max_disk_mb, "Remove the oldest epochs to stay under this many MB");
     app->add_flag("--exclude-self", o.exclude_self, "Do not sample the daemon itself");

@@ -234,6 +234,7 @@ void ProcessTable::on_fork(std::uint32_t pid, std::uint32_t parent_pid) {
     auto parent = processes_.find(parent_pid);
     if (parent != processes_.end() && !parent->second.spaces.empty()) {
         child.comm = parent->second.comm;
+        child.cmdline = parent->second.cmdline;
         child.spaces.push_back(parent->second.spaces.back());
     } else {
         child.spaces.emplace_back();
@@ -327,6 +328,11 @@ std::optional<ResolvedPc> ProcessTable::resolve(std::uint32_t pid, std::uint64_t
 std::string ProcessTable::comm(std::uint32_t pid) const {
     auto it = processes_.find(pid);
     return it == processes_.end() ? std::string() : it->second.comm;
+}
+
+std::string ProcessTable::cmdline(std::uint32_t pid) const {
+    auto it = processes_.find(pid);
+    return it == processes_.end() ? std::string() : it->second.cmdline;
 }
 
 }  // namespace ecpi::loader

@@ -68,14 +68,13 @@ nlohmann::json Session::status_json() {
     // Zero unless kernel.bpf_stats_enabled=1.
     Sampler::ProgStats bpf_stats;
     if (auto st = sampler_->prog_stats(); st.ok()) bpf_stats = *st;
-    return {{"schema", "ecpi.daemon.status"},
+    nlohmann::json status = {{"schema", "ecpi.daemon.status"},
             {"version", 1},
             {"database", options_.database.string()},
             {"epoch", epoch_},
             {"uptime_seconds", uptime},
             {"cpu_percent", uptime > 0 ? 100.0 * cpu_seconds() / uptime : 0.0},
             {"rss_bytes", rss_bytes()},
-            {"disk_bytes", db_->disk_bytes()},
             {"processes_tracked", processes_.process_count()},
             {"drains", summary_.drains},
             {"sideband_lost", sideband_->lost_records()},
@@ -85,6 +84,8 @@ nlohmann::json Session::status_json() {
             {"sampling", sampling_json()},
             {"events", events},
             {"unwind", unwinder_ && counters.ok() ? unwind_status_json(unwinder_->stats(), *counters) : nlohmann::json()}};
+    status.update(disk_json());
+    return status;
 }
 
 // The rate in force and, with an overhead budget, how it was chosen.
@@ -255,6 +256,7 @@ Result<void> Session::sample_until_done(Clock::time_point started, bool& failed)
             auto r = flush();
             if (!r.ok()) warn_once(r.error().message() + " (will retry)");
             if (options_.daemon) {
+                close_epoch_if_due();
                 enforce_limits();
                 check_cgroups();
                 if (options_.overhead_budget_percent) recalibrate_if_due(now);

@@ -88,7 +88,10 @@ void Session::drain_sideband() {
             processes_.on_mmap(pid, start, len, pgoff, path, build_id);
             if (unwinder_) unwinder_->note(pid);
         },
-        [this](std::uint32_t pid, const std::string& comm, bool exec) { processes_.on_comm(pid, comm, exec); },
+        [this](std::uint32_t pid, const std::string& comm, bool exec) {
+            processes_.on_comm(pid, comm, exec);
+            if (exec) processes_.set_cmdline(pid, read_cmdline(pid));  // while it lives (issue 34)
+        },
         [this](std::uint32_t pid, std::uint32_t ppid) {
             processes_.on_fork(pid, ppid);
             if (unwinder_) unwinder_->note_fork(pid, ppid);
@@ -102,6 +105,12 @@ void Session::drain_sideband() {
         for (const auto& w : unwinder_->take_warnings()) warn_once(w);
 }
 
+// Read now if the process still runs, else what was read at its exec.
+std::string Session::process_cmdline(std::uint32_t pid) const {
+    std::string now = read_cmdline(pid);
+    return now.empty() ? processes_.cmdline(pid) : now;
+}
+
 Result<void> Session::drain_cycle() {
     // Order matters: flip the table first, then read the side-band records,
     // so every drained sample's mmap has been seen (it happened before).
@@ -113,7 +122,7 @@ Result<void> Session::drain_cycle() {
         if (process_meta_.count(pid)) continue;
         store::ProcessMeta meta;
         meta.comm = processes_.comm(pid);
-        meta.cmdline = read_cmdline(pid);
+        meta.cmdline = process_cmdline(pid);
         if (pid == 0) meta.comm = "swapper";
         process_meta_[pid] = meta;
     }
@@ -122,7 +131,7 @@ Result<void> Session::drain_cycle() {
     for (auto pid : pids_seen_) {
         auto& meta = process_meta_[pid];
         if (meta.comm.empty()) meta.comm = processes_.comm(pid);
-        if (meta.cmdline.empty()) meta.cmdline = read_cmdline(pid);
+        if (meta.cmdline.empty()) meta.cmdline = process_cmdline(pid);
     }
     processes_.reap_exited();
     ++summary_.drains;

@@ -17,9 +17,14 @@ Result<void> Session::flush() {
     auto keep_first = [&](const Result<void>& r) {
         if (!r.ok() && first_error.empty()) first_error = r.error().message();
     };
+    keep_first(flush_registers());
+    if (options_.daemon) {
+        ECPI_RETURN_IF_ERROR(flush_journal());
+        if (!first_error.empty()) return Error("writing to " + options_.database.string() + ": " + first_error);
+        return ok();
+    }
     keep_first(flush_flat());
     keep_first(flush_stacks());
-    keep_first(flush_registers());
     const store::EpochMeta meta = epoch_meta();
     if (first_error.empty()) {
         auto r = db_->merge(epoch_, meta);
@@ -59,17 +64,14 @@ void Session::take_lost_counts() {
     }
 }
 
-// The flat samples, one ImageProfile per (image, event); those not written
-// stay for the next flush.
-Result<void> Session::flush_flat() {
+// The flat samples, one ImageProfile per (image, event).
+std::vector<store::ImageProfile> Session::flat_profiles() const {
     std::map<std::pair<std::uint32_t, std::uint16_t>, std::map<std::uint32_t, std::map<std::uint64_t, std::uint64_t>>>
         grouped;
     for (const auto& [k, n] : flat_) grouped[{k.image, k.event}][k.pid][k.offset] += n;
-
-    std::string first_error;
-    std::unordered_map<FlatKey, std::uint64_t, FlatKeyHash> unwritten;
+    std::vector<store::ImageProfile> out;
     for (const auto& [key, by_pid] : grouped) {
-        store::ImageProfile profile;
+        store::ImageProfile& profile = out.emplace_back();
         profile.image = image_id(key.first);
         profile.event = events_[key.second].name;
         profile.period = mean_periods_[key.second];
@@ -79,23 +81,30 @@ Result<void> Session::flush_flat() {
             for (const auto& [off, n] : offsets) pc.counts.push_back({off, n});
             profile.processes.push_back(std::move(pc));
         }
+    }
+    return out;
+}
+
+// Merged one file at a time; the samples of a file not written stay for the
+// next flush.
+Result<void> Session::flush_flat() {
+    std::string first_error;
+    std::unordered_map<FlatKey, std::uint64_t, FlatKeyHash> unwritten;
+    for (const store::ImageProfile& profile : flat_profiles()) {
         auto r = db_->merge(epoch_, profile);
-        if (!r.ok()) {
-            if (first_error.empty()) first_error = r.error().message();
-            // Keep the samples for the next flush rather than losing them.
-            for (const auto& [pid, offsets] : by_pid)
-                for (const auto& [off, n] : offsets) unwritten[{key.second, key.first, pid, off}] += n;
-        }
+        if (r.ok()) continue;
+        if (first_error.empty()) first_error = r.error().message();
+        // Keep the samples for the next flush rather than losing them.
+        for (const auto& [k, n] : flat_)
+            if (image_id(k.image) == profile.image && events_[k.event].name == profile.event) unwritten[k] += n;
     }
     flat_ = std::move(unwritten);
     if (!first_error.empty()) return Error(first_error);
     return ok();
 }
 
-// One StackProfile per event; the stacks stay for the next flush unless all
-// were written.
-Result<void> Session::flush_stacks() {
-    if (stacks_.empty()) return ok();
+// One StackProfile per event (none for an event without stacks).
+std::vector<store::StackProfile> Session::stack_profiles() const {
     std::vector<store::StackProfile> per_event(events_.size());
     std::vector<std::map<std::uint32_t, std::uint32_t>> image_slots(events_.size());
     for (std::size_t i = 0; i < events_.size(); ++i) {
@@ -115,9 +124,14 @@ Result<void> Session::flush_stacks() {
         }
         sp.stacks.push_back(std::move(sample));
     }
+    std::erase_if(per_event, [](const store::StackProfile& sp) { return sp.stacks.empty(); });
+    return per_event;
+}
+
+// The stacks stay for the next flush unless all were written.
+Result<void> Session::flush_stacks() {
     std::string first_error;
-    for (const auto& sp : per_event) {
-        if (sp.stacks.empty()) continue;
+    for (const auto& sp : stack_profiles()) {
         auto r = db_->merge(epoch_, sp);
         if (!r.ok() && first_error.empty()) first_error = r.error().message();
     }
@@ -136,6 +150,7 @@ store::EpochMeta Session::epoch_meta() {
         meta.events[events_[i].name] = m;
     }
     for (auto pid : pids_seen_) meta.processes[pid] = process_meta_[pid];
+    if (options_.daemon) forget_stored_processes(meta);
     utsname uts{};
     if (uname(&uts) == 0) {
         meta.hostname = uts.nodename;
@@ -250,6 +265,11 @@ Result<std::string> Session::start_new_epoch() {
     epoch_ = next;
     summary_.epoch = epoch_;
     log("closed epoch " + closed + ", started epoch " + epoch_);
+    if (options_.daemon) {
+        stored_processes_.clear();  // a new epoch names its processes anew
+        epoch_started_unix_ = 0;
+        compact_epoch(closed, 0);
+    }
     return closed;
 }
 

@@ -164,6 +164,15 @@ private:
     void take_lost_counts();
     Result<void> flush_flat();
     Result<void> flush_stacks();
+    std::vector<store::ImageProfile> flat_profiles() const;
+    std::vector<store::StackProfile> stack_profiles() const;
+    // The daemon's flush (recorder_journal.cpp): one journal record per flush.
+    Result<void> flush_journal();
+    void compact_epoch(const std::string& epoch, std::uint64_t min_bytes);
+    void close_epoch_if_due();
+    void forget_stored_processes(store::EpochMeta& meta);
+    nlohmann::json disk_json();
+    std::string process_cmdline(std::uint32_t pid) const;
     store::EpochMeta epoch_meta();
     void count_flushed();
     store::ImageId image_id(std::uint32_t index) const;
@@ -234,6 +243,13 @@ private:
     std::set<std::uint32_t> pids_seen_;
     std::map<std::uint32_t, store::ProcessMeta> process_meta_;
     std::set<std::string> cached_build_ids_;
+    // Daemon: the names each pid already has in the current epoch's journal
+    // (a hash), so a long-lived process is written once per epoch, not at
+    // every flush; bounded (cleared past kMaxStoredProcesses).
+    std::unordered_map<std::uint32_t, std::size_t> stored_processes_;
+    std::int64_t epoch_started_unix_ = 0;     // daemon: when the current epoch began (0: not known yet)
+    std::uint64_t disk_bytes_at_start_ = 0;   // daemon: database size when it started
+    std::uint64_t compactions_ = 0;
     std::optional<Unwinder> unwinder_;                               // -g with CFI (issue 29)
     std::vector<std::array<std::uint64_t, 7>> flushed_stack_ends_;  // per event, stack ends already written
 };

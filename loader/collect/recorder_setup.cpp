@@ -43,6 +43,7 @@ Result<void> Session::open_database() {
     db_.emplace(std::move(db));
     ECPI_ASSIGN_OR_RETURN(epoch_, db_->current_epoch());
     summary_.epoch = epoch_;
+    disk_bytes_at_start_ = db_->disk_bytes();
     if (!options_.control_socket.empty()) {
         ECPI_ASSIGN_OR_RETURN(auto server, ControlServer::listen(options_.control_socket));
         control_.emplace(std::move(server));

@@ -67,6 +67,11 @@ public:
 
     const std::vector<ImageInfo>& images() const { return images_; }
     std::string comm(std::uint32_t pid) const;
+    // The command line read while the process lived (at exec, or inherited at
+    // fork), kept until it is reaped: a short-lived process is gone by the
+    // time its samples are drained (issue 34).
+    void set_cmdline(std::uint32_t pid, std::string cmdline) { process(pid).cmdline = std::move(cmdline); }
+    std::string cmdline(std::uint32_t pid) const;
     std::size_t process_count() const { return processes_.size(); }
 
     // Called once for each new file-backed image, after its ELF was read
@@ -83,6 +88,7 @@ private:
     struct AddressSpace { std::vector<Mapping> mappings; };  // sorted by start
     struct Process {
         std::string comm;
+        std::string cmdline;
         std::vector<AddressSpace> spaces;  // oldest first; back() is current
         int exit_age = -1;                 // -1 alive; else reap passes since exit
     };

@@ -57,6 +57,8 @@ struct RecordOptions {
     bool exclude_self = false;                      // do not sample this process
     std::uint64_t max_memory_bytes = 0;             // 0: no limit
     std::uint64_t max_disk_bytes = 0;               // 0: no limit
+    double epoch_interval_s = 86400;                // daemon: start a new epoch this often; 0: never
+    std::uint64_t compact_bytes = 4u << 20;         // daemon: try compacting once the journal grew this much
     std::filesystem::path control_socket;           // empty: none
 };
 

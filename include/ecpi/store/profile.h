@@ -217,6 +217,13 @@ struct EpochMeta {
 [[nodiscard]] Result<void> merge_into(RegisterProfile& into, const RegisterProfile& from);
 void merge_into(EpochMeta& into, const EpochMeta& from);
 
+// What one flush of the daemon writes (Database::append): one journal record.
+struct EpochBatch {
+    std::vector<ImageProfile> profiles;
+    std::vector<StackProfile> stacks;
+    EpochMeta meta;
+};
+
 struct EpochContents {
     std::string epoch;
     std::vector<ImageProfile> profiles;
@@ -225,6 +232,9 @@ struct EpochContents {
     EpochMeta meta;
     // Files that could not be read, one line each: "<path>: <reason>".
     std::vector<std::string> skipped;
+    // Bytes of journal records cut by a crash (FORMAT.md §13): dropped, never
+    // parsed; the flush they held was not acknowledged.
+    std::uint64_t torn_bytes = 0;
 };
 
 // A profile database directory. Writers serialize on an flock of DB/lock;
@@ -259,6 +269,27 @@ public:
     Result<void> merge(const std::string& epoch, const RegisterProfile& registers);
     Result<void> merge(const std::string& epoch, const EpochMeta& meta);
 
+    // Appends one flush to the epoch's journal (FORMAT.md §13): about as many
+    // bytes as the flush holds, whatever the epoch's size. Atomic: readers see
+    // the whole batch or none of it (a record cut by a crash is dropped when
+    // read, and cut off before the next append).
+    Result<void> append(const std::string& epoch, const EpochBatch& batch);
+    struct Compaction {
+        bool done = false;            // a compacted file was written
+        std::uint64_t before = 0;     // journal bytes it replaces
+        std::uint64_t after = 0;      // bytes of the compacted file
+    };
+    // Folds the epoch's journal into one compacted file when the segments
+    // since the last compaction hold at least `min_bytes` (and the compacted
+    // file's size) and folding at least halves what it replaces; a rewrite
+    // that saves less is not made. Crash-safe at every step.
+    Result<Compaction> compact(const std::string& epoch, std::uint64_t min_bytes);
+    // Bytes this handle wrote into the database since it was opened.
+    std::uint64_t bytes_written() const { return bytes_written_; }
+    // Bytes of torn journal records (cut by a crash) this handle cut off
+    // before appending.
+    std::uint64_t torn_bytes_dropped() const { return torn_bytes_dropped_; }
+
     // Everything in one epoch. Corrupt or unknown-version files are listed in
     // `skipped` and the rest is still returned.
     Result<EpochContents> read_epoch(const std::string& epoch) const;
@@ -273,8 +304,16 @@ public:
 
 private:
     explicit Database(std::filesystem::path dir, Mode mode) : dir_(std::move(dir)), mode_(mode) {}
+    Result<std::filesystem::path> journal_tail(const std::filesystem::path& dir);
     std::filesystem::path dir_;
     Mode mode_;
+    std::uint64_t bytes_written_ = 0;
+    std::uint64_t torn_bytes_dropped_ = 0;
+    // Journal segments whose tail this handle checked (or wrote): path -> size.
+    std::map<std::string, std::uint64_t> checked_tails_;
+    // Per epoch directory: journal bytes at the last compaction that did not pay.
+    std::map<std::string, std::uint64_t> unpaid_compactions_;
+    bool marker_upgraded_ = false;
 };
 
 }  // namespace ecpi::store

@@ -120,11 +120,11 @@ TEST_CASE("not a database") {
 
 TEST_CASE("a newer database version is rejected by name") {
     TempDir tmp;
-    const std::string text = R"({"schema": "ecpi.database", "version": 2})";
+    const std::string text = R"({"schema": "ecpi.database", "version": 3})";
     write_bytes(tmp.path() / "ECPI_DATABASE", std::vector<std::uint8_t>(text.begin(), text.end()));
     auto r = Database::open(tmp.path(), Database::Mode::kReadOnly);
     REQUIRE_FALSE(r.ok());
-    CHECK(contains(r.error().message(), "database version 2 is newer than this ecpi supports (1); upgrade ecpi"));
+    CHECK(contains(r.error().message(), "database version 3 is newer than this ecpi supports (2); upgrade ecpi"));
     CHECK_FALSE(Database::open(tmp.path(), Database::Mode::kCreate).ok());
 }
 
