@@ -259,7 +259,10 @@ Result<CpuCost> measure_on_cpu(Sampler& sampler, int cpu, const CalibrationOptio
         losses.push_back(pair->loss);
         if (!piloted && costs.size() == 4) {
             piloted = true;
-            const std::uint64_t faster = faster_rate(hz, quantile(losses, 0.5));
+            // Only where every pilot pair lost little: a noisy pilot (a busy
+            // machine) keeps the rate, so the kernel's sample-rate throttle
+            // is never provoked by a cost that was hidden in the noise.
+            const std::uint64_t faster = faster_rate(hz, *std::max_element(losses.begin(), losses.end()));
             if (faster != hz) {  // the pilot's pairs were measured at the old rate
                 event.reset();
                 hz = faster;
