@@ -26,7 +26,7 @@ void Session::log_calibration(const SampleCost& cost, double budget) {
     char line[480];
     std::snprintf(line, sizeof line,
                   "overhead budget %.2f%%: one sample costs at most %.1f us (%.0f%% upper bound; median %.1f us, quartiles "
-                  "%.1f-%.1f us, %d pairs on %zu CPU%s at %llu Hz, %s on CPU %d); %llu Hz per CPU fits, an estimated %.2f%%",
+                  "%.1f-%.1f us, %d pairs on %zu CPU%s at %llu Hz, %s; the bound is CPU %d's); %llu Hz per CPU fits, an estimated %.2f%%",
                   budget, cost.bound_us, cost.confidence * 100, cost.median_us, cost.low_us, cost.high_us, cost.pairs,
                   cost.per_cpu.size(), cost.per_cpu.size() == 1 ? "" : "s", static_cast<unsigned long long>(cost.hz),
                   cost.precise ? "within 10%" : "short of 10% in the time allowed", cost.cpu,
