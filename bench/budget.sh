@@ -125,7 +125,7 @@ PY
 CONFIGS=(none none2)
 for b in $BUDGETS; do CONFIGS+=("b$b"); done
 echo "# machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), kernel $(uname -r)"
-echo "# $(date -u +%FT%TZ), $ROUNDS rounds, (a) $SECS s CPU-bound, (b) $SHORT short-lived processes; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(date -u +%FT%TZ), $ROUNDS rounds, workloads $WORKLOADS ((a) $SECS s CPU-bound, (b) $SHORT short-lived processes); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 : >"$TMP/results"
 for round in $(seq "$ROUNDS"); do
 	n=${#CONFIGS[@]}
