@@ -586,7 +586,8 @@ int ecpi_sample(struct bpf_perf_event_data *ctx)
 #endif
 	if (filter_tgids && !bpf_map_lookup_elem(&tracked_tgids, &tgid))
 		return 0;
-	if (exclude_tgid && tgid == exclude_tgid)
+	/* the budget's calibration runs in the daemon: it pays the full handler */
+	if (exclude_tgid && tgid == exclude_tgid && bpf_get_attach_cookie(ctx) != ECPI_CALIBRATION_EVENT)
 		return 0;
 
 	key.tgid = tgid;

@@ -19,6 +19,31 @@ struct CtlArgs {
     Format format = Format::kText;
 };
 
+// Each CPU the calibration measured, where it measured more than one.
+void print_budget_cpus_text(const nlohmann::json& cost) {
+    const auto per_cpu = cost.value("per_cpu", nlohmann::json::array());
+    if (per_cpu.size() < 2) return;
+    for (const auto& c : per_cpu)
+        std::printf("  CPU %-4d   median %.1f us, 95%% interval %.1f-%.1f us, %d pairs at %llu Hz\n", c.value("cpu", -1),
+                    c.value("median", 0.0), c.value("lower_bound", 0.0), c.value("upper_bound", 0.0), c.value("pairs", 0),
+                    static_cast<unsigned long long>(c.value("calibration_hz", 0ull)));
+}
+
+// The check while running: its last verdict.
+void print_budget_check_text(const nlohmann::json& sampling) {
+    if (!sampling.contains("check")) return;
+    const auto& k = sampling["check"];
+    if (!k.contains("upper_bound")) {
+        std::printf("check:       every %.0f s, none yet\n", k.value("interval_seconds", 0.0));
+        return;
+    }
+    std::printf("check:       every %.0f s; last on CPU %d: at most %.1f us (median %.1f, %llu pairs), an estimated %.2f%%; "
+                "rate lowered %llu times\n",
+                k.value("interval_seconds", 0.0), k.value("last_cpu", -1), k.value("upper_bound", 0.0), k.value("median", 0.0),
+                static_cast<unsigned long long>(k.value("window_pairs", 0ull)), k.value("estimated_overhead_percent", 0.0),
+                static_cast<unsigned long long>(k.value("rate_lowered", 0ull)));
+}
+
 // The rate in force and, under an overhead budget, what it costs.
 void print_sampling_text(const nlohmann::json& j) {
     if (!j.contains("frequency_hz")) return;
@@ -26,11 +51,14 @@ void print_sampling_text(const nlohmann::json& j) {
                 j.value("chosen_by", "").c_str(), j.value("randomized", true) ? ", period randomized +-10%" : "");
     if (!j.contains("cost_per_sample_us")) return;
     const auto& c = j["cost_per_sample_us"];
-    std::printf("budget:      %.2f%%; one sample costs %.1f us (quartiles %.1f-%.1f us, %d pairs); estimated "
-                "overhead %.2f%%%s\n",
-                j.value("overhead_budget_percent", 0.0), c.value("median", 0.0), c.value("low", 0.0),
-                c.value("high", 0.0), c.value("pairs", 0), j.value("estimated_overhead_percent", 0.0),
+    std::printf("budget:      %.2f%%; one sample costs at most %.1f us (%.0f%% upper bound; median %.1f us, quartiles "
+                "%.1f-%.1f us, %d pairs); estimated overhead %.2f%%%s\n",
+                j.value("overhead_budget_percent", 0.0), c.value("upper_bound", 0.0), c.value("confidence", 0.0) * 100,
+                c.value("median", 0.0), c.value("low", 0.0), c.value("high", 0.0), c.value("pairs", 0),
+                j.value("estimated_overhead_percent", 0.0),
                 j.value("floor_over_budget", false) ? " (even the lowest rate is over the budget)" : "");
+    print_budget_cpus_text(c);
+    print_budget_check_text(j);
     if (j.contains("next_calibration_seconds"))
         std::printf("calibration: next in %.0f s\n", j.value("next_calibration_seconds", 0.0));
 }

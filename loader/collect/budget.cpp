@@ -6,9 +6,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
 #include <cerrno>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "ecpi/loader/perf_events.h"
@@ -40,6 +47,29 @@ private:
     bool pinned_ = false;
 };
 
+// Lowers the thread to SCHED_IDLE while it lives (the check while running
+// measures only in time no program wants), then restores its policy.
+class IdlePriority {
+public:
+    explicit IdlePriority(bool wanted) {
+        if (!wanted) return;
+        policy_ = sched_getscheduler(0);
+        saved_ok_ = policy_ >= 0 && sched_getparam(0, &param_) == 0;
+        sched_param idle{};
+        if (saved_ok_ && sched_setscheduler(0, SCHED_IDLE, &idle) != 0) saved_ok_ = false;
+    }
+    ~IdlePriority() {
+        if (saved_ok_) sched_setscheduler(0, policy_, &param_);
+    }
+    IdlePriority(const IdlePriority&) = delete;
+    IdlePriority& operator=(const IdlePriority&) = delete;
+
+private:
+    int policy_ = 0;
+    sched_param param_{};
+    bool saved_ok_ = false;
+};
+
 Result<FileDescriptor> open_thread_clock(std::uint64_t period_ns) {
     perf_event_attr attr{};
     attr.size = sizeof(attr);
@@ -68,58 +98,268 @@ double quantile(std::vector<double> v, double q) {
     return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::uint64_t mix(std::uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+// The program the calibration times: a pseudo-random read-modify-write walk
+// over a private 1 MiB table with integer work between (a program that works
+// in its caches, so what a sample evicts is part of its cost), or the
+// register-only add chain.
+class Workload {
+public:
+    explicit Workload(bool add_chain_only) : add_chain_only_(add_chain_only) {
+        if (add_chain_only_) return;
+        table_.resize(kSlots);
+        for (std::size_t i = 0; i < kSlots; ++i) table_[i] = mix(i + 1);
+    }
+    // Wall seconds for `iterations` rounds.
+    double seconds(long iterations) {
+        if (add_chain_only_) return add_chain_wall_seconds(iterations * 8);
+        timespec a{}, b{};
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        std::uint64_t h = state_, acc = state_;
+        for (long k = 0; k < iterations; ++k) {
+            h = mix(h + static_cast<std::uint64_t>(k));
+            const std::size_t slot = h & (kSlots - 1);
+            acc += table_[slot];
+            table_[slot] = h ^ acc;
+            acc = acc * 6364136223846793005ULL + 1442695040888963407ULL;
+            acc ^= acc >> 29;
+        }
+        state_ = acc;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_nsec - a.tv_nsec) * 1e-9;
+    }
+
+private:
+    static constexpr std::size_t kSlots = (1u << 20) / sizeof(std::uint64_t);
+    bool add_chain_only_;
+    std::vector<std::uint64_t> table_;
+    std::uint64_t state_ = 0x9e3779b97f4a7c15ULL;
+};
+
+// The calibration event on this thread, attached to the sampler's handler
+// while it lives.
+class CalibrationEvent {
+public:
+    static Result<std::unique_ptr<CalibrationEvent>> open(Sampler& sampler, std::uint64_t hz) {
+        const std::uint64_t period_ns = 1'000'000'000ull / hz;
+        ECPI_ASSIGN_OR_RETURN(FileDescriptor owned, open_thread_clock(period_ns));
+        const int fd = owned.get();
+        ECPI_RETURN_IF_ERROR(sampler.attach_calibration(std::move(owned)));
+        return std::unique_ptr<CalibrationEvent>(new CalibrationEvent(sampler, fd, period_ns));
+    }
+    ~CalibrationEvent() { sampler_.detach_calibration(); }
+    CalibrationEvent(const CalibrationEvent&) = delete;
+    CalibrationEvent& operator=(const CalibrationEvent&) = delete;
+    // Runs `run` with the event enabled; the samples it took.
+    template <typename Run>
+    Result<std::uint64_t> sampled(Run&& run) {
+        if (ioctl(fd_, PERF_EVENT_IOC_RESET, 0) != 0 || ioctl(fd_, PERF_EVENT_IOC_ENABLE, 0) != 0)
+            return Error::from_errno(errno, "enabling the overhead budget's calibration event");
+        run();
+        ioctl(fd_, PERF_EVENT_IOC_DISABLE, 0);
+        return samples_taken(fd_, period_ns_);
+    }
+
+private:
+    CalibrationEvent(Sampler& sampler, int fd, std::uint64_t period_ns) : sampler_(sampler), fd_(fd), period_ns_(period_ns) {}
+    Sampler& sampler_;
+    int fd_;
+    std::uint64_t period_ns_;
+};
+
+// One pair: the same run without and with sampling, alternating which goes
+// first. The extra time per sample in microseconds and the share of the
+// sampled run it took; nothing when the pair took no samples.
+struct Pair {
+    double cost_us = 0;
+    double loss = 0;
+};
+Result<std::optional<Pair>> measure_pair(CalibrationEvent& event, Workload& work, long iterations, bool sampled_first) {
+    double unsampled = 0, sampled = 0;
+    std::uint64_t samples = 0;
+    for (int half = 0; half < 2; ++half) {
+        if ((half == 0) != sampled_first) {
+            unsampled = work.seconds(iterations);
+            continue;
+        }
+        ECPI_ASSIGN_OR_RETURN(samples, event.sampled([&] { sampled = work.seconds(iterations); }));
+    }
+    if (samples == 0 || unsampled <= 0 || sampled <= 0) return std::optional<Pair>();
+    return std::optional<Pair>(Pair{(sampled - unsampled) / static_cast<double>(samples) * 1e6, (sampled - unsampled) / sampled});
+}
+
+// The fastest the calibration may sample: kCalibrationMaxHz, or half the
+// kernel's perf_event_max_sample_rate where that is lower.
+std::uint64_t calibration_ceiling_hz() {
+    std::uint64_t ceiling = kCalibrationMaxHz;
+    if (FILE* f = std::fopen("/proc/sys/kernel/perf_event_max_sample_rate", "re")) {
+        unsigned long long max_rate = 0;
+        if (std::fscanf(f, "%llu", &max_rate) == 1 && max_rate > 0) ceiling = std::min<std::uint64_t>(ceiling, max_rate / 2);
+        std::fclose(f);
+    }
+    return ceiling;
+}
+
+// The rate to measure at after a pilot whose sampled runs lost `loss` of
+// their time: faster where the loss is too small to see through the noise.
+std::uint64_t faster_rate(std::uint64_t hz, double loss) {
+    if (loss >= kCalibrationMinLoss || hz >= calibration_ceiling_hz()) return hz;
+    const double factor = loss > 0 ? 2 * kCalibrationMinLoss / loss : 4.0;
+    return std::clamp<std::uint64_t>(static_cast<std::uint64_t>(static_cast<double>(hz) * std::min(factor, 4.0)), hz,
+                                     calibration_ceiling_hz());
+}
+
+CpuCost summarize_cpu(int cpu, std::uint64_t hz, std::vector<double> costs, const CalibrationOptions& options) {
+    CpuCost c;
+    c.cpu = cpu;
+    c.hz = hz;
+    c.pairs = static_cast<int>(costs.size());
+    if (costs.empty()) return c;
+    const MedianBound b = median_bound(costs, options.confidence);
+    c.median_us = b.median;
+    c.lower_us = b.lower;
+    c.upper_us = b.upper;
+    c.low_us = quantile(costs, 0.25);
+    c.high_us = quantile(costs, 0.75);
+    c.precise = c.pairs >= options.min_pairs && precise_enough(b, options);
+    c.costs_us = std::move(costs);
+    return c;
+}
+
+// Measures on one CPU for at most `seconds`: a pilot of four pairs decides
+// the rate, then pairs until the interval is narrow enough.
+Result<CpuCost> measure_on_cpu(Sampler& sampler, int cpu, const CalibrationOptions& options, double seconds, Workload& work) {
+    const auto t0 = std::chrono::steady_clock::now();
+    PinnedToCpu pin(cpu);
+    if (!pin.pinned()) return Error("cannot run on CPU " + std::to_string(cpu) + " to calibrate the overhead budget");
+    // Runs of about 25 ms unsampled: ~125 samples at 4999 Hz.
+    const double probe_s = work.seconds(20'000);
+    if (probe_s <= 0) return Error("calibrating the overhead budget needs the x86-64 add chain; use -F to set the rate");
+    const auto iterations = std::max<long>(1000, static_cast<long>(20'000 * 0.025 / probe_s));
+    std::uint64_t hz = std::max<std::uint64_t>(options.hz, 1);
+    ECPI_ASSIGN_OR_RETURN(auto event, CalibrationEvent::open(sampler, hz));
+    std::vector<double> costs, losses;
+    bool piloted = false;
+    for (int p = 0; p < options.max_pairs && seconds_since(t0) < seconds; ++p) {
+        ECPI_ASSIGN_OR_RETURN(auto pair, measure_pair(*event, work, iterations, p % 2 == 1));
+        if (!pair) continue;
+        costs.push_back(pair->cost_us);
+        losses.push_back(pair->loss);
+        if (!piloted && costs.size() == 4) {
+            piloted = true;
+            // Only where every pilot pair lost little: a noisy pilot (a busy
+            // machine) keeps the rate, so the kernel's sample-rate throttle
+            // is never provoked by a cost that was hidden in the noise.
+            const std::uint64_t faster = faster_rate(hz, *std::max_element(losses.begin(), losses.end()));
+            if (faster != hz) {  // the pilot's pairs were measured at the old rate
+                event.reset();
+                hz = faster;
+                ECPI_ASSIGN_OR_RETURN(event, CalibrationEvent::open(sampler, hz));
+                costs.clear();
+            }
+        }
+        if (static_cast<int>(costs.size()) >= options.min_pairs && precise_enough(median_bound(costs, options.confidence), options))
+            break;
+    }
+    CpuCost c = summarize_cpu(cpu, hz, std::move(costs), options);
+    c.seconds = seconds_since(t0);
+    return c;
+}
+
 }  // namespace
 
-Result<SampleCost> measure_sample_cost(Sampler& sampler, int pairs, std::uint64_t hz) {
-    if (pairs < 1 || hz == 0) return Error("calibrating the overhead budget needs at least one pair at a rate above 0 Hz");
-    const std::uint64_t period_ns = 1'000'000'000ull / hz;
-    const int cpu = sched_getcpu();
-    PinnedToCpu pin(std::max(cpu, 0));
-    ECPI_ASSIGN_OR_RETURN(FileDescriptor owned, open_thread_clock(period_ns));
-    const int fd = owned.get();
-    ECPI_RETURN_IF_ERROR(sampler.attach_calibration(std::move(owned)));
-    struct Detach {
-        Sampler& s;
-        ~Detach() { s.detach_calibration(); }
-    } detach{sampler};
+MedianBound median_bound(std::vector<double> values, double confidence) {
+    MedianBound b;
+    b.confidence = confidence;
+    if (values.empty()) return b;
+    std::sort(values.begin(), values.end());
+    const std::size_t n = values.size();
+    b.median = quantile(values, 0.5);
+    // The true median lies above the (r+1)-th largest value when at most r
+    // values lie above it: P(Binomial(n, 1/2) <= r). The bound is the value
+    // with the largest r whose probability is at most 1 - confidence (the
+    // same r from below gives the lower bound).
+    const double alpha = 1 - confidence, nd = static_cast<double>(n);
+    auto pmf = [&](std::size_t r) {
+        const double rd = static_cast<double>(r);
+        return std::exp(std::lgamma(nd + 1) - std::lgamma(rd + 1) - std::lgamma(nd - rd + 1) - nd * std::log(2.0));
+    };
+    double cdf = pmf(0);
+    b.enough = cdf <= alpha;
+    std::size_t r = 0;
+    while (b.enough && r + 1 < n && cdf + pmf(r + 1) <= alpha) cdf += pmf(++r);
+    b.upper = values[n - 1 - r];
+    b.lower = values[r];
+    return b;
+}
 
-    // Runs of about 25 ms unsampled: long enough for ~125 samples at 4999 Hz.
-    const double probe_s = add_chain_wall_seconds(1'000'000);
-    if (probe_s <= 0) return Error("calibrating the overhead budget needs the x86-64 add chain; use -F to set the rate");
-    const auto iterations = static_cast<long>(1'000'000 * 0.025 / probe_s);
+bool precise_enough(const MedianBound& bound, const CalibrationOptions& options) {
+    if (!bound.enough) return false;
+    const double half_width = (bound.upper - bound.lower) / 2;
+    return half_width <= std::max(options.precision * std::abs(bound.median), options.precision_us);
+}
 
-    std::vector<double> costs;
-    for (int p = 0; p < pairs; ++p) {
-        double unsampled = 0, sampled = 0;
-        std::uint64_t samples = 0;
-        for (int half = 0; half < 2; ++half) {
-            const bool with_sampling = (half == 0) == (p % 2 == 1);  // alternate which run goes first
-            if (!with_sampling) {
-                unsampled = add_chain_wall_seconds(iterations);
-                continue;
-            }
-            if (ioctl(fd, PERF_EVENT_IOC_RESET, 0) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0)
-                return Error::from_errno(errno, "enabling the overhead budget's calibration event");
-            sampled = add_chain_wall_seconds(iterations);
-            ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
-            samples = samples_taken(fd, period_ns);
-        }
-        if (samples > 0 && unsampled > 0 && sampled > 0)
-            costs.push_back((sampled - unsampled) / static_cast<double>(samples) * 1e6);
-    }
-    if (costs.empty()) return Error("the overhead budget's calibration took no samples; use -F to set the rate");
+std::vector<int> calibration_cpus(const std::vector<int>& cpus, std::size_t at_most) {
+    if (cpus.size() <= at_most) return cpus;
+    std::vector<int> spread;
+    for (std::size_t i = 0; i < at_most; ++i) spread.push_back(cpus[i * cpus.size() / at_most]);
+    return spread;
+}
+
+SampleCost summarize_costs(std::vector<CpuCost> per_cpu, double confidence) {
     SampleCost cost;
-    cost.median_us = quantile(costs, 0.5);
-    cost.low_us = quantile(costs, 0.25);
-    cost.high_us = quantile(costs, 0.75);
-    cost.pairs = static_cast<int>(costs.size());
-    cost.hz = hz;
-    cost.cpu = pin.pinned() ? cpu : -1;
+    cost.confidence = confidence;
+    if (per_cpu.empty()) return cost;
+    const auto worst = std::max_element(per_cpu.begin(), per_cpu.end(),
+                                        [](const CpuCost& a, const CpuCost& b) { return a.upper_us < b.upper_us; });
+    cost.median_us = worst->median_us;
+    cost.low_us = worst->low_us;
+    cost.high_us = worst->high_us;
+    cost.bound_us = worst->upper_us;
+    cost.hz = worst->hz;
+    cost.cpu = worst->cpu;
+    cost.precise = true;
+    for (const auto& c : per_cpu) {
+        cost.pairs += c.pairs;
+        cost.precise = cost.precise && c.precise;
+    }
+    cost.per_cpu = std::move(per_cpu);
     return cost;
 }
 
+Result<SampleCost> measure_sample_cost(Sampler& sampler, const CalibrationOptions& options) {
+    if (options.min_pairs < 1 || options.hz == 0) return Error("calibrating the overhead budget needs at least one pair at a rate above 0 Hz");
+    std::vector<int> cpus = options.cpus;
+    if (cpus.empty()) cpus.push_back(std::max(sched_getcpu(), 0));
+    const double per_cpu_s = std::max(0.5, options.max_seconds / static_cast<double>(cpus.size()));
+    IdlePriority priority(options.low_priority);
+    Workload work(options.add_chain_only);
+    std::vector<CpuCost> measured;
+    std::string failed;
+    for (int cpu : cpus) {
+        auto c = measure_on_cpu(sampler, cpu, options, per_cpu_s, work);
+        if (!c.ok()) failed = c.error().message();
+        else if (c->pairs > 0) measured.push_back(std::move(*c));
+    }
+    if (measured.empty())
+        return Error(failed.empty() ? "the overhead budget's calibration took no samples; use -F to set the rate" : failed);
+    return summarize_costs(std::move(measured), options.confidence);
+}
+
 RateChoice choose_rate(const SampleCost& cost, double budget_percent, std::size_t events) {
-    const double per_hz = cost.median_us * 1e-6 * static_cast<double>(std::max<std::size_t>(events, 1)) * 100.0;
+    const double per_hz = cost.bound_us * 1e-6 * static_cast<double>(std::max<std::size_t>(events, 1)) * 100.0;
     RateChoice choice;
     if (per_hz <= 0) {
         choice.hz = kBudgetMaxHz;
@@ -138,6 +378,29 @@ RateChoice choose_rate(const SampleCost& cost, double budget_percent, std::size_
     choice.hz = std::clamp(hz, kBudgetMinHz, kBudgetMaxHz);
     choice.overhead_percent = static_cast<double>(choice.hz) * per_hz;
     return choice;
+}
+
+}  // namespace ecpi::loader
+
+namespace ecpi::loader {
+
+BudgetCheck check_budget(const std::vector<double>& window_costs_us, std::uint64_t hz_in_force, double budget_percent,
+                         std::size_t events, double confidence) {
+    BudgetCheck check;
+    check.hz = hz_in_force;
+    check.window_pairs = window_costs_us.size();
+    check.cost_us = median_bound(window_costs_us, confidence);
+    SampleCost cost;
+    cost.bound_us = check.cost_us.upper;
+    const double per_hz = cost.bound_us * 1e-4 * static_cast<double>(std::max<std::size_t>(events, 1));
+    check.overhead_percent = per_hz * static_cast<double>(hz_in_force);
+    if (!check.cost_us.enough || check.overhead_percent <= budget_percent * (1 + kBudgetDriftAllowance)) return check;
+    const RateChoice choice = choose_rate(cost, budget_percent, events);
+    if (choice.hz < hz_in_force) {
+        check.lower = true;
+        check.hz = choice.hz;
+    }
+    return check;
 }
 
 }  // namespace ecpi::loader

@@ -96,14 +96,10 @@ nlohmann::json Session::sampling_json() const {
     if (!options_.overhead_budget_percent || !sample_cost_) return j;
     const double seconds_to_next = std::chrono::duration<double>(next_calibration_ - Clock::now()).count();
     j["overhead_budget_percent"] = *options_.overhead_budget_percent;
-    j["cost_per_sample_us"] = {{"median", sample_cost_->median_us},
-                               {"low", sample_cost_->low_us},
-                               {"high", sample_cost_->high_us},
-                               {"pairs", sample_cost_->pairs},
-                               {"calibration_hz", sample_cost_->hz},
-                               {"cpu", sample_cost_->cpu}};
-    const double per_hz = sample_cost_->median_us * 1e-4 * static_cast<double>(events_.size());
+    j["cost_per_sample_us"] = sample_cost_json(*sample_cost_);
+    const double per_hz = sample_cost_->bound_us * 1e-4 * static_cast<double>(events_.size());
     j["estimated_overhead_percent"] = per_hz * static_cast<double>(frequency_);
+    if (options_.daemon) j["check"] = budget_monitor_.status_json();
     j["floor_over_budget"] = rate_choice_.floor_over_budget;
     j["range_hz"] = {kBudgetMinHz, kBudgetMaxHz};
     j["calibrated_unix"] = calibrated_unix_;
@@ -260,6 +256,7 @@ Result<void> Session::sample_until_done(Clock::time_point started, bool& failed)
                 enforce_limits();
                 check_cgroups();
                 if (options_.overhead_budget_percent) recalibrate_if_due(now);
+                if (options_.overhead_budget_percent) check_budget_if_due(now);
             }
             next_flush = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.flush_interval_s));
         }
@@ -303,7 +300,7 @@ void Session::summarize_rate() {
         summary_.sample_cost_low_us = sample_cost_->low_us;
         summary_.sample_cost_high_us = sample_cost_->high_us;
         summary_.estimated_overhead_percent =
-            sample_cost_->median_us * 1e-4 * static_cast<double>(events_.size()) * static_cast<double>(frequency_);
+            sample_cost_->bound_us * 1e-4 * static_cast<double>(events_.size()) * static_cast<double>(frequency_);
     }
 }
 

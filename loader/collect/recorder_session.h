@@ -34,6 +34,7 @@
 #include "ecpi/loader/sampler.h"
 #include "ecpi/loader/unwinder.h"
 #include "ecpi/store/profile.h"
+#include "budget_monitor.h"
 
 namespace ecpi::loader::detail {
 
@@ -182,6 +183,9 @@ private:
     void measure_sampled_clock();
     Result<void> calibrate_budget();
     void recalibrate_if_due(Clock::time_point now);
+    void check_budget_if_due(Clock::time_point now);  // budget_session.cpp (issue 35)
+    Result<std::string> apply_rate(std::uint64_t hz);
+    void log_calibration(const SampleCost& cost, double budget);
     Result<std::string> start_new_epoch();
     Result<void> new_epoch_if_periods_differ();
     nlohmann::json sampling_json() const;
@@ -223,6 +227,7 @@ private:
     std::uint64_t last_disk_bytes_ = 0;
     bool memory_warned_ = false;
     KernelBase kernel_;
+    BudgetMonitor budget_monitor_;  // after sampler_: its check thread uses the sampler
     CpuInfo cpu_;
     double mhz_ = 0;
     double measured_mhz_ = 0;  // measure_cpu_mhz() before sampling starts

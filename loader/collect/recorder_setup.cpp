@@ -230,14 +230,19 @@ void Session::measure_sampled_clock() {
         }
 }
 
-// Issue 20: measures what one sample costs on this machine (about 0.5 s on
-// one CPU) and sets the rate the budget affords. The handler must not filter
-// the calibration out, so this process is tracked while it runs.
+// Issue 20: measures what one sample costs on this machine and sets the
+// rate the budget affords; issue 35: on up to four CPUs, until the cost is
+// known to 10% (at most 3 s), the rate chosen from the 95% upper bound. The
+// handler must not filter the calibration out, so this process is tracked
+// while it runs.
 Result<void> Session::calibrate_budget() {
+    budget_monitor_.wait();  // the check while running uses the same calibration event
     const bool filtering = !options_.pids.empty() || !options_.command.empty();
     const auto self = static_cast<std::uint32_t>(getpid());
     if (filtering) ECPI_RETURN_IF_ERROR(sampler_->track_tgid(self));
-    auto cost = measure_sample_cost(*sampler_);
+    CalibrationOptions calibration;
+    calibration.cpus = calibration_cpus(cpus_);
+    auto cost = measure_sample_cost(*sampler_, calibration);
     if (filtering) ECPI_RETURN_IF_ERROR(sampler_->untrack_tgid(self));
     if (!cost.ok()) return Error("calibrating the overhead budget: " + cost.error().message());
     sample_cost_ = *cost;
@@ -245,21 +250,8 @@ Result<void> Session::calibrate_budget() {
     rate_choice_ = choose_rate(*cost, budget, events_.size());
     calibrated_unix_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     next_calibration_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.calibration_interval_s));
-    char line[320];
-    std::snprintf(line, sizeof line,
-                  "overhead budget %.2f%%: one sample costs %.1f us (quartiles %.1f-%.1f us, %d pairs on CPU %d); "
-                  "%llu Hz per CPU fits, an estimated %.2f%%",
-                  budget, cost->median_us, cost->low_us, cost->high_us, cost->pairs, cost->cpu,
-                  static_cast<unsigned long long>(rate_choice_.hz), rate_choice_.overhead_percent);
-    log(line);
-    if (rate_choice_.floor_over_budget) {
-        std::snprintf(line, sizeof line,
-                      "even the lowest rate, %llu Hz, costs an estimated %.2f%%, over the budget of %.2f%%: sampling at "
-                      "%llu Hz anyway (raise --overhead-budget, or force a rate with -F)",
-                      static_cast<unsigned long long>(kBudgetMinHz), rate_choice_.overhead_percent, budget,
-                      static_cast<unsigned long long>(kBudgetMinHz));
-        warn_once(line);
-    }
+    budget_monitor_.reset(*cost, Clock::now());
+    log_calibration(*cost, budget);
     return ok();
 }
 
@@ -285,17 +277,12 @@ void Session::recalibrate_if_due(Clock::time_point now) {
         log("keeping " + std::to_string(before) + " Hz per CPU (the new estimate is within 20%)");
         return;
     }
-    auto epoch = start_new_epoch();  // counts of the old period stay in the old epoch
+    auto epoch = apply_rate(rate_choice_.hz);  // counts of the old period stay in the old epoch
     if (!epoch.ok()) {
         warn_once("cannot start a new epoch for the new rate (" + epoch.error().message() + "); keeping " +
                   std::to_string(before) + " Hz");
         return;
     }
-    set_frequency(rate_choice_.hz);
-    for (std::size_t i = 0; i < events_.size(); ++i)
-        for (int fd : sampler_->event_fds(static_cast<std::uint16_t>(i)))
-            if (auto r = set_period(fd, mean_periods_[i]); !r.ok()) warn_once("cannot change the sampling rate: " + r.error().message());
-    measure_sampled_clock();
     log("sampling rate changed from " + std::to_string(before) + " to " + std::to_string(frequency_) +
         " Hz per CPU; recording into epoch " + *epoch);
 }

@@ -26,15 +26,18 @@ bool measure(std::uint64_t spin_ns, Measured& out) {
         std::fprintf(stderr, "loading the test-hook sampler: %s\n", sampler.error().message().c_str());
         return false;
     }
-    auto cost = ecpi::loader::measure_sample_cost(*sampler, 8);
+    ecpi::loader::CalibrationOptions calibration;
+    calibration.max_seconds = 2;
+    auto cost = ecpi::loader::measure_sample_cost(*sampler, calibration);
     if (!cost.ok()) {
         std::fprintf(stderr, "calibrating: %s\n", cost.error().message().c_str());
         return false;
     }
     out.cost = *cost;
     out.rate = ecpi::loader::choose_rate(*cost, 1.0, 1);
-    std::printf("handler spin %6llu ns: one sample costs %.1f us (quartiles %.1f-%.1f, %d pairs), 1%% budget -> %llu Hz\n",
-                static_cast<unsigned long long>(spin_ns), cost->median_us, cost->low_us, cost->high_us, cost->pairs,
+    std::printf("handler spin %6llu ns: one sample costs %.1f us (bound %.1f, quartiles %.1f-%.1f, %d pairs at %llu Hz), 1%% budget -> %llu Hz\n",
+                static_cast<unsigned long long>(spin_ns), cost->median_us, cost->bound_us, cost->low_us, cost->high_us, cost->pairs,
+                static_cast<unsigned long long>(cost->hz),
                 static_cast<unsigned long long>(out.rate.hz));
     return true;
 }

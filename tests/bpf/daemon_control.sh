@@ -18,12 +18,16 @@ json_check "$TMP/status.json" 'd["events"][0]["samples_taken"] >= d["events"][0]
 json_check "$TMP/status.json" 'd["events"][0]["samples_per_second"] > 10 and "ringbuf_lost" in d["events"][0]'
 # The default overhead budget (1%) chose the rate and says what it costs.
 json_check "$TMP/status.json" 'd["sampling"]["chosen_by"] == "overhead budget" and d["sampling"]["overhead_budget_percent"] == 1'
-json_check "$TMP/status.json" '19 <= d["sampling"]["frequency_hz"] <= 4999 and d["sampling"]["cost_per_sample_us"]["median"] > 0'
+json_check "$TMP/status.json" '19 <= d["sampling"]["frequency_hz"] <= 4999 and d["sampling"]["cost_per_sample_us"]["upper_bound"] > 0'
 json_check "$TMP/status.json" 'd["sampling"]["estimated_overhead_percent"] <= 1.0001 or d["sampling"]["floor_over_budget"]'
 json_check "$TMP/status.json" 'd["sampling"]["cost_per_sample_us"]["low"] <= d["sampling"]["cost_per_sample_us"]["median"] <= d["sampling"]["cost_per_sample_us"]["high"]'
+# Issue 35: the rate comes from the cost's upper confidence bound, measured on every CPU (up to four).
+json_check "$TMP/status.json" '(c := d["sampling"]["cost_per_sample_us"])["upper_bound"] >= c["median"] and c["confidence"] == 0.95'
+json_check "$TMP/status.json" 'len(d["sampling"]["cost_per_sample_us"]["per_cpu"]) == min(4, len(__import__("os").sched_getaffinity(0)))'
+json_check "$TMP/status.json" 'abs(d["sampling"]["estimated_overhead_percent"] - d["sampling"]["cost_per_sample_us"]["upper_bound"] * 1e-4 * d["sampling"]["frequency_hz"]) < 1e-6 and "check" in d["sampling"]'
 "$ECPI" ctl --db "$db" status >"$TMP/status.txt"
 grep -q "^sampling: *[0-9]* Hz per CPU (overhead budget" "$TMP/status.txt" || { cat "$TMP/status.txt" >&2; fail "ctl status does not show the rate"; }
-grep -q "^budget: *1.00%; one sample costs" "$TMP/status.txt" || fail "ctl status does not show the budget's cost"
+grep -q "^budget: *1.00%; one sample costs at most .* upper bound" "$TMP/status.txt" || fail "ctl status does not show the budget's cost and its bound"
 grep -q "overhead budget 1.00%: one sample costs .* Hz per CPU fits" "$TMP/daemon.log" || fail "the log does not say which rate the budget chose"
 expect_exit 2 "not both" "$ECPI" daemon --db "$TMP/other" -F 99 --overhead-budget 2
 

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "ecpi/result.h"
 
@@ -20,41 +21,123 @@ class Sampler;
 inline constexpr std::uint64_t kBudgetMinHz = 19;
 inline constexpr std::uint64_t kBudgetMaxHz = 4999;
 // The calibration samples at the top of the range, where the cost is
-// largest and so measured with the least relative noise.
+// largest and so measured with the least relative noise; where even there a
+// sample costs the program under kCalibrationMinLoss of its time (a cheap
+// interrupt, a fast machine), it samples faster, up to kCalibrationMaxHz.
 inline constexpr std::uint64_t kCalibrationHz = 4999;
+inline constexpr std::uint64_t kCalibrationMaxHz = 20000;
+inline constexpr double kCalibrationMinLoss = 0.05;
+
+// What the calibration measures on and when it may stop (issue 35): it keeps
+// measuring pairs until the confidence interval of the median cost is
+// within `precision` of the median (or `precision_us`, whichever is wider),
+// or until `max_seconds` (all CPUs together) have passed, and the rate is
+// then chosen from the interval's upper end.
+struct CalibrationOptions {
+    std::vector<int> cpus;              // the CPUs to measure on; empty: the one this thread runs on
+    double confidence = 0.95;           // of the one-sided upper bound
+    double precision = 0.10;            // wanted half-width of the interval, relative to the median
+    double precision_us = 0.25;         // ... or absolute, whichever is wider
+    int min_pairs = 8;                  // per CPU
+    int max_pairs = 400;                // per CPU
+    double max_seconds = 3.0;           // all CPUs together, at least 0.5 s each
+    std::uint64_t hz = kCalibrationHz;  // the rate to start at
+    bool low_priority = false;          // SCHED_IDLE: measure only in time no program wants
+    bool add_chain_only = false;        // time the register-only add chain, not the memory walk
+};
+
+// A median with a distribution-free confidence interval from order
+// statistics: `upper` is an upper bound of the true median at `confidence`
+// (one-sided), `lower` the matching lower bound. With too few values for the
+// confidence (fewer than 5 at 95%) the bounds are the extremes and `enough`
+// is false.
+struct MedianBound {
+    double median = 0;
+    double lower = 0;
+    double upper = 0;
+    double confidence = 0;
+    bool enough = false;
+};
+MedianBound median_bound(std::vector<double> values, double confidence);
+
+// Whether an interval is as narrow as `options` asks.
+bool precise_enough(const MedianBound& bound, const CalibrationOptions& options);
+
+// One CPU's measurement.
+struct CpuCost {
+    int cpu = -1;
+    double median_us = 0, low_us = 0, high_us = 0;  // median and quartiles of the pairs
+    double lower_us = 0, upper_us = 0;              // the confidence interval of the median
+    int pairs = 0;
+    std::uint64_t hz = 0;                           // the calibration event's rate
+    bool precise = false;                           // the interval reached the precision asked
+    double seconds = 0;                             // how long it measured
+    std::vector<double> costs_us;                   // each pair's estimate
+};
 
 // The cost of one sample to the sampled program, in microseconds of its
-// wall time, over `pairs` interleaved pairs of runs: the median and the
-// quartiles (the spread).
+// wall time: per CPU measured, and the CPU whose upper bound is highest
+// (the one the rate is chosen for) in the summary fields.
 struct SampleCost {
     double median_us = 0;
     double low_us = 0;    // first quartile
     double high_us = 0;   // third quartile
-    int pairs = 0;
-    std::uint64_t hz = 0; // the calibration event's rate
-    int cpu = -1;         // the CPU the calibration ran on
+    double bound_us = 0;  // the upper confidence bound of the median: what the rate is chosen from
+    double confidence = 0;
+    bool precise = false; // every CPU reached the precision asked
+    int pairs = 0;        // all CPUs together
+    std::uint64_t hz = 0; // the calibration event's rate (on the CPU of the bound)
+    int cpu = -1;         // the CPU of the bound
+    std::vector<CpuCost> per_cpu;
 };
 
-// Times the add chain (perf_events.h) on this thread, pinned to the CPU it
-// runs on, alternately without and with a cpu-clock event at `hz` whose
-// overflows run the sampler's handler (Sampler::attach_calibration); each
-// pair's extra wall time divided by the samples taken in it is one estimate.
-// About 50 ms a pair. The thread's CPU affinity is restored afterwards. The
-// caller makes sure the handler does not filter this process out (tracks it
-// when the sampler filters by process).
-[[nodiscard]] Result<SampleCost> measure_sample_cost(Sampler& sampler, int pairs = 8,
-                                                     std::uint64_t hz = kCalibrationHz);
+// The CPUs a calibration measures on: all of them up to `at_most`, else that
+// many spread evenly over the list.
+std::vector<int> calibration_cpus(const std::vector<int>& cpus, std::size_t at_most = 4);
+
+// Summarizes per-CPU measurements (at least one): the CPU with the highest
+// upper bound decides.
+SampleCost summarize_costs(std::vector<CpuCost> per_cpu, double confidence);
+
+// Times a program on this thread, pinned to each CPU in turn, alternately
+// without and with a cpu-clock event whose overflows run the sampler's
+// handler (Sampler::attach_calibration); each pair's extra wall time divided
+// by the samples taken in it is one estimate. The program is a walk over a
+// private 1 MiB table mixed with integer work (what an interrupt evicts from
+// the caches costs it too) or, with add_chain_only, the register-only add
+// chain. About 50 ms a pair. The thread's CPU affinity and scheduling policy
+// are restored afterwards. The caller makes sure the handler does not filter
+// this process out (tracks it when the sampler filters by process).
+[[nodiscard]] Result<SampleCost> measure_sample_cost(Sampler& sampler, const CalibrationOptions& options = {});
 
 struct RateChoice {
     std::uint64_t hz = 0;              // per CPU and event
-    double overhead_percent = 0;       // the cost at that rate: median cost x rate x events
+    double overhead_percent = 0;       // the cost at that rate: the cost's upper bound x rate x events
     bool floor_over_budget = false;    // even kBudgetMinHz costs more than the budget
 };
 
 // The highest rate whose cost stays within `budget_percent` of a program's
 // time with `events` events sampled, rounded down to two significant digits
-// and clamped to [kBudgetMinHz, kBudgetMaxHz]. A cost of 0 or less (the
-// measurement could not see it) chooses the top of the range.
+// and clamped to [kBudgetMinHz, kBudgetMaxHz]; the cost is the upper bound
+// (bound_us). A cost of 0 or less (the measurement could not see it) chooses
+// the top of the range.
 RateChoice choose_rate(const SampleCost& cost, double budget_percent, std::size_t events);
+
+// The check while running (issue 35): the recent pairs measured at low
+// priority say what a sample costs now. The rate is lowered when the upper
+// bound of their median puts the rate in force more than kBudgetDriftAllowance
+// over the budget; it is raised only by a full calibration.
+inline constexpr double kBudgetDriftAllowance = 0.10;
+inline constexpr std::size_t kBudgetWindowPairs = 64;
+
+struct BudgetCheck {
+    MedianBound cost_us;              // over the window
+    double overhead_percent = 0;      // the rate in force at the bound
+    bool lower = false;               // over budget: lower to `hz`
+    std::uint64_t hz = 0;
+    std::size_t window_pairs = 0;
+};
+BudgetCheck check_budget(const std::vector<double>& window_costs_us, std::uint64_t hz_in_force, double budget_percent,
+                         std::size_t events, double confidence = 0.95);
 
 }  // namespace ecpi::loader

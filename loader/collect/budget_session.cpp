@@ -1,0 +1,85 @@
+// The overhead budget while the session runs (issue 35): the rate changes a
+// full calibration or the check while running decide, and the check itself.
+#include <algorithm>
+#include <cstdio>
+
+#include "recorder_session.h"
+
+namespace ecpi::loader::detail {
+
+// Samples at `hz` from now on, in a new epoch (counts of the old period stay
+// in the old one); the new epoch's name.
+Result<std::string> Session::apply_rate(std::uint64_t hz) {
+    ECPI_ASSIGN_OR_RETURN(std::string epoch, start_new_epoch());
+    set_frequency(hz);
+    for (std::size_t i = 0; i < events_.size(); ++i)
+        for (int fd : sampler_->event_fds(static_cast<std::uint16_t>(i)))
+            if (auto r = set_period(fd, mean_periods_[i]); !r.ok()) warn_once("cannot change the sampling rate: " + r.error().message());
+    measure_sampled_clock();
+    return epoch;
+}
+
+// One line for the calibration, a second where the CPUs measured differ
+// (one's median outside another's interval), and a warning where even the
+// lowest rate is over the budget.
+void Session::log_calibration(const SampleCost& cost, double budget) {
+    char line[480];
+    std::snprintf(line, sizeof line,
+                  "overhead budget %.2f%%: one sample costs at most %.1f us (%.0f%% upper bound; median %.1f us, quartiles "
+                  "%.1f-%.1f us, %d pairs on %zu CPU%s at %llu Hz, %s; the bound is CPU %d's); %llu Hz per CPU fits, an estimated %.2f%%",
+                  budget, cost.bound_us, cost.confidence * 100, cost.median_us, cost.low_us, cost.high_us, cost.pairs,
+                  cost.per_cpu.size(), cost.per_cpu.size() == 1 ? "" : "s", static_cast<unsigned long long>(cost.hz),
+                  cost.precise ? "within 10%" : "short of 10% in the time allowed", cost.cpu,
+                  static_cast<unsigned long long>(rate_choice_.hz), rate_choice_.overhead_percent);
+    log(line);
+    bool differ = false;
+    for (const auto& a : cost.per_cpu)
+        for (const auto& b : cost.per_cpu) differ = differ || a.median_us > b.upper_us || a.median_us < b.lower_us;
+    if (differ) {
+        std::string per_cpu = "the CPUs differ:";
+        for (const auto& c : cost.per_cpu) {
+            std::snprintf(line, sizeof line, " CPU %d median %.1f us [%.1f-%.1f],", c.cpu, c.median_us, c.lower_us, c.upper_us);
+            per_cpu += line;
+        }
+        per_cpu.pop_back();
+        log(per_cpu + "; the rate is chosen for the dearest");
+    }
+    if (!rate_choice_.floor_over_budget) return;
+    std::snprintf(line, sizeof line,
+                  "even the lowest rate, %llu Hz, costs an estimated %.2f%%, over the budget of %.2f%%: sampling at "
+                  "%llu Hz anyway (raise --overhead-budget, or force a rate with -F)",
+                  static_cast<unsigned long long>(kBudgetMinHz), rate_choice_.overhead_percent, budget,
+                  static_cast<unsigned long long>(kBudgetMinHz));
+    warn_once(line);
+}
+
+// Every minute the monitor measures a sample's cost again at idle priority;
+// when the recent pairs' upper bound puts the rate in force over the budget
+// (by more than kBudgetDriftAllowance), the rate is lowered to what fits,
+// logged on one line. Raising it again waits for the hourly calibration.
+void Session::check_budget_if_due(Clock::time_point now) {
+    if (!options_.daemon || !options_.pids.empty() || !options_.command.empty()) return;  // the check runs untracked
+    budget_monitor_.start_if_due(*sampler_, calibration_cpus(cpus_), now);
+    std::string error;
+    const double budget = *options_.overhead_budget_percent;
+    auto verdict = budget_monitor_.take_result(frequency_, budget, events_.size(), error);
+    if (!error.empty()) warn_once("the overhead budget's check while running measured nothing: " + error);
+    if (!verdict || !verdict->lower) return;
+    const std::uint64_t before = frequency_;
+    auto epoch = apply_rate(verdict->hz);
+    if (!epoch.ok()) {
+        warn_once("cannot start a new epoch for a lower rate (" + epoch.error().message() + "); keeping " +
+                  std::to_string(before) + " Hz");
+        return;
+    }
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "overhead budget check: a sample now costs at most %.1f us (median %.1f us, last %zu pairs), "
+                  "%.2f%% at %llu Hz, over the budget of %.2f%%; sampling rate lowered to %llu Hz per CPU, epoch %s",
+                  verdict->cost_us.upper, verdict->cost_us.median, verdict->window_pairs,
+                  verdict->overhead_percent, static_cast<unsigned long long>(before), budget,
+                  static_cast<unsigned long long>(frequency_), epoch->c_str());
+    log(line);
+}
+
+}  // namespace ecpi::loader::detail
