@@ -54,7 +54,7 @@ struct ecpi_rt_thread {
 #define ECPI_RT_LOG_ENTRIES 256
 #define ECPI_RT_SPAN_MIN 48
 #define ECPI_RT_SPAN_MAX 176
-#define ECPI_RT_SPAN_CONTEXT 48
+#define ECPI_RT_SPAN_CONTEXT 4
 _Static_assert(ECPI_RT_SPAN_MAX + ECPI_RT_SPAN_CONTEXT + 1 < ECPI_RT_LOG_ENTRIES, "the log must hold a span and its context");
 
 /* Records a burst stages before copying them to the ring: 4 KiB, which

@@ -27,8 +27,11 @@ bool PathProcedure::is_back_edge(std::uint32_t from, std::uint32_t to) const {
 bool PathProcedure::follows(std::uint32_t from, std::uint32_t to) const {
     const auto& direct = successors[from];
     if (std::find(direct.begin(), direct.end(), to) != direct.end()) return true;
+    const std::uint64_t key = std::uint64_t(from) << 32 | to;
+    if (auto it = follows_seen.find(key); it != follows_seen.end()) return it->second;
     // Breadth-first through blocks whose entries are not seen: the machine
     // code may hold blocks the IR (and so the callbacks) did not.
+    bool found = false;
     std::vector<std::uint32_t> work{from};
     std::vector<bool> seen(block_starts.size(), false);
     seen[from] = true;
@@ -36,13 +39,16 @@ bool PathProcedure::follows(std::uint32_t from, std::uint32_t to) const {
         std::uint32_t b = work.back();
         work.pop_back();
         for (std::uint32_t s : successors[b]) {
-            if (s == to) return true;
+            if (s == to) found = true;
+            if (found) break;
             if (seen[s] || recorded[s]) continue;
             seen[s] = true;
             work.push_back(s);
         }
+        if (found) break;
     }
-    return false;
+    follows_seen[key] = found;
+    return found;
 }
 
 PathProcedure path_procedure(const Cfg& cfg, const LoopInfo& loops, std::string name,

@@ -50,8 +50,10 @@ struct PathProcedure {
 
     std::uint32_t block_at(std::uint64_t address) const;  // kNoBlock outside
     bool is_back_edge(std::uint32_t from, std::uint32_t to) const;
-    // Whether `to` follows `from` through blocks whose entries are not seen.
+    // Whether `to` follows `from` through blocks whose entries are not seen
+    // (remembered: an inline build's blocks are often apart by unseen ones).
     bool follows(std::uint32_t from, std::uint32_t to) const;
+    mutable std::map<std::uint64_t, bool> follows_seen;
 };
 
 // Builds it from a CFG; `is_recorded(block)` says which blocks' entries the
