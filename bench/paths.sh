@@ -16,6 +16,16 @@
 #   distortion bench/paths/chain.c: one path per iteration, a dependent chain
 #              of 16, 64 or 256 multiplications; its basetime and mean under
 #              --sample 1/10 against the plain build's time per iteration.
+#   ablation   tests/testprogs/paths/channels.c (issue 31's three-path loop:
+#              A a dependent multiply/xor/shift chain, 4 of 6 turns; B one
+#              load that misses 1 in 4, 1 of 6; C trivial): the plain build
+#              and builds with each path's work removed and with all removed,
+#              ABLATION_ROUNDS (7) interleaved rounds, medians: what each path
+#              costs. Then `ecpi paths record --sample 1/10` of the
+#              `flags paths --inline` build (span fit) and of the out-of-line
+#              build (stamps) at seeds 1-5: fitted/stamped mean per path
+#              against ablation, and A's rank by time. And the inline build's
+#              cost: idle, and recording at 1/10, against the plain build.
 #   sqlite     SQLite's amalgamation (npm's better-sqlite3, fetched into a
 #              cache directory, never into the tree) driven by
 #              bench/cachesim/sqlite_orders.c with two inputs (A, B) and A
@@ -24,9 +34,10 @@
 # Timed parts run under flock -x on /tmp/ecpi-quiet.lock (each under ten
 # minutes) and print the load average beside them.
 #
-# Usage: bash bench/paths.sh [PART...]   (default: orders overhead distortion sqlite)
+# Usage: bash bench/paths.sh [PART...]   (default: orders overhead distortion ablation sqlite)
 # Environment: ECPI (default build/loader/ecpi), REQUESTS (20000000), ROUNDS (5),
-#   OVERHEAD_REQUESTS (5000000), SQLITE_SAMPLE (1/100), ECPI_QUIET_LOCK (the lock file timed parts
+#   OVERHEAD_REQUESTS (5000000), ABLATION_ROUNDS (7), CHANNEL_ROUNDS (2000000), SQLITE_SAMPLE (1/100),
+#   SQLITE_INLINE (1: SQLite built with `flags paths --inline`, timed by the span fit), ECPI_QUIET_LOCK (the lock file timed parts
 #   take exclusively; default /tmp/ecpi-quiet.lock), OUT (keep the reports there; default a
 #   temporary directory), ECPI_BENCH_CACHE (SQLite's sources and objects;
 #   default ~/.cache/ecpi-bench).
@@ -44,15 +55,20 @@ CHAIN_ITERATIONS=(16:20000000 64:5000000 256:1250000)
 SQLITE_A=(20000 8 50000)
 SQLITE_B=(4000 40 200000)
 SQLITE_SAMPLE=${SQLITE_SAMPLE:-1/100}
+SQLITE_INLINE=${SQLITE_INLINE:-1}
+ABLATION_ROUNDS=${ABLATION_ROUNDS:-7}
+CHANNEL_ROUNDS=${CHANNEL_ROUNDS:-2000000}
+ABLATIONS=(whole:"" no_a:-DWITHOUT_DIGEST no_b:-DWITHOUT_LOOKUP no_c:-DWITHOUT_HEARTBEAT
+	none:"-DWITHOUT_DIGEST -DWITHOUT_LOOKUP -DWITHOUT_HEARTBEAT")
 
 for tool in clang python3; do
 	command -v $tool >/dev/null || { echo "bench/paths.sh: $tool is not installed (scripts/install-deps.sh --test)" >&2; exit 1; }
 done
 [ -x "$ECPI" ] || { echo "bench/paths.sh: $ECPI is not built (make, or set ECPI)" >&2; exit 1; }
 PARTS=("$@")
-[ ${#PARTS[@]} -gt 0 ] || PARTS=(orders overhead distortion sqlite)
+[ ${#PARTS[@]} -gt 0 ] || PARTS=(orders overhead distortion ablation sqlite)
 for p in "${PARTS[@]}"; do
-	case $p in orders | overhead | distortion | sqlite) ;; *) echo "bench/paths.sh: unknown part '$p' (orders overhead distortion sqlite)" >&2; exit 2 ;; esac
+	case $p in orders | overhead | distortion | ablation | sqlite) ;; *) echo "bench/paths.sh: unknown part '$p' (orders overhead distortion ablation sqlite)" >&2; exit 2 ;; esac
 done
 T=$(mktemp -d /tmp/ecpi-bench-paths.XXXXXX)
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; else OUT=$T/out; mkdir -p "$OUT"; fi
@@ -66,6 +82,8 @@ echo "# $(clang --version | head -1), ecpi $(git -C "$here" rev-parse --short HE
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 PATHS_FLAGS=$("$ECPI" flags paths)
 PATHS_COMPILE=$("$ECPI" flags paths --compile)
+INLINE_FLAGS=$("$ECPI" flags paths --inline)
+INLINE_COMPILE=$("$ECPI" flags paths --inline --compile)
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 loop_seconds() { sed -n 's/.*loop \([0-9.]*\) s.*/\1/p' | head -1; }
 
@@ -75,8 +93,14 @@ clang -O2 -g -o "$T/orders.plain" "$here/../tests/testprogs/paths/orders.c" -lm
 clang -O2 $PATHS_FLAGS -o "$T/orders.paths" "$here/../tests/testprogs/paths/orders.c" -lm
 clang -O2 -g -o "$T/chain.plain" "$here/paths/chain.c"
 clang -O2 $PATHS_FLAGS -o "$T/chain.paths" "$here/paths/chain.c"
+CHANNELS_SOURCE=$here/../tests/testprogs/paths/channels.c
+for spec in "${ABLATIONS[@]}"; do
+	clang -O2 -g ${spec#*:} -o "$T/channels.${spec%%:*}" "$CHANNELS_SOURCE"
+done
+clang -O2 $INLINE_FLAGS -o "$T/channels.inline" "$CHANNELS_SOURCE"
+clang -O2 $PATHS_FLAGS -o "$T/channels.paths" "$CHANNELS_SOURCE"
 flock -u 9
-cp "$T/orders.paths" "$T/chain.paths" "$OUT/"  # the reports name these images; keep them for source lines
+cp "$T/orders.paths" "$T/chain.paths" "$T/channels.inline" "$T/channels.paths" "$OUT/"  # the reports name these images; keep them for source lines
 
 # --- 1. orders: ranks, then the fix ---
 part_orders() {
@@ -141,7 +165,37 @@ part_distortion() {
 	done
 }
 
-# --- 4. SQLite ---
+# --- 4. ablation: what each of three paths costs, against what ecpi says ---
+part_ablation() {
+	local r spec seed
+	flock -x 9
+	echo "# ablation: channels $CHANNEL_ROUNDS rounds, $ABLATION_ROUNDS interleaved rounds under flock -x, load $(load)"
+	rm -f "$OUT/ablation.times"
+	for r in $(seq "$ABLATION_ROUNDS"); do
+		for spec in "${ABLATIONS[@]}"; do
+			echo "${spec%%:*} $("$T/channels.${spec%%:*}" "$CHANNEL_ROUNDS" | loop_seconds)" >>"$OUT/ablation.times"
+		done
+		echo "inline_idle $("$T/channels.inline" "$CHANNEL_ROUNDS" | loop_seconds)" >>"$OUT/ablation.times"
+		echo "inline_1/10 $("$ECPI" paths record --no-save --sample 1/10 --seed "$r" --limit 1 -- "$T/channels.inline" "$CHANNEL_ROUNDS" | loop_seconds)" >>"$OUT/ablation.times"
+		echo "stamped_1/10 $("$ECPI" paths record --no-save --sample 1/10 --seed "$r" --limit 1 -- "$T/channels.paths" "$CHANNEL_ROUNDS" | loop_seconds)" >>"$OUT/ablation.times"
+	done
+	echo "# ablation: recordings at seeds 1-5, load $(load)"
+	for seed in 1 2 3 4 5; do
+		rm -rf "$OUT/ablation_inline_$seed.db" "$OUT/ablation_stamped_$seed.db"
+		"$ECPI" paths record -o "$OUT/ablation_inline_$seed.db" --sample 1/10 --seed "$seed" -- "$OUT/channels.inline" "$CHANNEL_ROUNDS" >/dev/null
+		"$ECPI" paths record -o "$OUT/ablation_stamped_$seed.db" --sample 1/10 --seed "$seed" -- "$OUT/channels.paths" "$CHANNEL_ROUNDS" >/dev/null
+	done
+	echo "# ablation: done, load $(load)"
+	flock -u 9
+	for seed in 1 2 3 4 5; do
+		for kind in inline stamped; do
+			"$ECPI" paths "$OUT/ablation_${kind}_$seed.db" --branch --limit 0 --procedure poll --format json >"$OUT/ablation_${kind}_$seed.json"
+		done
+	done
+	"$ECPI" paths "$OUT/ablation_inline_1.db" --branch --rank time --limit 6 --procedure poll >"$OUT/ablation_inline_1.txt"
+}
+
+# --- 5. SQLite ---
 # The amalgamation from npm's better-sqlite3, compiled once per version and
 # flags into CACHE_DIR (as bench/cachesim.sh does). Fails with a line when
 # it cannot.
@@ -156,12 +210,15 @@ fetch_sqlite() {
 		mv "$T/package/deps/sqlite3/sqlite3.c" "$T/package/deps/sqlite3/sqlite3.h" "$dir/"
 		echo "$(basename "$T"/better-sqlite3-*.tgz .tgz)" >"$dir/from"
 	fi
-	key=$(echo "$(clang --version | head -1) $PATHS_COMPILE $SQLITE_DEFS" | md5sum | cut -c1-8)
+	# --inline: full LTO, the object is bitcode and the callback is inlined at the link.
+	local compile=$PATHS_COMPILE link=$PATHS_FLAGS
+	[ "$SQLITE_INLINE" = 1 ] && compile=$INLINE_COMPILE link=$INLINE_FLAGS
+	key=$(echo "$(clang --version | head -1) $compile $SQLITE_DEFS" | md5sum | cut -c1-8)
 	if [ ! -s "$dir/sqlite3.paths-$key.o" ]; then
-		clang -O2 $PATHS_COMPILE $SQLITE_DEFS -c "$dir/sqlite3.c" -o "$T/sqlite3.paths.o"
+		clang -O2 $compile $SQLITE_DEFS -c "$dir/sqlite3.c" -o "$T/sqlite3.paths.o"
 		mv "$T/sqlite3.paths.o" "$dir/sqlite3.paths-$key.o"
 	fi
-	clang -O2 $PATHS_FLAGS -I"$dir" -o "$OUT/sqlite.paths" "$here/cachesim/sqlite_orders.c" "$dir/sqlite3.paths-$key.o" -lm
+	clang -O2 $link -I"$dir" -o "$OUT/sqlite.paths" "$here/cachesim/sqlite_orders.c" "$dir/sqlite3.paths-$key.o" -lm
 	echo "# sqlite: $(grep -m1 '#define SQLITE_VERSION ' "$dir/sqlite3.h" | awk '{print $3}') from $(cat "$dir/from" 2>/dev/null || echo npm)"
 }
 
@@ -191,5 +248,5 @@ for p in "${PARTS[@]}"; do
 	"part_$p"
 done
 echo "# load average at end: $(load)"
-SMALL_TABLE=$SMALL_TABLE ORDERS_SOURCE="$here/../tests/testprogs/paths/orders.c" \
+SMALL_TABLE=$SMALL_TABLE CHANNELS_SOURCE="$CHANNELS_SOURCE" ORDERS_SOURCE="$here/../tests/testprogs/paths/orders.c" \
 	python3 "$here/paths/tables.py" "$OUT" "${PARTS[@]}"

@@ -86,6 +86,7 @@ static void fork_child(void)
 	ecpi_rt_tls.sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	ecpi_rt_tls.path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	ecpi_rt_tls.set_bitmap = 0;
+	ecpi_rt_tls.span_open = 0;
 }
 
 static uint64_t measure_block_cost(void);
@@ -212,7 +213,7 @@ static uint64_t kind(enum ecpi_rt_record_kind k)
  * In the middle of a burst (`mid_burst`) the copy falls inside the time of
  * the path the last block entry belongs to: a PAUSE record after them says
  * how long it took, so the analysis takes it out again. */
-static void stage_flush(struct ecpi_rt_thread *t, int mid_burst)
+void ecpi_rt_stage_flush(struct ecpi_rt_thread *t, int mid_burst)
 {
 	uint64_t started = ecpi_rt_rdtsc();
 	uint32_t n = t->staged;
@@ -234,11 +235,11 @@ static void stage_flush(struct ecpi_rt_thread *t, int mid_burst)
 
 /* Stages one record of a burst; copies the stage out when it is full
  * (keeping room for a PAUSE, a WINDOW and a BLOCK record). */
-static void stage_push(struct ecpi_rt_thread *t, uint64_t w0, uint64_t w1)
+void ecpi_rt_stage_push(struct ecpi_rt_thread *t, uint64_t w0, uint64_t w1)
 {
 	t->stage[t->staged++] = (struct ecpi_rt_record){w0, w1};
 	if (t->staged > ECPI_RT_STAGE_RECORDS - 3)
-		stage_flush(t, t->path_sampler.on_left != 0);
+		ecpi_rt_stage_flush(t, t->path_sampler.on_left != 0);
 }
 
 static void thread_stack(uint64_t *lo, uint64_t *hi)
@@ -262,6 +263,7 @@ static void thread_off(struct ecpi_rt_thread *t)
 	t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	t->path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	t->set_bitmap = 0;
+	t->span_open = 0;
 }
 
 /* Writes every page of a ring once, before its first burst: the first
@@ -353,7 +355,7 @@ static void close_thread_ring(void *unused)
 	if (t->state != ECPI_RT_THREAD_ACTIVE || !t->ring)
 		return;
 	if (t->staged)
-		stage_flush(t, 0);
+		ecpi_rt_stage_flush(t, 0);
 	if (t->stage) {
 		munmap(t->stage, ECPI_RT_STAGE_RECORDS * sizeof(struct ecpi_rt_record));
 		t->stage = 0;
@@ -436,10 +438,10 @@ void ecpi_rt_block_slow(uint64_t pc)
 		return;
 	}
 	if (ecpi_rt_sampler_step(&t->path_sampler))
-		stage_push(t, kind(ECPI_RT_REC_WINDOW) | (t->path_sampler.windows - 1), t->path_sampler.gap);
-	stage_push(t, kind(ECPI_RT_REC_BLOCK) | (pc & ECPI_RT_PAYLOAD_MASK), tsc);
+		ecpi_rt_stage_push(t, kind(ECPI_RT_REC_WINDOW) | (t->path_sampler.windows - 1), t->path_sampler.gap);
+	ecpi_rt_stage_push(t, kind(ECPI_RT_REC_BLOCK) | (pc & ECPI_RT_PAYLOAD_MASK), tsc);
 	if (t->path_sampler.on_left == 0)
-		stage_flush(t, 0); /* the burst ended */
+		ecpi_rt_stage_flush(t, 0); /* the burst ended */
 }
 
 /* What one block entry inside a burst costs the program (the callback's

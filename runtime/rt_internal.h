@@ -35,7 +35,27 @@ struct ecpi_rt_thread {
 	uint32_t staged;      /* records in `stage` */
 	struct ecpi_rt_record *stage; /* a burst's records before they go to the ring (paths) */
 	uint64_t paused_ticks; /* the runtime's own time spent copying stages out (calibration) */
+	/* Spans (`ecpi flags paths --inline`, rt_paths_inline.c): every block
+	 * entry appends its address to `log`, inside a span or not; a span is
+	 * timed by two unfenced clock reads only (rt_spans.c). */
+	uint64_t log_pos;         /* block entries logged (the next slot is log_pos % ECPI_RT_LOG_ENTRIES) */
+	uint64_t span_first;      /* log position of the span's first block (open span) */
+	uint64_t span_start_tsc;  /* its start stamp */
+	uint64_t span_blocks;     /* block entries timed in spans so far */
+	uint64_t burst_blocks;    /* block entries recorded in bursts so far (inline builds) */
+	uint32_t span_open;
+	uint32_t span_pad;
+	uint64_t log[256];        /* ECPI_RT_LOG_ENTRIES */
 };
+
+/* The block log of inline builds: a power of two, longer than the longest
+ * span (ECPI_RT_SPAN_MAX) plus the blocks before it that a span's records
+ * carry for context (ECPI_RT_SPAN_CONTEXT) plus its end block. */
+#define ECPI_RT_LOG_ENTRIES 256
+#define ECPI_RT_SPAN_MIN 48
+#define ECPI_RT_SPAN_MAX 176
+#define ECPI_RT_SPAN_CONTEXT 4
+_Static_assert(ECPI_RT_SPAN_MAX + ECPI_RT_SPAN_CONTEXT + 1 < ECPI_RT_LOG_ENTRIES, "the log must hold a span and its context");
 
 /* Records a burst stages before copying them to the ring: 4 KiB, which
  * stays in the L1 cache. Writing each block entry straight into the ring
@@ -102,6 +122,9 @@ void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint
 void ecpi_rt_note_alloc(void *p, uint64_t size, enum ecpi_rt_allocator allocator, void *site);
 void ecpi_rt_note_free(void *p);
 void ecpi_rt_block_slow(uint64_t pc);
+void ecpi_rt_span_slow(uint64_t pc); /* rt_spans.c: the countdown of an inline build ran out */
+void ecpi_rt_stage_push(struct ecpi_rt_thread *t, uint64_t w0, uint64_t w1);
+void ecpi_rt_stage_flush(struct ecpi_rt_thread *t, int mid_burst);
 void __sanitizer_cov_trace_pc_guard(uint32_t *guard);
 
 /* The time stamp counter, read once every earlier instruction has

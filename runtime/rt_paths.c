@@ -6,10 +6,14 @@
  * decrement and a branch (the path sampler's countdown, in the thread's
  * TLS block at a fixed offset); inside one every block entry is recorded
  * with its return address and a time stamp (ecpi_rt_block_slow). The guard
- * itself is not used: the return address names the block. */
+ * itself is not used: the return address names the block.
+ *
+ * Both definitions are weak: a program built with `ecpi flags paths
+ * --inline` links rt_paths_inline.c's as bitcode, which log every entry
+ * and time spans (rt_spans.c). */
 #include "rt_internal.h"
 
-void __sanitizer_cov_trace_pc_guard(uint32_t *guard)
+__attribute__((weak)) void __sanitizer_cov_trace_pc_guard(uint32_t *guard)
 {
 	(void)guard;
 	if (__builtin_expect(--ecpi_rt_tls.path_sampler.countdown != 0, 1))
@@ -19,7 +23,7 @@ void __sanitizer_cov_trace_pc_guard(uint32_t *guard)
 
 /* Called once per instrumented module with its guards; they keep their
  * zero values (the callback does not read them). */
-void __sanitizer_cov_trace_pc_guard_init(uint32_t *start, uint32_t *stop)
+__attribute__((weak)) void __sanitizer_cov_trace_pc_guard_init(uint32_t *start, uint32_t *stop)
 {
 	(void)start;
 	(void)stop;

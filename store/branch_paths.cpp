@@ -19,11 +19,27 @@ constexpr std::uint32_t kMaxBucket = 8 * 62 + 7;
 nlohmann::json path_to_json(const BranchPath& p) {
     nlohmann::json histogram = nlohmann::json::array();
     for (const auto& [bucket, b] : p.histogram) histogram.push_back({bucket, b.occurrences, b.ticks});
-    return {{"procedure", p.procedure},   {"procedure_start", p.procedure_start},
-            {"start_kind", p.start_kind}, {"blocks", p.blocks},
-            {"decisions", p.decisions},   {"end_kind", p.end_kind},
-            {"occurrences", p.occurrences}, {"total_ticks", p.total_ticks},
-            {"min_ticks", p.min_ticks},   {"histogram", histogram}};
+    nlohmann::json j{{"procedure", p.procedure},   {"procedure_start", p.procedure_start},
+                     {"start_kind", p.start_kind}, {"blocks", p.blocks},
+                     {"decisions", p.decisions},   {"end_kind", p.end_kind},
+                     {"occurrences", p.occurrences}, {"total_ticks", p.total_ticks},
+                     {"min_ticks", p.min_ticks},   {"histogram", histogram}};
+    if (p.span_occurrences || p.fitted)
+        j["fit"] = {{"span_occurrences", p.span_occurrences}, {"fitted", p.fitted},
+                    {"mean_ticks", p.fit_mean_ticks},         {"stderr_ticks", p.fit_stderr_ticks},
+                    {"noisy", p.fit_noisy},                   {"damped", p.fit_damped}};
+    return j;
+}
+
+void fit_from_json(const nlohmann::json& j, BranchPath& p) {
+    if (!j.contains("fit")) return;
+    const auto& f = j.at("fit");
+    p.span_occurrences = f.value("span_occurrences", std::uint64_t{0});
+    p.fitted = f.value("fitted", false);
+    p.fit_mean_ticks = std::max(0.0, f.value("mean_ticks", 0.0));
+    p.fit_stderr_ticks = std::max(0.0, f.value("stderr_ticks", 0.0));
+    p.fit_noisy = f.value("noisy", false);
+    p.fit_damped = f.value("damped", false);
 }
 
 Result<BranchPath> path_from_json(const nlohmann::json& j) {
@@ -39,6 +55,7 @@ Result<BranchPath> path_from_json(const nlohmann::json& j) {
     p.occurrences = j.at("occurrences").get<std::uint64_t>();
     p.total_ticks = j.at("total_ticks").get<std::uint64_t>();
     p.min_ticks = j.at("min_ticks").get<std::uint64_t>();
+    fit_from_json(j, p);
     std::uint64_t in_histogram = 0;
     for (const auto& e : j.at("histogram")) {
         auto bucket = e.at(0).get<std::uint32_t>();
@@ -107,6 +124,9 @@ nlohmann::json branch_paths_to_json(const BranchPathProfile& profile) {
             {"blocks_outside", profile.blocks_outside},
             {"blocks_at_edges", profile.blocks_at_edges},
             {"occurrences", profile.occurrences},
+            {"spans", profile.spans},
+            {"fit_intercept_ticks", profile.fit_intercept_ticks},
+            {"fit_residual_ticks", profile.fit_residual_ticks},
             {"notes", profile.notes},
             {"paths", paths}};
 }
@@ -134,6 +154,9 @@ Result<BranchPathProfile> branch_paths_from_json(const nlohmann::json& j) {
         r.blocks_outside = j.value("blocks_outside", std::uint64_t{0});
         r.blocks_at_edges = j.value("blocks_at_edges", std::uint64_t{0});
         r.occurrences = j.value("occurrences", std::uint64_t{0});
+        r.spans = j.value("spans", std::uint64_t{0});
+        r.fit_intercept_ticks = j.value("fit_intercept_ticks", 0.0);
+        r.fit_residual_ticks = j.value("fit_residual_ticks", 0.0);
         r.notes = j.value("notes", std::vector<std::string>{});
         const auto& paths = j.at("paths");
         if (!paths.is_array() || paths.size() > kMaxPaths) return Error("too many paths");

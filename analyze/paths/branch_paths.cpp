@@ -27,8 +27,11 @@ bool PathProcedure::is_back_edge(std::uint32_t from, std::uint32_t to) const {
 bool PathProcedure::follows(std::uint32_t from, std::uint32_t to) const {
     const auto& direct = successors[from];
     if (std::find(direct.begin(), direct.end(), to) != direct.end()) return true;
+    const std::uint64_t key = std::uint64_t(from) << 32 | to;
+    if (auto it = follows_seen.find(key); it != follows_seen.end()) return it->second;
     // Breadth-first through blocks whose entries are not seen: the machine
     // code may hold blocks the IR (and so the callbacks) did not.
+    bool found = false;
     std::vector<std::uint32_t> work{from};
     std::vector<bool> seen(block_starts.size(), false);
     seen[from] = true;
@@ -36,13 +39,16 @@ bool PathProcedure::follows(std::uint32_t from, std::uint32_t to) const {
         std::uint32_t b = work.back();
         work.pop_back();
         for (std::uint32_t s : successors[b]) {
-            if (s == to) return true;
+            if (s == to) found = true;
+            if (found) break;
             if (seen[s] || recorded[s]) continue;
             seen[s] = true;
             work.push_back(s);
         }
+        if (found) break;
     }
-    return false;
+    follows_seen[key] = found;
+    return found;
 }
 
 PathProcedure path_procedure(const Cfg& cfg, const LoopInfo& loops, std::string name,
@@ -80,6 +86,14 @@ PathProcedure path_procedure(const Cfg& cfg, const LoopInfo& loops, std::string 
 namespace {
 
 constexpr const char* kBlockCallback = "__sanitizer_cov_trace_pc_guard";
+
+// The inlined callback of `ecpi flags paths --inline` takes its block's
+// address with `lea r, [rip]` (runtime/rt_paths_inline.c), an instruction
+// compilers do not otherwise emit.
+bool logs_inline(const DecodedInstruction& insn) {
+    return insn.mnemonic == "lea" && insn.operands.size() > 7 &&
+           insn.operands.compare(insn.operands.size() - 7, 7, ", [rip]") == 0;
+}
 
 class ElfPathCodeMap : public PathCodeMap {
 public:
@@ -119,6 +133,7 @@ private:
             for (std::uint32_t i = block.first; i < block.first + block.count; i++) {
                 const auto& insn = cfg.instructions[i];
                 if (insn.flow == FlowKind::kCall && callback_ && insn.target == callback_) return true;
+                if (logs_inline(insn)) return true;
             }
             return false;
         };
@@ -156,6 +171,12 @@ struct PathCutter::Thread {
     std::uint64_t entries = 0;          // recorded entries, for the cost subtraction
     std::uint64_t paused_ticks = 0;     // the recorder's own pauses inside the open path
     std::uint64_t entries_unsynced = 0; // entries before the burst's first path start
+    // An open span: entries are numbered from its first context entry;
+    // paths that start at or after `span_first` lie wholly inside it.
+    bool span = false;
+    bool span_valid = true;
+    std::uint64_t span_index = 0, span_first = 0, span_start = 0;
+    std::map<std::uint32_t, std::uint32_t> span_counts;
 };
 
 PathCutter::PathCutter(PathCodeMap& code, double block_cost_ticks) : code_(code), block_cost_ticks_(block_cost_ticks) {}
@@ -174,6 +195,7 @@ void PathCutter::interrupt(std::uint32_t thread) {
     if (!t) t = std::make_unique<Thread>();
     drop_open(*t);
     t->proc = nullptr;
+    t->span = false;
 }
 
 void PathCutter::pause(std::uint32_t thread, std::uint64_t ticks) {
@@ -232,14 +254,11 @@ std::string decisions_of(const PathProcedure& proc, const std::vector<std::uint3
 
 }  // namespace
 
-void PathCutter::close_path(Thread& t, std::uint64_t ticks, Cut cut) {
-    const double cost = block_cost_ticks_ * static_cast<double>(t.entries) + static_cast<double>(t.paused_ticks);
-    const double raw = ticks >= t.start_ticks ? static_cast<double>(ticks - t.start_ticks) : 0.0;
-    const auto time = static_cast<std::uint64_t>(std::llround(std::max(0.0, raw - cost)));
+store::BranchPath& PathCutter::path_of(Thread& t, Cut cut, std::uint32_t* id) {
     std::vector<std::uint64_t> addresses;
     for (std::uint32_t b : t.blocks) addresses.push_back(t.proc->block_starts[b]);
     Key key{t.proc->start, static_cast<int>(t.start_kind), addresses};
-    auto [it, fresh] = paths_.try_emplace(std::move(key));
+    auto [it, fresh] = paths_.try_emplace(key);
     store::BranchPath& p = it->second;
     if (fresh) {
         p.procedure = t.proc->name;
@@ -248,11 +267,31 @@ void PathCutter::close_path(Thread& t, std::uint64_t ticks, Cut cut) {
         p.end_kind = end_kind_name(static_cast<int>(cut));
         p.blocks = std::get<2>(it->first);
         p.decisions = decisions_of(*t.proc, t.blocks);
-        p.min_ticks = time;
     }
+    if (id) {
+        auto [sit, new_id] = span_ids_.try_emplace(std::move(key), static_cast<std::uint32_t>(span_paths_.size()));
+        if (new_id) span_paths_.push_back(&p);
+        *id = sit->second;
+    }
+    return p;
+}
+
+void PathCutter::close_path(Thread& t, std::uint64_t ticks, Cut cut) {
+    if (t.span) {  // ticks: the entry's number in the span
+        std::uint32_t id = 0;
+        if (t.start_ticks >= t.span_first) {
+            path_of(t, cut, &id);
+            t.span_counts[id]++;
+        }
+        return;
+    }
+    const double cost = block_cost_ticks_ * static_cast<double>(t.entries) + static_cast<double>(t.paused_ticks);
+    const double raw = ticks >= t.start_ticks ? static_cast<double>(ticks - t.start_ticks) : 0.0;
+    const auto time = static_cast<std::uint64_t>(std::llround(std::max(0.0, raw - cost)));
+    store::BranchPath& p = path_of(t, cut, nullptr);
+    p.min_ticks = p.occurrences ? std::min(p.min_ticks, time) : time;
     p.occurrences++;
     p.total_ticks += time;
-    p.min_ticks = std::min(p.min_ticks, time);
     auto& bucket = p.histogram[store::tick_bucket(time)];
     bucket.occurrences++;
     bucket.ticks += time;
@@ -270,6 +309,7 @@ void PathCutter::block(std::uint32_t thread, std::uint64_t address, std::uint64_
     const std::uint32_t block = proc ? proc->block_at(address) : kNoBlock;
     if (block == kNoBlock) {
         outside_++;
+        if (t.span) t.span_valid = false;
         drop_open(t);
         t.proc = nullptr;
         return;
@@ -297,8 +337,74 @@ void PathCutter::block(std::uint32_t thread, std::uint64_t address, std::uint64_
     t.address = address;
 }
 
+void PathCutter::begin_span(std::uint32_t thread, std::uint64_t context, std::uint64_t start_ticks) {
+    interrupt(thread);
+    Thread& t = *threads_[thread];
+    t.span = true;
+    t.span_valid = true;
+    t.span_index = 0;
+    t.span_first = context;
+    t.span_start = start_ticks;
+    t.span_counts.clear();
+}
+
+void PathCutter::span_block(std::uint32_t thread, std::uint64_t address) {
+    auto& t = threads_[thread];
+    if (!t || !t->span) return;  // no SPAN record before it: not a span's
+    block(thread, address, t->span_index++);
+}
+
+void PathCutter::end_span(std::uint32_t thread, std::uint64_t end_ticks) {
+    auto& tp = threads_[thread];
+    if (!tp || !tp->span) return;
+    Thread& t = *tp;
+    if (t.span_valid && end_ticks > t.span_start) {
+        SpanCounts s;
+        s.ticks = static_cast<double>(end_ticks - t.span_start);
+        s.blocks = static_cast<std::uint32_t>(t.span_index > t.span_first ? t.span_index - t.span_first - 1 : 0);
+        s.counts.assign(t.span_counts.begin(), t.span_counts.end());
+        spans_.push_back(std::move(s));
+    } else {
+        spans_rejected_++;
+    }
+    t.span = false;
+    interrupt(thread);
+}
+
+// Each path's mean over the spans, damped toward its stamped mean.
+void PathCutter::fit_spans(store::BranchPathProfile& profile) {
+    if (spans_.empty()) return;
+    std::vector<double> prior(span_paths_.size(), -1.0);
+    for (std::size_t i = 0; i < span_paths_.size(); i++)
+        if (span_paths_[i]->occurrences) prior[i] = double(span_paths_[i]->total_ticks) / double(span_paths_[i]->occurrences);
+    const SpanFit fit = fit_span_costs(spans_, prior);
+    for (std::size_t i = 0; i < span_paths_.size(); i++) {
+        store::BranchPath& p = *span_paths_[i];
+        const SpanFitPath& f = fit.paths[i];
+        p.span_occurrences = f.span_occurrences;
+        p.fitted = f.fitted;
+        p.fit_mean_ticks = f.mean;
+        p.fit_stderr_ticks = f.standard_error;
+        p.fit_noisy = f.noisy;
+        p.fit_damped = f.damped;
+    }
+    profile.spans += fit.spans;
+    profile.fit_intercept_ticks = fit.intercept;
+    profile.fit_residual_ticks = fit.residual;
+    if (fit.interrupted || fit.outliers)
+        profile.notes.push_back(std::to_string(fit.interrupted) + " spans took over 8x the usual time per block entry "
+                                "(interrupts, page faults) and " + std::to_string(fit.outliers) +
+                                " fitted worst; both were left out of the fit");
+    if (spans_rejected_)
+        profile.notes.push_back(std::to_string(spans_rejected_) + " spans entered blocks outside the program's image and were not fitted");
+    spans_.clear();
+    span_ids_.clear();
+    span_paths_.clear();
+}
+
 void PathCutter::finish(store::BranchPathProfile& profile) {
     for (auto& [id, t] : threads_) drop_open(*t);
+    fit_spans(profile);
     profile.bursts += bursts_;
     profile.blocks += blocks_;
     profile.blocks_outside += outside_;
@@ -329,6 +435,13 @@ Result<void> PathRecordDecoder::feed(std::uint32_t ring, std::span<const ecpi_rt
                 break;
             }
             case ECPI_RT_REC_PAUSE: cutter_.pause(ring, r.w1); break;
+            case ECPI_RT_REC_SPAN: cutter_.begin_span(ring, (r.w0 >> 16) & 0xffff, r.w1); break;
+            case ECPI_RT_REC_SPAN_BLOCK: {
+                const std::uint64_t pc = (r.w0 & ECPI_RT_PAYLOAD_MASK) - 1;  // as BLOCK's
+                cutter_.span_block(ring, pc >= start_ && pc < end_ ? pc - bias_ : 0);
+                break;
+            }
+            case ECPI_RT_REC_SPAN_END: cutter_.end_span(ring, r.w1); break;
             case ECPI_RT_REC_WINDOW: cutter_.begin_burst(ring); break;
             case ECPI_RT_REC_THREAD:
             case ECPI_RT_REC_END: cutter_.interrupt(ring); break;

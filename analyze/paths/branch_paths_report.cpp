@@ -26,6 +26,7 @@ struct Ranked {
     double long_ticks = 0;       // occurrences longer than the cutoff
     std::uint64_t long_occurrences = 0;
     double variation_all = 0;    // VPP's figure over every occurrence
+    double time = 0;             // ticks the rank by time orders: the fit's total where fitted, else `total`
     std::size_t rank_by_time = 0;
     std::size_t rank_by_variation = 0;
 };
@@ -56,13 +57,24 @@ using Signature = std::pair<std::string, std::vector<std::uint64_t>>;  // proced
 
 Signature signature_of(const store::BranchPath& p) { return {p.procedure, p.blocks}; }
 
+// Spans count occurrences apart from bursts: a fitted path's total is its
+// fitted mean times its span occurrences, brought to the bursts' scale.
+double span_scale(const store::BranchPathProfile& profile) {
+    double in_bursts = 0, in_spans = 0;
+    for (const auto& p : profile.paths)
+        if (p.fitted) in_bursts += double(p.occurrences), in_spans += double(p.span_occurrences);
+    return in_bursts > 0 && in_spans > 0 ? in_bursts / in_spans : 1.0;
+}
+
 std::vector<Ranked> rank_paths(const store::BranchPathProfile& profile, const std::string& procedure, double long_floor_ticks) {
     std::vector<Ranked> out;
+    const double scale = span_scale(profile);
     for (const auto& p : profile.paths) {
         if (!procedure.empty() && p.procedure != procedure) continue;
         Ranked r;
         r.path = &p;
         split_long(r, long_floor_ticks);
+        r.time = p.fitted ? p.fit_mean_ticks * double(p.span_occurrences) * scale : r.total;
         out.push_back(r);
     }
     auto assign = [&](auto key, std::size_t Ranked::*field) {
@@ -71,7 +83,7 @@ std::vector<Ranked> rank_paths(const store::BranchPathProfile& profile, const st
         std::stable_sort(order.begin(), order.end(), [&](const Ranked* a, const Ranked* b) { return key(*a) > key(*b); });
         for (std::size_t i = 0; i < order.size(); i++) order[i]->*field = i + 1;
     };
-    assign([](const Ranked& r) { return r.total; }, &Ranked::rank_by_time);
+    assign([](const Ranked& r) { return r.time; }, &Ranked::rank_by_time);
     assign([](const Ranked& r) { return r.variation; }, &Ranked::rank_by_variation);
     return out;
 }
@@ -123,6 +135,18 @@ nlohmann::json histogram_of(const store::BranchPath& p, const Units& u) {
     return h;
 }
 
+// The span fit's figures for one path (span_fit.h).
+nlohmann::json fit_json(const store::BranchPath& p, const Units& u, const std::string& suffix) {
+    nlohmann::json f{{"fitted", p.fitted},
+                     {"span_occurrences", p.span_occurrences},
+                     {"relative_error", p.fit_mean_ticks > 0 ? p.fit_stderr_ticks / p.fit_mean_ticks : 0.0},
+                     {"noisy", p.fit_noisy},
+                     {"damped", p.fit_damped}};
+    f["mean" + suffix] = u(p.fit_mean_ticks);
+    f["stderr" + suffix] = u(p.fit_stderr_ticks);
+    return f;
+}
+
 nlohmann::json path_json(const Ranked& r, double all_ticks, const Units& u, const BranchPathsReportOptions& o,
                          const DebugInfo* debug, double scale) {
     const store::BranchPath& p = *r.path;
@@ -141,8 +165,10 @@ nlohmann::json path_json(const Ranked& r, double all_ticks, const Units& u, cons
                      {"long_occurrences", r.long_occurrences},
                      {"rank_by_time", r.rank_by_time},
                      {"rank_by_variation", r.rank_by_variation},
-                     {"time_share", all_ticks > 0 ? r.total / all_ticks : 0.0}};
-    j["total_time" + suffix] = u(r.total);
+                     {"time_share", all_ticks > 0 ? r.time / all_ticks : 0.0}};
+    j["total_time" + suffix] = u(r.time);
+    j["stamped_total_time" + suffix] = u(r.total);
+    if (p.span_occurrences || p.fitted) j["fit"] = fit_json(p, u, suffix);
     j["basetime" + suffix] = u(double(p.min_ticks));
     j["basetime_p" + std::to_string(int(std::lround(o.low_quantile * 100))) + suffix] =
         u(double(p.quantile_ticks(o.low_quantile)));
@@ -151,7 +177,7 @@ nlohmann::json path_json(const Ranked& r, double all_ticks, const Units& u, cons
     j["long_time" + suffix] = u(r.long_ticks);
     j["net_variation_all" + suffix] = u(r.variation_all);
     // The whole run's figures, estimated: bursts saw 1 in `scale` block entries.
-    j["estimated_total_time" + suffix] = u(r.total * scale);
+    j["estimated_total_time" + suffix] = u(r.time * scale);
     j["estimated_net_variation" + suffix] = u(r.variation * scale);
     j["histogram"] = histogram_of(p, u);
     return j;
@@ -202,7 +228,7 @@ nlohmann::json branch_paths_report_json(const store::BranchPathProfile& profile,
     const double long_floor_ticks = u.ns ? options.long_floor_ns / u.per_tick : options.long_floor_ns;
     auto ranked = rank_paths(profile, options.procedure, long_floor_ticks);
     double all_ticks = 0;
-    for (const auto& r : ranked) all_ticks += r.total;
+    for (const auto& r : ranked) all_ticks += r.time;
     sort_by(ranked, options.rank);
     nlohmann::json paths = nlohmann::json::array();
     for (std::size_t i = 0; i < ranked.size() && (options.limit == 0 || i < options.limit); i++)
@@ -226,12 +252,15 @@ nlohmann::json branch_paths_report_json(const store::BranchPathProfile& profile,
                        {"blocks_outside", profile.blocks_outside},
                        {"blocks_at_edges", profile.blocks_at_edges},
                        {"occurrences", profile.occurrences},
+                       {"timing", profile.spans ? "span fit" : "stamps"},
+                       {"spans", profile.spans},
                        {"distinct_paths", ranked.size()},
                        {"total_time", u(all_ticks)},
                        {"rank", rank_name},
                        {"notes", profile.notes},
                        {"paths", paths}};
     doc["long_floor" + std::string(u.ns ? "_ns" : "_ticks")] = u(long_floor_ticks);
+    doc["fit_intercept" + std::string(u.ns ? "_ns" : "_ticks")] = u(profile.fit_intercept_ticks);
     double long_total = 0;
     for (const auto& r : ranked) long_total += r.long_ticks;
     doc["long_time" + std::string(u.ns ? "_ns" : "_ticks")] = u(long_total);
@@ -324,11 +353,18 @@ std::string render_branch_paths_text(const nlohmann::json& doc) {
         out += "Times in " + doc["time_unit"].get<std::string>() + " (no rate to convert them to ns).\n";
     out += "Ranked by " + doc["rank"].get<std::string>() +
            "; 'time#' is the rank by total time. net variation = total - occurrences x basetime (VPP 3).\n";
+    const bool fitted = doc.value("spans", std::uint64_t{0}) > 0;
+    if (fitted)
+        out += "Time (time%, time#, 'fit') from " + std::to_string(doc["spans"].get<std::uint64_t>()) +
+               " spans timed at their ends: each path's mean fitted over them (NNLS), +-% its standard error, "
+               "'!' over 15%; base, p10 and net variation from stamped bursts.\n";
     out += "Occurrences over " + time_text(doc["long_floor" + sfx].get<double>(), ns) +
            " and 8x their path's median ('long': interrupts, preemption, page faults) are left out of both: " +
            time_text(doc["long_time" + sfx].get<double>(), ns) + " in all.\n\n";
     TextTable table;
     for (const char* h : {"#", "net var", "time%", "time#", "count", "long", "base", "p10", "mean"}) table.add_column(h, true);
+    if (fitted)
+        for (const char* h : {"fit", "+-%"}) table.add_column(h, true);
     for (const char* h : {"procedure", "path", "lines"}) table.add_column(h, false);
     std::size_t i = 0;
     for (const auto& p : doc["paths"]) {
@@ -336,15 +372,23 @@ std::string render_branch_paths_text(const nlohmann::json& doc) {
         std::string p10_key;
         for (const auto& [k, v] : p.items())
             if (k.rfind("basetime_p", 0) == 0) p10_key = k;
-        table.add_row({std::to_string(i), time_text(p["net_variation" + sfx].get<double>(), ns),
+        std::vector<std::string> row{std::to_string(i), time_text(p["net_variation" + sfx].get<double>(), ns),
                    format("%.1f", 100 * p["time_share"].get<double>()), std::to_string(p["rank_by_time"].get<std::size_t>()),
                    std::to_string(p["occurrences"].get<std::uint64_t>()),
                    std::to_string(p["long_occurrences"].get<std::uint64_t>()), time_text(p["basetime" + sfx].get<double>(), ns),
-                   p10_key.empty() ? "" : time_text(p[p10_key].get<double>(), ns), time_text(p["mean" + sfx].get<double>(), ns),
-                   p["procedure"].get<std::string>(),
-                   p["start_kind"].get<std::string>() + "@" + p["start"].get<std::string>() + " " +
-                       (p["decisions"].get<std::string>().empty() ? "-" : p["decisions"].get<std::string>()),
-                   first_line(p)});
+                   p10_key.empty() ? "" : time_text(p[p10_key].get<double>(), ns), time_text(p["mean" + sfx].get<double>(), ns)};
+        if (fitted) {
+            const bool has = p.contains("fit") && p["fit"]["fitted"].get<bool>();
+            row.push_back(has ? time_text(p["fit"]["mean" + sfx].get<double>(), ns) : "-");
+            row.push_back(has ? format("%.0f%s", 100 * p["fit"]["relative_error"].get<double>(),
+                                       p["fit"]["noisy"].get<bool>() ? "!" : "")
+                              : "");
+        }
+        row.push_back(p["procedure"].get<std::string>());
+        row.push_back(p["start_kind"].get<std::string>() + "@" + p["start"].get<std::string>() + " " +
+                      (p["decisions"].get<std::string>().empty() ? "-" : p["decisions"].get<std::string>()));
+        row.push_back(first_line(p));
+        table.add_row(row);
     }
     out += table.render();
     for (std::size_t k = 0; k < doc["paths"].size() && k < 3; k++) out += render_histogram(doc["paths"][k], k + 1, ns);

@@ -7,6 +7,7 @@
   overhead.times                   "CONFIG LOOP_SECONDS"
   chain.times                      "STEPS plain|instrumented LOOP_SECONDS ITERATIONS"
   chain<STEPS>.json                the chain's paths under --sample 1/10
+  ablation.times, ablation_*.json  the three-path ablation (bench/paths/ablation.py)
   sqlite_{A,A2,B}.json             SQLite's paths; sqlite_{AB,AA2,BA}.json with compare
 
 Usage: tables.py OUT PART... (prints Markdown tables)
@@ -261,6 +262,11 @@ def part_sqlite():
         c = load(f"sqlite_{name}.json")["compare"]
         print(f"| {label} | {c['overlap']} of {c['top']} |")
     print()
+
+
+def part_ablation():
+    import ablation
+    ablation.part_ablation(OUT, load, times)
 
 
 for part in PARTS:

@@ -64,8 +64,10 @@ std::filesystem::path runtime_archive() {
 // as a build without LTO does.
 constexpr const char* kInlineCompile = "-flto";
 
-std::filesystem::path inline_object(const std::filesystem::path& archive) {
-    auto object = archive.parent_path() / "ecpi_rt_inline.o";
+// paths --inline: every block logs its entry and spans are timed by their
+// ends (runtime/rt_spans.c), the same full LTO.
+std::filesystem::path inline_object(const std::filesystem::path& archive, const std::string& kind) {
+    auto object = archive.parent_path() / (kind == "paths" ? "ecpi_rt_paths_inline.o" : "ecpi_rt_inline.o");
     std::error_code ec;
     if (!std::filesystem::is_regular_file(object, ec))
         throw RuntimeError{"ecpi's inline callbacks (" + object.string() + ") are missing: rebuild ecpi, or build without --inline"};
@@ -74,8 +76,6 @@ std::filesystem::path inline_object(const std::filesystem::path& archive) {
 
 int run_flags(const FlagsArgs& args) {
     if (args.compile_only && args.link_only) throw UsageError{"choose --compile or --link, not both"};
-    if (args.inline_callbacks && args.kind != "memtrace")
-        throw UsageError{"--inline is for memtrace (the paths callback takes its block's address from its return address)"};
     std::string compile = args.kind == "paths" ? kPathsCompile : kMemtraceCompile;
     if (args.inline_callbacks) compile += std::string(" ") + kInlineCompile;
     std::string link;
@@ -88,7 +88,8 @@ int run_flags(const FlagsArgs& args) {
         link = "-fno-sanitize-link-runtime -Wl,--whole-archive " + archive.string() + " -Wl,--no-whole-archive";
         if (args.inline_callbacks) {
             if (!loader::find_executable("ld.lld")) throw RuntimeError{"--inline links with ld.lld, which is not on PATH: install lld (apt-get install lld), or build without --inline"};
-            link = "-fuse-ld=lld " + inline_object(archive).string() + " " + link;
+            // The link compiles the program: it writes .debug_aranges only when told (kMemtraceCompile's note).
+            link = "-fuse-ld=lld -Wl,-mllvm,-generate-arange-section " + inline_object(archive, args.kind).string() + " " + link;
         }
     }
     // The whole line says -flto once; the link flags alone carry it too.
@@ -115,8 +116,9 @@ void add_flags_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_flag("--compile", args->compile_only, "Only the compile flags");
     app->add_flag("--link", args->link_only, "Only the link flags");
     app->add_flag("--inline", args->inline_callbacks,
-                  "memtrace: inline the load/store callbacks into the program (link-time optimization, ld.lld): "
-                  "a reference outside a sampled window costs a decrement and a branch instead of a call");
+                  "Inline the callbacks into the program (link-time optimization, ld.lld). memtrace: a reference outside "
+                  "a sampled window costs a decrement and a branch instead of a call; paths: every block logs its entry "
+                  "and paths are timed by a fit over spans timed at their ends only");
     add_format_option(*app, args->format);
     verbs.push_back({app, [args] { return run_flags(*args); }});
 }

@@ -43,6 +43,14 @@ struct BranchPath {
         std::uint64_t ticks = 0;  // their total time
     };
     std::map<std::uint32_t, Bucket> histogram;  // tick_bucket -> occurrences and their time
+    // Spans (`ecpi flags paths --inline`): occurrences wholly inside a span,
+    // and the mean cost fitted over the spans (analyze/paths/span_fit.h).
+    std::uint64_t span_occurrences = 0;
+    bool fitted = false;
+    double fit_mean_ticks = 0;
+    double fit_stderr_ticks = 0;
+    bool fit_noisy = false;   // its standard error exceeds 15% of the mean
+    bool fit_damped = false;  // too few spans: the mean leans on the stamped one
 
     // Occurrences at or below the p-quantile (0 < p <= 1), read from the
     // histogram: the high edge of the bucket holding it, capped by min..
@@ -65,6 +73,9 @@ struct BranchPathProfile {
     std::uint64_t blocks_outside = 0;     // in no procedure of the image (other modules, no symbol)
     std::uint64_t blocks_at_edges = 0;    // before the first path start or after the last path end of a burst
     std::uint64_t occurrences = 0;        // complete path occurrences
+    std::uint64_t spans = 0;              // spans timed at their ends (inline builds); 0: paths timed by stamps alone
+    double fit_intercept_ticks = 0;       // the fit's cost per span beyond its whole paths
+    double fit_residual_ticks = 0;        // the spans' residual standard deviation
     std::vector<std::string> notes;
     std::vector<BranchPath> paths;
 };

@@ -28,6 +28,7 @@
 
 #include "ecpi/analyze/calc/cfg.h"
 #include "ecpi/analyze/calc/loops.h"
+#include "ecpi/analyze/paths/span_fit.h"
 #include "ecpi/result.h"
 #include "ecpi/store/branch_paths.h"
 #include "ecpi_rt_abi.h"
@@ -49,8 +50,10 @@ struct PathProcedure {
 
     std::uint32_t block_at(std::uint64_t address) const;  // kNoBlock outside
     bool is_back_edge(std::uint32_t from, std::uint32_t to) const;
-    // Whether `to` follows `from` through blocks whose entries are not seen.
+    // Whether `to` follows `from` through blocks whose entries are not seen
+    // (remembered: an inline build's blocks are often apart by unseen ones).
     bool follows(std::uint32_t from, std::uint32_t to) const;
+    mutable std::map<std::uint64_t, bool> follows_seen;
 };
 
 // Builds it from a CFG; `is_recorded(block)` says which blocks' entries the
@@ -67,7 +70,7 @@ public:
 };
 
 enum class BlockSource {
-    kInstrumented,  // blocks calling __sanitizer_cov_trace_pc_guard are seen
+    kInstrumented,  // blocks calling __sanitizer_cov_trace_pc_guard, or logging inline (`lea r, [rip]`), are seen
     kEveryBlock,    // every block is seen (LBR reconstruction)
 };
 
@@ -97,6 +100,13 @@ public:
     void pause(std::uint32_t thread, std::uint64_t ticks);
     // The entry of the block holding `address` at time `ticks`.
     void block(std::uint32_t thread, std::uint64_t address, std::uint64_t ticks);
+    // A span (runtime/rt_spans.c): its start stamp, then `context` block
+    // entries before it, its own entries and the entry that ended it
+    // (span_block, untimed), then its end stamp. The paths wholly inside
+    // it are counted for the fit (span_fit.h); finish() fits them.
+    void begin_span(std::uint32_t thread, std::uint64_t context, std::uint64_t start_ticks);
+    void span_block(std::uint32_t thread, std::uint64_t address);
+    void end_span(std::uint32_t thread, std::uint64_t end_ticks);
     // Moves the aggregated paths and counts into `profile`.
     void finish(store::BranchPathProfile& profile);
 
@@ -107,11 +117,17 @@ private:
     Cut classify(const Thread& t, const PathProcedure& proc, std::uint32_t block, std::uint64_t address) const;
     void close_path(Thread& t, std::uint64_t ticks, Cut cut);
     void drop_open(Thread& t);
+    store::BranchPath& path_of(Thread& t, Cut cut, std::uint32_t* id);
+    void fit_spans(store::BranchPathProfile& profile);
 
     PathCodeMap& code_;
     double block_cost_ticks_;
     std::map<std::uint32_t, std::unique_ptr<Thread>> threads_;
     std::map<Key, store::BranchPath> paths_;
+    std::map<Key, std::uint32_t> span_ids_;  // paths seen in spans, numbered for the fit
+    std::vector<store::BranchPath*> span_paths_;
+    std::vector<SpanCounts> spans_;
+    std::uint64_t spans_rejected_ = 0;  // spans with an entry outside the image
     std::uint64_t bursts_ = 0, blocks_ = 0, outside_ = 0, at_edges_ = 0, occurrences_ = 0;
 };
 
@@ -131,7 +147,7 @@ bool feed_lbr_sample(PathCutter& cutter, PathCodeMap& code, const LbrSample& sam
                      std::uint32_t stream);
 
 // Feeds the records of a paths run (runtime/ecpi_rt_abi.h: WINDOW begins a
-// burst, BLOCK is one block entry) to a cutter, one stream per ring. Block
+// burst, BLOCK is one block entry, SPAN ... SPAN_END a span) to a cutter, one stream per ring. Block
 // addresses are the callbacks' return addresses in the running program;
 // those in the image's mapping [start, end) become ELF addresses (minus
 // `bias`), the others count as outside the image.

@@ -1,0 +1,246 @@
+// Non-negative least squares over spans. See span_fit.h.
+#include "ecpi/analyze/paths/span_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace ecpi::analyze {
+namespace {
+
+using Matrix = std::vector<std::vector<double>>;
+
+// The paths to fit: the max_paths with the most occurrences inside spans.
+std::vector<std::uint32_t> choose_variables(const std::vector<std::uint64_t>& occurrences, std::size_t max_paths) {
+    std::vector<std::uint32_t> order;
+    for (std::uint32_t p = 0; p < occurrences.size(); p++)
+        if (occurrences[p]) order.push_back(p);
+    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return occurrences[a] > occurrences[b]; });
+    if (order.size() > max_paths) order.resize(max_paths);
+    return order;
+}
+
+// Normal equations of the spans' data: G = X'X, b = X'y, with the
+// intercept as the last variable; unfitted paths move to y at `fixed` cost.
+struct Normal {
+    Matrix g;
+    std::vector<double> b;
+};
+
+Normal normal_equations(const std::vector<SpanCounts>& spans, const std::vector<int>& variable_of,
+                        const std::vector<double>& fixed, std::size_t k) {
+    Normal n{Matrix(k + 1, std::vector<double>(k + 1, 0.0)), std::vector<double>(k + 1, 0.0)};
+    std::vector<std::pair<std::size_t, double>> x;
+    for (const auto& s : spans) {
+        double y = s.ticks;
+        x.assign(1, {k, 1.0});
+        for (auto [p, c] : s.counts) {
+            if (variable_of[p] >= 0) x.push_back({std::size_t(variable_of[p]), double(c)});
+            else y -= double(c) * fixed[p];
+        }
+        for (auto [i, xi] : x) {
+            n.b[i] += xi * y;
+            for (auto [j, xj] : x) n.g[i][j] += xi * xj;
+        }
+    }
+    return n;
+}
+
+// Solves A x = r for a symmetric positive definite A (Cholesky); false when
+// A is not positive definite.
+bool solve_spd(Matrix a, std::vector<double> r, std::vector<double>& x) {
+    const std::size_t n = a.size();
+    for (std::size_t j = 0; j < n; j++) {
+        double d = a[j][j];
+        for (std::size_t m = 0; m < j; m++) d -= a[j][m] * a[j][m];
+        if (!(d > 0)) return false;
+        a[j][j] = std::sqrt(d);
+        for (std::size_t i = j + 1; i < n; i++) {
+            double v = a[i][j];
+            for (std::size_t m = 0; m < j; m++) v -= a[i][m] * a[j][m];
+            a[i][j] = v / a[j][j];
+        }
+    }
+    for (std::size_t i = 0; i < n; i++) {
+        for (std::size_t m = 0; m < i; m++) r[i] -= a[i][m] * r[m];
+        r[i] /= a[i][i];
+    }
+    for (std::size_t i = n; i-- > 0;) {
+        for (std::size_t m = i + 1; m < n; m++) r[i] -= a[m][i] * r[m];
+        r[i] /= a[i][i];
+    }
+    x = std::move(r);
+    return true;
+}
+
+// The unconstrained solution over the variables in `free` (the others 0).
+bool solve_free(const Normal& n, const std::vector<bool>& free, std::vector<double>& out) {
+    std::vector<std::size_t> idx;
+    for (std::size_t i = 0; i < free.size(); i++)
+        if (free[i]) idx.push_back(i);
+    Matrix a(idx.size(), std::vector<double>(idx.size()));
+    std::vector<double> r(idx.size()), x;
+    for (std::size_t i = 0; i < idx.size(); i++) {
+        r[i] = n.b[idx[i]];
+        for (std::size_t j = 0; j < idx.size(); j++) a[i][j] = n.g[idx[i]][idx[j]];
+    }
+    if (!solve_spd(std::move(a), std::move(r), x)) return false;
+    out.assign(free.size(), 0.0);
+    for (std::size_t i = 0; i < idx.size(); i++) out[idx[i]] = x[i];
+    return true;
+}
+
+// Lawson and Hanson's active set method on the normal equations, started
+// from the unconstrained solution's positive part; the last variable (the
+// intercept) is never held at zero. `mu` ends feasible.
+void nnls(const Normal& n, std::vector<double>& mu) {
+    const std::size_t k = n.b.size();
+    std::vector<bool> free(k, true);
+    if (!solve_free(n, free, mu)) mu.assign(k, 0.0);
+    for (std::size_t i = 0; i + 1 < k; i++)
+        if (mu[i] <= 0) free[i] = false, mu[i] = 0;
+    for (std::size_t round = 0; round < 4 * k + 8; round++) {
+        std::vector<double> s;
+        if (!solve_free(n, free, s)) return;
+        double alpha = 1;
+        for (std::size_t i = 0; i + 1 < k; i++)
+            if (free[i] && s[i] <= 0) alpha = std::min(alpha, mu[i] / std::max(mu[i] - s[i], 1e-300));
+        for (std::size_t i = 0; i < k; i++) mu[i] += alpha * (s[i] - mu[i]);
+        bool dropped = false;
+        for (std::size_t i = 0; i + 1 < k; i++)
+            if (free[i] && (mu[i] <= 1e-12 || (alpha < 1 && s[i] <= 0))) free[i] = false, mu[i] = 0, dropped = true;
+        if (dropped) continue;
+        // Optimal when no held variable's gradient points inward.
+        std::size_t best = k;
+        double best_w = 1e-9 * (1 + std::abs(n.b.back()));
+        for (std::size_t i = 0; i + 1 < k; i++) {
+            if (free[i]) continue;
+            double w = n.b[i];
+            for (std::size_t j = 0; j < k; j++) w -= n.g[i][j] * mu[j];
+            if (w > best_w) best_w = w, best = i;
+        }
+        if (best == k) return;
+        free[best] = true;
+    }
+}
+
+double residual_variance(const std::vector<SpanCounts>& spans, const std::vector<int>& variable_of,
+                         const std::vector<double>& fixed, const std::vector<double>& mu, std::size_t k) {
+    double rss = 0;
+    for (const auto& s : spans) {
+        double e = s.ticks - mu[k];
+        for (auto [p, c] : s.counts) e -= double(c) * (variable_of[p] >= 0 ? mu[std::size_t(variable_of[p])] : fixed[p]);
+        rss += e * e;
+    }
+    const double dof = double(spans.size()) - double(k + 1);
+    return dof > 0 ? rss / dof : 0;
+}
+
+// Diagonal of A^-1 (A symmetric positive definite).
+std::vector<double> inverse_diagonal(const Matrix& a) {
+    std::vector<double> d(a.size(), 0.0), x;
+    for (std::size_t i = 0; i < a.size(); i++) {
+        std::vector<double> e(a.size(), 0.0);
+        e[i] = 1;
+        if (solve_spd(a, e, x)) d[i] = x[i];
+    }
+    return d;
+}
+
+// One fit over the given spans.
+SpanFit fit_spans_once(const std::vector<SpanCounts>& spans, const std::vector<double>& prior_means,
+                       const SpanFitOptions& options, std::size_t interrupted) {
+    const std::size_t paths = prior_means.size();
+    SpanFit fit;
+    fit.paths.resize(paths);
+    fit.spans = spans.size();
+    fit.interrupted = interrupted;
+    double all_ticks = 0, all_occurrences = 0;
+    for (const auto& s : spans) {
+        all_ticks += s.ticks;
+        for (auto [p, c] : s.counts) fit.paths[p].span_occurrences += c, all_occurrences += c;
+    }
+    std::vector<std::uint64_t> occurrences(paths);
+    for (std::size_t p = 0; p < paths; p++) occurrences[p] = fit.paths[p].span_occurrences;
+    const auto vars = choose_variables(occurrences, options.max_paths);
+    if (vars.empty() || spans.size() <= vars.size() + 1) return fit;
+    // The prior: the stamped mean, or the spans' average cost per occurrence.
+    const double average = all_ticks / all_occurrences;
+    std::vector<double> prior(paths), fixed(paths);
+    for (std::size_t p = 0; p < paths; p++) fixed[p] = prior[p] = prior_means[p] >= 0 ? prior_means[p] : average;
+    std::vector<int> variable_of(paths, -1);
+    for (std::size_t i = 0; i < vars.size(); i++) variable_of[vars[i]] = int(i);
+    const std::size_t k = vars.size();
+    Normal n = normal_equations(spans, variable_of, fixed, k);
+    for (std::size_t i = 0; i < k; i++) {
+        n.g[i][i] += options.damping;
+        n.b[i] += options.damping * prior[vars[i]];
+    }
+    n.g[k][k] += 1e-9 * (1 + n.g[k][k]);
+    std::vector<double> mu;
+    nnls(n, mu);
+    const double variance = residual_variance(spans, variable_of, fixed, mu, k);
+    const auto inverse = inverse_diagonal(n.g);
+    fit.intercept = mu[k];
+    fit.residual = std::sqrt(variance);
+    for (std::size_t i = 0; i < k; i++) {
+        SpanFitPath& p = fit.paths[vars[i]];
+        p.fitted = true;
+        p.mean = mu[i];
+        p.standard_error = std::sqrt(variance * inverse[i]);
+        p.noisy = !(p.mean > 0) || p.standard_error > options.flag_relative_error * p.mean;
+        // The prior's share of the estimate's precision: near 0 where the
+        // spans pin the mean down, near 1 along a direction they cannot see.
+        p.damped = options.damping * inverse[i] > 0.05;
+    }
+    // Unfitted paths' means: their fixed costs.
+    for (std::size_t p = 0; p < paths; p++)
+        if (variable_of[p] < 0) fit.paths[p].mean = fixed[p];
+    return fit;
+}
+
+// Spans over 8x the median time per block entry: interrupted.
+std::vector<SpanCounts> uninterrupted(const std::vector<SpanCounts>& spans, std::size_t& dropped) {
+    std::vector<double> rates;
+    for (const auto& s : spans) rates.push_back(s.ticks / double(std::max<std::uint32_t>(1, s.blocks)));
+    if (rates.empty()) return {};
+    std::vector<double> sorted = rates;
+    std::nth_element(sorted.begin(), sorted.begin() + std::ptrdiff_t(sorted.size() / 2), sorted.end());
+    const double limit = 8 * sorted[sorted.size() / 2];
+    std::vector<SpanCounts> kept;
+    for (std::size_t i = 0; i < spans.size(); i++) {
+        if (rates[i] > limit) dropped++;
+        else kept.push_back(spans[i]);
+    }
+    return kept;
+}
+
+}  // namespace
+
+SpanFit fit_span_costs(const std::vector<SpanCounts>& all_spans, const std::vector<double>& prior_means,
+                       const SpanFitOptions& options) {
+    SpanFit fit;
+    std::vector<SpanCounts> spans = uninterrupted(all_spans, fit.interrupted);
+    fit = fit_spans_once(spans, prior_means, options, fit.interrupted);
+    if (fit.residual <= 0) return fit;
+    // Leave out the spans the fit explains worst, and fit again.
+    std::vector<double> abs_residuals;
+    auto residual_of = [&](const SpanCounts& s) {
+        double e = s.ticks - fit.intercept;
+        for (auto [p, c] : s.counts) e -= double(c) * fit.paths[p].mean;
+        return e;
+    };
+    for (const auto& s : spans) abs_residuals.push_back(std::abs(residual_of(s)));
+    std::nth_element(abs_residuals.begin(), abs_residuals.begin() + std::ptrdiff_t(abs_residuals.size() / 2), abs_residuals.end());
+    const double limit = 6 * 1.4826 * abs_residuals[abs_residuals.size() / 2];
+    std::vector<SpanCounts> kept;
+    for (const auto& s : spans)
+        if (std::abs(residual_of(s)) <= limit) kept.push_back(s);
+    const std::size_t outliers = spans.size() - kept.size();
+    if (outliers == 0 || limit <= 0) return fit;
+    SpanFit again = fit_spans_once(kept, prior_means, options, fit.interrupted);
+    again.outliers = outliers;
+    return again;
+}
+
+}  // namespace ecpi::analyze

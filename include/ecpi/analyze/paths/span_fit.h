@@ -1,0 +1,59 @@
+// Each path's mean cost from spans timed only at their ends (issue 31;
+// runtime/rt_spans.c). A span's time is the sum over the paths that ran
+// wholly inside it of their occurrences times their mean cost, plus a
+// constant (the clock reads, and the parts of the paths cut by the span's
+// two ends: spans start and end at random blocks). The means are fitted by
+// non-negative least squares over every span, damped toward each path's
+// stamped mean (the one its bursts measured), so that a path whose spans
+// do not pin its cost down (too rare, or always beside another in the
+// same proportion) keeps the stamped figure instead of an arbitrary one.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace ecpi::analyze {
+
+struct SpanCounts {
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> counts;  // (path, occurrences wholly inside)
+    double ticks = 0;                                             // end stamp - start stamp
+    std::uint32_t blocks = 0;                                     // block entries it timed
+};
+
+struct SpanFitOptions {
+    // The prior's weight, in spans that hold one occurrence of the path:
+    // the stamped mean counts as much as that many such spans.
+    double damping = 4;
+    double flag_relative_error = 0.15;  // standard_error / mean above this: noisy
+    std::size_t max_paths = 128;        // the most frequent ones are fitted; the rest keep their stamped mean
+};
+
+struct SpanFitPath {
+    bool fitted = false;  // false: too rare to be among max_paths, or in no span
+    double mean = 0;      // ticks per occurrence
+    double standard_error = 0;    // ticks
+    bool noisy = false;   // standard_error > flag_relative_error x mean (or a mean of 0)
+    bool damped = false;  // the prior gives over 5% of the mean's precision: it leans on the stamped mean
+    std::uint64_t span_occurrences = 0;
+};
+
+struct SpanFit {
+    std::vector<SpanFitPath> paths;  // indexed as the spans' path numbers
+    double intercept = 0;            // ticks per span beyond its whole paths
+    double residual = 0;             // ticks: the spans' residual standard deviation
+    std::size_t spans = 0;           // spans fitted
+    std::size_t interrupted = 0;     // left out: over 8x the median time per block entry (interrupts, faults)
+    std::size_t outliers = 0;        // left out: residual over 6 robust standard deviations of the first fit
+};
+
+// Spans that took far longer than their blocks usually do (an interrupt, a
+// page fault, preemption: time no path spent) are left out first, then
+// those the first fit explains worst; the fit is made again without them.
+// `prior_means[p]`: path p's stamped mean in ticks, or a negative value
+// when its bursts never saw it (it is then damped toward the spans'
+// average cost per occurrence).
+SpanFit fit_span_costs(const std::vector<SpanCounts>& spans, const std::vector<double>& prior_means,
+                       const SpanFitOptions& options = {});
+
+}  // namespace ecpi::analyze

@@ -1,0 +1,43 @@
+/* The block-entry callback for `ecpi flags paths --inline`: compiled by
+ * clang to LLVM bitcode (ecpi_rt_paths_inline.o), linked with the program
+ * under full link-time optimization, which inlines it at the start of
+ * every basic block. Its strong definition prevails over rt_paths.c's weak
+ * one.
+ *
+ * Every entry does the same work whether or not a span is being timed
+ * (rt_spans.c): it takes an address in its block (`lea 0(%rip)`: an
+ * inlined callback has no return address), appends it to the thread's
+ * log, and decrements the path countdown; the entry that brings the
+ * countdown to zero calls a cold function that saves every register it
+ * uses (preserve_most), so the program's code around it is not changed for
+ * a call. The `lea` with a zero displacement is also how the analysis finds
+ * the blocks that log their entries (analyze/paths/branch_paths.cpp). */
+#include "rt_internal.h"
+
+__attribute__((noinline, cold, preserve_most)) void ecpi_rt_block_cold(uint64_t pc)
+{
+	ecpi_rt_span_slow(pc);
+}
+
+void __sanitizer_cov_trace_pc_guard(uint32_t *guard)
+{
+	(void)guard;
+	uint64_t pc;
+	/* The guard operand, unused by the instruction, makes each block's copy
+	 * unique: identical copies at the start of two sibling blocks would be
+	 * hoisted into their parent, and the siblings would log nothing. */
+	__asm__ volatile("leaq 0(%%rip), %0" : "=r"(pc) : "m"(*guard));
+	uint64_t i = ecpi_rt_tls.log_pos;
+	ecpi_rt_tls.log[i % ECPI_RT_LOG_ENTRIES] = pc;
+	ecpi_rt_tls.log_pos = i + 1;
+	if (__builtin_expect(--ecpi_rt_tls.path_sampler.countdown == 0, 0))
+		ecpi_rt_block_cold(pc);
+}
+
+/* Called once per instrumented module with its guards, which the callback
+ * does not read. */
+void __sanitizer_cov_trace_pc_guard_init(uint32_t *start, uint32_t *stop)
+{
+	(void)start;
+	(void)stop;
+}

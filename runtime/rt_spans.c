@@ -1,0 +1,91 @@
+/* Spans: how `ecpi flags paths --inline` times paths (issue 31).
+ *
+ * A fenced stamp at every block entry (a burst, rt_core.c) serializes the
+ * out-of-order core: on this project's Intel host it exposed a cache miss
+ * that the plain program overlaps with the loop's other work and hid the
+ * overlap of a dependent multiply chain (paths of 38 and 15 ns read as 48
+ * and 8). Here every block entry does the same work inside and outside a
+ * span: it appends its address to the thread's log and decrements the
+ * countdown (rt_paths_inline.c, inlined into the program). Only the two
+ * ends of a span, a random number of block entries apart, read the clock,
+ * unfenced. The analysis cuts the span's log into paths and fits each
+ * path's mean cost over many spans (analyze/paths/span_fit.cpp).
+ *
+ * Bursts of stamped entries remain, rarer (ECPI_RT_SPANS_PER_BURST_BLOCK):
+ * they give each path's time distribution and basetime. */
+#include "rt_internal.h"
+
+/* Block entries timed in spans per block entry recorded in bursts: a
+ * burst entry costs the program about 25 ns (a fenced stamp and a record),
+ * a span entry nothing beyond the log. */
+#define ECPI_RT_SPANS_PER_BURST_BLOCK 16
+
+static uint64_t kind(enum ecpi_rt_record_kind k)
+{
+	return (uint64_t)k << ECPI_RT_KIND_SHIFT;
+}
+
+/* The gap before the next span or burst: as many block entries, times the
+ * sampler's OFF/ON ratio, as the last one took (jittered as its gaps are). */
+static uint64_t gap_after(struct ecpi_rt_thread *t, uint64_t length)
+{
+	struct ecpi_rt_sampler *s = &t->path_sampler;
+	uint64_t mean = s->off_mean / s->window * length;
+	uint64_t j = mean / ECPI_RT_GAP_JITTER;
+	return j ? mean - j + ecpi_rt_rng_next(&s->rng) % (2 * j + 1) : mean;
+}
+
+static void span_begin(struct ecpi_rt_thread *t)
+{
+	struct ecpi_rt_sampler *s = &t->path_sampler;
+	uint64_t length = ECPI_RT_SPAN_MIN + ecpi_rt_rng_next(&s->rng) % (ECPI_RT_SPAN_MAX - ECPI_RT_SPAN_MIN + 1);
+	t->span_first = t->log_pos - 1; /* this block, logged before its countdown ran out */
+	t->span_open = 1;
+	s->countdown = (int64_t)length;
+	t->span_start_tsc = ecpi_rt_rdtsc(); /* last: the block's own work follows */
+}
+
+/* The span ends at this block's entry (logged at log_pos - 1): its records
+ * go out, outside any timed interval, and the next gap begins. */
+static void span_end(struct ecpi_rt_thread *t, uint64_t end_tsc)
+{
+	uint64_t last = t->log_pos - 1, blocks = last - t->span_first;
+	uint64_t context = t->span_first < ECPI_RT_SPAN_CONTEXT ? t->span_first : ECPI_RT_SPAN_CONTEXT;
+	t->span_open = 0;
+	ecpi_rt_stage_push(t, kind(ECPI_RT_REC_SPAN) | context << 16 | blocks, t->span_start_tsc);
+	for (uint64_t i = t->span_first - context; i <= last; i++)
+		ecpi_rt_stage_push(t, kind(ECPI_RT_REC_SPAN_BLOCK) | (t->log[i % ECPI_RT_LOG_ENTRIES] & ECPI_RT_PAYLOAD_MASK), 0);
+	ecpi_rt_stage_push(t, kind(ECPI_RT_REC_SPAN_END), end_tsc);
+	ecpi_rt_stage_flush(t, 0);
+	t->span_blocks += blocks;
+	t->path_sampler.countdown = (int64_t)gap_after(t, blocks) + 1;
+}
+
+/* A gap ended on an active thread: a span, or a burst where bursts are
+ * behind their share. */
+static int wants_span(const struct ecpi_rt_thread *t)
+{
+	const struct ecpi_rt_sampler *s = &t->path_sampler;
+	if (s->off_mean == 0 || s->on_left != 0 || s->first_window != 0)
+		return 0; /* always ON (--sample 1/1), or inside a burst */
+	return t->burst_blocks * ECPI_RT_SPANS_PER_BURST_BLOCK >= t->span_blocks;
+}
+
+void ecpi_rt_span_slow(uint64_t pc)
+{
+	uint64_t now = ecpi_rt_rdtsc(); /* first: the span's end, before the runtime's own work */
+	struct ecpi_rt_thread *t = &ecpi_rt_tls;
+	if (t->span_open) {
+		span_end(t, now);
+		return;
+	}
+	if (t->state == ECPI_RT_THREAD_ACTIVE && !t->in_runtime && (ecpi_rt_features & ECPI_RT_FEATURE_PATHS) &&
+	    wants_span(t)) {
+		span_begin(t);
+		return;
+	}
+	int was_on = t->path_sampler.on_left != 0;
+	ecpi_rt_block_slow(pc);
+	if (was_on || t->path_sampler.on_left != 0)
+		t->burst_blocks++;
+}

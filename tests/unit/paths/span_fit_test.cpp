@@ -1,0 +1,188 @@
+// The span fit (issue 31, span_fit.h): paths' mean costs from spans timed
+// only at their ends, on made-up programs whose costs are known: a
+// periodic mix of paths that makes the fit singular unless spans vary in
+// length and phase, a rare path, a mix whose least-squares solution is
+// negative; and the cutter's counting of the paths wholly inside a span.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "ecpi/analyze/paths/branch_paths.h"
+#include "ecpi/analyze/paths/span_fit.h"
+#include "ecpi/store/branch_paths.h"
+
+using namespace ecpi;
+using namespace ecpi::analyze;
+
+namespace {
+
+// The poller of tests/testprogs/paths/channels.c: paths A A A A B C, again
+// and again; A costs 50 ticks, B 120, C 15; a span adds 30 ticks of its own
+// (its clock reads and the paths its ends cut) and noise.
+constexpr int kPattern[6] = {0, 0, 0, 0, 1, 2};
+constexpr double kCost[3] = {50, 120, 15};
+
+// Spans of `min_paths`..`max_paths` whole paths starting at a random point
+// of the pattern (or at its start, `aligned`).
+std::vector<SpanCounts> periodic_spans(int spans, int min_paths, int max_paths, bool aligned, double noise,
+                                       std::uint32_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> jitter(0, noise);
+    std::vector<SpanCounts> out;
+    for (int s = 0; s < spans; s++) {
+        const int length = min_paths + int(rng() % std::uint64_t(max_paths - min_paths + 1));
+        const int phase = aligned ? 0 : int(rng() % 6);
+        std::uint32_t counts[3] = {0, 0, 0};
+        for (int i = 0; i < length; i++) counts[kPattern[(phase + i) % 6]]++;
+        SpanCounts span;
+        span.ticks = 30 + jitter(rng);
+        for (std::uint32_t p = 0; p < 3; p++) {
+            if (counts[p]) span.counts.push_back({p, counts[p]});
+            span.ticks += counts[p] * kCost[p];
+        }
+        out.push_back(span);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("span fit: random span lengths and phases recover a periodic mix's costs") {
+    auto spans = periodic_spans(4000, 8, 30, false, 20, 1);
+    // Stamped means as fenced stamps distort them (issue 31): A low, B high.
+    auto fit = fit_span_costs(spans, {30, 160, 12});
+    REQUIRE(fit.paths.size() == 3);
+    for (int p = 0; p < 3; p++) {
+        INFO("path " << p << ": " << fit.paths[p].mean << " +- " << fit.paths[p].standard_error);
+        CHECK(fit.paths[p].fitted);
+        CHECK(std::abs(fit.paths[p].mean - kCost[p]) < 0.05 * kCost[p] + 1);
+        CHECK(fit.paths[p].standard_error > 0);
+        CHECK(fit.paths[p].standard_error < 0.15 * kCost[p]);
+        CHECK_FALSE(fit.paths[p].damped);
+    }
+    CHECK(std::abs(fit.intercept - 30) < 5);
+    // A ranks first by total time: 4 x 50 against 120.
+    CHECK(fit.paths[0].mean * double(fit.paths[0].span_occurrences) >
+          fit.paths[1].mean * double(fit.paths[1].span_occurrences));
+}
+
+TEST_CASE("span fit: spans of whole periods make the mix singular; the fit keeps the stamped means and says so") {
+    // Every span holds 2 to 5 whole periods from the pattern's start: A's
+    // count is always 4x B's and C's, so their costs cannot be told apart.
+    std::vector<SpanCounts> spans;
+    for (auto s : periodic_spans(3000, 12, 30, true, 20, 2))
+        if (s.counts.size() == 3 && s.counts[0].second == 4 * s.counts[1].second && s.counts[1].second == s.counts[2].second)
+            spans.push_back(s);
+    REQUIRE(spans.size() > 300);
+    auto fit = fit_span_costs(spans, {45, 130, 20});
+    double period = 0;
+    for (int p = 0; p < 3; p++) {
+        INFO("path " << p << ": " << fit.paths[p].mean << " +- " << fit.paths[p].standard_error);
+        CHECK(std::isfinite(fit.paths[p].mean));
+        CHECK(fit.paths[p].mean >= 0);
+        CHECK(fit.paths[p].damped);  // the prior decides along the direction the spans cannot see
+        period += fit.paths[p].mean * (p == 0 ? 4 : 1);
+    }
+    // What the spans do see, a whole period's cost, is right.
+    CHECK(std::abs(period - (4 * 50 + 120 + 15)) < 0.05 * 335);
+}
+
+TEST_CASE("span fit: a rare path leans on its stamped mean and is flagged") {
+    auto spans = periodic_spans(3000, 8, 30, false, 20, 3);
+    // Path 3: in 3 spans only, 400 ticks each time; stamped at 300.
+    for (int s : {10, 1000, 2000}) {
+        spans[std::size_t(s)].counts.push_back({3, 1});
+        spans[std::size_t(s)].ticks += 400;
+    }
+    auto fit = fit_span_costs(spans, {50, 120, 15, 300});
+    const auto& rare = fit.paths[3];
+    INFO("rare: " << rare.mean << " +- " << rare.standard_error);
+    CHECK(rare.fitted);
+    CHECK(rare.span_occurrences == 3);
+    CHECK(rare.damped);
+    CHECK(rare.mean > 300);
+    CHECK(rare.mean < 400 + 20);
+    CHECK((rare.noisy || rare.damped));
+    CHECK(std::abs(fit.paths[0].mean - 50) < 3);  // the frequent ones are unaffected
+}
+
+TEST_CASE("span fit: a least-squares solution below zero is held at zero") {
+    // Spans whose time falls 8 ticks for each occurrence of path 2 (as if
+    // its turns let a queue drain): least squares gives it a negative cost.
+    std::mt19937_64 rng(4);
+    std::normal_distribution<double> jitter(0, 5);
+    std::vector<SpanCounts> spans;
+    for (int s = 0; s < 2000; s++) {
+        std::uint32_t a = 2 + std::uint32_t(rng() % 10), b = std::uint32_t(rng() % 4), c = 1 + std::uint32_t(rng() % 8);
+        SpanCounts span;
+        span.counts = {{0, a}, {1, b}, {2, c}};
+        span.ticks = 100 + 50.0 * a + 120.0 * b - 8.0 * c + jitter(rng);
+        spans.push_back(span);
+    }
+    auto fit = fit_span_costs(spans, {50, 120, 5});
+    CHECK(fit.paths[2].mean == 0);
+    CHECK(fit.paths[2].noisy);  // a cost of zero is no figure to rank by
+    CHECK(std::abs(fit.paths[0].mean - 50) < 0.15 * 50);
+    CHECK(std::abs(fit.paths[1].mean - 120) < 0.15 * 120);
+    for (const auto& p : fit.paths) CHECK(p.mean >= 0);
+}
+
+TEST_CASE("span fit: the cutter counts only the paths wholly inside a span") {
+    // A loop: 0 entry, 1 header, 2 tests (taken 3, else 4), 3, 4 latch.
+    PathProcedure proc;
+    proc.name = "loop";
+    proc.start = 0x1000;
+    proc.end = 0x1060;
+    for (std::uint64_t b = 0; b < 6; b++) proc.block_starts.push_back(0x1000 + 0x10 * b);
+    proc.successors = {{1}, {2}, {3, 4}, {4}, {1, 5}, {}};
+    proc.loop_headers = {{}, {1}, {1}, {1}, {1}, {}};
+    proc.taken = {kNoBlock, kNoBlock, 3, kNoBlock, 1, kNoBlock};
+    proc.fall_through = {kNoBlock, kNoBlock, 4, kNoBlock, 5, kNoBlock};
+    proc.recorded.assign(6, true);
+    struct Code : PathCodeMap {
+        PathProcedure p;
+        const PathProcedure* procedure_at(std::uint64_t a) override { return a >= p.start && a < p.end ? &p : nullptr; }
+    } code;
+    code.p = proc;
+    PathCutter cutter(code, 0);
+    std::mt19937_64 rng(5);
+    std::normal_distribution<double> jitter(0, 3);
+    // Long (1 2 3 4) costs 40 ticks, short (1 2 4) 25; 400 spans of random
+    // iterations, starting and ending at random blocks.
+    std::vector<std::uint32_t> stream;
+    for (int i = 0; i < 40000; i++) {
+        const bool long_way = rng() % 3 == 0;
+        for (std::uint32_t b : long_way ? std::vector<std::uint32_t>{1, 2, 3, 4} : std::vector<std::uint32_t>{1, 2, 4})
+            stream.push_back(b);
+    }
+    std::size_t pos = 10;
+    std::uint64_t now = 1000;
+    auto cost_of = [&](std::size_t i) {  // a block's share: the long way's 3 has 15 of its 40
+        return stream[i] == 3 ? 15.0 : stream[i] == 1 ? 10.0 : stream[i] == 2 ? 5.0 : 10.0;
+    };
+    for (int s = 0; s < 400; s++) {
+        const std::size_t context = 8, length = 20 + rng() % 60;
+        double ticks = 7;  // the clock reads
+        for (std::size_t i = pos; i < pos + length; i++) ticks += cost_of(i);
+        cutter.begin_span(0, context, now);
+        for (std::size_t i = pos - context; i <= pos + length; i++) cutter.span_block(0, 0x1004 + 0x10 * stream[i]);
+        now += std::uint64_t(std::llround(ticks + jitter(rng)));
+        cutter.end_span(0, now);
+        pos += length + 50;
+    }
+    store::BranchPathProfile profile;
+    cutter.finish(profile);
+    CHECK(profile.spans == 400);
+    CHECK(profile.occurrences == 0);  // no burst: nothing stamped
+    REQUIRE(profile.paths.size() == 2);
+    for (const auto& p : profile.paths) {
+        INFO(p.blocks.size() << " blocks: " << p.fit_mean_ticks << " +- " << p.fit_stderr_ticks);
+        CHECK(p.fitted);
+        CHECK(p.span_occurrences > 1000);
+        const double truth = p.blocks.size() == 4 ? 40 : 25;
+        CHECK(std::abs(p.fit_mean_ticks - truth) < 0.05 * truth);
+    }
+}
