@@ -315,13 +315,28 @@ Result<std::vector<std::string>> PushQueue::snapshot_epochs() const {
     return epochs;
 }
 
+namespace {
+// An epoch directory holds a few dozen files; a bound against a forged one.
+constexpr std::size_t kMaxEpochFiles = 4096;
+}  // namespace
+
 Result<std::int64_t> PushQueue::epoch_stamp(const std::string& epoch) const {
     if (!valid_epoch(epoch)) return Error("bad epoch name '" + epoch + "'");
     struct stat st {};
     fs::path dir = database_ / "epochs" / epoch;
     if (::lstat(dir.c_str(), &st) != 0) return Error::from_errno(errno, "reading " + dir.string());
     if (!S_ISDIR(st.st_mode)) return Error(dir.string() + " is not a directory");
-    return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    auto ns = [](const struct stat& s) { return static_cast<std::int64_t>(s.st_mtim.tv_sec) * 1000000000 + s.st_mtim.tv_nsec; };
+    std::int64_t newest = ns(st);
+    // A daemon's merge appends to a journal segment (FORMAT.md §13), which
+    // leaves the directory's own time as it was: the newest file counts too.
+    std::error_code ec;
+    std::size_t seen = 0;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end && seen < kMaxEpochFiles; it.increment(ec), ++seen) {
+        struct stat file {};
+        if (::lstat(it->path().c_str(), &file) == 0 && S_ISREG(file.st_mode)) newest = std::max(newest, ns(file));
+    }
+    return newest;
 }
 
 Result<void> PushQueue::enqueue(const PushBatch& batch, const PushSnapshot& snapshot) {

@@ -11,7 +11,14 @@ start_daemon "$db" --drain-interval 1 --exclude-self
 json_check "$TMP/p1.json" 'any(r["procedure"] == "share_sixty" for r in d["rows"])'
 json_check "$TMP/p1.json" 'd["epoch"] == "00001"'
 
+# The status while a program runs: samples per second are those of the last
+# drain interval, and an idle machine (tickless CPUs) takes none.
+"$TESTPROGS/shares" 3 >/dev/null &
+busy=$!
+ECPI_TEST_PIDS+=("$busy")
+sleep 2
 "$ECPI" ctl --db "$db" status --format json >"$TMP/status.json"
+wait "$busy"
 json_check "$TMP/status.json" 'd["schema"] == "ecpi.daemon.status" and d["epoch"] == "00001"'
 json_check "$TMP/status.json" 'd["events"][0]["samples"] > 100 and d["rss_bytes"] > 0 and d["disk_bytes"] > 0'
 json_check "$TMP/status.json" 'd["events"][0]["samples_taken"] >= d["events"][0]["samples"]'

@@ -10,7 +10,9 @@ require_bpf
 db="$TMP/db"
 "$TESTPROGS/shares" 900 >/dev/null &
 ECPI_TEST_PIDS+=("$!")
-rounds=${ECPI_CRASH_ROUNDS:-100}
+# 30 rounds in `make test` (about 2.5 min); the issue's 100 (about 8.5 min on
+# this 2-CPU VM): ECPI_CRASH_ROUNDS=100 ctest -R bpf.daemon_crash.
+rounds=${ECPI_CRASH_ROUNDS:-30}
 declare -A closed=()   # epoch -> its samples when first seen closed
 
 # samples EPOCH: "<samples in the profiles> <samples the epoch's metadata counts>"

@@ -69,7 +69,8 @@ public:
     Result<std::optional<PushSnapshot>> snapshot(const std::string& epoch) const;
     // Epochs that have a snapshot, in epoch order.
     Result<std::vector<std::string>> snapshot_epochs() const;
-    // Modification time (ns) of DB/epochs/<epoch>; an error when it is gone.
+    // Modification time (ns) of DB/epochs/<epoch> or of its newest file (a
+    // journal append changes only the file); an error when it is gone.
     Result<std::int64_t> epoch_stamp(const std::string& epoch) const;
 
     // Writes the batch, then the snapshot that includes it (snapshot.cuts ==

@@ -1,3 +1,6 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <fstream>
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -91,6 +94,20 @@ TEST_CASE("the push queue: one pusher per target, orphans removed, order kept") 
         CHECK(q->counters().value() == PushCounters{3, 30, 1});
         CHECK(q->epoch_stamp("00001").ok());
         CHECK_FALSE(q->epoch_stamp("00002").ok());
+        {
+            // A daemon's merge appends to a journal segment: the file's time
+            // changes, the directory's does not; the stamp must change.
+            const auto segment = db.dir / "epochs" / "00001" / "journal.1.ecj";
+            { std::ofstream(segment) << "first record"; }
+            const auto before = q->epoch_stamp("00001");
+            REQUIRE(before.ok());
+            struct timespec later[2] = {{0, UTIME_OMIT}, {0, 0}};
+            later[1].tv_sec = static_cast<time_t>(*before / 1000000000) + 5;  // an append, seconds later
+            { std::ofstream(segment, std::ios::app) << "second record"; }
+            REQUIRE(::utimensat(AT_FDCWD, segment.c_str(), later, 0) == 0);
+            CHECK(q->epoch_stamp("00001").value() > *before);
+            std::filesystem::remove(segment);
+        }
         // A crash after the batch was written but before its snapshot: the
         // batch is newer than the snapshot's cuts.
         PushSnapshot stale = sample_snapshot();
