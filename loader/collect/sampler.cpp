@@ -81,17 +81,24 @@ struct Sampler::Impl {
         if (skel) sampler_bpf__destroy(skel);
     }
 
+    // A stack record's key and kernel frames (at most ECPI_MAX_STACK_DEPTH).
+    static RawStackSample stack_sample_head(const ecpi_sample_key& key, const __u64* kernel_ips,
+                                            unsigned kernel_depth) {
+        RawStackSample s;
+        s.tgid = key.tgid;
+        s.event = key.event;
+        s.kernel = key.kernel != 0;
+        s.pc = key.pc;
+        const unsigned kd = kernel_depth > ECPI_MAX_STACK_DEPTH ? ECPI_MAX_STACK_DEPTH : kernel_depth;
+        s.kernel_ips.assign(kernel_ips, kernel_ips + kd);
+        return s;
+    }
+
     // A stack copy (sent with its true size), its user stack still to walk.
     static RawStackSample stack_copy_sample(const void* data, std::size_t size) {
         const auto* rec = static_cast<const ecpi_stack_copy_record*>(data);
         const std::size_t header = offsetof(ecpi_stack_copy_record, stack);
-        RawStackSample s;
-        s.tgid = rec->key.tgid;
-        s.event = rec->key.event;
-        s.kernel = rec->key.kernel != 0;
-        s.pc = rec->key.pc;
-        unsigned kd = rec->kernel_depth > ECPI_MAX_STACK_DEPTH ? ECPI_MAX_STACK_DEPTH : rec->kernel_depth;
-        s.kernel_ips.assign(rec->kernel_ips, rec->kernel_ips + kd);
+        RawStackSample s = stack_sample_head(rec->key, rec->kernel_ips, rec->kernel_depth);
         std::size_t bytes = std::min<std::size_t>({rec->stack_bytes, size - header, ECPI_STACK_COPY_BYTES});
         s.copy = UserStackCopy{rec->pc, rec->sp, rec->bp, std::vector<std::uint8_t>(rec->stack, rec->stack + bytes)};
         return s;
@@ -111,14 +118,8 @@ struct Sampler::Impl {
             self->flat_out->push_back({rec.key.tgid, rec.key.event, rec.key.kernel != 0, rec.key.pc, 1});
         } else if (kind == ECPI_RECORD_STACK_SAMPLE && size >= sizeof(ecpi_stack_record)) {
             const auto* rec = static_cast<const ecpi_stack_record*>(data);
-            RawStackSample s;
-            s.tgid = rec->key.tgid;
-            s.event = rec->key.event;
-            s.kernel = rec->key.kernel != 0;
-            s.pc = rec->key.pc;
-            unsigned kd = rec->kernel_depth > ECPI_MAX_STACK_DEPTH ? ECPI_MAX_STACK_DEPTH : rec->kernel_depth;
+            RawStackSample s = stack_sample_head(rec->key, rec->ips, rec->kernel_depth);
             unsigned ud = rec->user_depth > ECPI_MAX_USER_STACK_DEPTH ? ECPI_MAX_USER_STACK_DEPTH : rec->user_depth;
-            s.kernel_ips.assign(rec->ips, rec->ips + kd);
             s.user_ips.assign(rec->ips + ECPI_MAX_STACK_DEPTH, rec->ips + ECPI_MAX_STACK_DEPTH + ud);
             self->stack_out->push_back(std::move(s));
         } else if (kind == ECPI_RECORD_STACK_COPY && size >= offsetof(ecpi_stack_copy_record, stack)) {
