@@ -67,7 +67,8 @@ void print_status_text(const nlohmann::json& s) {
     std::printf("database:    %s\n", s.value("database", "").c_str());
     std::printf("epoch:       %s\n", s.value("epoch", "").c_str());
     std::printf("uptime:      %.0f s\n", s.value("uptime_seconds", 0.0));
-    std::printf("daemon CPU:  %.2f%%\n", s.value("cpu_percent", 0.0));
+    std::printf("daemon CPU:  %.2f%% (the overhead budget's calibrations apart: %.1f CPU s)\n", s.value("cpu_percent", 0.0),
+                s.value("calibration_cpu_seconds", 0.0));
     std::printf("daemon RSS:  %.1f MB\n", static_cast<double>(s.value("rss_bytes", 0ull)) / (1 << 20));
     std::printf("on disk:     %.1f MB\n", static_cast<double>(s.value("disk_bytes", 0ull)) / (1 << 20));
     const auto amp = s.value("write_amplification", nlohmann::json());

@@ -117,6 +117,9 @@ std::vector<std::uint32_t> existing_descendants(const std::vector<std::uint32_t>
 // The command line of `pid` with NULs as spaces; "" when the process is gone.
 std::string read_cmdline(std::uint32_t pid);
 
+// This process's CPU time, user + system, all threads (getrusage).
+double cpu_seconds();
+
 class Session {
 public:
     Session(const RecordOptions& options, const std::atomic<bool>& stop) : options_(options), stop_(stop) {}
@@ -211,6 +214,7 @@ private:
     RateChoice rate_choice_;
     Clock::time_point next_calibration_;
     std::int64_t calibrated_unix_ = 0;
+    double calibration_cpu_s_ = 0;  // CPU seconds the budget's calibrations spent running their workload
     std::vector<std::vector<std::uint64_t>> flushed_idle_;  // per event, per CPU: idle samples already written
     KernelIdleClock kernel_idle_;  // the kernel's idle time per CPU, written at each flush (issue 30)
     std::vector<int> cpus_;

@@ -242,7 +242,9 @@ Result<void> Session::calibrate_budget() {
     if (filtering) ECPI_RETURN_IF_ERROR(sampler_->track_tgid(self));
     CalibrationOptions calibration;
     calibration.cpus = calibration_cpus(cpus_);
+    const double cpu_before = cpu_seconds();
     auto cost = measure_sample_cost(*sampler_, calibration);
+    calibration_cpu_s_ += cpu_seconds() - cpu_before;  // reported apart from the daemon's own CPU
     if (filtering) ECPI_RETURN_IF_ERROR(sampler_->untrack_tgid(self));
     if (!cost.ok()) return Error("calibrating the overhead budget: " + cost.error().message());
     sample_cost_ = *cost;
