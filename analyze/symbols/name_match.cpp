@@ -22,21 +22,6 @@ std::string without_parameters(const std::string& name) {
 
 }  // namespace
 
-// Levenshtein distance, for "did you mean" lists (names are short).
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        cur[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
-        }
-        std::swap(prev, cur);
-    }
-    return prev[b.size()];
-}
-
 bool loosely_matches(const std::string& query, const std::string& procedure) {
     if (query.empty()) return false;
     if (procedure == query) return true;

@@ -220,21 +220,6 @@ bool function_matches(const FunctionPattern& pattern, const FunctionSymbol& symb
     return glob(pattern.function, symbol.demangled) || glob(pattern.function, without_parameters(symbol.demangled));
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diag = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            std::size_t up = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diag = up;
-        }
-    }
-    return row[b.size()];
-}
-
 std::vector<std::string> near_matches(const FunctionPattern& pattern, const std::vector<const ElfSymbols*>& images,
                                       std::size_t limit) {
     auto lower = [](std::string s) {

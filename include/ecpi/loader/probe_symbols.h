@@ -5,6 +5,8 @@
 // which must not depend on analyze/.
 #pragma once
 
+#include "ecpi/edit_distance.h"
+
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -79,7 +81,7 @@ std::vector<std::string> near_matches(const FunctionPattern& pattern,
 // directories. Libraries not found are skipped.
 std::vector<std::filesystem::path> needed_libraries(const std::filesystem::path& executable);
 
-// Levenshtein distance (exposed for tests).
-std::size_t edit_distance(std::string_view a, std::string_view b);
+// Levenshtein distance (for close matches; tested in probe_symbols_test).
+using ecpi::edit_distance;  // include/ecpi/edit_distance.h
 
 }  // namespace ecpi::loader

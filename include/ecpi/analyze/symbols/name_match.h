@@ -9,10 +9,11 @@
 #include <string_view>
 #include <vector>
 
+#include "ecpi/edit_distance.h"
+
 namespace ecpi::analyze {
 
-// Levenshtein distance.
-std::size_t edit_distance(std::string_view a, std::string_view b);
+using ecpi::edit_distance;  // include/ecpi/edit_distance.h
 
 // Whether `query` names `procedure` loosely: the name without its parameter
 // list, with or without its namespace/class qualification.
