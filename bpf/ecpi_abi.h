@@ -8,7 +8,7 @@
 #include <linux/types.h>
 #endif
 
-#define ECPI_ABI_VERSION 3
+#define ECPI_ABI_VERSION 4
 
 /* Events one recording may sample at once (-e ...). The event index travels
  * as the perf link's bpf cookie. */
@@ -32,6 +32,7 @@ enum ecpi_record_kind {
 	ECPI_RECORD_PROBE_EXIT = 4,   /* ecpi probe: the return of a timed call, with its timers */
 	ECPI_RECORD_REGISTERS = 5,    /* the user registers of one sample (--registers), own ring buffer */
 	ECPI_RECORD_STACK_COPY = 6,   /* a -g sample whose process has no unwind tables yet: stack bytes */
+	ECPI_RECORD_EXEC_ARGS = 7,    /* a process's argument strings, read at its exec (own ring buffer) */
 };
 
 /* DCPI 4.2.1: samples aggregate by (process, pc, event); we add the privilege
@@ -133,6 +134,23 @@ struct ecpi_stack_copy_record {
 	__u64 bp;
 	__u64 kernel_ips[ECPI_MAX_STACK_DEPTH];
 	__u8 stack[ECPI_STACK_COPY_BYTES];
+};
+
+/* A process's argument strings as exec left them on its new stack, read in
+ * the sched_process_exec tracepoint: a process that exits within a drain of
+ * its exec is gone from /proc before user space can read its command line
+ * (issue 34 defect 2). Sent with its true size: args[] holds args_bytes
+ * bytes, NUL-separated, the first ECPI_EXEC_ARGS_BYTES of a longer list
+ * (truncated = 1); user space reads /proc for the whole list while the
+ * process lives. */
+#define ECPI_EXEC_ARGS_BYTES 4096 /* a power of two (the sampler masks the length) */
+struct ecpi_exec_record {
+	__u32 kind;       /* ECPI_RECORD_EXEC_ARGS */
+	__u32 tgid;
+	__u16 args_bytes; /* bytes in args[] */
+	__u8 truncated;   /* 1 when the argument list was longer than ECPI_EXEC_ARGS_BYTES */
+	__u8 pad[5];
+	__u8 args[ECPI_EXEC_ARGS_BYTES];
 };
 
 /* x86-64 general-purpose registers in hardware encoding order (ModRM/REX

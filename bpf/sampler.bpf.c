@@ -57,6 +57,24 @@ struct {
 	__uint(max_entries, 4 << 20);
 } registers_rb SEC(".maps");
 
+/* Argument strings read at exec (ecpi_exec_record); sized by the loader.
+ * A record it cannot take costs only the fallback to /proc, counted in
+ * exec_args_lost. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 512 << 10);
+} exec_rb SEC(".maps");
+
+__u64 exec_args_lost = 0;
+
+/* An exec record is built here, then sent with its true size. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ecpi_exec_record);
+} exec_scratch SEC(".maps");
+
 /* Samples since the last snapshot, per CPU (registers_every > 1 only). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -634,5 +652,38 @@ int BPF_PROG(ecpi_fork, struct task_struct *parent, struct task_struct *child)
 		return 0; /* a new thread */
 	if (bpf_map_lookup_elem(&tracked_tgids, &parent_tgid))
 		bpf_map_update_elem(&tracked_tgids, &child_tgid, &yes, BPF_ANY);
+	return 0;
+}
+
+/* Issue 34 defect 2: the command line of a process that runs for less than
+ * a drain is gone from /proc when user space looks, so it is read here, at
+ * exec, from the new stack where exec copied the strings (mm->arg_start ..
+ * arg_end, present: exec wrote them). Only tracked processes when filtering. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(ecpi_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct ecpi_exec_record *rec;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0;
+	__u64 start, end, len;
+
+	if (filter_tgids && !bpf_map_lookup_elem(&tracked_tgids, &tgid))
+		return 0;
+	rec = bpf_map_lookup_elem(&exec_scratch, &zero);
+	if (!rec)
+		return 0;
+	start = BPF_CORE_READ(task, mm, arg_start);
+	end = BPF_CORE_READ(task, mm, arg_end);
+	len = end > start ? end - start : 0;
+	rec->kind = ECPI_RECORD_EXEC_ARGS;
+	rec->tgid = tgid;
+	rec->truncated = len > ECPI_EXEC_ARGS_BYTES;
+	if (len > ECPI_EXEC_ARGS_BYTES)
+		len = ECPI_EXEC_ARGS_BYTES;
+	len &= (2 * ECPI_EXEC_ARGS_BYTES - 1); /* for the verifier: len <= ECPI_EXEC_ARGS_BYTES */
+	if (len > ECPI_EXEC_ARGS_BYTES || bpf_probe_read_user(rec->args, len, (const void *)start) != 0)
+		len = 0;
+	rec->args_bytes = len;
+	if (bpf_ringbuf_output(&exec_rb, rec, __builtin_offsetof(struct ecpi_exec_record, args) + len, 0) != 0)
+		__sync_fetch_and_add(&exec_args_lost, 1);
 	return 0;
 }

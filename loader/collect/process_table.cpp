@@ -332,7 +332,8 @@ std::string ProcessTable::comm(std::uint32_t pid) const {
 
 std::string ProcessTable::cmdline(std::uint32_t pid) const {
     auto it = processes_.find(pid);
-    return it == processes_.end() ? std::string() : it->second.cmdline;
+    if (it == processes_.end()) return {};
+    return it->second.cmdline.empty() ? it->second.exec_args : it->second.cmdline;
 }
 
 }  // namespace ecpi::loader

@@ -294,6 +294,10 @@ void Session::warn_lost_records() {
     if (summary_.sideband_lost)
         warn_once(std::to_string(summary_.sideband_lost) +
                   " mmap/comm records were lost by the kernel; some samples may be [unknown]");
+    if (auto lost = sampler_->exec_args_lost())
+        warn_once(std::to_string(lost) +
+                  " command lines read at exec did not fit the kernel's ring buffer; processes that exited"
+                  " within a drain of their exec may show an empty cmdline");
 }
 
 // The rate the recording ended at and, with a budget, what a sample cost.

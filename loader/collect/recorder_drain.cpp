@@ -94,6 +94,12 @@ void Session::drain_sideband() {
         },
         [this](std::uint32_t pid, std::uint32_t ppid) {
             processes_.on_fork(pid, ppid);
+            // A parent started before the recording has no command line in the table: read the
+            // child's while it lives, else its parent's (a subshell that never execs runs its parent's).
+            if (processes_.cmdline(pid).empty()) {
+                std::string line = read_cmdline(pid);
+                processes_.set_cmdline(pid, line.empty() ? read_cmdline(ppid) : std::move(line));
+            }
             if (unwinder_) unwinder_->note_fork(pid, ppid);
         },
         [this](std::uint32_t pid) {
@@ -103,6 +109,12 @@ void Session::drain_sideband() {
     });
     if (unwinder_)
         for (const auto& w : unwinder_->take_warnings()) warn_once(w);
+}
+
+// Command lines the sampler read at exec (issue 34 defect 2): kept for the
+// processes gone from /proc before their comm record was read.
+void Session::note_exec_args() {
+    for (auto& e : sampler_->take_exec_args()) processes_.set_exec_args(e.tgid, std::move(e.cmdline));
 }
 
 // Read now if the process still runs, else what was read at its exec.
@@ -117,6 +129,7 @@ Result<void> Session::drain_cycle() {
     auto r = sampler_->drain_table(pending_flat_);
     consume_ringbuf();
     drain_sideband();
+    note_exec_args();  // after the side band: a process's fork record comes before its exec's
     // Remember names while the processes still exist.
     for (auto pid : pids_seen_) {
         if (process_meta_.count(pid)) continue;

@@ -177,6 +177,7 @@ private:
     void forget_stored_processes(store::EpochMeta& meta);
     nlohmann::json disk_json();
     std::string process_cmdline(std::uint32_t pid) const;
+    void note_exec_args();
     store::EpochMeta epoch_meta();
     void count_flushed();
     store::ImageId image_id(std::uint32_t index) const;

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "ecpi_abi.h"
 #include "sampler.skel.h"
@@ -30,7 +31,8 @@ static_assert(offsetof(ecpi_register_record, time_ns) == 16, "ABI: ecpi_register
 static_assert(offsetof(ecpi_register_record, regs) == 32, "ABI: ecpi_register_record.regs");
 static_assert(sizeof(ecpi_register_record) == 32 + ECPI_GP_REGISTERS * 8, "ABI: ecpi_register_record");
 static_assert(ECPI_GP_REGISTERS == std::tuple_size_v<decltype(RawRegisterSample::regs)>, "ABI: register count");
-static_assert(ECPI_ABI_VERSION == 3, "update the loader for the new ABI");
+static_assert(offsetof(ecpi_exec_record, args) == 16, "ABI: ecpi_exec_record.args");
+static_assert(ECPI_ABI_VERSION == 4, "update the loader for the new ABI");
 static_assert(ECPI_COUNTER_MAX - ECPI_COUNTER_STACK_ROOT == kStackEndNames.size(), "ABI: stack end counters");
 
 namespace {
@@ -56,6 +58,8 @@ void wait_for_handlers() {
 
 }  // namespace
 
+constexpr std::size_t kMaxPendingExecArgs = 1 << 16;
+
 struct Sampler::Impl {
     sampler_bpf* skel = nullptr;
     ring_buffer* rb = nullptr;
@@ -72,6 +76,7 @@ struct Sampler::Impl {
     std::vector<RawSample>* flat_out = nullptr;
     std::vector<RawStackSample>* stack_out = nullptr;
     std::vector<RawRegisterSample>* register_out = nullptr;
+    std::vector<RawExecArgs> exec_args;
 
     ~Impl() {
         if (rb) ring_buffer__free(rb);
@@ -104,6 +109,17 @@ struct Sampler::Impl {
         return s;
     }
 
+    // NUL-separated strings as /proc/PID/cmdline holds them, joined as read_cmdline joins them.
+    static RawExecArgs exec_args_record(const void* data, std::size_t size) {
+        const auto* rec = static_cast<const ecpi_exec_record*>(data);
+        const std::size_t header = offsetof(ecpi_exec_record, args);
+        const std::size_t bytes = std::min<std::size_t>({rec->args_bytes, size - header, ECPI_EXEC_ARGS_BYTES});
+        RawExecArgs out{rec->tgid, std::string(reinterpret_cast<const char*>(rec->args), bytes), rec->truncated != 0};
+        std::replace(out.cmdline.begin(), out.cmdline.end(), '\0', ' ');
+        while (!out.cmdline.empty() && out.cmdline.back() == ' ') out.cmdline.pop_back();
+        return out;
+    }
+
     static int on_record(void* ctx, void* data, size_t size) {
         auto* self = static_cast<Impl*>(ctx);
         if (size < sizeof(std::uint32_t)) {
@@ -124,6 +140,9 @@ struct Sampler::Impl {
             self->stack_out->push_back(std::move(s));
         } else if (kind == ECPI_RECORD_STACK_COPY && size >= offsetof(ecpi_stack_copy_record, stack)) {
             self->stack_out->push_back(stack_copy_sample(data, size));
+        } else if (kind == ECPI_RECORD_EXEC_ARGS && size >= offsetof(ecpi_exec_record, args)) {
+            // A caller that never takes them (a calibration) must not grow without bound.
+            if (self->exec_args.size() < kMaxPendingExecArgs) self->exec_args.push_back(exec_args_record(data, size));
         } else if (kind == ECPI_RECORD_REGISTERS && size >= sizeof(ecpi_register_record)) {
             ecpi_register_record rec;
             std::memcpy(&rec, data, sizeof rec);
@@ -185,13 +204,17 @@ Result<Sampler> Sampler::load(const SamplerOptions& options) {
                          -err);
         return libbpf_error(err, "loading the sampler BPF program");
     }
-    // The fork tracepoint is attached now; perf events are attached per event later.
+    // The fork and exec tracepoints are attached now; perf events are attached per event later.
     impl.skel->links.ecpi_fork = bpf_program__attach(impl.skel->progs.ecpi_fork);
     if (!impl.skel->links.ecpi_fork) return libbpf_error(errno, "attaching the sched_process_fork tracepoint");
+    impl.skel->links.ecpi_exec = bpf_program__attach(impl.skel->progs.ecpi_exec);
+    if (!impl.skel->links.ecpi_exec) return libbpf_error(errno, "attaching the sched_process_exec tracepoint");
     impl.rb = ring_buffer__new(bpf_map__fd(impl.skel->maps.samples_rb), &Impl::on_record, &impl, nullptr);
     if (!impl.rb) return libbpf_error(errno, "creating the ring buffer reader");
     if (int err = ring_buffer__add(impl.rb, bpf_map__fd(impl.skel->maps.registers_rb), &Impl::on_record, &impl))
         return libbpf_error(err, "adding the register ring buffer to its reader");
+    if (int err = ring_buffer__add(impl.rb, bpf_map__fd(impl.skel->maps.exec_rb), &Impl::on_record, &impl))
+        return libbpf_error(err, "adding the exec ring buffer to its reader");
     return s;
 }
 
@@ -304,6 +327,12 @@ Result<void> Sampler::drain_ringbuf(std::vector<RawSample>& flat, std::vector<Ra
     impl_->register_out = nullptr;
     if (n < 0) return libbpf_error(n, "reading the ring buffer");
     return ok();
+}
+
+std::vector<RawExecArgs> Sampler::take_exec_args() { return std::exchange(impl_->exec_args, {}); }
+
+std::uint64_t Sampler::exec_args_lost() const {
+    return __atomic_load_n(&impl_->skel->bss->exec_args_lost, __ATOMIC_RELAXED);
 }
 
 Result<std::vector<SamplerCounters>> Sampler::counters() const {

@@ -71,6 +71,10 @@ public:
     // fork), kept until it is reaped: a short-lived process is gone by the
     // time its samples are drained (issue 34).
     void set_cmdline(std::uint32_t pid, std::string cmdline) { process(pid).cmdline = std::move(cmdline); }
+    // The arguments the sampler read in BPF at the process's exec: what
+    // cmdline() gives when /proc could not be read in time (a process that
+    // ran for less than a tick of the side band).
+    void set_exec_args(std::uint32_t pid, std::string args) { process(pid).exec_args = std::move(args); }
     std::string cmdline(std::uint32_t pid) const;
     std::size_t process_count() const { return processes_.size(); }
 
@@ -89,6 +93,7 @@ private:
     struct Process {
         std::string comm;
         std::string cmdline;
+        std::string exec_args;  // read in BPF at exec (ecpi_exec_record)
         std::vector<AddressSpace> spaces;  // oldest first; back() is current
         int exit_age = -1;                 // -1 alive; else reap passes since exit
     };

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ecpi/loader/perf_events.h"
@@ -54,6 +55,14 @@ struct RawRegisterSample {
     std::uint64_t time_ns = 0;
     std::uint64_t pc = 0;
     std::array<std::uint64_t, 16> regs{};
+};
+
+// A process's argument strings read in BPF at its exec (ECPI_RECORD_EXEC_ARGS):
+// the command line of a process that exits before a drain can read /proc.
+struct RawExecArgs {
+    std::uint32_t tgid = 0;
+    std::string cmdline;     // arguments joined by spaces, as read_cmdline gives them
+    bool truncated = false;  // the list was longer than the BPF record holds
 };
 
 struct SamplerCounters {
@@ -125,6 +134,11 @@ public:
     // `stacks`, register snapshots into `registers`.
     Result<void> drain_ringbuf(std::vector<RawSample>& flat, std::vector<RawStackSample>& stacks,
                                std::vector<RawRegisterSample>& registers);
+
+    // The argument strings of the execs seen since the last call, in exec order
+    // (collected while drain_ringbuf runs), and how many the kernel's ring could not take.
+    std::vector<RawExecArgs> take_exec_args();
+    std::uint64_t exec_args_lost() const;
 
     // Per-event counters summed over CPUs.
     Result<std::vector<SamplerCounters>> counters() const;

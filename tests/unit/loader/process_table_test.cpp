@@ -81,6 +81,23 @@ TEST_CASE("fork copies the address space, exec starts a new one, exit is reaped 
     CHECK(table.process_count() == 1);
 }
 
+TEST_CASE("a command line read from /proc wins; the one read in BPF at exec fills in for a process already gone") {
+    ProcessTable table;
+    table.on_comm(1, "sh", false);
+    table.set_cmdline(1, "sh -c work");
+    table.on_fork(2, 1);
+    CHECK(table.cmdline(2) == "sh -c work");  // a fork runs its parent's program
+    // The child execs and exits before the side band reads /proc: the read is empty.
+    table.on_comm(2, "burn", true);
+    table.set_cmdline(2, "");
+    table.set_exec_args(2, "./burn 4 run1");
+    CHECK(table.cmdline(2) == "./burn 4 run1");
+    // While a process lives, /proc has the whole list (the BPF record holds 4 KiB).
+    table.set_cmdline(2, "./burn 4 run1 and more");
+    CHECK(table.cmdline(2) == "./burn 4 run1 and more");
+    CHECK(table.cmdline(3).empty());
+}
+
 TEST_CASE("a new mapping replaces the part of an old one it overlaps") {
     ProcessTable table;
     table.on_mmap(7, 0x10000, 0x3000, 0, "[vdso]", "");
