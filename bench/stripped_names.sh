@@ -6,7 +6,8 @@
 #    time is in liblzma, stripped to .dynsym). A row "without a function" is
 #    one no symbol or FDE covers ("[gzip]"; "[unknown]" before issue 30); a
 #    row "named from .eh_frame" has a function's extent but no name
-#    ("gzip+0x4a3c0"). Run it with two builds for before/after.
+#    ("gzip+0x4a3c0"). Also dash (a shell loop), sort (coreutils, threads) and
+#    python3 (pure-Python work). Run it with two builds for before/after.
 # 2. Idle per CPU: `ecpi record -a --duration D` against /proc/stat's idle +
 #    iowait over the same run, per CPU, as seconds.
 #
@@ -51,6 +52,27 @@ printf '%-10s %8s %15s %19s %9s   %s\n' workload samples no_function_% named_eh_
 shares "$TMP/gzip.db" gzip
 "$ECPI" record -F 999 -o "$TMP/xz.db" -- sh -c "xz -6 -T1 -c '$TMP/input' >/dev/null" 2>"$TMP/err" || { cat "$TMP/err" >&2; die "record xz failed"; }
 shares "$TMP/xz.db" xz
+# dash: a shell loop's arithmetic and tests (dash is stripped to .dynsym).
+"$ECPI" record -F 999 -o "$TMP/dash.db" -- dash -c 'i=0; s=0; while [ $i -lt 400000 ]; do s=$(( (s + i * 7) % 1000003 )); i=$((i + 1)); done; echo $s >/dev/null' 2>"$TMP/err" || { cat "$TMP/err" >&2; die "record dash failed"; }
+shares "$TMP/dash.db" dash
+# sort: coreutils' sort of the same text, its worker threads included.
+"$ECPI" record -F 999 -o "$TMP/sort.db" -- sh -c "sort -S 256M --parallel=2 '$TMP/input' >/dev/null" 2>"$TMP/err" || { cat "$TMP/err" >&2; die "record sort failed"; }
+shares "$TMP/sort.db" sort
+# python3: Debian's interpreter (/usr/bin/python3: a python3 on PATH may be a
+# launcher's shim) running pure-Python code (dicts, strings, ints).
+cat >"$TMP/work.py" <<'PY'
+import collections, re
+words = collections.Counter()
+with open(__import__("sys").argv[1]) as f:
+    for n, line in enumerate(f):
+        if n >= 60000:
+            break
+        for w in re.findall(r"[A-Za-z]{3,}", line):
+            words[w.lower()] += 1
+print(sum(len(k) * v for k, v in words.most_common(100)) % 97)
+PY
+"$ECPI" record -F 999 -o "$TMP/python3.db" -- /usr/bin/python3 "$TMP/work.py" "$TMP/input" >/dev/null 2>"$TMP/err" || { cat "$TMP/err" >&2; die "record python3 failed"; }
+shares "$TMP/python3.db" python3
 fi
 
 echo

@@ -16,7 +16,11 @@
 namespace ecpi::loader {
 namespace {
 
-constexpr std::size_t kMaxOldSpaces = 2;  // address spaces kept from before exec
+// Address spaces kept from before exec, for samples taken before an exec and
+// drained after it. Launchers exec in chains within one drain: pyenv's
+// `python3` shim runs env, bash, env, bash, ... then the interpreter (5-7
+// execs); with 2 kept, its first programs' samples were [unknown].
+constexpr std::size_t kMaxOldSpaces = 8;
 
 std::string to_hex(const unsigned char* data, std::size_t size) {
     static const char* digits = "0123456789abcdef";

@@ -98,6 +98,19 @@ TEST_CASE("a command line read from /proc wins; the one read in BPF at exec fill
     CHECK(table.cmdline(3).empty());
 }
 
+TEST_CASE("a chain of execs within one drain (a launcher's shims) keeps the first program's mappings") {
+    ProcessTable table;
+    table.on_comm(7, "python3", false);
+    table.on_mmap(7, 0x10000, 0x1000, 0, "[vdso]", "");  // the shim: env
+    for (std::uint64_t i = 1; i <= 6; ++i) {               // bash, env, bash, ..., the interpreter
+        table.on_comm(7, "exec" + std::to_string(i), true);
+        table.on_mmap(7, 0x10000 + i * 0x10000, 0x1000, 0, "//anon", "");
+    }
+    auto first = table.resolve(7, 0x10800);
+    REQUIRE(first.has_value());
+    CHECK(table.images()[first->image].id.path == "[vdso]");
+}
+
 TEST_CASE("a new mapping replaces the part of an old one it overlaps") {
     ProcessTable table;
     table.on_mmap(7, 0x10000, 0x3000, 0, "[vdso]", "");
