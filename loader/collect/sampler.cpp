@@ -183,7 +183,7 @@ Result<Sampler> Sampler::load(const SamplerOptions& options) {
     impl.skel->rodata->exclude_tgid = options.exclude_tgid;
     impl.skel->rodata->registers_every = options.registers_every;
 #ifdef ECPI_TEST_HOOKS
-    impl.skel->rodata->test_sample_cost_ns = options.test_sample_cost_ns;
+    impl.skel->bss->test_sample_cost_ns = options.test_sample_cost_ns;
 #endif
     for (bpf_map* m : {impl.skel->maps.counts_0, impl.skel->maps.counts_1}) {
         if (int err = bpf_map__set_max_entries(m, options.table_entries))
@@ -217,6 +217,12 @@ Result<Sampler> Sampler::load(const SamplerOptions& options) {
         return libbpf_error(err, "adding the exec ring buffer to its reader");
     return s;
 }
+
+#ifdef ECPI_TEST_HOOKS
+void Sampler::set_test_sample_cost(std::uint64_t ns) {
+    __atomic_store_n(&impl_->skel->bss->test_sample_cost_ns, ns, __ATOMIC_RELAXED);
+}
+#endif
 
 Result<void> Sampler::track_tgid(std::uint32_t tgid) {
     std::uint8_t yes = 1;

@@ -3,11 +3,17 @@
 // linked with the test-hook build of bpf/sampler.bpf.c (ECPI_TEST_HOOKS),
 // whose handler first spins for `test_sample_cost_ns`. A calibration that
 // measured nothing, or measured something other than the handler's cost,
-// would choose the same rate both times. Needs root; exits 77 otherwise.
+// would choose the same rate both times. Then the check while running: a
+// handler made dear after the calibration must lower the rate. Needs root;
+// exits 77 otherwise.
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdio>
 
+#include <chrono>
+
+#include "budget_monitor.h"
 #include "ecpi/loader/budget.h"
 #include "ecpi/loader/sampler.h"
 
@@ -42,6 +48,66 @@ bool measure(std::uint64_t spin_ns, Measured& out) {
     return true;
 }
 
+// Issue 35 item 2: the daemon's check while running. Calibrated on a cheap
+// handler, the rate in force fits the budget; then every sample becomes 100 us
+// dearer (as when a busier kernel or a new hypervisor makes samples dear), and
+// the next check must say to lower the rate, to one that fits at the new cost.
+int check_while_running() {
+    ecpi::loader::SamplerOptions options;
+    auto sampler = ecpi::loader::Sampler::load(options);
+    if (!sampler.ok()) {
+        std::fprintf(stderr, "loading the test-hook sampler: %s\n", sampler.error().message().c_str());
+        return 1;
+    }
+    ecpi::loader::CalibrationOptions calibration;
+    calibration.max_seconds = 2;
+    auto cost = ecpi::loader::measure_sample_cost(*sampler, calibration);
+    if (!cost.ok()) {
+        std::fprintf(stderr, "calibrating: %s\n", cost.error().message().c_str());
+        return 1;
+    }
+    // The rate in force: what the calibration chose for the cheap handler. At
+    // 100 us more a sample, 1% affords at most 100 Hz (about 25 Hz measured).
+    const std::uint64_t calibrated_hz = ecpi::loader::choose_rate(*cost, 1.0, 1).hz;
+    std::uint64_t hz = calibrated_hz;
+    if (hz < 80) {
+        std::printf("the check while running not tested: the cheap handler's calibration chose only %llu Hz (a loaded machine)\n",
+                    static_cast<unsigned long long>(hz));
+        return 0;
+    }
+    ecpi::loader::BudgetMonitor monitor;
+    const auto start = ecpi::loader::BudgetMonitor::Clock::now();
+    monitor.reset(*cost, start);
+    sampler->set_test_sample_cost(100'000);
+    std::optional<ecpi::loader::BudgetCheck> verdict;
+    std::string error;
+    // The window keeps the calibration's cheap pairs: a few checks fill it with
+    // dear ones, each lowering the rate in force as the daemon does.
+    for (int check = 1; check <= 8 && hz > 40; ++check) {
+        monitor.start_if_due(*sampler, {sched_getcpu()}, start + std::chrono::seconds(61 * check));
+        monitor.wait();
+        verdict = monitor.take_result(hz, 1.0, 1, error);
+        if (!error.empty()) {
+            std::fprintf(stderr, "the check measured nothing: %s\n", error.c_str());
+            return 1;
+        }
+        if (verdict)
+            std::printf("check %d: bound %.1f us (median %.1f, %zu pairs): %.2f%% at %llu Hz -> %s %llu Hz\n", check,
+                        verdict->cost_us.upper, verdict->cost_us.median, verdict->window_pairs, verdict->overhead_percent,
+                        static_cast<unsigned long long>(hz), verdict->lower ? "lower to" : "keep",
+                        static_cast<unsigned long long>(verdict->lower ? verdict->hz : hz));
+        if (verdict && verdict->lower) hz = verdict->hz;
+    }
+    // Lowered to what fits the dear handler, not merely nudged by noise in the cheap one's pairs.
+    if (hz > 40) {
+        std::printf("FAIL: the checks while running lowered %llu Hz only to %llu Hz after samples became 100 us dearer "
+                    "(at most 40 Hz fits)\n",
+                    static_cast<unsigned long long>(calibrated_hz), static_cast<unsigned long long>(hz));
+        return 1;
+    }
+    return 0;
+}
+
 }  // namespace
 
 int main() {
@@ -69,5 +135,6 @@ int main() {
         std::puts("FAIL: quartiles out of order");
         ++failures;
     }
+    failures += check_while_running();
     return failures == 0 ? 0 : 1;
 }

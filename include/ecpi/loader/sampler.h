@@ -147,6 +147,10 @@ public:
     struct ProgStats { std::uint64_t run_time_ns = 0, run_cnt = 0; };
     Result<ProgStats> prog_stats() const;
     std::uint64_t unknown_record_kinds() const;
+#ifdef ECPI_TEST_HOOKS
+    // Test builds: every sample spins this long from now on (SamplerOptions::test_sample_cost_ns).
+    void set_test_sample_cost(std::uint64_t ns);
+#endif
     UnwindMapFds unwind_maps() const;
 
 private:
