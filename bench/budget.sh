@@ -17,6 +17,7 @@
 #                         the machine wait; empty: no lock); a round holds it
 #                         about 2 minutes (keep a hold under 10 minutes)
 #   WORKLOADS="a b"       workloads to run (a: CPU-bound, b: short-lived)
+#   DAEMON_ARGS=""        more daemon options, e.g. "-g" (call stacks by CFI)
 #
 # Every round runs each configuration once, rotated so that no configuration
 # always runs first:
@@ -46,6 +47,7 @@ BUDGETS=${BUDGETS:-0.5 1 2 5}
 SHORT=${SHORT:-1000}
 LOCK=${LOCK-/tmp/ecpi-quiet.lock}
 WORKLOADS=${WORKLOADS:-a b}
+read -r -a DAEMON_EXTRA <<<"${DAEMON_ARGS:-}"
 
 die() { echo "budget.sh: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run as root (the daemon loads BPF programs)"
@@ -66,7 +68,7 @@ trap 'exit 130' INT TERM
 start_daemon() { # DB BUDGET
 	local db=$1 budget=$2 args=()
 	[ "$budget" = 1 ] || args=(--overhead-budget "$budget")
-	"$ECPI" daemon --db "$db" --exclude-self "${args[@]}" 2>>"$TMP/daemon.log" &
+	"$ECPI" daemon --db "$db" --exclude-self "${DAEMON_EXTRA[@]}" "${args[@]}" 2>>"$TMP/daemon.log" &
 	DAEMON=$!
 	for _ in $(seq 200); do
 		"$ECPI" ctl --db "$db" status --format json >/dev/null 2>&1 && return 0

@@ -8,7 +8,7 @@
 #include <linux/types.h>
 #endif
 
-#define ECPI_ABI_VERSION 4
+#define ECPI_ABI_VERSION 5
 
 /* Events one recording may sample at once (-e ...). The event index travels
  * as the perf link's bpf cookie. */
@@ -91,10 +91,21 @@ struct ecpi_unwind_row {
 	__u16 cfa_offset8;
 };
 
-/* One image's rows in the shared row array. */
+/* One image's rows in the shared row array, and its page index: for page
+ * k = (vaddr >> ECPI_UNWIND_PAGE_SHIFT) - base_page, k < pages, the row of
+ * vaddr lies in [pages_of[k], pages_of[k + 1]) - 1 .. where pages_of is the
+ * slice unwind_pages[first_page .. first_page + pages] (pages + 1 entries, each
+ * the number of the table's rows whose pc is below page k's start). The
+ * sampler then searches a few rows instead of the whole table. pages == 0:
+ * no index (the whole table is searched). */
+#define ECPI_UNWIND_PAGE_SHIFT 12
 struct ecpi_unwind_table {
 	__u32 first_row;
 	__u32 rows;
+	__u32 first_page;
+	__u32 pages;
+	__u32 base_page;
+	__u32 pad;
 };
 
 #define ECPI_UNWIND_MAX_TABLES 8192

@@ -136,6 +136,14 @@ struct {
 	__type(value, struct ecpi_unwind_process);
 } unwind_processes SEC(".maps");
 
+/* The tables' page indexes (ecpi_unwind_table), one slice per table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} unwind_pages SEC(".maps");
+
 /* The record of a CFI-walked sample is built here, then copied to the ring. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -240,19 +248,23 @@ static __always_inline int record_stack(struct bpf_perf_event_data *ctx, const s
 
 struct walk_state {
 	__u64 pc, sp, bp;
-	__u32 tgid;
+	struct ecpi_unwind_process *proc; /* looked up once per sample; NULL: no tables yet */
 	__u32 depth;
 	__u32 end; /* the ECPI_COUNTER_* saying how the walk ended; 0 while it goes on */
 	__u32 exact; /* pc is an interrupted pc (after a signal frame), not a return address */
+	__u32 mapping; /* index of the last frame's mapping: callers are mostly in the same image */
 };
 
-/* The mapping of `pc` in the process's sorted mappings; NULL when none.
- * Indices are masked (ECPI_UNWIND_MAX_MAPPINGS is a power of two) so the
- * verifier sees them bounded whatever order the compiler gives the checks. */
-static __always_inline struct ecpi_unwind_mapping *find_mapping(struct ecpi_unwind_process *p, __u64 pc)
+/* The index of the mapping of `pc` in the process's sorted mappings, trying
+ * `hint` first; ECPI_UNWIND_MAX_MAPPINGS when none. Indices are masked
+ * (ECPI_UNWIND_MAX_MAPPINGS is a power of two) so the verifier sees them
+ * bounded whatever order the compiler gives the checks. */
+static __always_inline __u32 find_mapping(struct ecpi_unwind_process *p, __u64 pc, __u32 hint)
 {
-	__u32 lo = 0, hi = p->count, idx;
+	__u32 lo = 0, hi = p->count, idx = hint & (ECPI_UNWIND_MAX_MAPPINGS - 1);
 
+	if (p->mappings[idx].start <= pc && pc < p->mappings[idx].end)
+		return idx;
 	if (hi > ECPI_UNWIND_MAX_MAPPINGS)
 		hi = ECPI_UNWIND_MAX_MAPPINGS;
 	for (int k = 0; k < 9 && lo < hi; k++) { /* 2^9 > ECPI_UNWIND_MAX_MAPPINGS */
@@ -264,25 +276,57 @@ static __always_inline struct ecpi_unwind_mapping *find_mapping(struct ecpi_unwi
 			hi = mid;
 	}
 	if (lo == 0)
-		return NULL;
+		return ECPI_UNWIND_MAX_MAPPINGS;
 	idx = (lo - 1) & (ECPI_UNWIND_MAX_MAPPINGS - 1);
 	if (pc >= p->mappings[idx].end)
-		return NULL;
-	return &p->mappings[idx];
+		return ECPI_UNWIND_MAX_MAPPINGS;
+	return idx;
 }
 
-/* The row of `vaddr` in table `table`: 0 with *out filled, or the cut reason. */
+/* Narrows the search for `vaddr` to [*lo, *hi) by the table's page index;
+ * leaves the whole table where it has none. */
+static __always_inline void page_range(const struct ecpi_unwind_table *t, __u32 vaddr, __u32 *lo, __u32 *hi)
+{
+	__u32 page = vaddr >> ECPI_UNWIND_PAGE_SHIFT, k, idx;
+	__u32 *a, *b;
+
+	*lo = 0;
+	*hi = t->rows;
+	if (t->pages == 0)
+		return;
+	if (page < t->base_page) { /* below the first row */
+		*hi = 0;
+		return;
+	}
+	k = page - t->base_page;
+	if (k >= t->pages) { /* past the last row's page: the last row */
+		*lo = t->rows;
+		return;
+	}
+	idx = t->first_page + k;
+	a = bpf_map_lookup_elem(&unwind_pages, &idx);
+	idx += 1;
+	b = bpf_map_lookup_elem(&unwind_pages, &idx);
+	if (a && b && *a <= *b && *b <= t->rows) {
+		*lo = *a;
+		*hi = *b;
+	}
+}
+
+/* The row of `vaddr` in table `table`: 0 with *out filled, or the cut reason.
+ * Searches [lo, hi) for the first row above vaddr: lo ends as the number of
+ * rows at or below it. */
 static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct ecpi_unwind_row *out)
 {
 	struct ecpi_unwind_table *t = bpf_map_lookup_elem(&unwind_tables, &table);
 	struct ecpi_unwind_row *r;
-	__u32 lo = 0, hi, idx;
+	__u32 lo, hi, idx;
 
 	if (!t || t->rows == 0)
 		return ECPI_COUNTER_CUT_NO_TABLE;
 	if (vaddr > 0xffffffffULL)
 		return ECPI_COUNTER_CUT_NO_ROW;
-	hi = t->rows;
+	page_range(t, vaddr, &lo, &hi);
 	for (int k = 0; k < 25 && lo < hi; k++) { /* tables hold < 2^24 rows (loader's limit) */
 		__u32 mid = lo + (hi - lo) / 2;
 
@@ -309,31 +353,51 @@ static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct ecpi_unwi
 	return 0;
 }
 
-/* The row of `pc` in process `tgid`: 0 with *row filled, or the cut reason.
- * A global function: the verifier checks it once, not once per path of
- * the walk that calls it (its two searches would multiply the states). */
-__noinline int unwind_lookup(__u32 tgid, __u64 pc, struct ecpi_unwind_row *row)
+/* The row of `pc` in process `p`, trying mapping `hint` first: the cut
+ * reason (0: found, *row filled) in the low byte, the pc's mapping index
+ * above it. A global function: the verifier checks it once, not once per
+ * path of the walk that calls it (its two searches would multiply the states). */
+__noinline int unwind_lookup(struct ecpi_unwind_process *p, __u32 hint, __u64 pc, struct ecpi_unwind_row *row)
 {
-	struct ecpi_unwind_process *p;
 	struct ecpi_unwind_mapping *m;
+	__u32 idx, at;
 
-	if (!row)
+	if (!row || !p)
 		return ECPI_COUNTER_CUT_NO_TABLE;
-	p = bpf_map_lookup_elem(&unwind_processes, &tgid);
-	if (!p)
-		return ECPI_COUNTER_CUT_NO_TABLE;
-	m = find_mapping(p, pc);
-	if (!m)
+	idx = find_mapping(p, pc, hint);
+	if (idx >= ECPI_UNWIND_MAX_MAPPINGS)
 		return ECPI_COUNTER_CUT_NO_ROW;
+	m = &p->mappings[idx];
+	at = idx << 8;
 	if (m->table == ECPI_UNWIND_NO_TABLE)
-		return ECPI_COUNTER_CUT_NO_TABLE;
-	return find_row(m->table, pc - m->bias, row);
+		return at | ECPI_COUNTER_CUT_NO_TABLE;
+	return at | find_row(m->table, pc - m->bias, row);
 }
 
 /* The row for a frame's pc (pc - 1 for a return address): 0 or a cut reason. */
 static __always_inline __u32 row_for(struct walk_state *w, struct ecpi_unwind_row *row)
 {
-	return unwind_lookup(w->tgid, w->depth > 1 && !w->exact ? w->pc - 1 : w->pc, row);
+	struct ecpi_unwind_process *p = w->proc;
+	int r;
+
+	if (!p)
+		return ECPI_COUNTER_CUT_NO_TABLE;
+	r = unwind_lookup(p, w->mapping, w->depth > 1 && !w->exact ? w->pc - 1 : w->pc, row);
+	w->mapping = (__u32)r >> 8;
+	return r & 0xff;
+}
+
+/* Two adjacent stack words at `addr` (a saved rbp below its return address):
+ * one read instead of two. */
+static __always_inline long read_pair(__u64 addr, __u64 *low, __u64 *high)
+{
+	__u64 pair[2];
+
+	if (bpf_probe_read_user(pair, sizeof(pair), (void *)addr))
+		return -1;
+	*low = pair[0];
+	*high = pair[1];
+	return 0;
 }
 
 /* Through the kernel's signal frame: the interrupted pc, sp and rbp from
@@ -388,15 +452,16 @@ static long walk_step(__u64 index, void *arg)
 			cfa = w->bp + 8 * (__u64)row.cfa_offset8;
 		else /* PLT */
 			cfa = w->sp + 8 + ((w->pc & 15) >= row.cfa_offset8 ? 8 : 0);
-		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)) ||
-		    (row.rbp_offset8 && bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + 8 * (__s64)row.rbp_offset8)))) {
+		if (row.rbp_offset8 == -2 ? read_pair(cfa - 16, &bp, &ra) /* push rbp right after the call */
+					  : bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)) ||
+					    (row.rbp_offset8 &&
+					     bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + 8 * (__s64)row.rbp_offset8)))) {
 			w->end = ECPI_COUNTER_CUT_UNREADABLE;
 			return 1;
 		}
 	} else {
 		/* Frame-pointer fallback: rbp -> (saved rbp, return address). */
-		if (w->bp == 0 || w->bp < w->sp || bpf_probe_read_user(&ra, sizeof(ra), (void *)(w->bp + 8)) ||
-		    bpf_probe_read_user(&bp, sizeof(bp), (void *)w->bp)) {
+		if (w->bp == 0 || w->bp < w->sp || read_pair(w->bp, &bp, &ra)) {
 			w->end = why;
 			return 1;
 		}
@@ -513,9 +578,9 @@ static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, con
 		else
 			count(key->event, ECPI_COUNTER_STACK_ERRORS);
 	}
-	w.tgid = key->tgid;
 	if (user_registers(ctx, key->kernel, &w)) {
-		if (!bpf_map_lookup_elem(&unwind_processes, &w.tgid) && send_stack_copy(key, rec, &w))
+		w.proc = bpf_map_lookup_elem(&unwind_processes, &key->tgid);
+		if (!w.proc && send_stack_copy(key, rec, &w))
 			return 0;
 		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
 		rec->user_depth = w.depth;

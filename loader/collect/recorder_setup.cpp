@@ -142,6 +142,7 @@ Result<void> Session::load_sampler() {
     sopts.filter_tgids = !options_.pids.empty() || !options_.command.empty();
     sopts.capture_stacks = options_.call_graph;
     sopts.unwind_cfi = options_.call_graph && !options_.call_graph_fp;
+    if (sopts.unwind_cfi && !sopts.filter_tgids) sopts.unwind_rows = unwind_rows_for_system("/proc", sopts.unwind_rows);
     if (options_.exclude_self) sopts.exclude_tgid = static_cast<std::uint32_t>(getpid());
     sopts.table_entries = options_.table_entries;
     sopts.ringbuf_bytes = options_.ringbuf_bytes;

@@ -32,7 +32,7 @@ static_assert(offsetof(ecpi_register_record, regs) == 32, "ABI: ecpi_register_re
 static_assert(sizeof(ecpi_register_record) == 32 + ECPI_GP_REGISTERS * 8, "ABI: ecpi_register_record");
 static_assert(ECPI_GP_REGISTERS == std::tuple_size_v<decltype(RawRegisterSample::regs)>, "ABI: register count");
 static_assert(offsetof(ecpi_exec_record, args) == 16, "ABI: ecpi_exec_record.args");
-static_assert(ECPI_ABI_VERSION == 4, "update the loader for the new ABI");
+static_assert(ECPI_ABI_VERSION == 5, "update the loader for the new ABI");
 static_assert(ECPI_COUNTER_MAX - ECPI_COUNTER_STACK_ROOT == kStackEndNames.size(), "ABI: stack end counters");
 
 namespace {
@@ -193,6 +193,9 @@ Result<Sampler> Sampler::load(const SamplerOptions& options) {
     if (int err = bpf_map__set_max_entries(impl.skel->maps.unwind_rows,
                                            options.capture_stacks && options.unwind_cfi ? options.unwind_rows : 1))
         return libbpf_error(err, "sizing the unwind rows");
+    if (int err = bpf_map__set_max_entries(impl.skel->maps.unwind_pages,
+                                           options.capture_stacks && options.unwind_cfi ? options.unwind_pages : 1))
+        return libbpf_error(err, "sizing the unwind page index");
     if (int err = bpf_map__set_max_entries(impl.skel->maps.samples_rb, options.ringbuf_bytes))
         return libbpf_error(err, "sizing the ring buffer");
     if (int err = bpf_map__set_max_entries(impl.skel->maps.registers_rb, options.registers_ringbuf_bytes))
@@ -376,7 +379,8 @@ Result<Sampler::ProgStats> Sampler::prog_stats() const {
 
 UnwindMapFds Sampler::unwind_maps() const {
     return {bpf_map__fd(impl_->skel->maps.unwind_rows), bpf_map__max_entries(impl_->skel->maps.unwind_rows),
-            bpf_map__fd(impl_->skel->maps.unwind_tables), bpf_map__fd(impl_->skel->maps.unwind_processes)};
+            bpf_map__fd(impl_->skel->maps.unwind_tables), bpf_map__fd(impl_->skel->maps.unwind_processes),
+            bpf_map__fd(impl_->skel->maps.unwind_pages), bpf_map__max_entries(impl_->skel->maps.unwind_pages)};
 }
 
 std::uint64_t Sampler::unknown_record_kinds() const { return impl_->unknown_kinds; }

@@ -328,4 +328,29 @@ void to_abi(const UnwindRow& row, ecpi_unwind_row& out) {
     out.cfa_offset8 = row.cfa_offset8;
 }
 
+UnwindPageIndex build_page_index(const std::vector<UnwindRow>& rows) {
+    UnwindPageIndex index;
+    if (rows.empty()) return index;
+    index.base_page = rows.front().pc >> ECPI_UNWIND_PAGE_SHIFT;
+    const std::uint32_t pages = (rows.back().pc >> ECPI_UNWIND_PAGE_SHIFT) - index.base_page + 1;
+    index.below_page.resize(std::size_t{pages} + 1);
+    std::uint32_t row = 0;
+    for (std::uint32_t k = 0; k <= pages; ++k) {
+        const std::uint64_t start = (std::uint64_t{index.base_page} + k) << ECPI_UNWIND_PAGE_SHIFT;
+        while (row < rows.size() && rows[row].pc < start) ++row;
+        index.below_page[k] = row;
+    }
+    return index;
+}
+
+std::pair<std::uint32_t, std::uint32_t> page_search_range(const UnwindPageIndex& index, std::uint32_t rows,
+                                                          std::uint32_t vaddr) {
+    if (index.below_page.size() < 2) return {0, rows};
+    const std::uint32_t page = vaddr >> ECPI_UNWIND_PAGE_SHIFT;
+    const auto pages = static_cast<std::uint32_t>(index.below_page.size() - 1);
+    if (page < index.base_page) return {0, 0};
+    if (page - index.base_page >= pages) return {rows, rows};
+    return {index.below_page[page - index.base_page], index.below_page[page - index.base_page + 1]};
+}
+
 }  // namespace ecpi::loader

@@ -18,7 +18,7 @@
 namespace ecpi::loader {
 
 static_assert(sizeof(ecpi_unwind_mapping) == 32, "ABI: ecpi_unwind_mapping");
-static_assert(sizeof(ecpi_unwind_table) == 8, "ABI: ecpi_unwind_table");
+static_assert(sizeof(ecpi_unwind_table) == 24, "ABI: ecpi_unwind_table");
 
 namespace {
 
@@ -199,7 +199,10 @@ std::uint32_t Unwinder::load_table(const std::filesystem::path& file, const std:
         refuse("unreadable", name, std::string("writing its rows: ") + std::strerror(errno));
         return ECPI_UNWIND_NO_TABLE;
     }
-    ecpi_unwind_table t{next_row_, n};
+    ecpi_unwind_table t{};
+    write_page_index(table->rows, t);
+    t.first_row = next_row_;
+    t.rows = n;
     std::uint32_t id = next_table_;
     if (bpf_map_update_elem(maps_.tables, &id, &t, BPF_ANY) != 0) {
         refuse("unreadable", name, std::string("writing its table: ") + std::strerror(errno));
@@ -215,6 +218,30 @@ std::uint32_t Unwinder::load_table(const std::filesystem::path& file, const std:
     ++stats_.tables;
     stats_.rows += n;
     return id;
+}
+
+// A table's page index into the kernel's page array; pages == 0 (the whole
+// table is searched, counted as unindexed) where the array has no room.
+void Unwinder::write_page_index(const std::vector<UnwindRow>& rows, ecpi_unwind_table& t) {
+    const UnwindPageIndex index = build_page_index(rows);
+    const auto n = static_cast<std::uint32_t>(index.below_page.size());
+    if (n < 2 || maps_.pages < 0 || n > maps_.page_capacity - next_page_) {
+        ++stats_.unindexed;
+        return;
+    }
+    std::vector<std::uint32_t> keys(n);
+    for (std::uint32_t i = 0; i < n; ++i) keys[i] = next_page_ + i;
+    __u32 count = n;
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    if (bpf_map_update_batch(maps_.pages, keys.data(), index.below_page.data(), &count, &opts) != 0 || count != n) {
+        ++stats_.unindexed;
+        return;
+    }
+    t.first_page = next_page_;
+    t.pages = n - 1;
+    t.base_page = index.base_page;
+    next_page_ += n;
+    stats_.page_entries += n;
 }
 
 // The vDSO's image: every process of this kernel maps the one this process
@@ -334,7 +361,10 @@ void start_unwinder(std::optional<Unwinder>& out, const Sampler& sampler, const 
 std::map<std::string, double> unwinder_summary(const Unwinder::Stats& stats) {
     std::map<std::string, double> out = {{"tables", static_cast<double>(stats.tables)},
                                          {"rows", static_cast<double>(stats.rows)},
-                                         {"locked_bytes", static_cast<double>(stats.rows * sizeof(ecpi_unwind_row))},
+                                         {"locked_bytes", static_cast<double>(stats.rows * sizeof(ecpi_unwind_row) +
+                                                                              stats.page_entries * sizeof(std::uint32_t))},
+                                         {"page_entries", static_cast<double>(stats.page_entries)},
+                                         {"unindexed", static_cast<double>(stats.unindexed)},
                                          {"processes", static_cast<double>(stats.processes)},
                                          {"stack_copies", static_cast<double>(stats.stack_copies)},
                                          {"build_s", stats.build_s}};
@@ -483,7 +513,13 @@ std::string unwind_status_line(const nlohmann::json& j) {
     std::snprintf(line, sizeof line, "unwinding:   %.0f tables, %.1f MB locked, %.0f processes; %.1f%% of %llu walks reached the thread root",
                   j.value("tables", 0.0), j.value("locked_bytes", 0.0) / (1 << 20), j.value("processes", 0.0),
                   100.0 * j.value("root_share", 0.0), static_cast<unsigned long long>(j.value("walks", 0ull)));
-    return std::string(line) + (cuts.empty() ? "" : " (cut: " + cuts + ")");
+    std::string refused;
+    for (const auto& [key, n] : j.items()) {
+        if (!key.starts_with("refused.") || !n.is_number() || n.get<double>() <= 0) continue;
+        refused += (refused.empty() ? "" : ", ") + key.substr(8) + " " + std::to_string(n.get<std::uint64_t>());
+    }
+    return std::string(line) + (cuts.empty() ? "" : " (cut: " + cuts + ")") +
+           (refused.empty() ? "" : "; images without a table: " + refused);
 }
 
 }  // namespace ecpi::loader

@@ -86,6 +86,8 @@ struct UnwindMapFds {
     std::uint32_t row_capacity = 0;
     int tables = -1;
     int processes = -1;
+    int pages = -1;                   // the tables' page indexes
+    std::uint32_t page_capacity = 0;
 };
 
 struct SamplerOptions {
@@ -93,6 +95,7 @@ struct SamplerOptions {
     bool capture_stacks = false;
     bool unwind_cfi = false;                // with capture_stacks: CFI walk, frame pointers as the fallback
     std::uint32_t unwind_rows = 1u << 21;   // CFI rows of all images together (8 bytes each)
+    std::uint32_t unwind_pages = 1u << 18;  // page index entries of all images (4 bytes each; one per 4 KiB of text)
     std::uint32_t exclude_tgid = 0;
     std::uint32_t table_entries = 16384;
     std::uint32_t ringbuf_bytes = 8u << 20;

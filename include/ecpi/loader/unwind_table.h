@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ecpi/result.h"
@@ -57,5 +58,21 @@ std::optional<UnwindRow> find_unwind_row(const std::vector<UnwindRow>& rows, std
 
 // The row in the sampler's layout.
 void to_abi(const UnwindRow& row, ecpi_unwind_row& out);
+
+// A table's page index (bpf/ecpi_abi.h, ecpi_unwind_table): below_page[k] is
+// the number of rows whose pc is below the start of page base_page + k
+// (pages of 1 << ECPI_UNWIND_PAGE_SHIFT bytes), for k in 0 .. pages; the
+// sampler searches only the rows between two neighbouring entries.
+struct UnwindPageIndex {
+    std::uint32_t base_page = 0;
+    std::vector<std::uint32_t> below_page;  // pages + 1 entries; empty for an empty table
+};
+UnwindPageIndex build_page_index(const std::vector<UnwindRow>& rows);
+
+// Rows [first, last) among which the sampler searches for `vaddr` (its
+// page_range): the last row at or below vaddr is the one before the first
+// row above it in that range.
+std::pair<std::uint32_t, std::uint32_t> page_search_range(const UnwindPageIndex& index, std::uint32_t rows,
+                                                          std::uint32_t vaddr);
 
 }  // namespace ecpi::loader

@@ -28,6 +28,8 @@
 #include "ecpi/loader/unwind_cache.h"
 #include "ecpi/loader/unwind_table.h"
 
+struct ecpi_unwind_table;  // bpf/ecpi_abi.h
+
 namespace ecpi::loader {
 
 // Tables are built on a thread of its own, so that a large image (a second
@@ -70,6 +72,8 @@ public:
     struct Stats {
         std::uint64_t tables = 0;       // images with a table in the kernel
         std::uint64_t rows = 0;         // rows in the kernel, all tables
+        std::uint64_t page_entries = 0; // page index entries in the kernel, all tables (4 bytes each)
+        std::uint64_t unindexed = 0;    // tables loaded without a page index (its array was full): searched whole
         std::uint64_t processes = 0;    // processes whose mappings are in the kernel
         double build_s = 0;             // time spent building tables
         std::uint64_t stack_copies = 0; // samples taken before their tables loaded, walked in user space
@@ -98,6 +102,7 @@ private:
     const Image& vdso_image();
     Result<UnwindTable> obtain_table(const std::filesystem::path& file, const std::string& build_id);
     std::uint32_t load_table(const std::filesystem::path& file, const std::string& name, const std::string& build_id);
+    void write_page_index(const std::vector<UnwindRow>& rows, ecpi_unwind_table& t);
     void refresh_one(std::uint32_t pid);
     void refuse(const std::string& reason, const std::string& name, const std::string& detail);
     void run();
@@ -138,7 +143,7 @@ private:
     std::set<std::uint32_t> loaded_;                      // processes with an entry in the kernel
     std::unordered_map<std::string, Image> by_inode_;     // "dev inode path" -> image
     std::unordered_map<std::string, std::uint32_t> by_build_id_;
-    std::uint32_t next_row_ = 0, next_table_ = 0;
+    std::uint32_t next_row_ = 0, next_table_ = 0, next_page_ = 0;
     Stats stats_;
     std::thread worker_;  // last: started once everything above exists
 };
@@ -148,6 +153,17 @@ private:
 // cached in `cache_dir` (none: not cached).
 void start_unwinder(std::optional<Unwinder>& out, const Sampler& sampler, const std::vector<std::uint32_t>& pids,
                     bool read_now, std::optional<std::filesystem::path> cache_dir = std::nullopt);
+
+// The kernel's row array for a whole-system recording, sized from what is
+// mapped now: the executable text of every distinct file in `proc_root`'s
+// processes at one row per kUnwindTextBytesPerRow bytes (this machine's
+// tables hold about one row per 55 bytes of text), twice that for processes
+// still to come, at least `floor` rows and at most kUnwindMaxRows (56 MiB:
+// with the page index and the mappings, within the 64 MB goal). Images past
+// it are refused as "space", counted.
+inline constexpr std::uint64_t kUnwindTextBytesPerRow = 32;
+inline constexpr std::uint32_t kUnwindMaxRows = 7u << 20;
+[[nodiscard]] std::uint32_t unwind_rows_for_system(const std::filesystem::path& proc_root, std::uint32_t floor);
 
 // "tables", "rows", "locked_bytes", "processes", "stack_copies", "build_s",
 // "cache.<what>" and "refused.<reason>" (images without a table), for the recording's report.

@@ -244,6 +244,50 @@ TEST_CASE("unwind table: real binaries agree with libdw, PLT included") {
     }
 }
 
+// The sampler's search (bpf/sampler.bpf.c find_row): the first row above
+// vaddr within the page's range; the row is the one before it.
+static std::optional<UnwindRow> indexed_row(const std::vector<UnwindRow>& rows, const UnwindPageIndex& index,
+                                            std::uint32_t vaddr, std::uint32_t& span) {
+    auto [lo, hi] = page_search_range(index, static_cast<std::uint32_t>(rows.size()), vaddr);
+    span = hi - lo;
+    while (lo < hi) {
+        const std::uint32_t mid = lo + (hi - lo) / 2;
+        if (rows[mid].pc <= vaddr) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == 0) return std::nullopt;
+    return rows[lo - 1];
+}
+
+TEST_CASE("unwind table: the page index narrows the search to the same row") {
+    for (const char* file : {CFI_FIXTURE, TESTPROG_UNWINDME, "/lib/x86_64-linux-gnu/libc.so.6"}) {
+        CAPTURE(file);
+        auto t = build_unwind_table(file);
+        REQUIRE(t.ok());
+        REQUIRE(!t->rows.empty());
+        const UnwindPageIndex index = build_page_index(t->rows);
+        const std::uint32_t first = t->rows.front().pc, last = t->rows.back().pc;
+        REQUIRE(index.below_page.size() == ((last >> ECPI_UNWIND_PAGE_SHIFT) - (first >> ECPI_UNWIND_PAGE_SHIFT)) + 2);
+        CHECK(index.below_page.back() == t->rows.size());
+        // Every row's first and last byte, its neighbours, page edges, and
+        // addresses below and above the table.
+        std::vector<std::uint32_t> pcs = {0, first - 1, last + 1, last + (1u << ECPI_UNWIND_PAGE_SHIFT) * 3};
+        for (const auto& r : t->rows) pcs.insert(pcs.end(), {r.pc, r.pc - 1, r.pc + 1});
+        for (std::uint32_t page = first >> ECPI_UNWIND_PAGE_SHIFT; page <= (last >> ECPI_UNWIND_PAGE_SHIFT) + 1; ++page)
+            pcs.insert(pcs.end(), {page << ECPI_UNWIND_PAGE_SHIFT, (page << ECPI_UNWIND_PAGE_SHIFT) - 1});
+        std::uint32_t widest = 0;
+        for (std::uint32_t vaddr : pcs) {
+            CAPTURE(vaddr);
+            std::uint32_t span = 0;
+            CHECK(indexed_row(t->rows, index, vaddr, span) == find_unwind_row(t->rows, vaddr));
+            widest = std::max(widest, span);
+        }
+        // A page holds at most one row per byte: the sampler's 13-step bound.
+        CHECK(widest <= (1u << ECPI_UNWIND_PAGE_SHIFT));
+        if (t->rows.size() >= 64) CHECK(widest < t->rows.size());  // the index narrows the search
+    }
+}
+
 TEST_CASE("unwind table: forged .eh_frame neither crashes nor hangs") {
     // Copies of the fixture with bytes of .eh_frame overwritten: lengths,
     // CIE pointers, instruction bytes (loops of remember_state, huge advance
