@@ -29,6 +29,11 @@
 # `bash bench/cachesim.sh windows [PROGRAM...]` measures only the window
 # length: the full simulation, then 1/SAMPLE with SEEDS seeds at each length
 # of WINDOWS (no cachegrind, no timing; the errors do not depend on load).
+# `bash bench/cachesim.sh groups [PROGRAM...]` scores ways of choosing the
+# sampled groups of sets (MemSpy 7.3's "non-representative sets"): one full
+# simulation per program saves its trace, ecpi_bench_set_groups replays it
+# into each group's counts, and cachesim/groups.py scores every scheme of
+# choice from them (no timing; GROUPS_TOOL: default build/bench/ecpi_bench_set_groups).
 # `bash bench/cachesim.sh speed [PROGRAM...]` times only (part c, without
 # --sets unless SETS_TOO=1); with BASELINE=/path/to/other/ecpi each program
 # is also built against that ecpi's runtime and every configuration is timed
@@ -40,7 +45,7 @@
 # Caches: L1d 48 KiB 12-way, L2 1 MiB 8-way, 64-byte lines (this host's, as
 # sysconf reports them), for ecpi and cachegrind alike.
 #
-# Usage: bash bench/cachesim.sh [windows|speed|combined] [PROGRAM...]   (default: all, then sqlite)
+# Usage: bash bench/cachesim.sh [windows|speed|combined|groups] [PROGRAM...]   (default: all, then sqlite)
 # Environment: ECPI (default build/loader/ecpi), ROUNDS (3), SEEDS (10; 5 in the combined mode),
 #   WINDOWS (lengths for the windows mode; default 10000 30000 100000 300000),
 #   SAMPLE (its sampling rate 1/SAMPLE; default 10),
@@ -56,7 +61,8 @@ SEEDS=${SEEDS:-10}
 CACHE_DIR=${ECPI_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ecpi-bench}
 LOCK=/tmp/ecpi-quiet.lock
 SRC=$here/../tests/testprogs/cachesim
-CACHES=(--cache L1d=48k:12:64 --cache L2=1m:8:64)
+CACHE_SPECS=(L1d=48k:12:64 L2=1m:8:64)
+CACHES=(--cache "${CACHE_SPECS[0]}" --cache "${CACHE_SPECS[1]}")
 CG_CACHES=(--D1=49152,12,64 --LL=1048576,8,64 --I1=32768,8,64)
 SETS=1/8
 
@@ -78,8 +84,10 @@ declare -A ARGS=(
 	[sqlite]="10000 8 20000"
 )
 MODE=all
-if [ "${1:-}" = windows ] || [ "${1:-}" = speed ] || [ "${1:-}" = combined ]; then MODE=$1; shift; fi
-[ $MODE != combined ] || SEEDS=${USER_SEEDS:-5}  # the issue's "worst of 5 seeds"
+case "${1:-}" in windows | speed | combined | groups) MODE=$1; shift ;; esac
+GROUPS_TOOL=${GROUPS_TOOL:-$here/../build/bench/ecpi_bench_set_groups}
+[ $MODE != groups ] || [ -x "$GROUPS_TOOL" ] || { echo "bench/cachesim.sh: $GROUPS_TOOL is not built (cmake --build build --target ecpi_bench_set_groups)" >&2; exit 1; }
+[ $MODE != combined ] && [ $MODE != groups ] || SEEDS=${USER_SEEDS:-5}  # the issue's "worst of 5 seeds"
 BASELINE=${BASELINE:-}
 [ -z "$BASELINE" ] || [ $MODE = speed ] || { echo "bench/cachesim.sh: BASELINE is for the speed mode" >&2; exit 2; }
 [ -z "$BASELINE" ] || [ -x "$BASELINE" ] || { echo "bench/cachesim.sh: BASELINE $BASELINE is not executable" >&2; exit 1; }
@@ -307,6 +315,17 @@ combined() {
 	echo "# $p: load average after timing $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
+# Each group of sets' counts from one full simulation's trace (the trace,
+# 16 bytes a reference, is deleted at once: SQLite's is about 7 GB).
+groups() {
+	local p=$1 args
+	read -ra args <<<"${ARGS[$p]}"
+	"$ECPI" cachesim --sample 1/1 --seed 1 "${CACHES[@]}" --format json -o "$OUT/$p.full.json" --write-trace "$T/$p.trace" \
+		-- "$T/$p.mt" "${args[@]}" >/dev/null
+	"$GROUPS_TOOL" "$T/$p.trace" "${CACHE_SPECS[@]}" >"$OUT/$p.groups.tsv"
+	rm -f "$T/$p.trace"
+}
+
 DONE=()
 for p in "${PROGRAMS[@]}"; do
 	[ -n "${ARGS[$p]:-}" ] || { echo "bench/cachesim.sh: unknown program '$p' (${!ARGS[*]})" >&2; exit 2; }
@@ -318,8 +337,10 @@ for p in "${PROGRAMS[@]}"; do
 		DONE+=("$p")
 		continue
 	fi
-	if [ $MODE = combined ] || [ $MODE = windows ]; then
-		if [ $MODE = combined ]; then
+	if [ $MODE = combined ] || [ $MODE = windows ] || [ $MODE = groups ]; then
+		if [ $MODE = groups ]; then
+			echo "# $p ${ARGS[$p]}: full simulation with its trace, each group of sets' counts"
+		elif [ $MODE = combined ]; then
 			echo "# $p ${ARGS[$p]}: full simulation, $SEEDS runs at the default settings, $ROUNDS timed rounds"
 		else
 			echo "# $p ${ARGS[$p]}: full simulation, $SEEDS runs at 1/$SAMPLE at each window of $WINDOWS"
@@ -340,6 +361,10 @@ echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ $MODE != speed ] || exit 0
 if [ $MODE = combined ]; then
 	SEEDS=$SEEDS python3 "$here/cachesim/combined.py" "$OUT" "${DONE[@]}"
+	exit 0
+fi
+if [ $MODE = groups ]; then
+	SEEDS=$SEEDS python3 "$here/cachesim/groups.py" "$OUT" "${DONE[@]}"
 	exit 0
 fi
 if [ $MODE = windows ]; then

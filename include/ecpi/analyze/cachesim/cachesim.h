@@ -85,6 +85,11 @@ struct BinCounts {
 struct SimulatorOptions {
     std::vector<CacheGeometry> levels;
     std::uint32_t set_sample = 1;   // simulate 1 in set_sample sets (MemSpy 7.3); 1: all
+    // The sampled groups of sets as a map over the line number's low bits
+    // (bit g: group g, see SetFilter), instead of 1/set_sample of them drawn
+    // from the seed; 0: drawn. Every group of a full map is counted apart
+    // (bench/cachesim/set_groups.cpp: each group's rates, for comparing choices).
+    std::uint64_t set_groups = 0;
     std::uint64_t seed = 1;
     bool classes = false;           // compulsory/capacity/conflict from a fully associative shadow
 };

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Scores choices of sampled set groups (bench/cachesim.sh groups).
+
+Input: OUT/PROGRAM.groups.tsv from ecpi_bench_set_groups (each group's
+references and misses per level, from one full trace). A group's simulation
+depends on its own lines only (MemSpy 7.3, whole groups of sets), so a choice
+of groups estimates a level's local miss rate as the sum of its groups'
+misses over the sum of their references, exactly what a run with that choice
+reports. For each way of choosing and each program: the largest error of
+any choice the scheme can make, the median and the 95th percentile of the
+worst of SEEDS seeds (drawn 2,000 times), and the share of the program's
+references the chosen groups take (the simulation's work outside windows).
+"""
+import itertools
+import os
+import random
+import statistics
+import sys
+
+GROUPS = 64
+
+
+def read(path):
+    rows = {}
+    for line in open(path):
+        f = line.split('\t')
+        if f[0] == 'group':
+            continue
+        rows.setdefault(f[1], [None] * GROUPS)[int(f[0])] = (int(f[2]), int(f[3]))
+    return rows
+
+
+def schemes(keep):
+    """name -> (list of every choice, or None, with a drawing function)."""
+    stride = GROUPS // keep
+    return {
+        'random (any K of 64)': (None, lambda r: r.sample(range(GROUPS), keep)),
+        'one per block of consecutive groups': (None, lambda r: [b * stride + r.randrange(stride) for b in range(keep)]),
+        'one per residue mod K': (None, lambda r: [r.randrange(stride) * keep + b for b in range(keep)]),
+        'evenly spaced (g, g+64/K, ...)': ([[g + i * stride for i in range(keep)] for g in range(stride)], None),
+        'contiguous block': ([[b * keep + i for i in range(keep)] for b in range(stride)], None),
+    }
+
+
+def error(level, choice, full):
+    refs = sum(level[g][0] for g in choice)
+    misses = sum(level[g][1] for g in choice)
+    return abs(100.0 * misses / refs - full) if refs else 100.0
+
+
+def score(level, l1, choices, draw, seeds, rng):
+    full = 100.0 * sum(m for _, m in level) / sum(r for r, _ in level)
+    total = sum(r for r, _ in l1)
+    if choices is None:
+        choices = [draw(rng) for _ in range(4000)]
+    errs = [error(level, c, full) for c in choices]
+    shares = [sum(l1[g][0] for g in c) / total for c in choices]
+    worst = sorted(max(rng.choice(errs) for _ in range(seeds)) for _ in range(2000))
+    return max(errs), worst[len(worst) // 2], worst[int(len(worst) * 0.95)], sum(e <= 0.3 for e in errs) / len(errs), max(shares)
+
+
+def main():
+    out, programs = sys.argv[1], sys.argv[2:]
+    seeds = int(os.environ.get('SEEDS', '5'))
+    level_name = os.environ.get('LEVEL', 'L2')
+    rng = random.Random(1)
+    for keep in (4, 8, 16):
+        print(f"\n#### 1/{GROUPS // keep} of the sets ({keep} of {GROUPS} groups), {level_name} local rate, worst of {seeds} seeds\n")
+        print("| program | choice | largest error of any choice | median worst | 95th pct worst | choices within 0.3 | largest share of references |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for p in programs:
+            rows = read(os.path.join(out, p + '.groups.tsv'))
+            level, l1 = rows[level_name], rows[next(iter(rows))]
+            for i, (name, (choices, draw)) in enumerate(schemes(keep).items()):
+                mx, med, p95, within, share = score(level, l1, choices, draw, seeds, rng)
+                print(f"| {p if i == 0 else ''} | {name} | {mx:.3f} | {med:.3f} | {p95:.3f} | {100 * within:.0f}% | {100 * share:.1f}% |")
+
+
+if __name__ == '__main__':
+    main()
