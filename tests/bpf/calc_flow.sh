@@ -7,7 +7,7 @@
 # within 10% on 90% of its samples, chain within 20% on 90% (chain's first
 # branch's time-weighted snapshot odds are about 13% biased,
 # docs/ACCURACY.md). With calcflow2's ecpi (main at bc67074) this test saw
-# 43% and 53%; with this one 100% and 100% (two runs). Counts that rest on register
+# 43% and 53%; with this one 100% and 100% (three runs). Counts that rest on register
 # progress do not depend on the clock rate calc assumes.
 source "$TESTLIB"
 require_bpf
