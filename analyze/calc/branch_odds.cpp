@@ -135,8 +135,10 @@ std::vector<BranchOdds> branch_odds(const Cfg& cfg, std::span<const store::Regis
         // The operands at the compare are the snapshot's if nothing from
         // the pc (or the compare, if the pc is past it) to the jump writes them.
         bool intact = true;
+        // (The compare itself writes only the flags, whatever the decoder's
+        // access flags say: Capstone marks `test al, imm8`'s al written.)
         for (std::uint32_t x = std::min(k, c->setter); x < c->jump && intact; ++x)
-            intact = !writes_gp(in[x], c->a) && (c->b < 0 || !writes_gp(in[x], c->b));
+            intact = x == c->setter || (!writes_gp(in[x], c->a) && (c->b < 0 || !writes_gp(in[x], c->b)));
         if (!intact) continue;
         const std::uint64_t a = snap.regs[static_cast<std::size_t>(c->a)];
         const std::uint64_t bv = c->b < 0 ? static_cast<std::uint64_t>(c->immediate) : snap.regs[static_cast<std::size_t>(c->b)];

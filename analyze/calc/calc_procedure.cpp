@@ -10,6 +10,7 @@
 #include "ecpi/analyze/calc/flow_counts.h"
 #include "ecpi/analyze/calc/loops.h"
 #include "ecpi/analyze/calc/ranges.h"
+#include "ecpi/analyze/calc/switch_odds.h"
 
 namespace ecpi::analyze {
 
@@ -47,7 +48,11 @@ struct Analysis {
     std::vector<CalcLoop> loop_reports;       // per loop
     std::vector<double> loop_anchor;          // per loop: anchored F (0: none)
     std::vector<CalcBranch> branch_reports;
+    std::vector<CalcSwitch> switch_reports;
     std::vector<BranchOdds> odds;             // conditional jumps evaluated on register snapshots
+    std::vector<bool> odds_anchored;          // per odds: its edges are anchors
+    std::vector<SwitchOdds> switches;         // jump tables' cases from their index on register snapshots
+    std::vector<bool> switch_anchored;        // per switch: its edges are anchors
     EstimatorOptions options;
     FrequencyEstimate estimate;
     std::vector<ClassRange> ranges;
@@ -267,6 +272,7 @@ FlowCountsInput flow_input(const Analysis& a, double period_cycles) {
     in.timing = &a.timing;
     in.samples = a.samples;
     in.odds = a.odds;
+    in.switches = a.switches;
     in.period_cycles = period_cycles;
     return in;
 }
@@ -309,29 +315,71 @@ constexpr std::uint32_t kMinRarer = 100, kMinNever = 400;
 
 void evaluate_branches(Analysis& a, const ProcedureInput& input) {
     if (!input.registers || input.registers->stream.empty()) return;
-    a.odds = branch_odds(a.cfg, input.registers->stream, input.registers->image, input.registers->candidates);
+    const auto& r = *input.registers;
+    a.odds = branch_odds(a.cfg, r.stream, r.image, r.candidates);
+    a.odds_anchored.assign(a.odds.size(), false);
+    a.switches = switch_odds(a.cfg, r.stream, r.image, r.candidates);
+    a.switch_anchored.assign(a.switches.size(), false);
 }
 
+bool anchor_branch(Analysis& a, const BranchOdds& o) {
+    const std::uint32_t rarer = std::min(o.taken, o.total - o.taken);
+    if (a.estimate.block_confidence[o.block] != Confidence::kMeasured ||
+        !(rarer >= kMinRarer || (rarer == 0 && o.total >= kMinNever)))
+        return false;
+    const double f = a.estimate.block_frequency[o.block];
+    const double p = static_cast<double>(o.taken) / static_cast<double>(o.total);
+    a.options.anchors.push_back({o.taken_edge, p * f, true});
+    a.options.anchors.push_back({o.fall_edge, (1 - p) * f, true});
+    return true;
+}
+
+// A switch's cases split its measured block by their snapshots' shares
+// once kMinNever snapshots decided it (each case's share then within a few
+// points; a case none of them chose ran below about 1% of the block).
+bool anchor_switch(Analysis& a, const SwitchOdds& o) {
+    if (a.estimate.block_confidence[o.block] != Confidence::kMeasured || o.total < kMinNever) return false;
+    const double f = a.estimate.block_frequency[o.block];
+    for (std::size_t j = 0; j < o.edges.size(); ++j)
+        a.options.anchors.push_back(
+            {o.edges[j], f * static_cast<double>(o.counts[j]) / static_cast<double>(o.total), true});
+    return true;
+}
+
+// Anchors the branches and switches whose block is now measured (a branch
+// anchored in one round can make the block below it measured for the
+// next: chain's else-if under its if). Whether any was added.
 bool anchor_branches(Analysis& a) {
     bool added = false;
-    for (const auto& o : a.odds) {
+    for (std::size_t i = 0; i < a.odds.size(); ++i)
+        if (!a.odds_anchored[i] && anchor_branch(a, a.odds[i])) added = a.odds_anchored[i] = true;
+    for (std::size_t i = 0; i < a.switches.size(); ++i)
+        if (!a.switch_anchored[i] && anchor_switch(a, a.switches[i])) added = a.switch_anchored[i] = true;
+    return added;
+}
+
+void report_branches(Analysis& a) {
+    for (std::size_t i = 0; i < a.odds.size(); ++i) {
+        const auto& o = a.odds[i];
         CalcBranch r;
         r.jump = a.cfg.instructions[a.cfg.blocks[o.block].first + a.cfg.blocks[o.block].count - 1].address;
         r.taken = o.taken;
         r.snapshots = o.total;
-        const std::uint32_t rarer = std::min(o.taken, o.total - o.taken);
-        r.anchored = a.estimate.block_confidence[o.block] == Confidence::kMeasured &&
-                     (rarer >= kMinRarer || (rarer == 0 && o.total >= kMinNever));
-        if (r.anchored) {
-            const double f = a.estimate.block_frequency[o.block];
-            const double p = static_cast<double>(o.taken) / static_cast<double>(o.total);
-            a.options.anchors.push_back({o.taken_edge, p * f, true});
-            a.options.anchors.push_back({o.fall_edge, (1 - p) * f, true});
-            added = true;
-        }
+        r.anchored = a.odds_anchored[i];
         a.branch_reports.push_back(r);
     }
-    return added;
+    for (std::size_t i = 0; i < a.switches.size(); ++i) {
+        const auto& o = a.switches[i];
+        CalcSwitch r;
+        r.jump = a.cfg.instructions[a.cfg.blocks[o.block].first + a.cfg.blocks[o.block].count - 1].address;
+        for (std::size_t j = 0; j < o.edges.size(); ++j) {
+            const auto& to = a.cfg.blocks[a.cfg.edges[o.edges[j]].to];
+            r.cases.push_back({a.cfg.instructions[to.first].address, o.counts[j]});
+        }
+        r.snapshots = o.total;
+        r.anchored = a.switch_anchored[i];
+        a.switch_reports.push_back(r);
+    }
 }
 
 CalcBlock block_report(const Analysis& a, std::uint32_t b, double period_cycles) {
@@ -397,6 +445,7 @@ CalcProcedure procedure_report(const Analysis& a, const ProcedureInput& input, d
     proc.stalls = a.culprits.summary;
     proc.loops = a.loop_reports;
     proc.branches = a.branch_reports;
+    proc.switches = a.switch_reports;
     double weighted_best = 0, weighted_insns = 0, weighted_samples = 0;
     for (std::uint32_t b = 0; b < a.cfg.blocks.size(); ++b) {
         CalcBlock cb = block_report(a, b, period_cycles);
@@ -440,7 +489,10 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
         evaluate_branches(a, input);
     }
     estimate_with_ranges(a, input, model, period_cycles, sampled);
-    if (sampled && anchor_branches(a)) estimate_with_ranges(a, input, model, period_cycles, sampled);
+    constexpr int kAnchorRounds = 4;
+    for (int round = 0; sampled && round < kAnchorRounds && anchor_branches(a); ++round)
+        estimate_with_ranges(a, input, model, period_cycles, sampled);
+    report_branches(a);
     return procedure_report(a, input, period_cycles);
 }
 

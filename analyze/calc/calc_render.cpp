@@ -190,6 +190,10 @@ void render_loops(std::ostringstream& o, const CalcProcedure& p) {
             o << "*** Branch at " << hex(b.jump) << ": taken in " << b.taken << " of " << b.snapshots
               << " register snapshots (" << fmt("%.1f%%", 100.0 * b.taken / b.snapshots)
               << "): its edges' counts are measured\n";
+    for (const auto& w : p.switches)
+        if (w.anchored)
+            o << "*** Jump table at " << hex(w.jump) << ": " << w.cases.size() << " cases split by the index on "
+              << w.snapshots << " register snapshots: their counts are measured\n";
     for (const auto& l : p.loops) {
         if (l.samples == 0) continue;
         o << "*** Loop at " << hex(l.header) << " (depth " << l.depth << ", " << l.blocks << " blocks, " << l.samples
@@ -491,6 +495,14 @@ json procedure_json(const CalcReport& r, const CalcProcedure& p) {
     for (const auto& b : p.branches)
         branches.push_back({{"jump", hex(b.jump)}, {"taken", b.taken}, {"snapshots", b.snapshots}, {"anchored", b.anchored}});
     jp["branches"] = std::move(branches);
+    json switches = json::array();
+    for (const auto& w : p.switches) {
+        json cases = json::array();
+        for (const auto& c : w.cases) cases.push_back({{"target", hex(c.target)}, {"snapshots", c.snapshots}});
+        switches.push_back({{"jump", hex(w.jump)}, {"cases", std::move(cases)}, {"snapshots", w.snapshots},
+                            {"anchored", w.anchored}});
+    }
+    jp["switches"] = std::move(switches);
     json unresolved = json::array();
     for (auto a : p.unresolved_jumps) unresolved.push_back(hex(a));
     jp["unresolved_jumps"] = std::move(unresolved);

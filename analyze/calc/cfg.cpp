@@ -886,6 +886,7 @@ private:
     void indirect_jump(std::uint32_t b, const DecodedInstruction& d, const IndirectResolution& res) {
         if (res.kind == IndirectKind::kTable) {
             cfg_.jump_tables.push_back(res.table);
+            cfg_.jump_tables.back().targets = res.targets;
             std::set<std::uint32_t> seen;
             for (auto t : res.targets) {
                 std::uint32_t tb = *block_at(t);

@@ -58,22 +58,55 @@ SoftCount block_count(const FlowCountsInput& in, const FrequencyEstimate& estima
 }
 
 // A branch's snapshots as samples of its two edges (Laplace's rule of
-// succession, as layout: one snapshot states its direction 2:1).
-void add_odds(const FlowCountsInput& in, const FrequencyEstimate& estimate, FlowProblem& problem) {
+// succession, as layout: one snapshot states its direction 2:1), at their
+// shares of `executions` (per block: the count the odds split).
+void add_odds(const FlowCountsInput& in, const FrequencyEstimate& estimate, std::span<const double> executions,
+              FlowProblem& problem) {
+    const auto soft = [&](std::uint32_t e, double count, double weight) {
+        if (e < problem.edges.size() && !measured(estimate, in.classes->edge_class[e]))
+            problem.edges[e].count = poisson_count(count, weight);
+    };
     for (const BranchOdds& o : in.odds) {
-        if (o.total == 0 || o.block >= in.cfg->blocks.size()) continue;
-        if (o.taken_edge >= problem.edges.size() || o.fall_edge >= problem.edges.size()) continue;
-        const double executions = estimate.block_frequency[o.block] * in.period_cycles;
-        if (!(executions > 0)) continue;
+        if (o.total == 0 || o.block >= executions.size() || !(executions[o.block] > 0)) continue;
         const double taken = static_cast<double>(o.taken) + 1;
         const double fall = static_cast<double>(o.total - o.taken) + 1;
         const double share = taken / (taken + fall);
-        const auto soft = [&](std::uint32_t e, double count, double weight) {
-            if (!measured(estimate, in.classes->edge_class[e])) problem.edges[e].count = poisson_count(count, weight);
-        };
-        soft(o.taken_edge, share * executions, taken);
-        soft(o.fall_edge, (1 - share) * executions, fall);
+        soft(o.taken_edge, share * executions[o.block], taken);
+        soft(o.fall_edge, (1 - share) * executions[o.block], fall);
     }
+    for (const SwitchOdds& o : in.switches) {
+        if (o.total == 0 || o.block >= executions.size() || !(executions[o.block] > 0)) continue;
+        const double all = static_cast<double>(o.total + o.edges.size());
+        for (std::size_t j = 0; j < o.edges.size(); ++j) {
+            const double seen = static_cast<double>(o.counts[j]) + 1;
+            soft(o.edges[j], seen / all * executions[o.block], seen);
+        }
+    }
+}
+
+std::vector<double> estimated_executions(const FrequencyEstimate& estimate, double p) {
+    std::vector<double> v(estimate.block_frequency.size());
+    for (std::size_t b = 0; b < v.size(); ++b) v[b] = estimate.block_frequency[b] * p;
+    return v;
+}
+
+// The odds restated at the flow's counts until the blocks they split
+// settle (within 0.1%) or kOddsRounds pass: a branch under a block the
+// estimator got wrong takes its shares of what the flow gives that block.
+FlowSolution solve_with_odds(const FlowCountsInput& in, const FrequencyEstimate& estimate, FlowProblem problem) {
+    constexpr int kOddsRounds = 8;
+    FlowSolution flow = solve_flow(problem);
+    if (in.odds.empty() && in.switches.empty()) return flow;
+    for (int round = 0; round < kOddsRounds; ++round) {
+        const std::vector<double> before = flow.blocks;
+        add_odds(in, estimate, flow.blocks, problem);
+        flow = solve_flow(problem);
+        bool settled = true;
+        for (std::size_t b = 0; b < before.size() && settled; ++b)
+            settled = std::abs(flow.blocks[b] - before[b]) <= 1e-3 * std::max(before[b], 1.0);
+        if (settled) break;
+    }
+    return flow;
 }
 
 // Item 2 of issue 36: a ranged class's range narrowed to the counts a
@@ -170,7 +203,7 @@ FlowProblem calc_flow_problem(const FlowCountsInput& in, const FrequencyEstimate
         problem.edges.push_back({cfg.edges[e].from, cfg.edges[e].to,
                                  pinned ? measured_count(estimate.edge_frequency[e] * in.period_cycles) : free_count()});
     }
-    add_odds(in, estimate, problem);
+    add_odds(in, estimate, estimated_executions(estimate, in.period_cycles), problem);
     return problem;
 }
 
@@ -178,7 +211,7 @@ void conserve_flow(FrequencyEstimate& estimate, std::vector<ClassRange>& ranges,
     const Cfg& cfg = *in.cfg;
     const FrequencyClasses& fc = *in.classes;
     if (!(in.period_cycles > 0) || cfg.blocks.empty()) return;
-    const FlowSolution flow = solve_flow(calc_flow_problem(in, estimate, ranges));
+    const FlowSolution flow = solve_with_odds(in, estimate, calc_flow_problem(in, estimate, ranges));
     const Bounds bounds = hard_bounds(in, estimate, ranges);
     const double p = in.period_cycles;
     // Cycle-equivalent members carry the same flow: each class takes its

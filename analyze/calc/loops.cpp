@@ -206,6 +206,68 @@ RegisterUse register_use(const Cfg& cfg, const Loop& loop) {
     return use;
 }
 
+// The steps a register takes in each block of loop l, when every write to
+// it in the loop adds the same constant (none in a nested loop): per block
+// the number of stepping instructions, with the step and width.
+struct PathSteps {
+    std::map<std::uint32_t, int> in_block;
+    std::int64_t step = 0;
+    std::uint8_t width = 0;
+    std::uint32_t first = 0;   // the first stepping instruction
+};
+
+std::optional<PathSteps> path_steps(const Cfg& cfg, const LoopInfo& info, std::uint32_t l, int n) {
+    PathSteps ps;
+    bool any = false;
+    for (auto b : info.loops[l].blocks) {
+        if (info.innermost[b] != l) return std::nullopt;  // a nested loop: paths through it are not acyclic
+        const auto& blk = cfg.blocks[b];
+        for (std::uint32_t k = blk.first; k < blk.first + blk.count; ++k) {
+            const DecodedInstruction& d = cfg.instructions[k];
+            if (!std::any_of(d.writes.begin(), d.writes.end(), [&](auto r) { return gp_register_number(r) == n; }))
+                continue;
+            auto s = constant_step(d);
+            if (!s || *s == 0 || gp_register_number(d.first_register) != n) return std::nullopt;
+            if (any && (*s != ps.step || d.first_size != ps.width)) return std::nullopt;
+            if (!any) ps.first = k;
+            any = true;
+            ps.step = *s;
+            ps.width = d.first_size;
+            ++ps.in_block[b];
+        }
+    }
+    if (!any) return std::nullopt;
+    return ps;
+}
+
+// A register written by several instructions, each adding the same
+// constant, where every path from the loop's header to a latch passes
+// exactly one of them (`i++` at the end of each arm of an if): it steps
+// once per iteration, and the header runs once per iteration.
+std::optional<InductionVariable> stepped_on_every_path(const Cfg& cfg, const LoopInfo& info, std::uint32_t l, int n) {
+    const Loop& loop = info.loops[l];
+    auto ps = path_steps(cfg, info, l, n);
+    if (!ps) return std::nullopt;
+    std::map<std::uint32_t, int> at_end;  // steps from the header's start to the block's end, on every path to it
+    at_end[loop.header] = ps->in_block[loop.header];
+    for (std::size_t round = 0; round < loop.blocks.size(); ++round)
+        for (auto b : loop.blocks) {
+            if (b == loop.header) continue;
+            for (auto e : cfg.blocks[b].in_edges) {
+                const std::uint32_t u = cfg.edges[e].from;
+                if (u == kEntryBlock || !loop.contains(u) || !at_end.contains(u)) continue;
+                const int v = at_end[u] + ps->in_block[b];
+                if (auto it = at_end.find(b); it != at_end.end() && it->second != v) return std::nullopt;
+                at_end[b] = v;
+            }
+        }
+    for (auto [b, v] : at_end)
+        if (v > 1) return std::nullopt;
+    for (auto latch : loop.latches)
+        if (!at_end.contains(latch) || at_end[latch] != 1) return std::nullopt;
+    return InductionVariable{l, n, ps->step, ps->width, ps->first, loop.header};
+}
+
 void induction_variables(const Cfg& cfg, LoopInfo& info) {
     info.invariant.assign(info.loops.size(), {});
     for (std::uint32_t l = 0; l < info.loops.size(); ++l) {
@@ -217,7 +279,11 @@ void induction_variables(const Cfg& cfg, LoopInfo& info) {
                 if (use.read[r]) info.invariant[l].push_back(n);
                 continue;
             }
-            if (use.writers[r] != 1 || n == 4 /* rsp */ || (loop.has_call && caller_saved(n))) continue;
+            if (n == 4 /* rsp */ || (loop.has_call && caller_saved(n))) continue;
+            if (use.writers[r] > 1) {
+                if (auto iv = stepped_on_every_path(cfg, info, l, n)) info.induction.push_back(*iv);
+                continue;
+            }
             const std::uint32_t k = use.last_writer[r];
             const DecodedInstruction& d = cfg.instructions[k];
             if (gp_register_number(d.first_register) != n) continue;

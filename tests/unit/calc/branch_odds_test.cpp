@@ -94,3 +94,16 @@ TEST_CASE("branch odds: a branch on a loaded value or on flags from arithmetic i
     Cfg sub = cfg_of(0x1000, {0x48, 0x83, 0xef, 0x01, 0x75, 0x01, 0x90, 0xc3});
     CHECK(!branch_condition(sub, 0));
 }
+
+TEST_CASE("branch odds: a byte-register test decides its branch (the compare writes no operand)") {
+    // 0x1000 test al, 6; 0x1002 jne 0x1005; 0x1004 nop; 0x1005 ret
+    Cfg cfg = cfg_of(0x1000, {0xa8, 0x06, 0x75, 0x01, 0x90, 0xc3});
+    REQUIRE(branch_condition(cfg, 0));
+    std::vector<RegisterSample> stream;
+    for (std::uint64_t v : {2, 4, 6, 8, 0x108}) stream.push_back(snap(0x1000, 0, v));
+    std::vector<std::uint32_t> all = {0, 1, 2, 3, 4};
+    auto odds = branch_odds(cfg, stream, 0, all);
+    REQUIRE(odds.size() == 1);
+    CHECK(odds[0].total == 5);
+    CHECK(odds[0].taken == 3);
+}

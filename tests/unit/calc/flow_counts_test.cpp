@@ -189,6 +189,64 @@ TEST_CASE("a switch inside a measured loop: its cases share the loop's count, no
     CHECK(est.block_frequency[s] == doctest::Approx(80).epsilon(0.01));
 }
 
+TEST_CASE("a switch's snapshot odds split its count where the cases' samples, ranged, cannot") {
+    // As above, but case 0 stalls: its samples say 50 where the cases ran
+    // 20 times each, and the estimator gave every case a wide range. The
+    // index read on register snapshots chose each case 100 times.
+    test::HandCfg fx;
+    const std::uint32_t h = fx.add_block({1, 1});
+    const std::uint32_t s = fx.add_block({1, 1, 1});
+    std::vector<std::uint32_t> cases;
+    for (int k = 0; k < 4; ++k) cases.push_back(fx.add_block({1, 1, 1, 1}));
+    const std::uint32_t l = fx.add_block({1, 1});
+    const std::uint32_t x = fx.add_block({1});
+    fx.edge(kEntryBlock, h, EdgeKind::kEntry);
+    fx.edge(h, s, EdgeKind::kFallThrough);
+    fx.edge(h, x, EdgeKind::kBranch);
+    SwitchOdds odds;
+    odds.block = s;
+    for (std::uint32_t c : cases) {
+        odds.edges.push_back(static_cast<std::uint32_t>(fx.cfg.edges.size()));
+        odds.counts.push_back(100);
+        odds.total += 100;
+        fx.edge(s, c, EdgeKind::kSwitch);
+    }
+    for (std::uint32_t c : cases) fx.edge(c, l, EdgeKind::kJump);
+    fx.edge(l, h, EdgeKind::kJump);
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
+    for (std::uint32_t b : {h, s, l}) fx.sample(samples, b, 80);
+    fx.sample(samples, x, 1);
+    const double said[] = {50, 10, 10, 10};
+    for (int k = 0; k < 4; ++k) fx.sample(samples, cases[k], said[k]);
+    const FrequencyClasses fc = frequency_classes(fx.cfg);
+    EstimatorOptions options;
+    options.anchors.push_back({l, 80, false});
+    auto solve = [&](std::span<const SwitchOdds> switches) {
+        FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, options);
+        std::vector<ClassRange> ranges(fc.count);
+        for (std::uint32_t c : cases) ranges[fc.block_class[c]] = {true, 5, 80};
+        FlowCountsInput in;
+        in.cfg = &fx.cfg;
+        in.classes = &fc;
+        in.timing = &fx.timing;
+        in.samples = samples;
+        in.switches = switches;
+        in.period_cycles = 1000;
+        conserve_flow(est, ranges, in);
+        check_conserved(fx.cfg, est);
+        return est;
+    };
+    const FrequencyEstimate with = solve(std::span<const SwitchOdds>(&odds, 1));
+    for (int k = 0; k < 4; ++k) {
+        CAPTURE(k);
+        CHECK(with.block_frequency[cases[k]] == doctest::Approx(20).epsilon(0.1));
+    }
+    // Without the odds the stalled case keeps most of its samples' count.
+    const FrequencyEstimate without = solve({});
+    CHECK(without.block_frequency[cases[0]] > 30);
+}
+
 TEST_CASE("nested loops: the inner loop's measured count and the outer loop's samples agree in one flow") {
     // entry -> OH; OH -> IH (enter the inner loop), OH -> X (leave);
     // IH -> B (stay), IH -> OL (inner loop done); B -> IH (the inner latch,

@@ -146,3 +146,51 @@ TEST_CASE("loops: dominators and loops of a hand-made graph") {
     CHECK(info.innermost[2] == 0);
     CHECK(!dominates(info, 2, 3));
 }
+
+namespace {
+
+// bench/accuracy/chain.c's tally() as gcc -O2 compiles it: `i++` is in
+// each of the loop's two latches (the odd arm's and the else-if's), and the
+// third arm jumps into the odd arm's latch.
+std::vector<std::uint8_t> chain_tally() {
+    return {0x85, 0xd2, 0x7e, 0x4d, 0x4c, 0x8b, 0x47, 0x18, 0x31, 0xc9, 0xeb, 0x12, 0x0f, 0x1f, 0x40, 0x00,
+            0x48, 0x83, 0x07, 0x01, 0x49, 0x01, 0xc0, 0x83, 0xc1, 0x01, 0x39, 0xca, 0x74, 0x2f, 0x69, 0xf6,
+            0x0d, 0x66, 0x19, 0x00, 0x81, 0xc6, 0x5f, 0xf3, 0x6e, 0x3c, 0x89, 0xf0, 0xc1, 0xe8, 0x0d, 0xf7,
+            0xc6, 0x00, 0x20, 0x00, 0x00, 0x75, 0xd9, 0xa8, 0x06, 0x75, 0x1d, 0xc1, 0xe0, 0x03, 0x83, 0xc1,
+            0x01, 0x48, 0x83, 0x47, 0x08, 0x01, 0x49, 0x31, 0xc0, 0x39, 0xca, 0x75, 0xd1, 0x4c, 0x89, 0x47,
+            0x18, 0xc3, 0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0x89, 0xf0, 0x48, 0x83, 0x47, 0x10, 0x01, 0xc1,
+            0xe8, 0x0f, 0x49, 0x29, 0xc0, 0xeb, 0xb0};
+}
+
+Cfg hand_assembled(std::uint64_t at, const std::vector<std::uint8_t>& code) {
+    auto insns = decode_x86_64(at, code);
+    REQUIRE(insns.ok());
+    return build_cfg(at, at + code.size(), std::move(*insns), {});
+}
+
+}  // namespace
+
+TEST_CASE("loops: a counter stepped once on every path through the iteration is an induction variable") {
+    Cfg cfg = hand_assembled(0x11f0, chain_tally());
+    LoopInfo info = find_loops(cfg);
+    REQUIRE(info.loops.size() == 1);
+    REQUIRE(info.loops[0].latches.size() == 2);
+    REQUIRE(info.induction.size() == 1);
+    const InductionVariable& iv = info.induction[0];
+    CHECK(iv.gp == 1);  // ecx
+    CHECK(iv.step == 1);
+    CHECK(iv.width == 4);
+    CHECK(iv.block == info.loops[0].header);  // runs once per iteration
+    CHECK(cfg.instructions[iv.instruction].address == 0x1207);
+
+    // Without the else-if arm's `i++` (a 3-byte nop instead), one path
+    // through the iteration steps nothing: no induction variable.
+    auto code = chain_tally();
+    const std::size_t at = 0x122e - 0x11f0;
+    REQUIRE(code[at] == 0x83);
+    code[at] = 0x0f;
+    code[at + 1] = 0x1f;
+    code[at + 2] = 0x00;
+    Cfg broken = hand_assembled(0x11f0, code);
+    CHECK(find_loops(broken).induction.empty());
+}

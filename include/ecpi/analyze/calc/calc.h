@@ -111,6 +111,18 @@ struct CalcBranch {
     bool anchored = false;                    // its edges' counts are measured: its block's count split by the share
 };
 
+// A jump table whose index was read on register snapshots (switch_odds.h).
+struct CalcSwitch {
+    struct Case {
+        std::uint64_t target = 0;             // the case's first instruction
+        std::uint32_t snapshots = 0;          // snapshots whose index selected it
+    };
+    std::uint64_t jump = 0;                   // address of the indirect jump
+    std::vector<Case> cases;
+    std::uint32_t snapshots = 0;              // snapshots that decided the case
+    bool anchored = false;                    // its cases' counts are measured: its block's count split by the shares
+};
+
 struct CalcProcedure {
     std::string name;
     std::string image;                        // recorded path
@@ -129,6 +141,7 @@ struct CalcProcedure {
     std::uint64_t ranged_samples = 0;         // samples of blocks whose count is a range
     std::vector<CalcLoop> loops;
     std::vector<CalcBranch> branches;
+    std::vector<CalcSwitch> switches;         // jump tables split by their index on register snapshots
     std::vector<CalcBlock> blocks;
     std::vector<CalcInstruction> instructions;
     std::vector<CalcEdge> edges;

@@ -193,6 +193,7 @@ struct JumpTable {
     std::uint64_t table = 0;                 // address of the table
     std::uint32_t entries = 0;
     bool relative = false;                   // 32-bit entries relative to the table (PIC)
+    std::vector<std::uint64_t> targets;      // per entry, in table order: where index k jumps
 };
 
 struct Cfg {

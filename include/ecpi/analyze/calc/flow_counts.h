@@ -13,8 +13,11 @@
 //    (block_evidence: Poisson-shaped costs; unsampled blocks cost what it
 //    would take to run them unseen);
 //  - a conditional jump whose condition was evaluated on register snapshots
-//    (branch_odds.h) states each edge at its share of the block's estimate,
-//    as if the snapshots that went its way were samples of it.
+//    (branch_odds.h), or a jump table whose index was (switch_odds.h),
+//    states each edge at its share of the block's count, as if the
+//    snapshots that went its way were samples of it. The shares are odds,
+//    not counts: conserve_flow restates them at the flow's count of the
+//    block and solves again, until the block's count settles.
 // Cycle-equivalent blocks and edges carry equal flow in every circulation,
 // so the solution is again one count per frequency class.
 #pragma once
@@ -30,6 +33,7 @@
 #include "ecpi/analyze/calc/frequency.h"
 #include "ecpi/analyze/calc/machine_model.h"
 #include "ecpi/analyze/calc/ranges.h"
+#include "ecpi/analyze/calc/switch_odds.h"
 
 namespace ecpi::analyze {
 
@@ -39,6 +43,7 @@ struct FlowCountsInput {
     const std::vector<BlockTiming>* timing = nullptr;
     std::span<const std::uint64_t> samples;      // per instruction
     std::span<const BranchOdds> odds;            // snapshot odds (may be empty)
+    std::span<const SwitchOdds> switches;        // jump tables' snapshot odds (may be empty)
     double period_cycles = 0;                    // F * period_cycles = executions
 };
 

@@ -33,7 +33,11 @@ struct Loop {
 // A register stepped by a constant once per iteration of its loop: exactly
 // one instruction in the loop writes it (add/sub/inc/dec with an immediate,
 // or lea r, [r + disp]), that instruction's block is in no nested loop and
-// dominates every latch, so each iteration runs it exactly once.
+// dominates every latch, so each iteration runs it exactly once. Or several
+// instructions write it, all adding the same constant, in a loop with no
+// nested loop, and every path from the header to a latch passes exactly one
+// of them (`i++` in each arm); `instruction` is then the first of them and
+// `block` the header, which runs once per iteration.
 struct InductionVariable {
     std::uint32_t loop = 0;               // index into LoopInfo::loops
     int gp = -1;                          // hardware register number (store::GpRegister)

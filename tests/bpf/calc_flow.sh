@@ -1,0 +1,53 @@
+# ecpi calc's counts on the branch-chain and switch loops of issue 36
+# (bench/accuracy/chain.c and dispatch.c, plain C, gcc -O2), against
+# callgrind's exact counts. Both loops are measured by register progress
+# (chain's counter is stepped in each of its two latches), the switch's
+# cases split by the jump table's index on register snapshots, the
+# else-if's branch decided by `test al, imm8` on them. Held to: dispatch
+# within 10% on 90% of its samples, chain within 20% on 90% (chain's first
+# branch's time-weighted snapshot odds are about 13% biased,
+# docs/ACCURACY.md). With calcflow2's ecpi (main at bc67074) this test saw
+# 43% and 53%; with this one 100% and 100% (three runs). Counts that rest on register
+# progress do not depend on the clock rate calc assumes.
+source "$TESTLIB"
+require_bpf
+command -v valgrind >/dev/null || skip "valgrind is not installed (callgrind gives the true counts)"
+command -v cc >/dev/null || skip "no C compiler"
+bench=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../bench/accuracy" && pwd)
+
+check() {
+	local name=$1 reps=$2 proc=$3 r
+	cc -O2 -g -o "$TMP/$name" "$bench/$name.c"
+	"$ECPI" record -q -F 10000 -o "$TMP/$name.db" -- "$TMP/$name" "$reps" >/dev/null
+	"$ECPI" calc --all "$TMP/$name.db" --image "$TMP/$name" --format json --no-lines >"$TMP/$name.calc.json"
+	for r in 1 2; do
+		valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$TMP/$name.cg$r" "$TMP/$name" "$r" \
+			>/dev/null 2>&1
+	done
+	python3 "$bench/compare.py" rows "$name" "$TMP/$name.calc.json" "$reps" "$TMP/$name.cg1" 1 "$TMP/$name.cg2" 2 \
+		>"$TMP/$name.rows"
+	json_check "$TMP/$name.calc.json" 'all(l["anchored"] for p in d["procedures"] if p["name"] == "'"$proc"'" for l in p["loops"])'
+}
+
+share_within() {  # ROWS PROC K: share of PROC's samples whose estimate is within K of the truth
+	python3 - "$1" "$2" "$3" <<'PY'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.split("\t")[1] == sys.argv[2]]
+total = sum(int(r[3]) for r in rows)
+good = sum(int(r[3]) for r in rows if float(r[5]) > 0 and abs(float(r[4]) / float(r[5]) - 1) <= float(sys.argv[3]))
+print(round(100 * good / max(total, 1)))
+PY
+}
+
+check dispatch 200 execute
+json_check "$TMP/dispatch.calc.json" 'any(w["anchored"] and len(w["cases"]) == 8 for p in d["procedures"] for w in p["switches"])'
+got=$(share_within "$TMP/dispatch.rows" execute 0.10)
+echo "dispatch: ${got}% of execute's samples within 10%"
+[ "$got" -ge 90 ] || fail "dispatch: only ${got}% of execute's samples within 10% of callgrind (want 90%)"
+
+check chain 300 tally
+json_check "$TMP/chain.calc.json" 'sum(b["anchored"] for p in d["procedures"] if p["name"] == "tally" for b in p["branches"]) >= 2'
+got=$(share_within "$TMP/chain.rows" tally 0.20)
+echo "chain: ${got}% of tally's samples within 20%"
+[ "$got" -ge 90 ] || fail "chain: only ${got}% of tally's samples within 20% of callgrind (want 90%)"
+echo PASS
