@@ -26,6 +26,12 @@
 #              build (stamps) at seeds 1-5: fitted/stamped mean per path
 #              against ablation, and A's rank by time. And the inline build's
 #              cost: idle, and recording at 1/10, against the plain build.
+#   reader     what recording the inline channels build at --sample 1/10
+#              costs and where: the plain build, the inline build idle and
+#              recorded, ABLATION_ROUNDS interleaved rounds, medians of the
+#              loop time, the CPU seconds of ecpi and the program together
+#              (/usr/bin/time), and the seconds the program waited for ring
+#              space (ecpi's reader behind).
 #   sqlite     SQLite's amalgamation (npm's better-sqlite3, fetched into a
 #              cache directory, never into the tree) driven by
 #              bench/cachesim/sqlite_orders.c with two inputs (A, B) and A
@@ -68,7 +74,7 @@ done
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(orders overhead distortion ablation sqlite)
 for p in "${PARTS[@]}"; do
-	case $p in orders | overhead | distortion | ablation | sqlite) ;; *) echo "bench/paths.sh: unknown part '$p' (orders overhead distortion ablation sqlite)" >&2; exit 2 ;; esac
+	case $p in orders | overhead | distortion | ablation | reader | sqlite) ;; *) echo "bench/paths.sh: unknown part '$p' (orders overhead distortion ablation reader sqlite)" >&2; exit 2 ;; esac
 done
 T=$(mktemp -d /tmp/ecpi-bench-paths.XXXXXX)
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; else OUT=$T/out; mkdir -p "$OUT"; fi
@@ -195,7 +201,25 @@ part_ablation() {
 	"$ECPI" paths "$OUT/ablation_inline_1.db" --branch --rank time --limit 6 --procedure poll >"$OUT/ablation_inline_1.txt"
 }
 
-# --- 5. SQLite ---
+# --- 5. reader: the inline build's recording cost at 1/10 ---
+part_reader() {
+	local r
+	flock -x 9
+	echo "# reader: channels $CHANNEL_ROUNDS rounds, $ABLATION_ROUNDS interleaved rounds under flock -x, load $(load)"
+	rm -f "$OUT/reader.times"
+	for r in $(seq "$ABLATION_ROUNDS"); do
+		echo "plain $("$T/channels.whole" "$CHANNEL_ROUNDS" | loop_seconds)" >>"$OUT/reader.times"
+		echo "inline_idle $("$T/channels.inline" "$CHANNEL_ROUNDS" | loop_seconds)" >>"$OUT/reader.times"
+		/usr/bin/time -f "%U %S" -o "$T/reader.cpu" "$ECPI" paths record --no-save --sample 1/10 --seed "$r" --limit 1 \
+			-- "$T/channels.inline" "$CHANNEL_ROUNDS" >"$T/reader.txt"
+		echo "inline_1/10 $(loop_seconds <"$T/reader.txt") $(awk '{print $1 + $2}' "$T/reader.cpu") \
+$(sed -n 's/.*waited \([0-9.]*\) s.*/\1/p' "$T/reader.txt" | head -1 | grep . || echo 0)" >>"$OUT/reader.times"
+	done
+	echo "# reader: done, load $(load)"
+	flock -u 9
+}
+
+# --- 6. SQLite ---
 # The amalgamation from npm's better-sqlite3, compiled once per version and
 # flags into CACHE_DIR (as bench/cachesim.sh does). Fails with a line when
 # it cannot.

@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #define ECPI_RT_MAGIC 0x31545250494345ULL /* "ECPIRT1" little-endian */
-#define ECPI_RT_ABI_VERSION 5
+#define ECPI_RT_ABI_VERSION 6
 #define ECPI_RT_CONTROL_ENV "ECPI_RT_CONTROL"
 
 /* Features a controlling verb may ask for (header.features_requested). */
@@ -70,13 +70,15 @@ enum ecpi_rt_record_kind {
 	/* Spans (`ecpi flags paths --inline`): the program ran the blocks of a
 	 * span between two unfenced clock reads, with nothing recorded in
 	 * between. w0: kind | context << 16 | blocks (16 bits each); w1: the
-	 * start stamp. Followed by context + blocks + 1 SPAN_BLOCK records: the
-	 * context blocks entered before the span (to tell how its first block
-	 * was reached), its blocks, and the block whose entry ended it; then
-	 * SPAN_END. */
+	 * start stamp. Followed by SPAN_BLOCK records holding context + blocks
+	 * + 1 block entries, two to a record: the context blocks entered before
+	 * the span (to tell how its first block was reached), its blocks, and
+	 * the block whose entry ended it; then SPAN_END. */
 	ECPI_RT_REC_SPAN = 18,
-	/* One block entry of a span. w0: kind | an address in the block, after
-	 * its first instruction (read as BLOCK's: the block holding w0 - 1); w1: 0. */
+	/* Two block entries of a span. w0: kind | an address in the block, after
+	 * its first instruction (read as BLOCK's: the block holding w0 - 1); w1:
+	 * the next entry's address, read the same way, or 0 after a span's last
+	 * entry. Two to a record: a span's records are most of what ecpi reads. */
 	ECPI_RT_REC_SPAN_BLOCK = 19,
 	/* The span's end. w0: kind; w1: the end stamp. */
 	ECPI_RT_REC_SPAN_END = 20,

@@ -53,8 +53,10 @@ static void span_end(struct ecpi_rt_thread *t, uint64_t end_tsc)
 	uint64_t context = t->span_first < ECPI_RT_SPAN_CONTEXT ? t->span_first : ECPI_RT_SPAN_CONTEXT;
 	t->span_open = 0;
 	ecpi_rt_stage_push(t, kind(ECPI_RT_REC_SPAN) | context << 16 | blocks, t->span_start_tsc);
-	for (uint64_t i = t->span_first - context; i <= last; i++)
-		ecpi_rt_stage_push(t, kind(ECPI_RT_REC_SPAN_BLOCK) | (t->log[i % ECPI_RT_LOG_ENTRIES] & ECPI_RT_PAYLOAD_MASK), 0);
+	for (uint64_t i = t->span_first - context; i <= last; i += 2) {
+		uint64_t next = i < last ? t->log[(i + 1) % ECPI_RT_LOG_ENTRIES] & ECPI_RT_PAYLOAD_MASK : 0;
+		ecpi_rt_stage_push(t, kind(ECPI_RT_REC_SPAN_BLOCK) | (t->log[i % ECPI_RT_LOG_ENTRIES] & ECPI_RT_PAYLOAD_MASK), next);
+	}
 	ecpi_rt_stage_push(t, kind(ECPI_RT_REC_SPAN_END), end_tsc);
 	ecpi_rt_stage_flush(t, 0);
 	t->span_blocks += blocks;

@@ -176,7 +176,7 @@ struct PathCutter::Thread {
     bool span = false;
     bool span_valid = true;
     std::uint64_t span_index = 0, span_first = 0, span_start = 0;
-    std::map<std::uint32_t, std::uint32_t> span_counts;
+    std::vector<std::uint32_t> span_paths;  // span ids of the paths closed inside it, counted at its end
 };
 
 PathCutter::PathCutter(PathCodeMap& code, double block_cost_ticks) : code_(code), block_cost_ticks_(block_cost_ticks) {}
@@ -190,18 +190,25 @@ void PathCutter::drop_open(Thread& t) {
     t.blocks.clear();
 }
 
-void PathCutter::interrupt(std::uint32_t thread) {
-    auto& t = threads_[thread];
+PathCutter::Thread& PathCutter::thread(std::uint32_t id) {
+    if (last_thread_ && last_thread_id_ == id) return *last_thread_;
+    auto& t = threads_[id];
     if (!t) t = std::make_unique<Thread>();
-    drop_open(*t);
-    t->proc = nullptr;
-    t->span = false;
+    last_thread_id_ = id;
+    last_thread_ = t.get();
+    return *t;
 }
 
-void PathCutter::pause(std::uint32_t thread, std::uint64_t ticks) {
-    auto& t = threads_[thread];
-    if (!t) t = std::make_unique<Thread>();
-    if (t->open) t->paused_ticks += ticks;
+void PathCutter::interrupt(std::uint32_t thread_id) {
+    Thread& t = thread(thread_id);
+    drop_open(t);
+    t.proc = nullptr;
+    t.span = false;
+}
+
+void PathCutter::pause(std::uint32_t thread_id, std::uint64_t ticks) {
+    Thread& t = thread(thread_id);
+    if (t.open) t.paused_ticks += ticks;
 }
 
 void PathCutter::begin_burst(std::uint32_t thread) {
@@ -254,11 +261,20 @@ std::string decisions_of(const PathProcedure& proc, const std::vector<std::uint3
 
 }  // namespace
 
-store::BranchPath& PathCutter::path_of(Thread& t, Cut cut, std::uint32_t* id) {
+namespace {
+
+std::uint64_t path_hash(std::uint64_t procedure, int start_kind, const std::vector<std::uint32_t>& blocks) {
+    std::uint64_t h = procedure * 0x9E3779B97F4A7C15ull ^ std::uint64_t(start_kind);
+    for (std::uint32_t b : blocks) h = (h ^ b) * 0x100000001B3ull;
+    return h;
+}
+
+}  // namespace
+
+store::BranchPath& PathCutter::new_path(Thread& t, Cut cut) {
     std::vector<std::uint64_t> addresses;
     for (std::uint32_t b : t.blocks) addresses.push_back(t.proc->block_starts[b]);
-    Key key{t.proc->start, static_cast<int>(t.start_kind), addresses};
-    auto [it, fresh] = paths_.try_emplace(key);
+    auto [it, fresh] = paths_.try_emplace(Key{t.proc->start, static_cast<int>(t.start_kind), std::move(addresses)});
     store::BranchPath& p = it->second;
     if (fresh) {
         p.procedure = t.proc->name;
@@ -268,12 +284,27 @@ store::BranchPath& PathCutter::path_of(Thread& t, Cut cut, std::uint32_t* id) {
         p.blocks = std::get<2>(it->first);
         p.decisions = decisions_of(*t.proc, t.blocks);
     }
-    if (id) {
-        auto [sit, new_id] = span_ids_.try_emplace(std::move(key), static_cast<std::uint32_t>(span_paths_.size()));
-        if (new_id) span_paths_.push_back(&p);
-        *id = sit->second;
-    }
     return p;
+}
+
+PathCutter::KnownPath& PathCutter::known_path(Thread& t, Cut cut) {
+    const int start = static_cast<int>(t.start_kind);
+    auto& bucket = known_[path_hash(t.proc->start, start, t.blocks)];
+    for (auto& k : bucket)
+        if (k.procedure == t.proc->start && k.start_kind == start && k.blocks == t.blocks) return k;
+    return bucket.emplace_back(KnownPath{t.proc->start, start, t.blocks, &new_path(t, cut)});
+}
+
+store::BranchPath& PathCutter::path_of(Thread& t, Cut cut, std::uint32_t* id) {
+    KnownPath& k = known_path(t, cut);
+    if (id) {
+        if (k.span_id == kNoSpanId) {
+            k.span_id = static_cast<std::uint32_t>(span_paths_.size());
+            span_paths_.push_back(k.path);
+        }
+        *id = k.span_id;
+    }
+    return *k.path;
 }
 
 void PathCutter::close_path(Thread& t, std::uint64_t ticks, Cut cut) {
@@ -281,7 +312,7 @@ void PathCutter::close_path(Thread& t, std::uint64_t ticks, Cut cut) {
         std::uint32_t id = 0;
         if (t.start_ticks >= t.span_first) {
             path_of(t, cut, &id);
-            t.span_counts[id]++;
+            t.span_paths.push_back(id);
         }
         return;
     }
@@ -298,10 +329,8 @@ void PathCutter::close_path(Thread& t, std::uint64_t ticks, Cut cut) {
     occurrences_++;
 }
 
-void PathCutter::block(std::uint32_t thread, std::uint64_t address, std::uint64_t ticks) {
-    auto& tp = threads_[thread];
-    if (!tp) tp = std::make_unique<Thread>();
-    Thread& t = *tp;
+void PathCutter::block(std::uint32_t thread_id, std::uint64_t address, std::uint64_t ticks) {
+    Thread& t = thread(thread_id);
     blocks_++;
     // Most entries stay in the procedure of the last one: skip the lookup.
     const PathProcedure* proc =
@@ -337,38 +366,52 @@ void PathCutter::block(std::uint32_t thread, std::uint64_t address, std::uint64_
     t.address = address;
 }
 
-void PathCutter::begin_span(std::uint32_t thread, std::uint64_t context, std::uint64_t start_ticks) {
-    interrupt(thread);
-    Thread& t = *threads_[thread];
+void PathCutter::begin_span(std::uint32_t thread_id, std::uint64_t context, std::uint64_t start_ticks) {
+    interrupt(thread_id);
+    Thread& t = thread(thread_id);
     t.span = true;
     t.span_valid = true;
     t.span_index = 0;
     t.span_first = context;
     t.span_start = start_ticks;
-    t.span_counts.clear();
+    t.span_paths.clear();
 }
 
-void PathCutter::span_block(std::uint32_t thread, std::uint64_t address) {
-    auto& t = threads_[thread];
-    if (!t || !t->span) return;  // no SPAN record before it: not a span's
-    block(thread, address, t->span_index++);
+void PathCutter::span_block(std::uint32_t thread_id, std::uint64_t address) {
+    Thread& t = thread(thread_id);
+    if (!t.span) return;  // no SPAN record before it: not a span's
+    block(thread_id, address, t.span_index++);
 }
 
-void PathCutter::end_span(std::uint32_t thread, std::uint64_t end_ticks) {
-    auto& tp = threads_[thread];
-    if (!tp || !tp->span) return;
-    Thread& t = *tp;
+namespace {
+
+// (path, occurrences) from the ids of the paths closed in a span.
+std::vector<std::pair<std::uint32_t, std::uint32_t>> count_ids(std::vector<std::uint32_t>& ids) {
+    std::sort(ids.begin(), ids.end());
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> counts;
+    for (std::uint32_t id : ids) {
+        if (counts.empty() || counts.back().first != id) counts.emplace_back(id, 0);
+        counts.back().second++;
+    }
+    return counts;
+}
+
+}  // namespace
+
+void PathCutter::end_span(std::uint32_t thread_id, std::uint64_t end_ticks) {
+    Thread& t = thread(thread_id);
+    if (!t.span) return;
     if (t.span_valid && end_ticks > t.span_start) {
         SpanCounts s;
         s.ticks = static_cast<double>(end_ticks - t.span_start);
         s.blocks = static_cast<std::uint32_t>(t.span_index > t.span_first ? t.span_index - t.span_first - 1 : 0);
-        s.counts.assign(t.span_counts.begin(), t.span_counts.end());
+        s.counts = count_ids(t.span_paths);
         spans_.push_back(std::move(s));
     } else {
         spans_rejected_++;
     }
     t.span = false;
-    interrupt(thread);
+    interrupt(thread_id);
 }
 
 // Each path's mean over the spans, damped toward its stamped mean.
@@ -398,8 +441,9 @@ void PathCutter::fit_spans(store::BranchPathProfile& profile) {
     if (spans_rejected_)
         profile.notes.push_back(std::to_string(spans_rejected_) + " spans entered blocks outside the program's image and were not fitted");
     spans_.clear();
-    span_ids_.clear();
     span_paths_.clear();
+    for (auto& [hash, bucket] : known_)
+        for (auto& k : bucket) k.span_id = kNoSpanId;
 }
 
 void PathCutter::finish(store::BranchPathProfile& profile) {
@@ -412,6 +456,7 @@ void PathCutter::finish(store::BranchPathProfile& profile) {
     profile.occurrences += occurrences_;
     for (auto& [key, path] : paths_) profile.paths.push_back(std::move(path));
     paths_.clear();
+    known_.clear();
 }
 
 // ------------------------------------------------------------ PathRecordDecoder
@@ -437,8 +482,10 @@ Result<void> PathRecordDecoder::feed(std::uint32_t ring, std::span<const ecpi_rt
             case ECPI_RT_REC_PAUSE: cutter_.pause(ring, r.w1); break;
             case ECPI_RT_REC_SPAN: cutter_.begin_span(ring, (r.w0 >> 16) & 0xffff, r.w1); break;
             case ECPI_RT_REC_SPAN_BLOCK: {
-                const std::uint64_t pc = (r.w0 & ECPI_RT_PAYLOAD_MASK) - 1;  // as BLOCK's
+                // Two entries, each read as BLOCK's; a second of 0: none.
+                const std::uint64_t pc = (r.w0 & ECPI_RT_PAYLOAD_MASK) - 1, next = (r.w1 & ECPI_RT_PAYLOAD_MASK) - 1;
                 cutter_.span_block(ring, pc >= start_ && pc < end_ ? pc - bias_ : 0);
+                if (r.w1) cutter_.span_block(ring, next >= start_ && next < end_ ? next - bias_ : 0);
                 break;
             }
             case ECPI_RT_REC_SPAN_END: cutter_.end_span(ring, r.w1); break;

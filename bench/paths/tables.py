@@ -269,5 +269,22 @@ def part_ablation():
     ablation.part_ablation(OUT, load, times)
 
 
+def part_reader():
+    t = times("reader.times")
+    plain = median([float(v[0]) for v in t.get("plain", [])])
+    idle = median([float(v[0]) for v in t.get("inline_idle", [])])
+    rec = t.get("inline_1/10", [])
+    loop = median([float(v[0]) for v in rec])
+    cpu = median([float(v[1]) for v in rec])
+    waited = median([float(v[2]) for v in rec])
+    print("\n### Recording the inline build at 1/10 (channels)\n")
+    print("| configuration | loop, median | x plain | CPU s (ecpi + program), median | waited for ring space, median |")
+    print("|---|---:|---:|---:|---:|")
+    print(f"| plain | {plain:.3f} s | 1.00x | | |")
+    print(f"| inline, idle | {idle:.3f} s | {idle / plain:.2f}x | | |")
+    print(f"| inline, recorded at 1/10 | {loop:.3f} s | {loop / plain:.2f}x | {cpu:.2f} | {waited:.3f} s |")
+    print("all runs: " + "; ".join(f"{k} " + ", ".join(v[0] for v in vs) for k, vs in t.items()))
+
+
 for part in PARTS:
     globals()["part_" + part]()

@@ -246,6 +246,7 @@ struct ProbeSession::Impl {
         std::uint64_t nested = 0;  // probed calls this thread made inside this one (their probes' cost is in its time)
         std::uint64_t nested_stepped = 0;  // of which the first instruction is single-stepped
         std::uint64_t nested_frames = 0;   // frames their entries walked
+        std::uint64_t return_address = 0;  // where this call returns (its entry walk's first address)
     };
     std::map<std::pair<std::uint32_t, std::uint64_t>, Pending> pending;  // (tid, start_ns)
 
@@ -469,6 +470,7 @@ struct ProbeSession::Impl {
                 }
             }
             flags &= ECPI_PROBE_PATH_FP_END | ECPI_PROBE_PATH_DEPTH | ECPI_PROBE_PATH_BROKEN;
+            restore_return_addresses(rec.tid, ips);
             Probe& p = *probes[rec.probe_id];
             count_nested_call(rec.tid, p.entry_stepped, rec.depth);
             ++p.calls;
@@ -478,7 +480,7 @@ struct ProbeSession::Impl {
             path.flags = flags;
             ++path.calls;
             if (rec.start_ns)
-                pending[{rec.tid, rec.start_ns}] = {rec.probe_id, &path};
+                pending[{rec.tid, rec.start_ns}] = {rec.probe_id, &path, 0, 0, 0, ips.size() > 1 ? ips[0] : 0};
             else if (timed)
                 ++untimed_calls;
         } else if (kind == ECPI_RECORD_PROBE_EXIT && size >= sizeof(ecpi_probe_exit_record)) {
@@ -509,6 +511,34 @@ struct ProbeSession::Impl {
         } else {
             ++unknown_kinds;  // reported loudly in the counters
         }
+    }
+
+    // A uretprobe replaces the return address of the call it times with the
+    // kernel's return trampoline (in the "[uprobes]" mapping), so the entry
+    // walk of a probed call made inside another probed call read the
+    // trampoline where the outer call's caller was ("[uprobes]+0x0" in its
+    // path). The thread's open calls, innermost first, each kept the return
+    // address their own entry walked (before their uretprobe replaced it):
+    // the k-th trampoline from the inside is the k-th open call's. Calls
+    // that are not timed are not kept open: their trampolines stay.
+    void restore_return_addresses(std::uint32_t tid, std::vector<std::uint64_t>& ips) {
+        const auto first = pending.lower_bound({tid, 0});
+        auto open = pending.upper_bound({tid, ~0ull});  // past the thread's innermost open call
+        for (std::size_t i = 1; i < ips.size() && open != first; i++) {
+            if (!is_return_trampoline(ips[i])) continue;
+            --open;
+            if (open->second.return_address) ips[i] = open->second.return_address;
+        }
+    }
+
+    std::unordered_map<std::uint64_t, bool> trampolines;  // pc: in the "[uprobes]" mapping
+    bool is_return_trampoline(std::uint64_t pc) {
+        if (auto it = trampolines.find(pc); it != trampolines.end()) return it->second;
+        auto resolved = processes.resolve(pid, pc);
+        if (!resolved) return false;  // not cached: the mapping may be read later
+        const bool yes = processes.images()[resolved->image].id.path == "[uprobes]";
+        trampolines[pc] = yes;
+        return yes;
     }
 
     // A probed call entered on `tid`: every call of that thread still open

@@ -18,6 +18,18 @@ for i in 1 2 3; do "$prog" "$rounds" >"$TMP/base$i"; done
 "$ECPI" probe -q --no-stdin --func symtab_lookup --func resolve_request --metric count,wall,cpu --format json \
 	--report-file "$TMP/probe.json" -- "$prog" "$rounds" >"$TMP/out" 2>"$TMP/err" ||
 	{ cat "$TMP/err" >&2; fail "ecpi probe exited $?"; }
+# A lookup made inside a probed request: the request's uretprobe replaced
+# its return address with the kernel's trampoline ("[uprobes]"), and the
+# lookup's path names the request's real caller instead.
+python3 - "$TMP/probe.json" <<'PY' || fail "a path holds the uretprobe trampoline instead of the caller's frame"
+import json, sys
+d = json.load(open(sys.argv[1]))
+paths = [[fr["symbol"] + " " + fr.get("image", "") for fr in p["frames"]] for f in d["functions"] for p in f["paths"]]
+assert not any("[uprobes]" in fr for p in paths for fr in p), paths
+lookup = next(f for f in d["functions"] if f["symbol"] == "symtab_lookup")
+symbols = [[fr["symbol"] for fr in p["frames"]] for p in lookup["paths"]]
+assert any(s[-2:] == ["request_phase", "resolve_request"] for s in symbols), symbols
+PY
 python3 - "$TMP/probe.json" "$TMP"/base1 "$TMP"/base2 "$TMP"/base3 <<'PY' || fail "reported means are not the functions' own times"
 import json, re, statistics, sys
 d = json.load(open(sys.argv[1]))

@@ -48,6 +48,23 @@ std::vector<SpanCounts> periodic_spans(int spans, int min_paths, int max_paths, 
     return out;
 }
 
+// A loop: 0 entry, 1 header, 2 tests (taken 3, else 4), 3, 4 latch.
+struct LoopCode : PathCodeMap {
+    PathProcedure p;
+    LoopCode() {
+        p.name = "loop";
+        p.start = 0x1000;
+        p.end = 0x1060;
+        for (std::uint64_t b = 0; b < 6; b++) p.block_starts.push_back(0x1000 + 0x10 * b);
+        p.successors = {{1}, {2}, {3, 4}, {4}, {1, 5}, {}};
+        p.loop_headers = {{}, {1}, {1}, {1}, {1}, {}};
+        p.taken = {kNoBlock, kNoBlock, 3, kNoBlock, 1, kNoBlock};
+        p.fall_through = {kNoBlock, kNoBlock, 4, kNoBlock, 5, kNoBlock};
+        p.recorded.assign(6, true);
+    }
+    const PathProcedure* procedure_at(std::uint64_t a) override { return a >= p.start && a < p.end ? &p : nullptr; }
+};
+
 }  // namespace
 
 TEST_CASE("span fit: random span lengths and phases recover a periodic mix's costs") {
@@ -131,22 +148,7 @@ TEST_CASE("span fit: a least-squares solution below zero is held at zero") {
 }
 
 TEST_CASE("span fit: the cutter counts only the paths wholly inside a span") {
-    // A loop: 0 entry, 1 header, 2 tests (taken 3, else 4), 3, 4 latch.
-    PathProcedure proc;
-    proc.name = "loop";
-    proc.start = 0x1000;
-    proc.end = 0x1060;
-    for (std::uint64_t b = 0; b < 6; b++) proc.block_starts.push_back(0x1000 + 0x10 * b);
-    proc.successors = {{1}, {2}, {3, 4}, {4}, {1, 5}, {}};
-    proc.loop_headers = {{}, {1}, {1}, {1}, {1}, {}};
-    proc.taken = {kNoBlock, kNoBlock, 3, kNoBlock, 1, kNoBlock};
-    proc.fall_through = {kNoBlock, kNoBlock, 4, kNoBlock, 5, kNoBlock};
-    proc.recorded.assign(6, true);
-    struct Code : PathCodeMap {
-        PathProcedure p;
-        const PathProcedure* procedure_at(std::uint64_t a) override { return a >= p.start && a < p.end ? &p : nullptr; }
-    } code;
-    code.p = proc;
+    LoopCode code;
     PathCutter cutter(code, 0);
     std::mt19937_64 rng(5);
     std::normal_distribution<double> jitter(0, 3);
@@ -184,5 +186,43 @@ TEST_CASE("span fit: the cutter counts only the paths wholly inside a span") {
         CHECK(p.span_occurrences > 1000);
         const double truth = p.blocks.size() == 4 ? 40 : 25;
         CHECK(std::abs(p.fit_mean_ticks - truth) < 0.05 * truth);
+    }
+}
+
+TEST_CASE("span fit: the decoder reads a span's block entries two to a record, as the runtime writes them") {
+    // The loop's blocks 1 2 4, 1 2 3 4, ... (runtime/rt_spans.c packs two
+    // entries per SPAN_BLOCK record, the second 0 after an odd count).
+    const std::uint32_t pattern[] = {1, 2, 4, 1, 2, 3, 4};
+    auto entry = [&](std::size_t i) { return std::uint64_t(0x1001 + 0x10 * pattern[i % 7]); };  // an address after the block's start
+    auto record = [](ecpi_rt_record_kind k, std::uint64_t payload, std::uint64_t w1) {
+        return ecpi_rt_record{std::uint64_t(k) << ECPI_RT_KIND_SHIFT | payload, w1};
+    };
+    LoopCode packed_code, direct_code;
+    PathCutter packed(packed_code, 0), direct(direct_code, 0);
+    PathRecordDecoder decoder(packed);
+    decoder.set_image(0x1000, 0x1060, 0);
+    std::uint64_t now = 0;
+    for (std::size_t s = 0; s < 40; s++) {
+        const std::size_t first = s * 30, entries = 4 + 1 + 9 + s % 7;  // context, span, end: odd and even counts
+        std::vector<ecpi_rt_record> recs{record(ECPI_RT_REC_SPAN, 4 << 16 | (entries - 5), now)};
+        for (std::size_t i = 0; i < entries; i += 2)
+            recs.push_back(record(ECPI_RT_REC_SPAN_BLOCK, entry(first + i), i + 1 < entries ? entry(first + i + 1) : 0));
+        recs.push_back(record(ECPI_RT_REC_SPAN_END, 0, now + 100 + 10 * entries));
+        REQUIRE(decoder.feed(0, recs).ok());
+        direct.begin_span(0, 4, now);
+        for (std::size_t i = 0; i < entries; i++) direct.span_block(0, entry(first + i) - 1);
+        direct.end_span(0, now + 100 + 10 * entries);
+        now += 10000;
+    }
+    store::BranchPathProfile from_records, from_entries;
+    packed.finish(from_records);
+    direct.finish(from_entries);
+    CHECK(from_records.spans == 40);
+    REQUIRE(from_records.paths.size() == from_entries.paths.size());
+    REQUIRE(from_records.paths.size() == 2);
+    for (std::size_t i = 0; i < from_records.paths.size(); i++) {
+        CHECK(from_records.paths[i].blocks == from_entries.paths[i].blocks);
+        CHECK(from_records.paths[i].span_occurrences == from_entries.paths[i].span_occurrences);
+        CHECK(from_records.paths[i].span_occurrences > 40);
     }
 }

@@ -24,6 +24,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "ecpi/analyze/calc/cfg.h"
@@ -114,17 +115,35 @@ private:
     struct Thread;
     enum class Cut { kNone, kEntry, kLoop, kReturn };
     using Key = std::tuple<std::uint64_t, int, std::vector<std::uint64_t>>;  // procedure, start kind, blocks
+    // A path already seen, found by a hash of its procedure, start and
+    // blocks: a path closes every few block entries, and building its Key
+    // (two allocations) and searching two ordered maps of such keys was
+    // most of the reader's work per entry, so that at --sample 1/10 ecpi
+    // fell behind a program that logs every block (docs/PATHS.md).
+    struct KnownPath {
+        std::uint64_t procedure = 0;
+        int start_kind = 0;
+        std::vector<std::uint32_t> blocks;
+        store::BranchPath* path = nullptr;
+        std::uint32_t span_id = kNoSpanId;
+    };
+    static constexpr std::uint32_t kNoSpanId = 0xffffffffu;
+    Thread& thread(std::uint32_t id);
     Cut classify(const Thread& t, const PathProcedure& proc, std::uint32_t block, std::uint64_t address) const;
+    KnownPath& known_path(Thread& t, Cut cut);
     void close_path(Thread& t, std::uint64_t ticks, Cut cut);
     void drop_open(Thread& t);
     store::BranchPath& path_of(Thread& t, Cut cut, std::uint32_t* id);
+    store::BranchPath& new_path(Thread& t, Cut cut);
     void fit_spans(store::BranchPathProfile& profile);
 
     PathCodeMap& code_;
     double block_cost_ticks_;
     std::map<std::uint32_t, std::unique_ptr<Thread>> threads_;
+    std::uint32_t last_thread_id_ = 0;
+    Thread* last_thread_ = nullptr;  // threads_[last_thread_id_]: records come in runs of one ring's
+    std::unordered_map<std::uint64_t, std::vector<KnownPath>> known_;  // by path_hash
     std::map<Key, store::BranchPath> paths_;
-    std::map<Key, std::uint32_t> span_ids_;  // paths seen in spans, numbered for the fit
     std::vector<store::BranchPath*> span_paths_;
     std::vector<SpanCounts> spans_;
     std::uint64_t spans_rejected_ = 0;  // spans with an entry outside the image
