@@ -40,14 +40,15 @@ std::string demangle(const char* name) {
     return result;
 }
 
-// The name a function DIE (subprogram or inlined instance) goes by: its
-// linkage name demangled (as the symbol table spells it), else DW_AT_name.
+// The name a function DIE (subprogram or inlined instance) has in the
+// object: its linkage name (mangled), else DW_AT_name; "??" without either.
+// Frames show it demangled (as the symbol table spells it).
 // dwarf_attr_integrate follows DW_AT_abstract_origin / DW_AT_specification.
-std::string function_name(Dwarf_Die* die) {
+std::string raw_function_name(Dwarf_Die* die) {
     Dwarf_Attribute attr;
     for (unsigned name : {DW_AT_linkage_name, DW_AT_MIPS_linkage_name}) {
         if (dwarf_attr_integrate(die, name, &attr) != nullptr) {
-            if (const char* s = dwarf_formstring(&attr)) return demangle(s);
+            if (const char* s = dwarf_formstring(&attr)) return s;
         }
     }
     if (dwarf_attr_integrate(die, DW_AT_name, &attr) != nullptr) {
@@ -55,6 +56,10 @@ std::string function_name(Dwarf_Die* die) {
     }
     return "??";
 }
+
+// DW_AT_GNU_discriminator (GCC and LLVM put it on inlined calls); elfutils'
+// dwarf.h does not name it.
+constexpr unsigned kAtGnuDiscriminator = 0x2136;
 
 std::optional<Dwarf_Word> udata_attr(Dwarf_Die* die, unsigned name) {
     Dwarf_Attribute attr;
@@ -159,10 +164,12 @@ std::vector<SourceFrame> DebugInfo::frames_at(std::uint64_t address) const {
 
     std::string file;
     int line = 0, column = 0;
+    unsigned discriminator = 0;
     if (Dwarf_Line* l = dwarf_getsrc_die(cu, pc)) {
         if (const char* src = dwarf_linesrc(l, nullptr, nullptr)) file = src;
         dwarf_lineno(l, &line);
         dwarf_linecol(l, &column);
+        dwarf_linediscriminator(l, &discriminator);
     }
 
     Dwarf_Files* files = nullptr;
@@ -193,10 +200,12 @@ std::vector<SourceFrame> DebugInfo::frames_at(std::uint64_t address) const {
             }
         }
         SourceFrame frame;
-        frame.function = function_name(die);
+        frame.linkage_name = raw_function_name(die);
+        frame.function = demangle(frame.linkage_name.c_str());
         frame.file = file;
         frame.line = line;
         frame.column = column;
+        frame.discriminator = discriminator;
         frame.inlined = tag == DW_TAG_inlined_subroutine;
         if (const char* decl = dwarf_decl_file(die)) frame.decl_file = decl;
         dwarf_decl_line(die, &frame.decl_line);
@@ -205,6 +214,7 @@ std::vector<SourceFrame> DebugInfo::frames_at(std::uint64_t address) const {
         // The next frame out continues at the inlined call's site.
         file.clear();
         line = column = 0;
+        discriminator = static_cast<unsigned>(udata_attr(die, kAtGnuDiscriminator).value_or(0));
         if (auto call_file = udata_attr(die, DW_AT_call_file); call_file && have_files && *call_file < nfiles) {
             if (const char* src = dwarf_filesrc(files, *call_file, nullptr, nullptr)) file = src;
         }
