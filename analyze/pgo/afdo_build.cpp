@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "ecpi/analyze/calc/calc.h"
 #include "ecpi/analyze/layout/layout.h"
@@ -23,15 +24,27 @@ bool usable_name(const std::string& name) {
                         [](char c) { return c == ':' || static_cast<unsigned char>(c) <= ' ' || c == 0x7f; });
 }
 
-// --image names a file whose build id is not the recorded one: a profile of
-// another build would put counts on the wrong lines.
-Result<void> check_build_id(const std::string& given, const store::ImageId& recorded) {
+// --image names a file whose build id is none of the recorded ones: a
+// profile of another build would put counts on the wrong lines.
+Result<void> check_build_id(const std::string& given, const std::set<std::string>& recorded, const std::string& path) {
     std::error_code ec;
-    if (recorded.build_id.empty() || !fs::is_regular_file(given, ec)) return {};
+    if (recorded.empty() || !fs::is_regular_file(given, ec)) return {};
     auto id = read_build_id(given);
-    if (!id.ok() || id.value().empty() || id.value() == recorded.build_id) return {};
-    return Error(given + " has build id " + id.value() + " but the profile recorded build " + recorded.build_id +
-                 " of " + recorded.path + ": record this build again, or export with the recorded binary");
+    if (!id.ok() || id.value().empty() || recorded.contains(id.value())) return {};
+    return Error(given + " has build id " + id.value() + " but the profile recorded build " + *recorded.begin() +
+                 " of " + path + ": record this build again, or export with the recorded binary");
+}
+
+// The build ids recorded for the file --image names, by its absolute path
+// (checked before calc: a rebuilt file at the recorded path is no longer
+// the recorded image, and calc would only say it is gone).
+std::set<std::string> recorded_builds(const store::EpochContents& contents, const std::string& given) {
+    std::error_code ec;
+    const std::string path = fs::absolute(given, ec).lexically_normal().string();
+    std::set<std::string> ids;
+    for (const store::ImageProfile& p : contents.profiles)
+        if (!ec && p.image.path == path && !p.image.build_id.empty()) ids.insert(p.image.build_id);
+    return ids;
 }
 
 // The run of calc this profile comes from: every sampled procedure of the image.
@@ -76,6 +89,7 @@ public:
     void add(const CalcProcedure& p, const std::vector<double>& block_counts) {
         for (const CalcBlock& b : p.blocks) {
             const double count = b.index < block_counts.size() ? block_counts[b.index] : 0;
+            // if (count < 0.5) continue;
             for (std::uint32_t k = b.first; k < b.first + b.count && k < p.instructions.size(); ++k)
                 add_instruction(p, p.instructions[k], count);
         }
@@ -96,8 +110,15 @@ private:
         }
         out.call_target = call_target(insn.text);
         FunctionInput& f = functions_[out.frames.front().function];
-        if (insn.address == p.start) f.head += count;
+        if (insn.address == p.start && entry_of(p.start, out.frames.front().function)) f.head += count;
         f.instructions.push_back(std::move(out));
+    }
+
+    // The procedure at `start` is the function itself, not a part the
+    // compiler split off (`name.cold`), whose first block is no entry.
+    bool entry_of(std::uint64_t start, const std::string& name) {
+        const Symbol* sym = symbolizer_.lookup(image_, start);
+        return sym == nullptr || sym->linkage_name.empty() || sym->linkage_name == name;
     }
 
     // A direct call's callee by its symbol (PLT stubs are not functions clang compiles).
@@ -121,6 +142,7 @@ private:
 Result<AfdoProfile> build_afdo_profile(const store::EpochContents& contents, const AfdoOptions& options,
                                        Symbolizer& symbolizer) {
     if (options.image.empty()) return Error("--format afdo needs --image BINARY: the executable or library to profile");
+    ECPI_RETURN_IF_ERROR(check_build_id(options.image, recorded_builds(contents, options.image), options.image));
     ECPI_ASSIGN_OR_RETURN(CalcReport calc, image_calc(contents, options, symbolizer));
     AfdoProfile profile;
     profile.epoch = contents.epoch;
@@ -129,7 +151,7 @@ Result<AfdoProfile> build_afdo_profile(const store::EpochContents& contents, con
     profile.build_id = calc.procedures.front().build_id;
     profile.warnings = calc.warnings;
     const store::ImageId id{profile.image, profile.build_id};
-    ECPI_RETURN_IF_ERROR(check_build_id(options.image, id));
+    ECPI_RETURN_IF_ERROR(check_build_id(options.image, {profile.build_id}, profile.image));
 
     DebugInfoCache infos(symbolizer);
     std::string why;

@@ -13,7 +13,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 #include <cstring>
 #include <cxxabi.h>
 #include <fstream>
@@ -102,11 +104,57 @@ struct DebugInfo::Impl {
     GElf_Addr elf_bias = 0;         // dwfl address = ELF virtual address + elf_bias
     unsigned machine = 0;
     fs::path path;
+    // Each CU's address ranges (dwfl addresses), sorted, for binaries without
+    // .debug_aranges; built on the first miss (cu_at).
+    struct CuRange {
+        Dwarf_Addr start, end;
+        Dwarf_Die cu;
+        Dwarf_Addr bias;
+    };
+    std::vector<CuRange> cu_ranges;
+    bool cu_ranges_built = false;
+
+    Dwarf_Die* cu_at(Dwarf_Addr dwfl_address, Dwarf_Addr* bias);
+    void build_cu_ranges();
 
     ~Impl() {
         if (dwfl != nullptr) dwfl_end(dwfl);
     }
 };
+
+// clang emits no .debug_aranges, and elfutils before 0.189 (Debian 12 ships
+// 0.188) finds a CU by address only through them: every clang-built binary
+// had no source lines. A miss falls back to the CUs' own ranges
+// (DW_AT_low_pc/high_pc or DW_AT_ranges), read once.
+void DebugInfo::Impl::build_cu_ranges() {
+    cu_ranges_built = true;
+    constexpr std::size_t kMaxRanges = 1 << 20;  // bounded: the DWARF is untrusted
+    Dwarf_Die* cu = nullptr;
+    Dwarf_Addr cu_bias = 0;
+    while ((cu = dwfl_module_nextcu(module, cu, &cu_bias)) != nullptr && cu_ranges.size() < kMaxRanges) {
+        Dwarf_Addr base = 0, start = 0, end = 0;
+        ptrdiff_t offset = 0;
+        while ((offset = dwarf_ranges(cu, offset, &base, &start, &end)) > 0 && cu_ranges.size() < kMaxRanges)
+            if (end > start) cu_ranges.push_back({start + cu_bias, end + cu_bias, *cu, cu_bias});
+    }
+    std::sort(cu_ranges.begin(), cu_ranges.end(), [](const CuRange& a, const CuRange& b) { return a.start < b.start; });
+}
+
+Dwarf_Die* DebugInfo::Impl::cu_at(Dwarf_Addr dwfl_address, Dwarf_Addr* bias) {
+    if (Dwarf_Die* cu = dwfl_module_addrdie(module, dwfl_address, bias)) return cu;
+    if (!cu_ranges_built) build_cu_ranges();
+    auto it = std::upper_bound(cu_ranges.begin(), cu_ranges.end(), dwfl_address,
+                               [](Dwarf_Addr a, const CuRange& r) { return a < r.start; });
+    // Ranges of different CUs do not overlap; look back a few for a nested or unsorted end.
+    for (int back = 0; back < 8 && it != cu_ranges.begin(); ++back) {
+        --it;
+        if (dwfl_address < it->end) {
+            *bias = it->bias;
+            return &it->cu;
+        }
+    }
+    return nullptr;
+}
 
 DebugInfo::DebugInfo(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DebugInfo::DebugInfo(DebugInfo&&) noexcept = default;
@@ -157,7 +205,7 @@ std::vector<SourceFrame> DebugInfo::frames_at(std::uint64_t address) const {
     std::vector<SourceFrame> frames;
     if (impl_->dwarf == nullptr) return frames;
     Dwarf_Addr bias = 0;
-    Dwarf_Die* cu = dwfl_module_addrdie(impl_->module, address + impl_->elf_bias, &bias);
+    Dwarf_Die* cu = impl_->cu_at(address + impl_->elf_bias, &bias);
     if (cu == nullptr) return frames;
     // Addresses inside the CU are DWARF addresses: dwfl address - bias.
     const Dwarf_Addr pc = address + impl_->elf_bias - bias;

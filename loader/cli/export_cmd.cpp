@@ -26,7 +26,6 @@ struct ExportArgs {
     std::vector<std::string> events;
     std::optional<std::uint32_t> pid;
     bool no_source_lines = false;
-    std::string image;  // --format afdo
     fleet::FleetFilterArgs fleet;
 };
 
@@ -74,10 +73,14 @@ analyze::ExportModel build_model(const ExportArgs& args, const analyze::ExportOp
 
 // --format afdo: clang's sample profile of one image (analyze/pgo/).
 std::string afdo_text(const ExportArgs& args) {
-    if (args.image.empty()) throw UsageError{"--format afdo needs --image BINARY: the executable or library to profile"};
+    // --image is the fleet filter's option; for afdo it names the one image to profile.
+    if (args.fleet.images.size() != 1)
+        throw UsageError{"--format afdo needs one --image BINARY: the executable or library to profile"};
+    if (fleet::is_clickhouse_url(args.database))
+        throw UsageError{"--format afdo reads a local database (DB, DB@EPOCH), not a ClickHouse URL"};
     auto [db, contents] = read_database_epoch(args.database, args.epoch);
     analyze::AfdoOptions options;
-    options.image = args.image;
+    options.image = args.fleet.images.front();
     if (!args.events.empty()) options.event = args.events.front();
     analyze::Symbolizer symbolizer(symbolizer_options(db.path(), args.symbols));
     const auto profile = unwrap(analyze::build_afdo_profile(contents, options, symbolizer));
@@ -99,7 +102,6 @@ int run_export(const ExportArgs& args) {
         write_output(args.output, afdo_text(args));
         return kExitOk;
     }
-    if (!args.image.empty()) throw UsageError{"--image is for --format afdo"};
     if (format == "pprof" && args.output.empty() && ::isatty(STDOUT_FILENO))
         throw UsageError{"pprof output is binary (gzip): give -o FILE or redirect stdout"};
 
@@ -141,9 +143,6 @@ void add_export_verb(CLI::App& root, std::vector<Verb>& verbs) {
                     "-fdebug-info-for-profiling); default: from the -o file name")
         ->check(CLI::IsMember({"pprof", "json", "folded", "speedscope", "html", "afdo"}));
     app->add_option("-o,--output", args->output, "Output file (default: stdout)");
-    app->add_option("--image", args->image,
-                    "--format afdo: the image to profile (path, path suffix or file name); a file given by path "
-                    "must have the recorded build id");
     app->add_option("--epoch", args->epoch, "Epoch to read (default: the newest)");
     app->add_option("-e,--event", args->events, "Events to export (repeatable; default: all; folded and html: the first)")
         ->delimiter(',');
