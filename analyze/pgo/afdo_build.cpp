@@ -89,7 +89,7 @@ public:
     void add(const CalcProcedure& p, const std::vector<double>& block_counts) {
         for (const CalcBlock& b : p.blocks) {
             const double count = b.index < block_counts.size() ? block_counts[b.index] : 0;
-            // if (count < 0.5) continue;
+            if (count < 0.5) continue;  // no execution to write (and DWARF look-ups cost)
             for (std::uint32_t k = b.first; k < b.first + b.count && k < p.instructions.size(); ++k)
                 add_instruction(p, p.instructions[k], count);
         }
