@@ -66,16 +66,6 @@ void number_local_functions(Functions& fs, const SymbolTable* table) {
     }
 }
 
-// "call 0x401136" -> 0x401136 (direct calls only).
-std::optional<std::uint64_t> direct_call_target(const std::string& text) {
-    if (text.rfind("call ", 0) != 0) return std::nullopt;
-    const std::string operand = text.substr(5);
-    if (operand.rfind("0x", 0) != 0) return std::nullopt;
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(operand.c_str() + 2, &end, 16);
-    if (end == operand.c_str() + 2 || *end != '\0') return std::nullopt;
-    return v;
-}
 
 // calc estimates each frequency class apart, and a class without samples
 // (a loop's entry, its back edge) comes out 0 even where its block's count
@@ -197,6 +187,16 @@ double most_executions(const CalcBlock& b, double period_cycles) {
 }
 
 }  // namespace
+
+std::optional<std::uint64_t> direct_call_target(const std::string& text) {
+    if (text.rfind("call ", 0) != 0) return std::nullopt;
+    const std::string operand = text.substr(5);
+    if (operand.rfind("0x", 0) != 0) return std::nullopt;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(operand.c_str() + 2, &end, 16);
+    if (end == operand.c_str() + 2 || *end != '\0') return std::nullopt;
+    return v;
+}
 
 // A conditional block's two edges, capped by what their targets' samples
 // allow;

@@ -13,7 +13,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 #include <cstring>
 #include <cxxabi.h>
 #include <fstream>
@@ -40,14 +42,15 @@ std::string demangle(const char* name) {
     return result;
 }
 
-// The name a function DIE (subprogram or inlined instance) goes by: its
-// linkage name demangled (as the symbol table spells it), else DW_AT_name.
+// The name a function DIE (subprogram or inlined instance) has in the
+// object: its linkage name (mangled), else DW_AT_name; "??" without either.
+// Frames show it demangled (as the symbol table spells it).
 // dwarf_attr_integrate follows DW_AT_abstract_origin / DW_AT_specification.
-std::string function_name(Dwarf_Die* die) {
+std::string raw_function_name(Dwarf_Die* die) {
     Dwarf_Attribute attr;
     for (unsigned name : {DW_AT_linkage_name, DW_AT_MIPS_linkage_name}) {
         if (dwarf_attr_integrate(die, name, &attr) != nullptr) {
-            if (const char* s = dwarf_formstring(&attr)) return demangle(s);
+            if (const char* s = dwarf_formstring(&attr)) return s;
         }
     }
     if (dwarf_attr_integrate(die, DW_AT_name, &attr) != nullptr) {
@@ -55,6 +58,10 @@ std::string function_name(Dwarf_Die* die) {
     }
     return "??";
 }
+
+// DW_AT_GNU_discriminator (GCC and LLVM put it on inlined calls); elfutils'
+// dwarf.h does not name it.
+constexpr unsigned kAtGnuDiscriminator = 0x2136;
 
 std::optional<Dwarf_Word> udata_attr(Dwarf_Die* die, unsigned name) {
     Dwarf_Attribute attr;
@@ -97,11 +104,57 @@ struct DebugInfo::Impl {
     GElf_Addr elf_bias = 0;         // dwfl address = ELF virtual address + elf_bias
     unsigned machine = 0;
     fs::path path;
+    // Each CU's address ranges (dwfl addresses), sorted, for binaries without
+    // .debug_aranges; built on the first miss (cu_at).
+    struct CuRange {
+        Dwarf_Addr start, end;
+        Dwarf_Die cu;
+        Dwarf_Addr bias;
+    };
+    std::vector<CuRange> cu_ranges;
+    bool cu_ranges_built = false;
+
+    Dwarf_Die* cu_at(Dwarf_Addr dwfl_address, Dwarf_Addr* bias);
+    void build_cu_ranges();
 
     ~Impl() {
         if (dwfl != nullptr) dwfl_end(dwfl);
     }
 };
+
+// clang emits no .debug_aranges, and elfutils before 0.189 (Debian 12 ships
+// 0.188) finds a CU by address only through them: every clang-built binary
+// had no source lines. A miss falls back to the CUs' own ranges
+// (DW_AT_low_pc/high_pc or DW_AT_ranges), read once.
+void DebugInfo::Impl::build_cu_ranges() {
+    cu_ranges_built = true;
+    constexpr std::size_t kMaxRanges = 1 << 20;  // bounded: the DWARF is untrusted
+    Dwarf_Die* cu = nullptr;
+    Dwarf_Addr cu_bias = 0;
+    while ((cu = dwfl_module_nextcu(module, cu, &cu_bias)) != nullptr && cu_ranges.size() < kMaxRanges) {
+        Dwarf_Addr base = 0, start = 0, end = 0;
+        ptrdiff_t offset = 0;
+        while ((offset = dwarf_ranges(cu, offset, &base, &start, &end)) > 0 && cu_ranges.size() < kMaxRanges)
+            if (end > start) cu_ranges.push_back({start + cu_bias, end + cu_bias, *cu, cu_bias});
+    }
+    std::sort(cu_ranges.begin(), cu_ranges.end(), [](const CuRange& a, const CuRange& b) { return a.start < b.start; });
+}
+
+Dwarf_Die* DebugInfo::Impl::cu_at(Dwarf_Addr dwfl_address, Dwarf_Addr* bias) {
+    if (Dwarf_Die* cu = dwfl_module_addrdie(module, dwfl_address, bias)) return cu;
+    if (!cu_ranges_built) build_cu_ranges();
+    auto it = std::upper_bound(cu_ranges.begin(), cu_ranges.end(), dwfl_address,
+                               [](Dwarf_Addr a, const CuRange& r) { return a < r.start; });
+    // Ranges of different CUs do not overlap; look back a few for a nested or unsorted end.
+    for (int back = 0; back < 8 && it != cu_ranges.begin(); ++back) {
+        --it;
+        if (dwfl_address < it->end) {
+            *bias = it->bias;
+            return &it->cu;
+        }
+    }
+    return nullptr;
+}
 
 DebugInfo::DebugInfo(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DebugInfo::DebugInfo(DebugInfo&&) noexcept = default;
@@ -152,17 +205,19 @@ std::vector<SourceFrame> DebugInfo::frames_at(std::uint64_t address) const {
     std::vector<SourceFrame> frames;
     if (impl_->dwarf == nullptr) return frames;
     Dwarf_Addr bias = 0;
-    Dwarf_Die* cu = dwfl_module_addrdie(impl_->module, address + impl_->elf_bias, &bias);
+    Dwarf_Die* cu = impl_->cu_at(address + impl_->elf_bias, &bias);
     if (cu == nullptr) return frames;
     // Addresses inside the CU are DWARF addresses: dwfl address - bias.
     const Dwarf_Addr pc = address + impl_->elf_bias - bias;
 
     std::string file;
     int line = 0, column = 0;
+    unsigned discriminator = 0;
     if (Dwarf_Line* l = dwarf_getsrc_die(cu, pc)) {
         if (const char* src = dwarf_linesrc(l, nullptr, nullptr)) file = src;
         dwarf_lineno(l, &line);
         dwarf_linecol(l, &column);
+        dwarf_linediscriminator(l, &discriminator);
     }
 
     Dwarf_Files* files = nullptr;
@@ -193,10 +248,12 @@ std::vector<SourceFrame> DebugInfo::frames_at(std::uint64_t address) const {
             }
         }
         SourceFrame frame;
-        frame.function = function_name(die);
+        frame.linkage_name = raw_function_name(die);
+        frame.function = demangle(frame.linkage_name.c_str());
         frame.file = file;
         frame.line = line;
         frame.column = column;
+        frame.discriminator = discriminator;
         frame.inlined = tag == DW_TAG_inlined_subroutine;
         if (const char* decl = dwarf_decl_file(die)) frame.decl_file = decl;
         dwarf_decl_line(die, &frame.decl_line);
@@ -205,6 +262,7 @@ std::vector<SourceFrame> DebugInfo::frames_at(std::uint64_t address) const {
         // The next frame out continues at the inlined call's site.
         file.clear();
         line = column = 0;
+        discriminator = static_cast<unsigned>(udata_attr(die, kAtGnuDiscriminator).value_or(0));
         if (auto call_file = udata_attr(die, DW_AT_call_file); call_file && have_files && *call_file < nfiles) {
             if (const char* src = dwarf_filesrc(files, *call_file, nullptr, nullptr)) file = src;
         }

@@ -1,4 +1,5 @@
-// ecpi export: one epoch as pprof, JSON, folded stacks, speedscope or html.
+// ecpi export: one epoch as pprof, JSON, folded stacks, speedscope, html, or
+// an AutoFDO sample profile for clang (afdo).
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +9,7 @@
 
 #include "cli_common.h"
 #include "ecpi/terminal_text.h"
+#include "ecpi/analyze/pgo/afdo.h"
 #include "ecpi/analyze/reports/export.h"
 #include "fleet_options.h"
 
@@ -35,6 +37,7 @@ std::string format_from_name(const std::string& path) {
     if (ends(".json")) return "json";
     if (ends(".folded") || ends(".collapsed")) return "folded";
     if (ends(".html") || ends(".htm")) return "html";
+    if (ends(".afdo")) return "afdo";
     return {};
 }
 
@@ -68,16 +71,37 @@ analyze::ExportModel build_model(const ExportArgs& args, const analyze::ExportOp
     return unwrap(analyze::build_export_model(profile, options, symbolizer));
 }
 
+// --format afdo: clang's sample profile of one image (analyze/pgo/).
+std::string afdo_text(const ExportArgs& args) {
+    // --image is the fleet filter's option; for afdo it names the one image to profile.
+    if (args.fleet.images.size() != 1)
+        throw UsageError{"--format afdo needs one --image BINARY: the executable or library to profile"};
+    if (fleet::is_clickhouse_url(args.database))
+        throw UsageError{"--format afdo reads a local database (DB, DB@EPOCH), not a ClickHouse URL"};
+    auto [db, contents] = read_database_epoch(args.database, args.epoch);
+    analyze::AfdoOptions options;
+    options.image = args.fleet.images.front();
+    if (!args.events.empty()) options.event = args.events.front();
+    analyze::Symbolizer symbolizer(symbolizer_options(db.path(), args.symbols));
+    const auto profile = unwrap(analyze::build_afdo_profile(contents, options, symbolizer));
+    for (const auto& w : profile.warnings) std::fprintf(stderr, "ecpi export: warning: %s\n", escape_for_terminal(w).c_str());
+    return analyze::render_afdo_text(profile);
+}
+
 int run_export(const ExportArgs& args) {
     std::string format = args.format.empty() ? format_from_name(args.output) : args.format;
     if (format.empty() && !args.output.empty() && args.output != "-")
         throw UsageError{"the extension of " + args.output +
-                         " names no format (.pb.gz, .pprof, .json, .speedscope.json, .folded, .html): "
-                         "choose one with --format pprof|json|folded|speedscope|html"};
+                         " names no format (.pb.gz, .pprof, .json, .speedscope.json, .folded, .html, .afdo): "
+                         "choose one with --format pprof|json|folded|speedscope|html|afdo"};
     if (format.empty())
-        throw UsageError{"choose an output format with --format pprof|json|folded|speedscope|html"};
+        throw UsageError{"choose an output format with --format pprof|json|folded|speedscope|html|afdo"};
     const bool one_event = format == "folded" || format == "html";
     if (one_event && args.events.size() > 1) throw UsageError{"--format " + format + " shows one event: give one --event"};
+    if (format == "afdo") {
+        write_output(args.output, afdo_text(args));
+        return kExitOk;
+    }
     if (format == "pprof" && args.output.empty() && ::isatty(STDOUT_FILENO))
         throw UsageError{"pprof output is binary (gzip): give -o FILE or redirect stdout"};
 
@@ -108,14 +132,16 @@ int run_export(const ExportArgs& args) {
 
 void add_export_verb(CLI::App& root, std::vector<Verb>& verbs) {
     auto args = std::make_shared<ExportArgs>();
-    auto* app = root.add_subcommand("export", "Write a profile for other tools: pprof, json, folded, speedscope, html");
+    auto* app = root.add_subcommand("export", "Write a profile for other tools: pprof, json, folded, speedscope, html, afdo");
     app->add_option("database", args->database,
                     "Profile: DB (newest epoch), DB/epochs/NNNNN, DB@EPOCH, or a ClickHouse URL (the fleet)")
         ->default_str("ecpi.db");
     app->add_option("--format", args->format,
-                    "pprof (gzipped profile.proto), json (ecpi.export), folded (FlameGraph), speedscope, or html "
-                    "(flame graph page); default: from the -o file name")
-        ->check(CLI::IsMember({"pprof", "json", "folded", "speedscope", "html"}));
+                    "pprof (gzipped profile.proto), json (ecpi.export), folded (FlameGraph), speedscope, html "
+                    "(flame graph page), or afdo (clang's sample profile for -fprofile-sample-use, from calc's "
+                    "flow-inferred block counts; needs --image, an image built with -g "
+                    "-fdebug-info-for-profiling); default: from the -o file name")
+        ->check(CLI::IsMember({"pprof", "json", "folded", "speedscope", "html", "afdo"}));
     app->add_option("-o,--output", args->output, "Output file (default: stdout)");
     app->add_option("--epoch", args->epoch, "Epoch to read (default: the newest)");
     app->add_option("-e,--event", args->events, "Events to export (repeatable; default: all; folded and html: the first)")
@@ -125,7 +151,8 @@ void add_export_verb(CLI::App& root, std::vector<Verb>& verbs) {
     add_symbol_search_options(*app, args->symbols);
     app->add_flag("--no-source-lines", args->no_source_lines, "Do not read DWARF for source lines and inlined functions");
     add_fleet_filter_options(*app, args->fleet);
-    app->footer("\nExamples:\n  ecpi export ecpi.db --format pprof -o profile.pb.gz\n  ecpi export ecpi.db --format html -o flame.html\n");
+    app->footer("\nExamples:\n  ecpi export ecpi.db --format pprof -o profile.pb.gz\n  ecpi export ecpi.db --format html -o flame.html\n"
+                "  ecpi export ecpi.db --format afdo --image ./server -o server.afdo   # clang -fprofile-sample-use=server.afdo\n");
     verbs.push_back({app, [args] { return run_export(*args); }});
 }
 

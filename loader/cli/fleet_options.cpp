@@ -12,7 +12,8 @@ void add_fleet_filter_options(CLI::App& app, fleet::FleetFilterArgs& args) {
     app.add_option("--since", args.since, "From this time: YYYY-MM-DD[ HH:MM[:SS]] (UTC), @UNIX, or an age (6h, 7d)")
         ->group(group);
     app.add_option("--until", args.until, "Before this time (same forms as --since)")->group(group);
-    app.add_option("--image", args.images, "Only samples in this image: a path or a file name (repeatable)")->group(group);
+    app.add_option("--image", args.images, "Only samples in this image: a path or a file name (repeatable); with --format afdo, "
+                   "the one image to profile (a file given by path must be the recorded build)")->group(group);
     app.add_option("--password-file", args.password_file,
                    "ClickHouse password: first line of this file (else $ECPI_CLICKHOUSE_PASSWORD_FILE or "
                    "$ECPI_CLICKHOUSE_PASSWORD; user: $ECPI_CLICKHOUSE_USER)")

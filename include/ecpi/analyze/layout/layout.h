@@ -114,6 +114,10 @@ struct StackCallSite {
                                                            const std::vector<LayoutBranch>& branches,
                                                            const std::vector<StackCallSite>& sites);
 
+// "call 0x401136" -> 0x401136: the target of a direct call as calc's
+// disassembly writes it; nullopt for anything else.
+std::optional<std::uint64_t> direct_call_target(const std::string& text);
+
 [[nodiscard]] Result<LayoutReport> build_layout(const store::EpochContents& contents, const LayoutOptions& options,
                                                 Symbolizer& symbolizer);
 

@@ -32,6 +32,10 @@ struct SourceFrame {
     bool inlined = false;      // an inlined instance (not the outermost function)
     std::string decl_file;     // where the function is declared, for pprof's Function
     int decl_line = 0;
+    std::string linkage_name;  // as the compiler spells it (mangled; DW_AT_name in C), for sample profiles
+    // DWARF's discriminator of `line` (the line table's for frames[0], the
+    // inlined call's DW_AT_GNU_discriminator for the others), as encoded.
+    std::uint32_t discriminator = 0;
 };
 
 struct Instruction {

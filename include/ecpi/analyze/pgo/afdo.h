@@ -1,0 +1,101 @@
+// `ecpi export --format afdo`: sample profiles for clang's AutoFDO
+// (`-fprofile-sample-use=FILE`) from ecpi's counts. Spike (section 2) fed
+// its optimizer counts estimated from DCPI samples; AutoFDO (Chen et al.,
+// CGO 2016) does the same from LBR samples. Here the counts are calc's
+// flow-inferred block counts (layout_counts with flow inference: executions
+// that conserve flow, not raw samples), so no LBR is needed.
+//
+// The text format is LLVM's (SampleProfReader.cpp, "text format"):
+//
+//   main:TOTAL:HEAD
+//    OFFSET[.DISCRIMINATOR]: COUNT [TARGET:COUNT ...]
+//    OFFSET[.DISCRIMINATOR]: CALLEE:TOTAL        (an inlined callee's profile,
+//     OFFSET: COUNT                               its lines one space deeper)
+//
+// OFFSET is the line minus the function's first line (DW_AT_decl_line of
+// its subprogram), as clang's FunctionSamples::getOffset computes it; the
+// discriminator is the base discriminator clang reads back
+// (DILocation::getBaseDiscriminator). Discriminators exist only in images
+// built with `-fdebug-info-for-profiling` (or `-gmlt`/`-g` plus that flag):
+// without them, every block of a line gets the line's highest count.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ecpi/analyze/symbols/symbolizer.h"
+#include "ecpi/result.h"
+#include "ecpi/store/profile.h"
+
+namespace ecpi::analyze {
+
+// One level of an instruction's inline stack, outermost first: frames[0]
+// is the symbol's function; each next frame is inlined into the one before.
+struct AfdoFrame {
+    std::string function;                     // linkage name (what clang's profile matches)
+    int decl_line = 0;                        // the function's first line
+    int line = 0;                             // the instruction's line (last frame) or the inlined call's
+    std::uint32_t discriminator = 0;          // as DWARF encodes it (afdo_base_discriminator decodes)
+};
+
+// An instruction's count: its block's executions, at its source location.
+struct AfdoInstruction {
+    std::vector<AfdoFrame> frames;            // outermost first; empty: no line, skipped
+    double count = 0;
+    std::string call_target;                  // a direct call's callee (linkage name), else ""
+};
+
+struct AfdoLocation {
+    std::uint32_t offset = 0;                 // line - decl_line, masked to 16 bits as clang does
+    std::uint32_t discriminator = 0;          // base discriminator
+    auto operator<=>(const AfdoLocation&) const = default;
+};
+
+struct AfdoFunction {
+    std::string name;
+    std::uint64_t total = 0;                  // body counts plus inlined callees' totals
+    std::uint64_t head = 0;                   // entries (top-level functions only)
+    std::map<AfdoLocation, std::uint64_t> body;                               // max over the location's instructions
+    std::map<AfdoLocation, std::map<std::string, std::uint64_t>> calls;       // call targets and counts
+    std::map<AfdoLocation, std::map<std::string, AfdoFunction>> inlined;      // callee name -> its profile
+};
+
+struct AfdoProfile {
+    std::string image, build_id, epoch, event;
+    std::vector<AfdoFunction> functions;      // top-level, hottest (total) first
+    std::vector<std::string> warnings;
+};
+
+// DWARF's discriminator as clang reads it back with -fdebug-info-for-profiling:
+// LLVM's prefix encoding (llvm/Support/Discriminator.h) holds the base
+// discriminator, then duplication factor and copy id, which the profile
+// must not carry.
+std::uint32_t afdo_base_discriminator(std::uint32_t encoded);
+
+// The profile of one top-level function from its instructions: each
+// location's count is the highest of its instructions' (AutoFDO's rule: a
+// line's blocks run at least as often as the hottest), a direct call adds
+// its count to its target at its location, an inlined frame becomes a
+// nested profile at its call site. `head` is the function's entry count.
+AfdoFunction afdo_function(const std::string& name, double head, const std::vector<AfdoInstruction>& instructions);
+
+struct AfdoOptions {
+    std::string image;                        // --image: path, path suffix or file name of the recorded image
+    std::string event;                        // "" = calc's choice (cycles, else cpu-clock)
+    std::string machine = "auto";
+};
+
+// The image's profile from a recorded epoch. Errors (one line each): no
+// samples in the image; the image's file has no line table (build with
+// -g -fdebug-info-for-profiling); --image names a file whose build id is
+// not the recorded one.
+[[nodiscard]] Result<AfdoProfile> build_afdo_profile(const store::EpochContents& contents, const AfdoOptions& options,
+                                                     Symbolizer& symbolizer);
+
+// LLVM's text sample profile, functions in the order given.
+std::string render_afdo_text(const AfdoProfile& profile);
+
+}  // namespace ecpi::analyze
