@@ -53,21 +53,7 @@ expect_exit 1 'matches 2 sampled procedures' "$ECPI" calc poly "$TMP/db2"
 expect_exit 1 'has no cpu-clock samples' "$ECPI" calc no_such_procedure "$TMP/db"
 expect_exit 2 'PROCEDURE or --all' "$ECPI" calc "$TMP/db" --all no_such_procedure
 
-# truth_rows NAME REPS: $TMP/NAME run under callgrind with 1 and 2
-# repetitions, compared with $TMP/NAME.calc.json for REPS repetitions
-# (bench/accuracy/compare.py rows) into $TMP/NAME.rows.
-truth_rows() {
-	local name=$1 reps=$2 r
-	for r in 1 2; do
-		valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$TMP/$name.cg$r" "$TMP/$name" "$r" \
-			>/dev/null 2>&1
-	done
-	python3 "$bench/compare.py" rows "$name" "$TMP/$name.calc.json" "$reps" "$TMP/$name.cg1" 1 "$TMP/$name.cg2" 2 \
-		>"$TMP/$name.rows"
-}
-
-# Accuracy against callgrind, weighted by samples (DCPI Figure 8's measure).
-truth_rows loops "$reps"
+truth_rows "$bench" loops "$reps"
 cat >"$TMP/floor.py" <<'PY'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
@@ -154,7 +140,7 @@ cc -O2 -g -o "$TMP/interp" "$bench/interp.c"
 ireps=2000
 "$ECPI" record -q -F 10000 -o "$TMP/idb" -- "$TMP/interp" "$ireps" >/dev/null
 "$ECPI" calc --all "$TMP/idb" --image "$TMP/interp" --format json >"$TMP/interp.calc.json"
-truth_rows interp "$ireps"
+truth_rows "$bench" interp "$ireps"
 python3 - "$TMP/interp.rows" <<'PY' || fail "interp: too many estimates off by more than 3x"
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]

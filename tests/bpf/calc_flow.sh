@@ -16,16 +16,11 @@ command -v cc >/dev/null || skip "no C compiler"
 bench=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../bench/accuracy" && pwd)
 
 check() {
-	local name=$1 reps=$2 proc=$3 r
+	local name=$1 reps=$2 proc=$3
 	cc -O2 -g -o "$TMP/$name" "$bench/$name.c"
 	"$ECPI" record -q -F 10000 -o "$TMP/$name.db" -- "$TMP/$name" "$reps" >/dev/null
 	"$ECPI" calc --all "$TMP/$name.db" --image "$TMP/$name" --format json --no-lines >"$TMP/$name.calc.json"
-	for r in 1 2; do
-		valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$TMP/$name.cg$r" "$TMP/$name" "$r" \
-			>/dev/null 2>&1
-	done
-	python3 "$bench/compare.py" rows "$name" "$TMP/$name.calc.json" "$reps" "$TMP/$name.cg1" 1 "$TMP/$name.cg2" 2 \
-		>"$TMP/$name.rows"
+	truth_rows "$bench" "$name" "$reps"
 	json_check "$TMP/$name.calc.json" 'all(l["anchored"] for p in d["procedures"] if p["name"] == "'"$proc"'" for l in p["loops"])'
 }
 

@@ -88,3 +88,16 @@ stop_daemon() {
 	wait "$DAEMON_PID" || rc=$?
 	[ "$rc" -eq 0 ] || { cat "$TMP/daemon.log" >&2; fail "daemon exited $rc on SIGTERM"; }
 }
+
+# truth_rows BENCH NAME REPS: $TMP/NAME run under callgrind with 1 and 2
+# repetitions, compared with $TMP/NAME.calc.json for REPS repetitions
+# (BENCH/compare.py rows, bench/accuracy) into $TMP/NAME.rows.
+truth_rows() {
+	local bench=$1 name=$2 reps=$3 r
+	for r in 1 2; do
+		valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$TMP/$name.cg$r" "$TMP/$name" "$r" \
+			>/dev/null 2>&1
+	done
+	python3 "$bench/compare.py" rows "$name" "$TMP/$name.calc.json" "$reps" "$TMP/$name.cg1" 1 "$TMP/$name.cg2" 2 \
+		>"$TMP/$name.rows"
+}
