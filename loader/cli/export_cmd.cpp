@@ -76,8 +76,11 @@ std::string afdo_text(const ExportArgs& args) {
     // --image is the fleet filter's option; for afdo it names the one image to profile.
     if (args.fleet.images.size() != 1)
         throw UsageError{"--format afdo needs one --image BINARY: the executable or library to profile"};
-    if (fleet::is_clickhouse_url(args.database))
-        throw UsageError{"--format afdo reads a local database (DB, DB@EPOCH), not a ClickHouse URL"};
+    const auto& f = args.fleet;
+    if (fleet::is_clickhouse_url(args.database) || !f.hosts.empty() || !f.since.empty() || !f.until.empty() ||
+        !f.password_file.empty())
+        throw UsageError{"--format afdo reads a local database (DB, DB@EPOCH), not a ClickHouse URL: "
+                         "--host, --since, --until and --password-file do not apply"};
     auto [db, contents] = read_database_epoch(args.database, args.epoch);
     analyze::AfdoOptions options;
     options.image = args.fleet.images.front();
