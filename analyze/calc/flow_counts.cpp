@@ -202,7 +202,7 @@ void narrow_to_flows(std::vector<ClassRange>& ranges, const Bounds& bounds, cons
         const double low = extreme_count(cfg, bounds, b, false) / in.period_cycles;
         const double high = extreme_count(cfg, bounds, b, true) / in.period_cycles;
         const double narrowed_low = std::max(ranges[c].min, low), narrowed_high = std::min(ranges[c].max, high);
-        if (narrowed_low <= narrowed_high) ranges[c] = {true, narrowed_low, narrowed_high};
+        if (narrowed_low <= narrowed_high) ranges[c] = {true, narrowed_low, narrowed_high, ranges[c].point};
     }
 }
 
@@ -251,6 +251,8 @@ void conserve_flow(FrequencyEstimate& estimate, std::vector<ClassRange>& ranges,
         if (!ranges[c].ranged) continue;
         ranges[c].min = std::min(ranges[c].min, estimate.classes[c].frequency);
         ranges[c].max = std::max(ranges[c].max, estimate.classes[c].frequency);
+        // A range keeps its reason only while it is still a point.
+        if (ranges[c].max > ranges[c].min * (1 + 1e-3)) ranges[c].point = RangePoint::kNone;
     }
 }
 
