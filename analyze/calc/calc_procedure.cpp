@@ -398,6 +398,7 @@ CalcBlock block_report(const Analysis& a, std::uint32_t b, double period_cycles)
     cb.ranged = a.ranges[cls].ranged;
     cb.executions_min = cb.ranged ? a.ranges[cls].min * period_cycles : cb.executions;
     cb.executions_max = cb.ranged ? a.ranges[cls].max * period_cycles : cb.executions;
+    if (cb.ranged) cb.point_reason = range_point_reason(a.ranges[cls].point);
     cb.best_cycles = a.timing[b].cycles;
     cb.best_cpi = a.timing[b].cycles / blk.count;
     for (std::uint32_t i = 0; i < blk.count; ++i) cb.samples += a.samples[blk.first + i];

@@ -317,7 +317,8 @@ void render_block(std::ostringstream& o, const CalcProcedure& p, const CalcBlock
         o << "*** Actual    " << fmt("%.1f", *b.actual_cpi * b.count) << "/" << b.count << " = "
           << fmt("%.2f", *b.actual_cpi) << " CPI  ("
           << executions_text(b.executions, b.executions_min, b.executions_max, b.ranged) << " executions, "
-          << (b.ranged ? std::string("a range: the samples cannot decide") :
+          << (!b.point_reason.empty() ? "a range that is a point: " + b.point_reason
+              : b.ranged              ? std::string("a range: the samples cannot decide") :
                          std::string(confidence_name(b.confidence)) + " confidence")
           << ")\n";
     else
@@ -421,6 +422,7 @@ json block_json(const CalcBlock& b) {
             {"executions_min", b.executions_min},
             {"executions_max", b.executions_max},
             {"ranged", b.ranged},
+            {"range_point_reason", b.point_reason.empty() ? json(nullptr) : json(b.point_reason)},
             {"best_cycles", b.best_cycles},
             {"best_cpi", b.best_cpi},
             {"actual_cpi", optional_json(b.actual_cpi)},

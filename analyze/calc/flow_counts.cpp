@@ -57,30 +57,45 @@ SoftCount block_count(const FlowCountsInput& in, const FrequencyEstimate& estima
     return block_evidence(e, p);
 }
 
-// A branch's snapshots as samples of its two edges (Laplace's rule of
-// succession, as layout: one snapshot states its direction 2:1), at their
-// shares of `executions` (per block: the count the odds split).
+// A branch's snapshots as samples of its edges, at their shares of
+// `executions` (per block: the count the odds split): Laplace's rule of
+// succession among the edges some snapshot chose (as layout: one snapshot
+// states its direction 2:1). An edge none chose is evidence only that it
+// ran less than the others: each execution of it costs what it costs the
+// odds' likelihood, n / executions (n the snapshots), as an unsampled
+// block's does. A pseudo-count there (one of n + 2) claimed a share no
+// snapshot saw: a loop's exit whose path ran unsampled could not take it,
+// and restated at the flow's count each round the loop kept the back edge's
+// n+1 / n+2 of its count (the demo's share_sixty: 35 of 35 snapshots taken,
+// 0.80x its count after 8 rounds, CPI 0.82 -> 1.02).
 void add_odds(const FlowCountsInput& in, const FrequencyEstimate& estimate, std::span<const double> executions,
               FlowProblem& problem) {
-    const auto soft = [&](std::uint32_t e, double count, double weight) {
-        if (e < problem.edges.size() && !measured(estimate, in.classes->edge_class[e]))
-            problem.edges[e].count = poisson_count(count, weight);
+    const auto soft = [&](std::uint32_t e, const SoftCount& count) {
+        if (e < problem.edges.size() && !measured(estimate, in.classes->edge_class[e])) problem.edges[e].count = count;
+    };
+    // One block's edges, by the snapshots that chose each.
+    const auto split = [&](std::uint32_t block, std::span<const std::uint32_t> edges,
+                           std::span<const double> chose) {
+        double total = 0, seen = 0;
+        for (double c : chose) {
+            total += c;
+            seen += c > 0 ? 1 : 0;
+        }
+        const double count = executions[block];
+        for (std::size_t j = 0; j < edges.size(); ++j)
+            soft(edges[j], chose[j] > 0 ? poisson_count((chose[j] + 1) / (total + seen) * count, chose[j] + 1)
+                                        : unseen_count(total / count));
     };
     for (const BranchOdds& o : in.odds) {
         if (o.total == 0 || o.block >= executions.size() || !(executions[o.block] > 0)) continue;
-        const double taken = static_cast<double>(o.taken) + 1;
-        const double fall = static_cast<double>(o.total - o.taken) + 1;
-        const double share = taken / (taken + fall);
-        soft(o.taken_edge, share * executions[o.block], taken);
-        soft(o.fall_edge, (1 - share) * executions[o.block], fall);
+        const std::uint32_t edges[] = {o.taken_edge, o.fall_edge};
+        const double chose[] = {static_cast<double>(o.taken), static_cast<double>(o.total - o.taken)};
+        split(o.block, edges, chose);
     }
     for (const SwitchOdds& o : in.switches) {
         if (o.total == 0 || o.block >= executions.size() || !(executions[o.block] > 0)) continue;
-        const double all = static_cast<double>(o.total + o.edges.size());
-        for (std::size_t j = 0; j < o.edges.size(); ++j) {
-            const double seen = static_cast<double>(o.counts[j]) + 1;
-            soft(o.edges[j], seen / all * executions[o.block], seen);
-        }
+        std::vector<double> chose(o.counts.begin(), o.counts.end());
+        split(o.block, o.edges, chose);
     }
 }
 
@@ -187,7 +202,7 @@ void narrow_to_flows(std::vector<ClassRange>& ranges, const Bounds& bounds, cons
         const double low = extreme_count(cfg, bounds, b, false) / in.period_cycles;
         const double high = extreme_count(cfg, bounds, b, true) / in.period_cycles;
         const double narrowed_low = std::max(ranges[c].min, low), narrowed_high = std::min(ranges[c].max, high);
-        if (narrowed_low <= narrowed_high) ranges[c] = {true, narrowed_low, narrowed_high};
+        if (narrowed_low <= narrowed_high) ranges[c] = {true, narrowed_low, narrowed_high, ranges[c].point};
     }
 }
 
@@ -236,6 +251,8 @@ void conserve_flow(FrequencyEstimate& estimate, std::vector<ClassRange>& ranges,
         if (!ranges[c].ranged) continue;
         ranges[c].min = std::min(ranges[c].min, estimate.classes[c].frequency);
         ranges[c].max = std::max(ranges[c].max, estimate.classes[c].frequency);
+        // A range keeps its reason only while it is still a point.
+        if (ranges[c].max > ranges[c].min * (1 + 1e-3)) ranges[c].point = RangePoint::kNone;
     }
 }
 

@@ -125,6 +125,15 @@ FrequencyEstimate with_class_frequencies(const FrequencyEstimate& base, const Cf
 
 }  // namespace
 
+const char* range_point_reason(RangePoint point) {
+    switch (point) {
+        case RangePoint::kLoopBound:
+            return "its samples ask for more than its measured loop ran: capped at the loop's count";
+        case RangePoint::kNone: break;
+    }
+    return "";
+}
+
 std::vector<ClassRange> class_ranges(const RangeInput& in) {
     const auto& fc = *in.classes;
     std::vector<ClassRange> ranges(fc.count);
@@ -161,7 +170,7 @@ std::vector<ClassRange> class_ranges(const RangeInput& in) {
             high = std::max(high, e.frequency);
         }
         if (e.confidence != Confidence::kLow && !over_bound) continue;
-        ranges[c] = {true, low, high};
+        ranges[c] = {true, low, high, low >= high ? RangePoint::kLoopBound : RangePoint::kNone};
     }
     return ranges;
 }

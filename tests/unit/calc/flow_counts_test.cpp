@@ -331,6 +331,51 @@ TEST_CASE("a block whose range spans orders of magnitude yields to narrower evid
     CHECK(est.block_frequency[d] < 80);
 }
 
+TEST_CASE("a loop branch's snapshot odds split its count and do not shrink it") {
+    // The demo's share_sixty: a one-block loop whose trips are too short to
+    // measure, entered through an unsampled prologue and left through an
+    // unsampled epilogue; every one of 35 snapshots at its branch was taken.
+    // The odds put 1/37 of the loop's count on the exit, more than running
+    // the epilogue unseen allows: the flow leaves the exit low, and the
+    // loop's count must stay where its samples put it.
+    test::HandCfg fx;
+    const std::uint32_t p = fx.add_block({1, 1});
+    const std::uint32_t l = fx.add_block({1, 1, 1, 1});
+    const std::uint32_t x = fx.add_block({1, 1});
+    fx.edge(kEntryBlock, p, EdgeKind::kEntry);
+    fx.edge(p, l, EdgeKind::kFallThrough);
+    BranchOdds odds;
+    odds.block = l;
+    odds.taken_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
+    fx.edge(l, l, EdgeKind::kBranch);
+    odds.fall_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
+    fx.edge(l, x, EdgeKind::kFallThrough);
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    odds.taken = odds.total = 35;
+    std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
+    fx.sample(samples, l, 100);
+    const FrequencyClasses fc = frequency_classes(fx.cfg);
+    auto solve = [&](std::span<const BranchOdds> with) {
+        FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, EstimatorOptions{});
+        std::vector<ClassRange> ranges(fc.count);
+        ranges[fc.block_class[l]] = {true, 10, 110};
+        FlowCountsInput in;
+        in.cfg = &fx.cfg;
+        in.classes = &fc;
+        in.timing = &fx.timing;
+        in.samples = samples;
+        in.odds = with;
+        in.period_cycles = 1000;
+        conserve_flow(est, ranges, in);
+        check_conserved(fx.cfg, est);
+        return est;
+    };
+    const FrequencyEstimate without = solve({});
+    REQUIRE(without.block_frequency[l] == doctest::Approx(100).epsilon(0.05));
+    const FrequencyEstimate with = solve(std::span<const BranchOdds>(&odds, 1));
+    CHECK(with.block_frequency[l] == doctest::Approx(without.block_frequency[l]).epsilon(0.01));
+}
+
 TEST_CASE("a range narrows to the counts a flow within the hard constraints allows") {
     // The arms' samples say 90 and 30, but each alone cannot decide: ranged
     // 10-500. The latch's measured 100 (within 10%) bounds each arm by it;

@@ -105,3 +105,48 @@ TEST_CASE("ranges: an anchor overrides placement, is rated measured, propagates,
     CHECK(!ranges[c.classes.block_class[1]].ranged);
     CHECK(std::string(confidence_name(Confidence::kMeasured)) == "measured");
 }
+
+TEST_CASE("ranges: an arm whose samples ask for more than its measured loop ran is a point that says why") {
+    // A loop (anchored at 5 per sampling period) with an if/else inside;
+    // the if arm's samples hold the whole loop's time (another block's
+    // stall landed there), so the least count they allow is above the loop's.
+    const std::vector<std::uint8_t> code = {
+        0x48, 0x89, 0xd0,              // 0x1000 mov rax, rdx
+        0x40, 0xf6, 0xc6, 0x01,        // 0x1003 test sil, 1
+        0x74, 0x05,                    // 0x1007 je 0x100e
+        0x48, 0x01, 0xf7,              // 0x1009 add rdi, rsi
+        0xeb, 0x03,                    // 0x100c jmp 0x1011
+        0x48, 0x29, 0xf7,              // 0x100e sub rdi, rsi
+        0x48, 0x83, 0xe8, 0x01,        // 0x1011 sub rax, 1
+        0x75, 0xec,                    // 0x1015 jne 0x1003
+        0xc3,                          // 0x1017 ret
+    };
+    auto insns = decode_x86_64(0x1000, code);
+    REQUIRE(insns.ok());
+    auto model = MachineModel::load(MachineModel::kDefault);
+    REQUIRE(model.ok());
+    Chase c{build_cfg(0x1000, 0x1018, std::move(*insns), {}), {}, {}, {}, std::move(*model), {}};
+    c.classes = frequency_classes(c.cfg);
+    c.timing = c.model.time_blocks(c.cfg);
+    c.loops = find_loops(c.cfg);
+    REQUIRE(c.loops.loops.size() == 1);
+    c.samples.assign(c.cfg.instructions.size(), 0);
+    c.samples[3] = 20000;  // add rdi, rsi (the if arm)
+    std::uint32_t arm = 0, latch = 0;
+    for (std::uint32_t b = 0; b < c.cfg.blocks.size(); ++b) {
+        const std::uint64_t at = c.cfg.instructions[c.cfg.blocks[b].first].address;
+        if (at == 0x1009) arm = b;
+        if (at == 0x1011) latch = b;
+    }
+    REQUIRE(arm != latch);
+    EstimatorOptions opt;
+    opt.anchors.push_back({latch, 5.0, false});
+    const FrequencyEstimate est = estimate_frequencies(c.cfg, c.classes, c.timing, c.samples, opt);
+    const auto ranges = class_ranges(range_input(c, est, {5.0}));
+    const ClassRange& r = ranges[c.classes.block_class[arm]];
+    REQUIRE(r.ranged);
+    CHECK(r.min == doctest::Approx(r.max));
+    CHECK(r.max <= 5.0 * 1.1);
+    CHECK(r.point == RangePoint::kLoopBound);
+    CHECK(std::string(range_point_reason(r.point)).find("measured loop") != std::string::npos);
+}

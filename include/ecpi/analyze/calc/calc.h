@@ -72,6 +72,7 @@ struct CalcBlock {
     // both == executions when the count is not a range.
     double executions_min = 0, executions_max = 0;
     bool ranged = false;
+    std::string point_reason;                 // why a range is a point ("" where it is not)
     double best_cycles = 0;                   // best-case cycles per execution
     double best_cpi = 0;                      // best_cycles / instructions
     std::optional<double> actual_cpi;         // samples * P / executions / instructions

@@ -39,10 +39,21 @@
 
 namespace ecpi::analyze {
 
+// Why a range is a point (issue 36, item 2: a block whose range collapses
+// to a point says why).
+enum class RangePoint : std::uint8_t {
+    kNone,        // not a point
+    kLoopBound,   // its samples' least count is above its measured loop's: capped at the loop's count
+};
+
 struct ClassRange {
     bool ranged = false;
     double min = 0, max = 0;              // F (executions per sampling period)
+    RangePoint point = RangePoint::kNone;
 };
+
+// "" for kNone.
+const char* range_point_reason(RangePoint point);
 
 struct RangeInput {
     const Cfg* cfg = nullptr;
