@@ -20,7 +20,8 @@
 #   bash bench/pgo.sh build            # compile, train, record, export (shared lock: CPU, no timing)
 #   bash bench/pgo.sh time [ROUNDS=7]  # ROUNDS interleaved rounds, appended to PGO_DIR/times
 #                                      # (exclusive lock; one hold per call), then the table
-#   bash bench/pgo.sh report           # the table from every round in PGO_DIR/times
+#   bash bench/pgo.sh report           # the table from every round in PGO_DIR/times, and the
+#                                      # paired gains (within each round, against plain)
 #   bash bench/pgo.sh reset            # forget the rounds (after a rebuild)
 # e.g.  nice -n 10 flock -s /work/quiet.lock bash bench/pgo.sh build
 #       flock -x -w 1200 /work/quiet.lock bash bench/pgo.sh time 4   # twice: 8 rounds
@@ -146,6 +147,25 @@ for name in sys.argv[2:]:
     for v in ("ecpi", "bolt"):
         cells.append(f"{(med['plain'] - med[v]) / gain:.0%}" if gain else "n/a")
     print(f"| {name} | {n} | " + " | ".join(cells) + " |")
+# Paired: each round ran every variant back to back, so a slow spell of the
+# machine slows them together; the median over rounds of each variant's
+# time over plain's in the same round.
+print("# paired: medians over rounds of (plain - variant) / plain within each round")
+for name in sys.argv[2:]:
+    rounds = collections.defaultdict(dict)
+    seen = collections.Counter()
+    for line in open(sys.argv[1]):
+        prog, variant, secs = line.split()
+        if prog == name:
+            rounds[seen[variant]][variant] = float(secs)
+            seen[variant] += 1
+    full = [r for r in rounds.values() if len(r) == 4]
+    if not full:
+        continue
+    gain = {v: statistics.median((r["plain"] - r[v]) / r["plain"] for r in full) for v in ("instr", "ecpi", "bolt")}
+    share = {v: f"{gain[v] / gain['instr']:.0%}" if gain["instr"] else "n/a" for v in ("ecpi", "bolt")}
+    print(f"# {name}: {len(full)} rounds; instrumented PGO {gain['instr']:+.1%}, ecpi AutoFDO {gain['ecpi']:+.1%} "
+          f"(share {share['ecpi']}), + BOLT {gain['bolt']:+.1%} (share {share['bolt']})")
 PY
 }
 
