@@ -7,18 +7,24 @@
 # directory by bench/sqlite_source.sh) driven by bench/cachesim/sqlite_orders.c
 # (inserts in a transaction, indexed lookups, a join with grouping, a sort),
 # and the bundled word counter tests/testprogs/pgo/wordfreq.c. Each is built
-# with clang -O2 three ways:
+# with clang -O2 four ways:
 #   plain   -O2 -g -fdebug-info-for-profiling (the build ecpi records)
 #   instr   -fprofile-instr-generate, trained on the workload, then -fprofile-instr-use
 #   ecpi    `ecpi record -F 4999` of the plain build, `ecpi export --format afdo`,
-#           then -fprofile-sample-use (with -g -fdebug-info-for-profiling)
+#           then -fprofile-sample-use (with -g -fdebug-info-for-profiling, -Wl,-q)
+#   bolt    the ecpi build recorded again, `ecpi layout` (BOLT's fdata), then
+#           llvm-bolt -reorder-blocks=ext-tsp -reorder-functions=hfsort -split-functions
 # Training and timing use the same workload, as the issue's measurement did.
 #
 # Usage:
 #   bash bench/pgo.sh build            # compile, train, record, export (shared lock: CPU, no timing)
-#   bash bench/pgo.sh time [RUNS=7]    # interleaved timed runs (take the exclusive lock)
-# e.g.  flock -s /work/quiet.lock bash bench/pgo.sh build
-#       flock -x -w 1200 /work/quiet.lock bash bench/pgo.sh time 7
+#   bash bench/pgo.sh time [ROUNDS=7]  # ROUNDS interleaved rounds, appended to PGO_DIR/times
+#                                      # (exclusive lock; one hold per call), then the table
+#   bash bench/pgo.sh report           # the table from every round in PGO_DIR/times, and the
+#                                      # paired gains (within each round, against plain)
+#   bash bench/pgo.sh reset            # forget the rounds (after a rebuild)
+# e.g.  nice -n 10 flock -s /work/quiet.lock bash bench/pgo.sh build
+#       flock -x -w 1200 /work/quiet.lock bash bench/pgo.sh time 4   # twice: 8 rounds
 # Environment: ECPI (default build/loader/ecpi), ECPI_BENCH_CACHE (SQLite's
 # sources; default ~/.cache/ecpi-bench), PGO_DIR (the builds; default
 # CACHE/pgo), PROGRAMS (default "sqlite wordfreq").
@@ -35,6 +41,9 @@ source "$here/sqlite_source.sh"
 for tool in clang llvm-profdata python3; do
 	command -v $tool >/dev/null || { echo "bench/pgo.sh: $tool is not installed (scripts/install-deps.sh --test)" >&2; exit 1; }
 done
+BOLT=$(command -v llvm-bolt-16 || command -v llvm-bolt || ls /usr/lib/llvm-16/bin/llvm-bolt 2>/dev/null) ||
+	{ echo "bench/pgo.sh: llvm-bolt is not installed (bolt-16)" >&2; exit 1; }
+VARIANTS="plain instr ecpi bolt"
 T=$(mktemp -d /tmp/ecpi-bench-pgo.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 mkdir -p "$PGO_DIR"
@@ -81,12 +90,17 @@ build() {
 		rm -rf "$out.db"
 		"$ECPI" record -q -F 4999 -o "$out.db" -- "$out.plain" ${ARGS[$p]} >/dev/null 2>&1
 		"$ECPI" export "$out.db" --format afdo --image "$out.plain" -o "$out.afdo"
-		clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.afdo" -o "$out.ecpi" $src
+		clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.afdo" -Wl,-q -o "$out.ecpi" $src
+		rm -rf "$out.ecpi.db"
+		"$ECPI" record -q -F 4999 -o "$out.ecpi.db" -- "$out.ecpi" ${ARGS[$p]} >/dev/null 2>&1
+		"$ECPI" layout "$out.ecpi.db" --image "$out.ecpi" -o "$out.fdata"
+		"$BOLT" "$out.ecpi" -o "$out.bolt" -data "$out.fdata" -reorder-blocks=ext-tsp -reorder-functions=hfsort \
+			-split-functions -split-all-cold >"$out.bolt.log" 2>&1 || { tail -3 "$out.bolt.log" >&2; return 1; }
 	}
 	# Every build prints the same answer.
 	local want
 	want=$("$out.plain" ${ARGS[$p]} 2>/dev/null | md5sum)
-	for v in instr ecpi; do
+	for v in instr ecpi bolt; do
 		[ "$("$out.$v" ${ARGS[$p]} 2>/dev/null | md5sum)" = "$want" ] || { echo "bench/pgo.sh: $p.$v prints something else" >&2; return 1; }
 	done
 	echo "# $p: built; profile $(wc -l <"$out.afdo") lines, $(grep -c '^[^ ]' "$out.afdo") functions"
@@ -101,32 +115,70 @@ seconds() {
 	python3 -c "print(f'{$end - $start:.4f}')"
 }
 
-time_runs() {
-	local p=$1 out=$PGO_DIR/$1
-	for v in plain instr ecpi; do : >"$T/$p.$v"; done
+# time_rounds PROGRAM: RUNS rounds, each running every variant once, one
+# line per run appended to PGO_DIR/times: PROGRAM VARIANT SECONDS.
+time_rounds() {
+	local p=$1 out=$PGO_DIR/$1 v
 	for _ in $(seq "$RUNS"); do
-		for v in plain instr ecpi; do
+		for v in $VARIANTS; do
 			# shellcheck disable=SC2086
-			seconds "$out.$v" ${ARGS[$p]} >>"$T/$p.$v"
+			echo "$p $v $(seconds "$out.$v" ${ARGS[$p]})" >>"$PGO_DIR/times"
 		done
 	done
-	python3 - "$p" "$T/$p.plain" "$T/$p.instr" "$T/$p.ecpi" <<'PY'
-import statistics, sys
-name = sys.argv[1]
-plain, instr, ecpi = (statistics.median(float(x) for x in open(f)) for f in sys.argv[2:5])
-share = (plain - ecpi) / (plain - instr) if plain != instr else float("nan")
-print(f"| {name} | {plain:.3f} | {instr:.3f} ({(plain - instr) / plain:+.1%}) | {ecpi:.3f} ({(plain - ecpi) / plain:+.1%}) | {share:.0%} |")
+}
+
+# report: medians per program and variant over every round in PGO_DIR/times.
+report() {
+	python3 - "$PGO_DIR/times" $PROGRAMS <<'PY'
+import collections, statistics, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    prog, variant, secs = line.split()
+    runs[prog, variant].append(float(secs))
+for name in sys.argv[2:]:
+    if not runs[name, "plain"]:
+        continue
+    med = {v: statistics.median(runs[name, v]) for v in ("plain", "instr", "ecpi", "bolt")}
+    n = min(len(runs[name, v]) for v in med)
+    gain = med["plain"] - med["instr"]
+    cells = [f"{med['plain']:.3f}"]
+    for v in ("instr", "ecpi", "bolt"):
+        cells.append(f"{med[v]:.3f} ({(med['plain'] - med[v]) / med['plain']:+.1%})")
+    for v in ("ecpi", "bolt"):
+        cells.append(f"{(med['plain'] - med[v]) / gain:.0%}" if gain else "n/a")
+    print(f"| {name} | {n} | " + " | ".join(cells) + " |")
+# Paired: each round ran every variant back to back, so a slow spell of the
+# machine slows them together; the median over rounds of each variant's
+# time over plain's in the same round.
+print("# paired: medians over rounds of (plain - variant) / plain within each round")
+for name in sys.argv[2:]:
+    rounds = collections.defaultdict(dict)
+    seen = collections.Counter()
+    for line in open(sys.argv[1]):
+        prog, variant, secs = line.split()
+        if prog == name:
+            rounds[seen[variant]][variant] = float(secs)
+            seen[variant] += 1
+    full = [r for r in rounds.values() if len(r) == 4]
+    if not full:
+        continue
+    gain = {v: statistics.median((r["plain"] - r[v]) / r["plain"] for r in full) for v in ("instr", "ecpi", "bolt")}
+    share = {v: f"{gain[v] / gain['instr']:.0%}" if gain["instr"] else "n/a" for v in ("ecpi", "bolt")}
+    print(f"# {name}: {len(full)} rounds; instrumented PGO {gain['instr']:+.1%}, ecpi AutoFDO {gain['ecpi']:+.1%} "
+          f"(share {share['ecpi']}), + BOLT {gain['bolt']:+.1%} (share {share['bolt']})")
 PY
 }
 
 echo "# $(uname -n) $(uname -r), $(nproc) CPUs, $(clang --version | head -1)"
 case $MODE in
 build) for p in $PROGRAMS; do build "$p"; done ;;
-time)
-	echo "# medians of $RUNS interleaved runs (seconds, wall clock); gain against plain"
-	echo "| program | plain | instrumented PGO | ecpi AutoFDO | share of PGO's gain |"
-	echo "|---|---|---|---|---|"
-	for p in $PROGRAMS; do time_runs "$p"; done
+time | report | reset)
+	[ "$MODE" = reset ] && { rm -f "$PGO_DIR/times"; exit 0; }
+	if [ "$MODE" = time ]; then for p in $PROGRAMS; do time_rounds "$p"; done; fi
+	echo "# medians of interleaved runs (seconds, wall clock); gain against plain; share = gain / instrumented PGO's gain"
+	echo "| program | runs | plain | instrumented PGO | ecpi AutoFDO | ecpi AutoFDO + BOLT | share (AutoFDO) | share (+ BOLT) |"
+	echo "|---|---|---|---|---|---|---|---|"
+	report
 	;;
-*) echo "usage: bash bench/pgo.sh build | time [RUNS]" >&2; exit 2 ;;
+*) echo "usage: bash bench/pgo.sh build | time [ROUNDS] | report | reset" >&2; exit 2 ;;
 esac

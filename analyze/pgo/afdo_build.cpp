@@ -69,7 +69,7 @@ std::vector<AfdoFrame> afdo_frames(const DebugInfo& debug, std::uint64_t address
     std::vector<AfdoFrame> out;
     const std::vector<SourceFrame> frames = debug.frames_at(address);
     for (auto it = frames.rbegin(); it != frames.rend(); ++it)
-        out.push_back({it->linkage_name, it->decl_line, it->line, it->discriminator});
+        out.push_back({it->linkage_name, it->decl_line, it->line, it->discriminator, it->decl_file});
     return out;
 }
 
@@ -137,6 +137,17 @@ private:
     std::uint64_t unnamed_ = 0;
 };
 
+// Static functions of different files under one name: clang matches by
+// name, so they share one profile (their counts are merged).
+std::string shared_names_warning(const std::vector<std::string>& names) {
+    std::string list;
+    for (std::size_t i = 0; i < names.size() && i < 5; ++i) list += (i ? ", " : "") + names[i];
+    if (names.size() > 5) list += ", ...";
+    return std::to_string(names.size()) + " function names shared by static functions of different files or lines (" +
+           list + "): clang matches profiles by name, so their counts are merged; build with "
+           "-funique-internal-linkage-names to profile them apart";
+}
+
 }  // namespace
 
 Result<AfdoProfile> build_afdo_profile(const store::EpochContents& contents, const AfdoOptions& options,
@@ -166,7 +177,9 @@ Result<AfdoProfile> build_afdo_profile(const store::EpochContents& contents, con
         if (p.image != profile.image || p.name.find("@plt") != std::string::npos) continue;
         inputs.add(p, layout_counts(p, calc.period_cycles, LayoutCountSource::kFlow).blocks);
     }
+    std::vector<std::string> shared;
     for (auto& [name, input] : inputs.functions()) {
+        if (afdo_shares_name(input.instructions)) shared.push_back(name);
         AfdoFunction f = afdo_function(name, input.head, input.instructions);
         if (f.total > 0) profile.functions.push_back(std::move(f));
     }
@@ -175,6 +188,7 @@ Result<AfdoProfile> build_afdo_profile(const store::EpochContents& contents, con
                      " has a source line: build it with -g -fdebug-info-for-profiling (clang)");
     std::stable_sort(profile.functions.begin(), profile.functions.end(),
                      [](const AfdoFunction& a, const AfdoFunction& b) { return a.total > b.total; });
+    if (!shared.empty()) profile.warnings.push_back(shared_names_warning(shared));
     if (inputs.unnamed() > 0)
         profile.warnings.push_back(std::to_string(inputs.unnamed()) +
                                    " instructions left out: a function on their inline stack has no usable name");

@@ -92,6 +92,17 @@ AfdoFunction afdo_function(const std::string& name, double head, const std::vect
     return top;
 }
 
+bool afdo_shares_name(const std::vector<AfdoInstruction>& instructions) {
+    const AfdoFrame* first = nullptr;
+    for (const AfdoInstruction& insn : instructions) {
+        if (insn.frames.empty()) continue;
+        const AfdoFrame& f = insn.frames.front();
+        if (first == nullptr) first = &f;
+        else if (f.decl_file != first->decl_file || f.decl_line != first->decl_line) return true;
+    }
+    return false;
+}
+
 std::string render_afdo_text(const AfdoProfile& profile) {
     std::string out;
     for (const AfdoFunction& f : profile.functions) {

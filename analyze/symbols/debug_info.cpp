@@ -70,6 +70,28 @@ std::optional<Dwarf_Word> udata_attr(Dwarf_Die* die, unsigned name) {
     return value;
 }
 
+// The file a function is declared in. elfutils 0.188's dwarf_decl_file
+// takes file index 0 for "no file", but DWARF 5 (clang 14's default)
+// numbers the unit's own file 0: there, look the index up in the table of
+// the unit that holds the attribute (an abstract origin's, for instances).
+std::string decl_file_of(Dwarf_Die* die) {
+    if (const char* decl = dwarf_decl_file(die)) return decl;
+    Dwarf_Attribute attr;
+    Dwarf_Word index = 0;
+    if (dwarf_attr_integrate(die, DW_AT_decl_file, &attr) == nullptr || dwarf_formudata(&attr, &index) != 0 ||
+        index != 0)
+        return {};
+    Dwarf_Die unit;
+    Dwarf_Half version = 0;
+    Dwarf_Files* files = nullptr;
+    std::size_t nfiles = 0;
+    if (dwarf_cu_die(attr.cu, &unit, &version, nullptr, nullptr, nullptr, nullptr, nullptr) == nullptr ||
+        version < 5 || dwarf_getsrcfiles(&unit, &files, &nfiles) != 0 || nfiles == 0)
+        return {};
+    const char* src = dwarf_filesrc(files, 0, nullptr, nullptr);
+    return src != nullptr ? src : "";
+}
+
 // libdwfl's find_debuginfo: the debug file named in the module's user data
 // (a std::string set by DebugInfo::open) when there is one, else libdwfl's
 // own search.
@@ -255,7 +277,7 @@ std::vector<SourceFrame> DebugInfo::frames_at(std::uint64_t address) const {
         frame.column = column;
         frame.discriminator = discriminator;
         frame.inlined = tag == DW_TAG_inlined_subroutine;
-        if (const char* decl = dwarf_decl_file(die)) frame.decl_file = decl;
+        frame.decl_file = decl_file_of(die);
         dwarf_decl_line(die, &frame.decl_line);
         frames.push_back(std::move(frame));
         if (tag == DW_TAG_subprogram) break;

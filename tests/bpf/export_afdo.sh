@@ -6,6 +6,8 @@
 # the characters scanned and words added), and clang
 # compiles the program with it, silently, into a binary that prints the same.
 # The clear errors: no line table, no samples, another build.
+# Static functions sharing a name: a warning, and distinct profiles with
+# -funique-internal-linkage-names.
 source "$TESTLIB"
 require_bpf
 CLANG=$(command -v clang || command -v clang-14 || true)
@@ -58,6 +60,33 @@ for pie in pie nopie; do
 	[ ! -s "$TMP/$pie.clang" ] || { cat "$TMP/$pie.clang" >&2; fail "clang warned about the profile ($pie)"; }
 	[ "$("$prog.pgo" 3)" = "$("$prog" 3)" ] || fail "the binary built with the profile prints something else ($pie)"
 done
+
+# Static functions of different files sharing a name (`update` in crc32.c
+# and adler32.c): clang looks profiles up by name, so a plain build's
+# profile can hold one `update`, and the export says so; built with
+# -funique-internal-linkage-names each has its own linkage name
+# (_ZL6update...__uniq.HASH) and its own profile, which clang reads.
+checksums=$(dirname "$src")/checksums
+for names in shared unique; do
+	flags=""
+	[ $names = unique ] && flags="-funique-internal-linkage-names"
+	prog="$TMP/checksums-$names"
+	# Compiled from outside the tree, as a build directory does: clang's DWARF 5
+	# then names each unit's own file as file 0 (elfutils 0.188 reads 0 as "none").
+	(cd "$TMP" && "$CLANG" -O2 -g -fdebug-info-for-profiling $flags -o "$prog" "$checksums"/*.c)
+	"$ECPI" record -q -F 4999 -o "$TMP/$names.db" -- "$prog" 300 >/dev/null 2>&1
+	"$ECPI" export "$TMP/$names.db" --format afdo --image "$prog" -o "$TMP/$names.afdo" 2>"$TMP/$names.log" ||
+		{ cat "$TMP/$names.log" >&2; fail "ecpi export --format afdo failed ($names)"; }
+done
+grep -q 'function names shared by static functions .*(.*update.*): .*-funique-internal-linkage-names' "$TMP/shared.log" ||
+	{ cat "$TMP/shared.log" "$TMP/shared.afdo" >&2; fail "no warning that two static functions share the name update"; }
+[ "$(grep -c '^update:' "$TMP/shared.afdo")" = 1 ] || { cat "$TMP/shared.afdo" >&2; fail "not one profile for update"; }
+[ ! -s "$TMP/unique.log" ] || { cat "$TMP/unique.log" >&2; fail "a warning for a build with unique internal names"; }
+[ "$(grep -cE '^_ZL6update[A-Za-z0-9_]*\.__uniq\.[0-9]+:' "$TMP/unique.afdo")" = 2 ] ||
+	{ cat "$TMP/unique.afdo" >&2; fail "the two updates have no profiles of their own under their unique names"; }
+"$CLANG" -O2 -g -fdebug-info-for-profiling -funique-internal-linkage-names -fprofile-sample-use="$TMP/unique.afdo" \
+	-Wall -o "$TMP/checksums.pgo" "$checksums"/*.c 2>"$TMP/unique.clang" && [ ! -s "$TMP/unique.clang" ] ||
+	{ cat "$TMP/unique.clang" >&2; fail "clang refused or warned about the profile with unique names"; }
 
 # Errors, one line each: an image without a line table, an image without
 # samples, a file of another build than the one recorded.

@@ -112,3 +112,19 @@ TEST_CASE("the text is LLVM's sample profile format") {
           "  3: h:25\n"
           "   1: 25\n");
 }
+
+TEST_CASE("static functions of different files under one name are told apart from one function's parts") {
+    auto in = [](const char* file, int decl, int line) {
+        AfdoFrame f = frame("helper", decl, line);
+        f.decl_file = file;
+        return at({f}, 10);
+    };
+    // One function: its instructions, inlined frames below it, and its split-off cold part all share a declaration.
+    AfdoInstruction inlined = in("a.c", 3, 5);
+    inlined.frames.push_back(frame("step", 20, 21));
+    CHECK_FALSE(afdo_shares_name({in("a.c", 3, 4), inlined, in("a.c", 3, 9)}));
+    CHECK_FALSE(afdo_shares_name({}));
+    // `static int helper` in a.c and in b.c: the same name, another file (same first line) or another first line.
+    CHECK(afdo_shares_name({in("a.c", 3, 4), in("b.c", 3, 4)}));
+    CHECK(afdo_shares_name({in("a.c", 3, 4), in("a.c", 30, 31)}));
+}

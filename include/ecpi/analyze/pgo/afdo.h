@@ -39,6 +39,7 @@ struct AfdoFrame {
     int decl_line = 0;                        // the function's first line
     int line = 0;                             // the instruction's line (last frame) or the inlined call's
     std::uint32_t discriminator = 0;          // as DWARF encodes it (afdo_base_discriminator decodes)
+    std::string decl_file;                    // the function's file (tells apart statics sharing a name)
 };
 
 // An instruction's count: its block's executions, at its source location.
@@ -81,6 +82,16 @@ std::uint32_t afdo_base_discriminator(std::uint32_t encoded);
 // its count to its target at its location, an inlined frame becomes a
 // nested profile at its call site. `head` is the function's entry count.
 AfdoFunction afdo_function(const std::string& name, double head, const std::vector<AfdoInstruction>& instructions);
+
+// Whether instructions gathered under one name belong to distinct functions
+// (their outermost frames differ in declaring file or first line): static
+// functions of different files that share a name. clang 14's sample loader
+// looks a function's profile up by its IR name (getCanonicalFnName strips
+// only `.llvm.` and `.part.` suffixes), so such functions can only share one
+// entry; `-funique-internal-linkage-names` names them `NAME.__uniq.HASH`
+// (mangled: `_ZL6helperi.__uniq.HASH`) in the IR and in DWARF's linkage name,
+// which is what the profile then carries.
+bool afdo_shares_name(const std::vector<AfdoInstruction>& instructions);
 
 struct AfdoOptions {
     std::string image;                        // --image: path, path suffix or file name of the recorded image
