@@ -25,7 +25,10 @@
 # and the simulation time (each run's wall time minus the instrumented
 # program's own, uncontrolled, medians of ROUNDS interleaved rounds under
 # flock -x), full simulation's over the default's, and time sampling alone
-# (--set-levels none, the default before issue 32) for comparison.
+# (--set-levels none, the default before issue 32) for comparison. With
+# BASELINE=/path/to/other/ecpi each round also times that ecpi's default
+# run on the program built against its runtime, and that build uncontrolled
+# (labels "base default", "base uncontrolled"): a before/after column.
 # `bash bench/cachesim.sh windows [PROGRAM...]` measures only the window
 # length: the full simulation, then 1/SAMPLE with SEEDS seeds at each length
 # of WINDOWS (no cachegrind, no timing; the errors do not depend on load).
@@ -49,7 +52,7 @@
 # Environment: ECPI (default build/loader/ecpi), ROUNDS (3), SEEDS (10; 5 in the combined mode),
 #   WINDOWS (lengths for the windows mode; default 10000 30000 100000 300000),
 #   SAMPLE (its sampling rate 1/SAMPLE; default 10),
-#   BASELINE, SETS_TOO, INLINE (speed mode, above),
+#   BASELINE (speed and combined modes, above), SETS_TOO, INLINE (speed mode, above),
 #   OUT (keep the reports there; default a temporary directory),
 #   ECPI_BENCH_CACHE (SQLite's sources and objects; default ~/.cache/ecpi-bench).
 set -euo pipefail
@@ -89,7 +92,7 @@ GROUPS_TOOL=${GROUPS_TOOL:-$here/../build/bench/ecpi_bench_set_groups}
 [ $MODE != groups ] || [ -x "$GROUPS_TOOL" ] || { echo "bench/cachesim.sh: $GROUPS_TOOL is not built (cmake --build build --target ecpi_bench_set_groups)" >&2; exit 1; }
 [ $MODE != combined ] && [ $MODE != groups ] || SEEDS=${USER_SEEDS:-5}  # the issue's "worst of 5 seeds"
 BASELINE=${BASELINE:-}
-[ -z "$BASELINE" ] || [ $MODE = speed ] || { echo "bench/cachesim.sh: BASELINE is for the speed mode" >&2; exit 2; }
+[ -z "$BASELINE" ] || [ $MODE = speed ] || [ $MODE = combined ] || { echo "bench/cachesim.sh: BASELINE is for the speed and combined modes" >&2; exit 2; }
 [ -z "$BASELINE" ] || [ -x "$BASELINE" ] || { echo "bench/cachesim.sh: BASELINE $BASELINE is not executable" >&2; exit 1; }
 WINDOWS=${WINDOWS:-10000 30000 100000 300000}
 SAMPLE=${SAMPLE:-10}
@@ -311,6 +314,8 @@ combined() {
 		timed "$p" full "$ECPI" cachesim --sample 1/1 --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.mt" "${args[@]}"
 		timed "$p" default "$ECPI" cachesim --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.mt" "${args[@]}"
 		timed "$p" time-only "$ECPI" cachesim --set-levels none --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.mt" "${args[@]}"
+		[ -z "$BASELINE" ] || timed "$p" "base uncontrolled" "$T/$p.base.mt" "${args[@]}"
+		[ -z "$BASELINE" ] || timed "$p" "base default" "$BASELINE" cachesim --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.base.mt" "${args[@]}"
 	done
 	echo "# $p: load average after timing $(cut -d' ' -f1-3 /proc/loadavg)"
 }

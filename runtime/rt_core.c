@@ -369,7 +369,7 @@ static void close_thread_ring(void *unused)
 void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint64_t pc)
 {
 	struct ecpi_rt_thread *t = &ecpi_rt_tls;
-	if (ecpi_rt_memref_in_window(t, ecpi_rt_memref_word(addr, size_log2, write), pc))
+	if (ecpi_rt_memref_quick(t, ecpi_rt_memref_word(addr, size_log2, write), pc))
 		return;
 	if (t->in_runtime)
 		return;

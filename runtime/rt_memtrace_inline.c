@@ -25,7 +25,7 @@
 __attribute__((noinline, cold, preserve_most)) void ecpi_rt_memref_cold(uint64_t addr, unsigned info)
 {
 	uint64_t pc = (uint64_t)(uintptr_t)__builtin_return_address(0);
-	if (ecpi_rt_memref_in_window(&ecpi_rt_tls, ecpi_rt_memref_word(addr, info & 7, info >> 3), pc))
+	if (ecpi_rt_memref_quick(&ecpi_rt_tls, ecpi_rt_memref_word(addr, info & 7, info >> 3), pc))
 		return;
 	ecpi_rt_memref_slow(addr, info & 7, info >> 3, pc);
 }

@@ -33,7 +33,7 @@ Result<void> RecordDecoder::reference(std::uint32_t stream, const ecpi_rt_record
     if (size_log2 > 4) return Error("stream " + std::to_string(stream) + ": reference of 2^" + std::to_string(size_log2) + " bytes");
     MemRef ref{r.w0 & ECPI_RT_MEMREF_ADDR_MASK, r.w1, 1u << size_log2, (r.w0 & ECPI_RT_MEMREF_WRITE) != 0};
     if (in_window) sim_.access(stream, ref);
-    if (sets_ && sets_->in_sampled_sets(ref.address)) sets_->access(stream, ref);
+    if (sets_ && (sets_filter_ ? sets_filter_->contains(ref.address) : sets_->in_sampled_sets(ref.address))) sets_->access(stream, ref);
     return ok();
 }
 

@@ -74,3 +74,9 @@ for p in programs:
     set_share = d1["sampling"].get("set_simulated", 0) / max(1, d1["sampling"]["references"])
     print(f"| {p} | {m['alone']:.3f} s | {unc:.3f} s | {m['full']:.3f} s | {m['default']:.3f} s | {m.get('time-only', 0):.3f} s | {ratio} | {ratio_time} | "
           f"{m['default'] / m['alone']:.2f}x | {100 * time_share:.1f}% / {100 * set_share:.1f}% |")
+    if "base default" in m:
+        # BASELINE: the other ecpi's default run, its simulation time against its own build's uncontrolled run.
+        sim_base = m["base default"] - m["base uncontrolled"]
+        ratio_base = f"{sim_full / sim_base:.1f}x" if sim_base > 0 else "n/a"
+        print(f"| {p} (BASELINE) |  | {m['base uncontrolled']:.3f} s |  | {m['base default']:.3f} s |  | {ratio_base} |  | "
+              f"{m['base default'] / m['alone']:.2f}x |  |")
