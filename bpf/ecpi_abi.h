@@ -33,6 +33,7 @@ enum ecpi_record_kind {
 	ECPI_RECORD_REGISTERS = 5,    /* the user registers of one sample (--registers), own ring buffer */
 	ECPI_RECORD_STACK_COPY = 6,   /* a -g sample whose process has no unwind tables yet: stack bytes */
 	ECPI_RECORD_EXEC_ARGS = 7,    /* a process's argument strings, read at its exec (own ring buffer) */
+	ECPI_RECORD_STACK_PACKED = 8, /* a CFI-walked -g sample: ecpi_stack_record, frames packed, sent short */
 };
 
 /* DCPI 4.2.1: samples aggregate by (process, pc, event); we add the privilege
@@ -58,6 +59,10 @@ struct ecpi_stack_record {
 	struct ecpi_sample_key key;
 	__u64 ips[ECPI_MAX_STACK_DEPTH + ECPI_MAX_USER_STACK_DEPTH]; /* leaf first on each side */
 };
+/* ECPI_RECORD_STACK_PACKED: the same record, but the user frames follow the
+ * kernel ones in ips[kernel_depth .. kernel_depth + user_depth), and the
+ * record is sent only that long (offsetof(ips) + 8 * (kernel_depth + user_depth)
+ * bytes): a 30-frame user stack is 264 bytes instead of 1,560. */
 
 /* ---- CFI unwinding of user stacks (-g, --call-graph cfi) ---------------
  * User space compiles each image's .eh_frame/.debug_frame into sorted rows

@@ -249,6 +249,8 @@ static __always_inline int record_stack(struct bpf_perf_event_data *ctx, const s
 struct walk_state {
 	__u64 pc, sp, bp;
 	struct ecpi_unwind_process *proc; /* looked up once per sample; NULL: no tables yet */
+	struct ecpi_stack_record *rec;    /* the per-CPU record the frames go to (looked up once) */
+	__u32 base;  /* the record's kernel frames: user frame d goes to ips[base + d] (packed) */
 	__u32 depth;
 	__u32 end; /* the ECPI_COUNTER_* saying how the walk ended; 0 while it goes on */
 	__u32 exact; /* pc is an interrupted pc (after a signal frame), not a return address */
@@ -425,17 +427,16 @@ static __always_inline long signal_step(struct walk_state *w)
 static long walk_step(__u64 index, void *arg)
 {
 	struct walk_state *w = arg;
-	struct ecpi_stack_record *rec;
+	struct ecpi_stack_record *rec = w->rec;
 	struct ecpi_unwind_row row = {};
-	__u32 zero = 0, d = w->depth, why;
+	__u32 d = w->depth, base = w->base, why;
 	__u64 cfa, ra, bp = w->bp;
 
-	rec = bpf_map_lookup_elem(&stack_scratch, &zero);
-	if (!rec || d >= ECPI_MAX_USER_STACK_DEPTH) {
+	if (!rec || d >= ECPI_MAX_USER_STACK_DEPTH || base > ECPI_MAX_STACK_DEPTH) {
 		w->end = ECPI_COUNTER_CUT_DEPTH;
 		return 1;
 	}
-	rec->ips[ECPI_MAX_STACK_DEPTH + d] = w->pc;
+	rec->ips[base + d] = w->pc;
 	w->depth = d + 1;
 	why = row_for(w, &row);
 	if (why == 0 && row.kind == ECPI_UNWIND_END) {
@@ -561,13 +562,13 @@ static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, con
 {
 	struct walk_state w = {};
 	struct ecpi_stack_record *rec;
-	__u32 zero = 0;
+	__u32 zero = 0, frames;
 	long n;
 
 	rec = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!rec)
 		return 0;
-	rec->kind = ECPI_RECORD_STACK_SAMPLE;
+	rec->kind = ECPI_RECORD_STACK_PACKED;
 	rec->key = *key;
 	rec->kernel_depth = 0;
 	rec->user_depth = 0;
@@ -582,11 +583,18 @@ static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, con
 		w.proc = bpf_map_lookup_elem(&unwind_processes, &key->tgid);
 		if (!w.proc && send_stack_copy(key, rec, &w))
 			return 0;
+		w.rec = rec;
+		w.base = rec->kernel_depth;
 		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
 		rec->user_depth = w.depth;
 		count(key->event, w.end ? w.end : ECPI_COUNTER_CUT_DEPTH);
 	}
-	if (bpf_ringbuf_output(&samples_rb, rec, sizeof(*rec), BPF_RB_NO_WAKEUP))
+	/* Only the frames written go to the ring (ECPI_RECORD_STACK_PACKED). */
+	frames = (__u32)rec->kernel_depth + rec->user_depth;
+	if (frames > ECPI_MAX_STACK_DEPTH + ECPI_MAX_USER_STACK_DEPTH)
+		frames = ECPI_MAX_STACK_DEPTH + ECPI_MAX_USER_STACK_DEPTH;
+	if (bpf_ringbuf_output(&samples_rb, rec, __builtin_offsetof(struct ecpi_stack_record, ips) + 8 * frames,
+			       BPF_RB_NO_WAKEUP))
 		count(key->event, ECPI_COUNTER_RINGBUF_LOST);
 	return 0;
 }

@@ -99,6 +99,21 @@ struct Sampler::Impl {
         return s;
     }
 
+    // A CFI-walked sample sent only as long as its frames (ECPI_RECORD_STACK_PACKED):
+    // the user frames follow the kernel ones. False when the size does not hold them.
+    static bool packed_stack_sample(const void* data, std::size_t size, std::vector<RawStackSample>& out) {
+        ecpi_stack_record rec;
+        const std::size_t header = offsetof(ecpi_stack_record, ips);
+        std::memcpy(&rec, data, header);
+        const std::size_t kd = rec.kernel_depth, ud = rec.user_depth;
+        if (kd > ECPI_MAX_STACK_DEPTH || ud > ECPI_MAX_USER_STACK_DEPTH || size < header + 8 * (kd + ud)) return false;
+        std::memcpy(rec.ips, static_cast<const std::uint8_t*>(data) + header, 8 * (kd + ud));
+        RawStackSample s = stack_sample_head(rec.key, rec.ips, rec.kernel_depth);
+        s.user_ips.assign(rec.ips + kd, rec.ips + kd + ud);
+        out.push_back(std::move(s));
+        return true;
+    }
+
     // A stack copy (sent with its true size), its user stack still to walk.
     static RawStackSample stack_copy_sample(const void* data, std::size_t size) {
         const auto* rec = static_cast<const ecpi_stack_copy_record*>(data);
@@ -138,6 +153,8 @@ struct Sampler::Impl {
             unsigned ud = rec->user_depth > ECPI_MAX_USER_STACK_DEPTH ? ECPI_MAX_USER_STACK_DEPTH : rec->user_depth;
             s.user_ips.assign(rec->ips + ECPI_MAX_STACK_DEPTH, rec->ips + ECPI_MAX_STACK_DEPTH + ud);
             self->stack_out->push_back(std::move(s));
+        } else if (kind == ECPI_RECORD_STACK_PACKED && size >= offsetof(ecpi_stack_record, ips)) {
+            if (!packed_stack_sample(data, size, *self->stack_out)) ++self->unknown_kinds;
         } else if (kind == ECPI_RECORD_STACK_COPY && size >= offsetof(ecpi_stack_copy_record, stack)) {
             self->stack_out->push_back(stack_copy_sample(data, size));
         } else if (kind == ECPI_RECORD_EXEC_ARGS && size >= offsetof(ecpi_exec_record, args)) {
