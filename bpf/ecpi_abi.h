@@ -8,7 +8,7 @@
 #include <linux/types.h>
 #endif
 
-#define ECPI_ABI_VERSION 5
+#define ECPI_ABI_VERSION 6
 
 /* Events one recording may sample at once (-e ...). The event index travels
  * as the perf link's bpf cookie. */

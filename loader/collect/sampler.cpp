@@ -32,7 +32,7 @@ static_assert(offsetof(ecpi_register_record, regs) == 32, "ABI: ecpi_register_re
 static_assert(sizeof(ecpi_register_record) == 32 + ECPI_GP_REGISTERS * 8, "ABI: ecpi_register_record");
 static_assert(ECPI_GP_REGISTERS == std::tuple_size_v<decltype(RawRegisterSample::regs)>, "ABI: register count");
 static_assert(offsetof(ecpi_exec_record, args) == 16, "ABI: ecpi_exec_record.args");
-static_assert(ECPI_ABI_VERSION == 5, "update the loader for the new ABI");
+static_assert(ECPI_ABI_VERSION == 6, "update the loader for the new ABI");
 static_assert(ECPI_COUNTER_MAX - ECPI_COUNTER_STACK_ROOT == kStackEndNames.size(), "ABI: stack end counters");
 
 namespace {
