@@ -188,7 +188,12 @@ std::string render_probe_text(const store::ProbeReport& r, PathRank rank, std::s
                     std::string total = format_ns(t->reported_total_ns(p.calls));
                     if (r.sample_n && t->timed_calls < p.calls) total = "~" + total;
                     std::string mean = format_ns(t->reported_mean_ns());
-                    if (t->net && t->net->within_noise) {
+                    if (t->net && t->net->from_samples) {
+                        mean = "s" + format_ns(t->net->samples_mean_ns);
+                        notes += " [s" + name + " from " + std::to_string(p.stack_samples) +
+                                 " stack samples (the subtraction, within the probe's noise: " +
+                                 format_ns(t->net->low_ns) + " to " + format_ns(t->net->high_ns) + ")]";
+                    } else if (t->net && t->net->within_noise) {
                         mean = "*" + format_ns(std::max(0.0, t->net->mean_ns));
                         notes += " [*" + name + " within the probe's noise: " + format_ns(t->net->low_ns) + " to " +
                                  format_ns(t->net->high_ns) + " per call]";
