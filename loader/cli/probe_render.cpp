@@ -82,7 +82,8 @@ std::string sparkline(const store::ProbeTimer& t) {
 std::string probe_cost_line(const store::ProbeReport& r) {
     if (r.probe_cost)
         return "  times are net of the probe; " + loader::describe_probe_cost(*r.probe_cost) +
-               "; * marks a mean within the probe's noise\n";
+               "; * marks a mean within the probe's noise" +
+               (r.stack_sample_period_ns ? ", s an on-CPU mean within it taken from stack samples instead" : "") + "\n";
     const bool timed = std::any_of(r.metrics.begin(), r.metrics.end(), [](const std::string& m) { return m != "count"; });
     return timed ? "  times are as measured: each includes the probe's own cost (--raw-times, or a report without it)\n" : "";
 }

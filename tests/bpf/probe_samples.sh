@@ -45,6 +45,7 @@ else:
 PY
 "$ECPI" probe -q --no-stdin --func symtab_lookup --metric count,cpu --report-file "$TMP/probe.txt" -- "$prog" 20 >/dev/null 2>&1 ||
 	fail "ecpi probe (text) failed"
-if grep -q "within the probe's noise" "$TMP/probe.txt"; then
-	grep -q "stack samples" "$TMP/probe.txt" || { cat "$TMP/probe.txt" >&2; fail "a row within the noise does not say it comes from stack samples"; }
-fi
+grep -q "s an on-CPU mean within it taken from stack samples" "$TMP/probe.txt" ||
+	{ cat "$TMP/probe.txt" >&2; fail "the text report does not say that it samples stacks"; }
+! grep -q "\[\*cpu within the probe's noise" "$TMP/probe.txt" ||
+	{ cat "$TMP/probe.txt" >&2; fail "an on-CPU row within the noise gives a range instead of its stack samples"; }
