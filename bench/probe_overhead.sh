@@ -159,7 +159,7 @@ net_figures() {
 	echo
 	echo "net of the probe: bench_fn vs its unprobed time, medians of $NET_ROUNDS interleaved rounds ($(printf %.2f "$per_round") ns per work round on-CPU)"
 	echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-	local sizes=(100 1000 10000) calls=(50000 50000 10000) works=()
+	local sizes=(100 1000 10000) calls=(500000 200000 10000) works=()
 	for s in "${sizes[@]}"; do works+=("$(awk -v s="$s" -v r="$per_round" 'BEGIN {printf "%d", s / r}')"); done
 	for ((r = 0; r < NET_ROUNDS; r++)); do
 		for i in 0 1 2; do echo "$i $(net_round "${works[$i]}" "${calls[$i]}")"; done

@@ -256,7 +256,7 @@ struct ProbeSession::Impl {
     std::unordered_map<std::uint64_t, store::ProbeFrame> frame_cache;
     std::unique_ptr<DwarfUnwinder> unwinder;
     std::optional<StackSampler> stack_sampler;
-    std::unordered_map<std::uint64_t, std::int64_t> pc_probe;  // pc: the probe whose function holds it, or -1
+    std::unordered_map<std::uint64_t, std::pair<std::int64_t, std::uint64_t>> pc_probe;  // pc: probe_at's answer
 
     ~Impl() {
         for (auto& p : probes) detach(*p);
@@ -564,16 +564,29 @@ struct ProbeSession::Impl {
     void count_stack_sample(const std::vector<std::uint64_t>& chain) {
         std::vector<std::int64_t> counted;
         for (std::size_t k = 0; k < chain.size(); ++k) {
-            const std::int64_t id = probe_at(k ? chain[k] - 1 : chain[k]);
+            const auto [id, offset] = probe_at(k ? chain[k] - 1 : chain[k]);
             if (id < 0 || std::find(counted.begin(), counted.end(), id) != counted.end()) continue;
             counted.push_back(id);
-            for (auto& [ips, stats] : probes[static_cast<std::size_t>(id)]->paths)
-                if (path_matches(ips, chain, k + 1)) {
-                    ++stats.stack_samples;
-                    break;
-                }
+            auto& paths = probes[static_cast<std::size_t>(id)]->paths;
+            if (count_matching_path(paths, chain, k + 1, 0)) continue;
+            // Sampled in a function that sets no frame pointer (bench_fn):
+            // the chain skips its call site and goes on at its caller's
+            // return. Not at its first instructions, where the timer
+            // interrupt held off during the entry trap lands: that is the
+            // probe's time.
+            if (k == 0 && offset >= kEntryWindow) count_matching_path(paths, chain, k + 1, 1);
         }
         if (counted.empty()) count_frameless_leaf(chain);
+    }
+    static constexpr std::uint64_t kEntryWindow = 16;  // bytes: a probed function's first instruction or two
+    bool count_matching_path(std::map<std::vector<std::uint64_t>, PathStats>& paths,
+                             const std::vector<std::uint64_t>& chain, std::size_t from, std::size_t skip) {
+        for (auto& [ips, stats] : paths)
+            if (path_matches(ips, chain, from, skip)) {
+                ++stats.stack_samples;
+                return true;
+            }
+        return false;
     }
     // A sample in a function without a frame pointer (hash_name, strcmp in
     // the C library) called by a probed one: the frame-pointer chain skips
@@ -587,32 +600,30 @@ struct ProbeSession::Impl {
     void count_frameless_leaf(const std::vector<std::uint64_t>& chain) {
         if (chain.size() < 2) return;
         for (auto& p : probes)
-            if (!p->removed)
-                for (auto& [ips, stats] : p->paths)
-                    if (path_matches(ips, chain, 1)) {
-                        ++stats.stack_samples;
-                        return;
-                    }
+            if (!p->removed && count_matching_path(p->paths, chain, 1, 0)) return;
     }
-    bool path_matches(const std::vector<std::uint64_t>& ips, const std::vector<std::uint64_t>& chain, std::size_t from) {
+    // The path's call sites from its `skip`-th on are the chain's from `from` on.
+    bool path_matches(const std::vector<std::uint64_t>& ips, const std::vector<std::uint64_t>& chain, std::size_t from,
+                      std::size_t skip) {
         const std::size_t sites = ips.empty() ? 0 : ips.size() - 1;  // the last is the walk's flags
-        if (from + sites > chain.size()) return false;
-        for (std::size_t i = 0; i < sites; ++i)
-            if (chain[from + i] != ips[i] && !is_return_trampoline(chain[from + i])) return false;
+        if (sites <= skip || from + sites - skip > chain.size()) return false;
+        for (std::size_t i = skip; i < sites; ++i)
+            if (chain[from + i - skip] != ips[i] && !is_return_trampoline(chain[from + i - skip])) return false;
         return true;
     }
-    std::int64_t probe_at(std::uint64_t pc) {
+    // The probe whose function holds `pc` (-1: none) and the pc's offset in it.
+    std::pair<std::int64_t, std::uint64_t> probe_at(std::uint64_t pc) {
         if (auto it = pc_probe.find(pc); it != pc_probe.end()) return it->second;
         auto resolved = processes.resolve(pid, pc);
-        if (!resolved) return -1;  // not cached: the mapping may be read later
+        if (!resolved) return {-1, 0};  // not cached: the mapping may be read later
         const std::string& image = processes.images()[resolved->image].id.path;
-        std::int64_t id = -1;
+        std::pair<std::int64_t, std::uint64_t> found{-1, 0};
         for (const auto& p : probes)
             if (!p->removed && p->image == image && resolved->offset >= p->symbol.vaddr &&
                 resolved->offset < p->symbol.vaddr + std::max<std::uint64_t>(p->symbol.size, 1))
-                id = p->id;
-        pc_probe[pc] = id;
-        return id;
+                found = {p->id, resolved->offset - p->symbol.vaddr};
+        pc_probe[pc] = found;
+        return found;
     }
 
     // Distribution C libraries have neither frame pointers nor local
