@@ -8,7 +8,10 @@
 # Then (MODE net alone) times net of the probe (issue 31): bench_fn made to
 # take about 100 ns, 1 us and 10 us per call, its uninstrumented time (the
 # program's own clock, unprobed) against the mean `ecpi probe --metric wall`
-# reports, medians of NET_ROUNDS interleaved rounds (docs/PATHS.md).
+# reports, medians of NET_ROUNDS interleaved rounds (docs/PROBE.md). Rows
+# within the probe's noise report on-CPU time from stack samples (the
+# reported figure is then the samples'; the line after each size says how
+# many rounds).
 # Usage: bench/probe_overhead.sh [ECPI] [CALLS] [RUNS] [all|net]    (root)
 #        NET_ROUNDS=N (default 7)
 set -euo pipefail
@@ -144,8 +147,10 @@ net_round() {
 	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); f=d["functions"][0]
 c=d["probe_cost"]["stepped" if f["entry_stepped"] else "emulated"]
 t=f["paths"][0]["timers"]
-print(" ".join("%.1f %.1f %d" % (t[k]["net"]["mean_ns"], t[k]["mean_ns"], t[k]["net"]["within_noise"]) for k in ("wall", "cpu")),
-      "%.1f %.1f %d" % (c["self_wall_ns"], c["pair_ns"], f["entry_stepped"]))' "$tmp/net.json"
+def shown(n): return n["samples_mean_ns"] if n.get("method") == "stack samples" else n["mean_ns"]
+print(" ".join("%.1f %.1f %d" % (shown(t[k]["net"]), t[k]["mean_ns"], t[k]["net"]["within_noise"]) for k in ("wall", "cpu")),
+      "%.1f %.1f %d" % (c["self_wall_ns"], c["pair_ns"], f["entry_stepped"]),
+      int(t["cpu"]["net"].get("method") == "stack samples"), f["paths"][0].get("stack_samples", 0))' "$tmp/net.json"
 }
 net_figures() {
 	# Work rounds per ns, from unprobed runs' CPU time; sizes of about 100 ns, 1 us, 10 us.
@@ -154,7 +159,7 @@ net_figures() {
 	echo
 	echo "net of the probe: bench_fn vs its unprobed time, medians of $NET_ROUNDS interleaved rounds ($(printf %.2f "$per_round") ns per work round on-CPU)"
 	echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-	local sizes=(100 1000 10000) calls=(50000 50000 10000) works=()
+	local sizes=(100 1000 10000) calls=(500000 200000 10000) works=()
 	for s in "${sizes[@]}"; do works+=("$(awk -v s="$s" -v r="$per_round" 'BEGIN {printf "%d", s / r}')"); done
 	for ((r = 0; r < NET_ROUNDS; r++)); do
 		for i in 0 1 2; do echo "$i $(net_round "${works[$i]}" "${calls[$i]}")"; done
@@ -174,10 +179,11 @@ net_figures() {
 				within, n, goal ? sprintf("within %d%%: %s", goal, (err < goal && err > -goal) ? "yes" : "no") : ""
 		}
 		$1 == i { n++; bw[n] = $2; bc[n] = $3; nw[n] = $4; rw[n] = $5; ww += $6; nc[n] = $7; rc[n] = $8; wc += $9
-		          self[n] = $10; pair[n] = $11; stepped = $12 }
+		          self[n] = $10; pair[n] = $11; stepped = $12; fromsamples += $13; samples[n] = $14 }
 		END {
 			row("wall", median(bw, n), median(nw, n), median(rw, n), ww)
 			row("cpu", median(bc, n), median(nc, n), median(rc, n), wc)
+			printf "%-7s cpu: %d of %d rounds from stack samples (median %d samples a run)\n", size " ns", fromsamples, n, median(samples, n)
 			if (i == 2) printf "probe cost per call of bench_fn (first instruction %s; medians of the runs'"'"' calibrations): %.0f ns inside the call, %.0f ns to its callers\n", stepped ? "single-stepped" : "emulated", median(self, n), median(pair, n)
 		}' "$tmp/net.rounds"
 	done

@@ -43,7 +43,8 @@ nlohmann::json timer_to_json(const ProbeTimer& t, std::uint64_t calls, std::uint
     if (t.net)
         j["net"] = {{"probe_ns", t.net->probe_ns}, {"mean_ns", t.net->mean_ns},   {"total_ns", t.reported_total_ns(calls)},
                     {"noise_ns", t.net->noise_ns}, {"within_noise", t.net->within_noise},
-                    {"low_ns", t.net->low_ns},     {"high_ns", t.net->high_ns}};
+                    {"low_ns", t.net->low_ns},     {"high_ns", t.net->high_ns},
+                    {"method", t.net->method()},   {"samples_mean_ns", t.net->samples_mean_ns}};
     nlohmann::json hist = nlohmann::json::array();
     for (std::size_t i = 0; i < t.histogram.size(); ++i)
         if (t.histogram[i]) hist.push_back({{"ge_ns", i == 0 ? 0 : (std::uint64_t{1} << i)}, {"calls", t.histogram[i]}});
@@ -65,6 +66,8 @@ ProbeTimer timer_from_json(const nlohmann::json& j) {
         const auto& n = j["net"];
         t.net = ProbeTimer::Net{n.value("probe_ns", 0.0), n.value("mean_ns", 0.0),     n.value("noise_ns", 0.0),
                                 n.value("within_noise", false), n.value("low_ns", 0.0), n.value("high_ns", 0.0)};
+        t.net->from_samples = n.value("method", "") == "stack samples";
+        t.net->samples_mean_ns = n.value("samples_mean_ns", 0.0);
     }
     if (j.contains("histogram")) {
         t.histogram.assign(kProbeHistogramBuckets, 0);
@@ -155,11 +158,14 @@ double ProbeTimer::total_ns(std::uint64_t calls) const {
     return mean_ns() * static_cast<double>(calls);
 }
 
-double ProbeTimer::reported_mean_ns() const { return net ? net->mean_ns : mean_ns(); }
+double ProbeTimer::reported_mean_ns() const {
+    if (!net) return mean_ns();
+    return net->from_samples ? net->samples_mean_ns : net->mean_ns;
+}
 
 double ProbeTimer::reported_total_ns(std::uint64_t calls) const {
     if (!net) return total_ns(calls);
-    return std::max(0.0, net->mean_ns) * static_cast<double>(std::max(calls, timed_calls));
+    return std::max(0.0, reported_mean_ns()) * static_cast<double>(std::max(calls, timed_calls));
 }
 
 double ProbeTimer::error_ns(std::uint64_t calls) const {
@@ -194,6 +200,7 @@ nlohmann::json probe_report_to_json(const ProbeReport& r) {
     j["counters"] = r.counters;
     j["warnings"] = r.warnings;
     if (r.probe_cost) j["probe_cost"] = probe_cost_to_json(*r.probe_cost);
+    j["stack_sample_period_ns"] = r.stack_sample_period_ns;
     nlohmann::json functions = nlohmann::json::array();
     for (const auto& f : r.functions) {
         nlohmann::json jf{{"pattern", f.pattern},   {"symbol", f.symbol},   {"demangled", f.demangled},
@@ -211,6 +218,7 @@ nlohmann::json probe_report_to_json(const ProbeReport& r) {
                              {"calls", p.calls},
                              {"truncated", p.truncated},
                              {"unmatched", p.unmatched},
+                             {"stack_samples", p.stack_samples},
                              {"timers", timers}});
         }
         jf["paths"] = paths;
@@ -244,6 +252,7 @@ Result<ProbeReport> probe_report_from_json(const nlohmann::json& j) {
         r.counters = j.value("counters", std::map<std::string, std::uint64_t>{});
         r.warnings = j.value("warnings", std::vector<std::string>{});
         if (j.contains("probe_cost") && j["probe_cost"].is_object()) r.probe_cost = probe_cost_from_json(j["probe_cost"]);
+        r.stack_sample_period_ns = j.value("stack_sample_period_ns", std::uint64_t{0});
         for (const auto& jf : j.value("functions", nlohmann::json::array())) {
             ProbeFunction f;
             f.pattern = jf.value("pattern", "");
@@ -264,6 +273,7 @@ Result<ProbeReport> probe_report_from_json(const nlohmann::json& j) {
                 p.calls = jp.value("calls", std::uint64_t{0});
                 p.truncated = jp.value("truncated", false);
                 p.unmatched = jp.value("unmatched", std::uint64_t{0});
+                p.stack_samples = jp.value("stack_samples", std::uint64_t{0});
                 if (jp.contains("timers"))
                     for (const auto& [name, jt] : jp["timers"].items()) p.timers[name] = timer_from_json(jt);
                 f.paths.push_back(std::move(p));

@@ -42,13 +42,24 @@ store::ProbeTimer::Net net_of_probe(const store::ProbeTimer& timer, const store:
     return net;
 }
 
+void use_stack_samples(store::ProbeTimer::Net& net, const store::ProbePath& path, std::uint64_t period_ns) {
+    net.from_samples = false;
+    net.samples_mean_ns = 0;
+    if (!net.within_noise || period_ns == 0 || path.calls == 0) return;
+    net.from_samples = true;
+    net.samples_mean_ns =
+        static_cast<double>(path.stack_samples) * static_cast<double>(period_ns) / static_cast<double>(path.calls);
+}
+
 void subtract_probe_cost(store::ProbeReport& report) {
     for (auto& f : report.functions)
         for (auto& p : f.paths)
             for (auto& [name, t] : p.timers) {
                 t.net.reset();
-                if (report.probe_cost && (name == "wall" || name == "cpu"))
-                    t.net = net_of_probe(t, *report.probe_cost, name, f.entry_stepped);
+                if (!report.probe_cost || (name != "wall" && name != "cpu")) continue;
+                t.net = net_of_probe(t, *report.probe_cost, name, f.entry_stepped);
+                // The samples count user-mode time on a CPU: the on-CPU timer's.
+                if (name == "cpu") use_stack_samples(*t.net, p, report.stack_sample_period_ns);
             }
 }
 

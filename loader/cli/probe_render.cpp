@@ -82,9 +82,28 @@ std::string sparkline(const store::ProbeTimer& t) {
 std::string probe_cost_line(const store::ProbeReport& r) {
     if (r.probe_cost)
         return "  times are net of the probe; " + loader::describe_probe_cost(*r.probe_cost) +
-               "; * marks a mean within the probe's noise\n";
+               "; * marks a mean within the probe's noise" +
+               (r.stack_sample_period_ns ? ", s an on-CPU mean within it taken from stack samples instead" : "") + "\n";
     const bool timed = std::any_of(r.metrics.begin(), r.metrics.end(), [](const std::string& m) { return m != "count"; });
     return timed ? "  times are as measured: each includes the probe's own cost (--raw-times, or a report without it)\n" : "";
+}
+
+// A path's mean for one timer: net of the probe, marked where within its
+// noise ("*", with the range in `notes`) or taken from stack samples ("s").
+std::string mean_cell(const store::ProbeTimer& t, const std::string& name, const store::ProbePath& p,
+                      std::string& notes) {
+    if (t.net && t.net->from_samples) {
+        notes += " [s" + name + " from " + std::to_string(p.stack_samples) +
+                 " stack samples (the subtraction, within the probe's noise: " + format_ns(t.net->low_ns) + " to " +
+                 format_ns(t.net->high_ns) + ")]";
+        return "s" + format_ns(t.net->samples_mean_ns);
+    }
+    if (t.net && t.net->within_noise) {
+        notes += " [*" + name + " within the probe's noise: " + format_ns(t.net->low_ns) + " to " +
+                 format_ns(t.net->high_ns) + " per call]";
+        return "*" + format_ns(std::max(0.0, t.net->mean_ns));
+    }
+    return format_ns(t.reported_mean_ns());
 }
 
 }  // namespace
@@ -187,12 +206,7 @@ std::string render_probe_text(const store::ProbeReport& r, PathRank rank, std::s
                 } else {
                     std::string total = format_ns(t->reported_total_ns(p.calls));
                     if (r.sample_n && t->timed_calls < p.calls) total = "~" + total;
-                    std::string mean = format_ns(t->reported_mean_ns());
-                    if (t->net && t->net->within_noise) {
-                        mean = "*" + format_ns(std::max(0.0, t->net->mean_ns));
-                        notes += " [*" + name + " within the probe's noise: " + format_ns(t->net->low_ns) + " to " +
-                                 format_ns(t->net->high_ns) + " per call]";
-                    }
+                    const std::string mean = mean_cell(*t, name, p, notes);
                     std::snprintf(line, sizeof line, " %11s %10s %6s", total.c_str(), mean.c_str(),
                                   percent(t->reported_total_ns(p.calls), fn_total[name]).c_str());
                 }

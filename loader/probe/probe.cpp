@@ -18,6 +18,7 @@
 
 #include "ecpi/loader/perf_events.h"
 #include "ecpi/loader/probe_calibration.h"
+#include "ecpi/loader/probe_stack_samples.h"
 #include "ecpi/loader/probe_symbols.h"
 #include "ecpi/loader/probe_unwind.h"
 #include "ecpi/loader/process_table.h"
@@ -221,6 +222,7 @@ struct ProbeSession::Impl {
     struct PathStats {
         std::uint64_t calls = 0, unmatched = 0;
         std::uint16_t flags = 0;  // ECPI_PROBE_PATH_* of the walk (same for every call of a path)
+        std::uint64_t stack_samples = 0;  // user-mode samples whose stack holds the function under this path
         store::ProbeTimer wall, cpu, blocked;
     };
     struct Probe {
@@ -253,6 +255,8 @@ struct ProbeSession::Impl {
     // Frame symbolization cache (per pc of the one target process).
     std::unordered_map<std::uint64_t, store::ProbeFrame> frame_cache;
     std::unique_ptr<DwarfUnwinder> unwinder;
+    std::optional<StackSampler> stack_sampler;
+    std::unordered_map<std::uint64_t, std::pair<std::int64_t, std::uint64_t>> pc_probe;  // pc: probe_at's answer
 
     ~Impl() {
         for (auto& p : probes) detach(*p);
@@ -552,6 +556,76 @@ struct ProbeSession::Impl {
         }
     }
 
+    // A user-mode stack sample of the target: for each probed function in
+    // it (the innermost frame of each), the path whose call sites are the
+    // frames above it counts the sample. The function's own return address
+    // reads as the uretprobe's trampoline while it runs: any trampoline
+    // matches.
+    void count_stack_sample(const std::vector<std::uint64_t>& chain) {
+        std::vector<std::int64_t> counted;
+        for (std::size_t k = 0; k < chain.size(); ++k) {
+            const auto [id, offset] = probe_at(k ? chain[k] - 1 : chain[k]);
+            if (id < 0 || std::find(counted.begin(), counted.end(), id) != counted.end()) continue;
+            counted.push_back(id);
+            auto& paths = probes[static_cast<std::size_t>(id)]->paths;
+            if (count_matching_path(paths, chain, k + 1, 0)) continue;
+            // Sampled in a function that sets no frame pointer (bench_fn):
+            // the chain skips its call site and goes on at its caller's
+            // return. Not at its first instructions, where the timer
+            // interrupt held off during the entry trap lands: that is the
+            // probe's time.
+            if (k == 0 && offset >= kEntryWindow) count_matching_path(paths, chain, k + 1, 1);
+        }
+        if (counted.empty()) count_frameless_leaf(chain);
+    }
+    static constexpr std::uint64_t kEntryWindow = 16;  // bytes: a probed function's first instruction or two
+    bool count_matching_path(std::map<std::vector<std::uint64_t>, PathStats>& paths,
+                             const std::vector<std::uint64_t>& chain, std::size_t from, std::size_t skip) {
+        for (auto& [ips, stats] : paths)
+            if (path_matches(ips, chain, from, skip)) {
+                ++stats.stack_samples;
+                return true;
+            }
+        return false;
+    }
+    // A sample in a function without a frame pointer (hash_name, strcmp in
+    // the C library) called by a probed one: the frame-pointer chain skips
+    // the probed function's frame and reads its return address first (the
+    // uretprobe's trampoline, or, where the kernel puts the real address
+    // back, the call site in its caller). The probed path whose call sites
+    // are the frames from there on holds it. A sample at a probed
+    // function's first instructions, before its frame is set up (where the
+    // timer interrupt held off during the entry trap lands), matches
+    // neither rule: it is the probe's.
+    void count_frameless_leaf(const std::vector<std::uint64_t>& chain) {
+        if (chain.size() < 2) return;
+        for (auto& p : probes)
+            if (!p->removed && count_matching_path(p->paths, chain, 1, 0)) return;
+    }
+    // The path's call sites from its `skip`-th on are the chain's from `from` on.
+    bool path_matches(const std::vector<std::uint64_t>& ips, const std::vector<std::uint64_t>& chain, std::size_t from,
+                      std::size_t skip) {
+        const std::size_t sites = ips.empty() ? 0 : ips.size() - 1;  // the last is the walk's flags
+        if (sites <= skip || from + sites - skip > chain.size()) return false;
+        for (std::size_t i = skip; i < sites; ++i)
+            if (chain[from + i - skip] != ips[i] && !is_return_trampoline(chain[from + i - skip])) return false;
+        return true;
+    }
+    // The probe whose function holds `pc` (-1: none) and the pc's offset in it.
+    std::pair<std::int64_t, std::uint64_t> probe_at(std::uint64_t pc) {
+        if (auto it = pc_probe.find(pc); it != pc_probe.end()) return it->second;
+        auto resolved = processes.resolve(pid, pc);
+        if (!resolved) return {-1, 0};  // not cached: the mapping may be read later
+        const std::string& image = processes.images()[resolved->image].id.path;
+        std::pair<std::int64_t, std::uint64_t> found{-1, 0};
+        for (const auto& p : probes)
+            if (!p->removed && p->image == image && resolved->offset >= p->symbol.vaddr &&
+                resolved->offset < p->symbol.vaddr + std::max<std::uint64_t>(p->symbol.size, 1))
+                found = {p->id, resolved->offset - p->symbol.vaddr};
+        pc_probe[pc] = found;
+        return found;
+    }
+
     // Distribution C libraries have neither frame pointers nor local
     // symbols: the frame-pointer chain of the main thread leaves the program
     // at main's caller in libc (__libc_start_call_main, which set no frame
@@ -685,6 +759,10 @@ Result<ProbeSession> ProbeSession::start(const ProbeOptions& options) {
         if (options.log)
             for (const auto& p : added->probes) options.log("probing " + p);
     }
+    if (impl.probe_cost && options.stack_sample_period_ns) {
+        ECPI_ASSIGN_OR_RETURN(auto sampler, StackSampler::open(impl.pid, cpus, options.stack_sample_period_ns));
+        impl.stack_sampler.emplace(std::move(sampler));
+    }
     if (impl.child) ECPI_RETURN_IF_ERROR(impl.child->release(options.command[0]));
     return s;
 }
@@ -736,6 +814,9 @@ Result<void> ProbeSession::poll() {
     impl.sideband->drain(handler);
     int n = ring_buffer__consume(impl.rb);
     if (n < 0) return libbpf_error(n, "reading the probe ring buffer");
+    // After the calls' records: the paths the samples are matched to exist.
+    if (impl.stack_sampler)
+        impl.stack_sampler->drain([&](const std::vector<std::uint64_t>& chain) { impl.count_stack_sample(chain); });
     return ok();
 }
 
@@ -765,6 +846,7 @@ store::ProbeReport ProbeSession::Impl::report_header(bool final) const {
     r.target_exited = exited;
     r.metrics = options.metrics;
     r.probe_cost = probe_cost;
+    if (stack_sampler) r.stack_sample_period_ns = stack_sampler->period_ns();
     if (options.sample_n > 1) {
         r.sample_n = options.sample_n;
         r.sample_burst = std::max<std::uint32_t>(1, options.sample_burst);
@@ -799,6 +881,10 @@ void ProbeSession::Impl::read_counters(store::ProbeReport& r) const {
     r.counters["unknown_records"] = unknown_kinds;
     r.counters["orphan_exits"] = orphan_exits;
     if (options.dwarf) r.counters["dwarf_unwind_failures"] = stack_unwind_errors;
+    if (stack_sampler) {
+        r.counters["stack_samples_lost"] = stack_sampler->lost_records();
+        r.counters["stack_samples_in_kernel"] = stack_sampler->kernel_samples();
+    }
 }
 
 void ProbeSession::Impl::add_warnings(store::ProbeReport& r) const {
@@ -841,6 +927,7 @@ store::ProbeFunction ProbeSession::Impl::report_function(const Probe& p) {
             auto& into = f.paths[it->second];
             into.calls += path.calls;
             into.unmatched += path.unmatched;
+            into.stack_samples += path.stack_samples;
             for (const auto& [name, t] : path.timers) into.timers[name].merge(t);
         }
     }
@@ -863,6 +950,7 @@ store::ProbePath ProbeSession::Impl::report_path(const std::vector<std::uint64_t
     path.truncated = truncated;
     path.calls = stats.calls;
     path.unmatched = stats.unmatched;
+    path.stack_samples = stats.stack_samples;
     if (timed) {
         const auto& metrics = options.metrics;
         if (std::count(metrics.begin(), metrics.end(), "wall") > 0) path.timers["wall"] = stats.wall;

@@ -51,6 +51,14 @@ struct ProbeTimer {
         double noise_ns = 0;      // per call: the uncertainty of probe_ns
         bool within_noise = false;  // the net mean is not above twice the noise: see low_ns..high_ns
         double low_ns = 0, high_ns = 0;  // the net mean's range (mean ± noise, not below 0)
+        // Within the noise and the path has stack samples (on-CPU only): the
+        // samples whose stack holds the function under this path × the
+        // sampling period ÷ the path's exact calls, which reports then show.
+        bool from_samples = false;
+        double samples_mean_ns = 0;
+        // Which method gave the reported figure: "subtraction", "range"
+        // (within the noise, no samples) or "stack samples".
+        const char* method() const { return from_samples ? "stack samples" : within_noise ? "range" : "subtraction"; }
     };
     std::optional<Net> net;
 
@@ -59,7 +67,7 @@ struct ProbeTimer {
     double mean_ns() const;
     // What reports show: net of the probe where it was subtracted (a net
     // mean below 0 counts as 0 in the total), else as measured.
-    double reported_mean_ns() const;
+    double reported_mean_ns() const;  // the stack-sample figure where Net::from_samples
     double reported_total_ns(std::uint64_t calls) const;
     // Total over `calls` calls: exact when every call was timed, else
     // mean × calls; `error_ns` is then the 95% bound (1.96 standard errors).
@@ -74,6 +82,9 @@ struct ProbePath {
     bool truncated = false;          // the walk could not reach the thread's outermost frame
     std::uint64_t calls = 0;         // exact (every entry)
     std::uint64_t unmatched = 0;     // timed entries whose return never came (longjmp, exit, still open)
+    // User-mode stack samples of the target (ProbeReport::stack_sample_period_ns)
+    // whose stack holds the probed function called through this path.
+    std::uint64_t stack_samples = 0;
     std::map<std::string, ProbeTimer> timers;  // "wall", "cpu", "blocked"
 };
 
@@ -136,6 +147,7 @@ struct ProbeReport {
     std::map<std::string, std::uint64_t> counters;  // drops and anomalies, by name
     std::vector<ProbeFunction> functions;
     std::vector<std::string> warnings;
+    std::uint64_t stack_sample_period_ns = 0;  // on-CPU sampling period of ProbePath::stack_samples (0: none)
     std::optional<ProbeCost> probe_cost;  // absent: times are as measured (--raw-times, --bare, no timer)
 };
 

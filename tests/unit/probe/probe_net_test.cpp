@@ -271,3 +271,62 @@ TEST_CASE("a calibration whose rounds returned no timed calls is an error, not a
     REQUIRE_FALSE(c.ok());
     CHECK(c.error().message().find("--raw-times") != std::string::npos);
 }
+
+TEST_CASE("an on-CPU time within the probe's noise comes from the path's stack samples") {
+    // 40 ns left after subtracting ~1.9 us: within the noise. 400 samples of
+    // 100 us over 1,000,000 calls: 40 ns a call on the CPU.
+    store::ProbeReport r;
+    r.probe_cost = vm_cost();
+    r.stack_sample_period_ns = 100000;
+    store::ProbeFunction f;
+    store::ProbePath p;
+    p.calls = 1000000;
+    p.stack_samples = 400;
+    p.timers["cpu"] = timer_of(1000, 1940);
+    p.timers["wall"] = timer_of(1000, 2040);
+    f.paths.push_back(p);
+    store::ProbePath clear = p;  // a long call: the subtraction decides
+    clear.timers["cpu"] = timer_of(1000, 50000);
+    f.paths.push_back(clear);
+    r.functions.push_back(f);
+    analyze::subtract_probe_cost(r);
+    const auto& cpu = r.functions[0].paths[0].timers["cpu"];
+    REQUIRE(cpu.net);
+    CHECK(cpu.net->within_noise);
+    CHECK(cpu.net->from_samples);
+    CHECK(std::string(cpu.net->method()) == "stack samples");
+    CHECK(cpu.reported_mean_ns() == doctest::Approx(40));
+    CHECK(cpu.reported_total_ns(1000000) == doctest::Approx(40e6));
+    // The wall timer holds time off the CPU the samples do not see: its range stays.
+    const auto& wall = r.functions[0].paths[0].timers["wall"];
+    CHECK(std::string(wall.net->method()) == "range");
+    CHECK(wall.reported_mean_ns() == doctest::Approx(wall.net->mean_ns));
+    const auto& long_call = r.functions[0].paths[1].timers["cpu"];
+    CHECK(std::string(long_call.net->method()) == "subtraction");
+    CHECK(long_call.reported_mean_ns() == doctest::Approx(50000 - 1900));
+    // Without sampling the row within the noise keeps its range.
+    r.stack_sample_period_ns = 0;
+    analyze::subtract_probe_cost(r);
+    CHECK_FALSE(r.functions[0].paths[0].timers["cpu"].net->from_samples);
+}
+
+TEST_CASE("the report's stack samples and method survive JSON") {
+    store::ProbeReport r;
+    r.probe_cost = vm_cost();
+    r.stack_sample_period_ns = 100000;
+    store::ProbeFunction f;
+    store::ProbePath p;
+    p.calls = 1000;
+    p.stack_samples = 3;
+    p.timers["cpu"] = timer_of(1000, 1940);
+    f.paths.push_back(p);
+    r.functions.push_back(f);
+    analyze::subtract_probe_cost(r);
+    auto back = store::probe_report_from_json(store::probe_report_to_json(r));
+    REQUIRE(back.ok());
+    CHECK(back->stack_sample_period_ns == 100000);
+    const auto& bp = back->functions[0].paths[0];
+    CHECK(bp.stack_samples == 3);
+    CHECK(bp.timers.at("cpu").net->from_samples);
+    CHECK(bp.timers.at("cpu").reported_mean_ns() == doctest::Approx(300));
+}

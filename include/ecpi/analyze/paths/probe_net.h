@@ -24,6 +24,12 @@ namespace ecpi::analyze {
 store::ProbeTimer::Net net_of_probe(const store::ProbeTimer& timer, const store::ProbeCost& cost,
                                     const std::string& timer_name, bool entry_stepped);
 
+// A row within the noise whose report sampled the target's stacks: its
+// figure becomes the path's stack samples × the period ÷ its exact calls
+// (Net::from_samples). The samples are user-mode time on a CPU, where the
+// probe's traps (kernel mode) are not: only the on-CPU timer uses them.
+void use_stack_samples(store::ProbeTimer::Net& net, const store::ProbePath& path, std::uint64_t period_ns);
+
 // Sets `net` on every wall and cpu timer of the report (blocked time is
 // off the CPU, where the probe does not run); clears it without a probe cost.
 void subtract_probe_cost(store::ProbeReport& report);
