@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace ecpi::loader {
 namespace {
@@ -73,6 +74,32 @@ FileDescriptor& FileDescriptor::operator=(FileDescriptor&& o) noexcept {
 
 FileDescriptor::~FileDescriptor() {
     if (fd_ >= 0) ::close(fd_);
+}
+
+Result<PerfRing> PerfRing::map(FileDescriptor fd, std::size_t pages, const std::string& what) {
+    PerfRing ring;
+    ring.page_size_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    ring.size_ = pages * ring.page_size_;
+    void* base = mmap(nullptr, ring.size_ + ring.page_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (base == MAP_FAILED) return Error::from_errno(errno, "mapping " + what);
+    ring.base_ = base;
+    ring.fd_ = std::move(fd);
+    return ring;
+}
+
+PerfRing& PerfRing::operator=(PerfRing&& o) noexcept {
+    if (this != &o) {
+        if (base_) munmap(base_, size_ + page_size_);
+        fd_ = std::move(o.fd_);
+        base_ = std::exchange(o.base_, nullptr);
+        size_ = o.size_;
+        page_size_ = o.page_size_;
+    }
+    return *this;
+}
+
+PerfRing::~PerfRing() {
+    if (base_) munmap(base_, size_ + page_size_);
 }
 
 std::vector<std::string> known_event_names() {
@@ -295,28 +322,8 @@ Result<void> check_lbr_support() {
     return Error("opening last-branch records (LBR): " + refusal_in_words(true, err) + "; or " + kAlternative, err);
 }
 
-SidebandReader::SidebandReader(SidebandReader&& o) noexcept { *this = std::move(o); }
-
-SidebandReader& SidebandReader::operator=(SidebandReader&& o) noexcept {
-    if (this != &o) {
-        for (auto& r : rings_)
-            if (r.base) munmap(r.base, r.size + page_size_);
-        rings_ = std::move(o.rings_);
-        o.rings_.clear();
-        page_size_ = o.page_size_;
-        lost_ = o.lost_;
-    }
-    return *this;
-}
-
-SidebandReader::~SidebandReader() {
-    for (auto& r : rings_)
-        if (r.base) munmap(r.base, r.size + page_size_);
-}
-
 Result<SidebandReader> SidebandReader::open(const std::vector<int>& cpus, std::size_t pages_per_cpu) {
     SidebandReader reader;
-    reader.page_size_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     for (int cpu : cpus) {
         perf_event_attr attr{};
         attr.size = sizeof(attr);
@@ -344,14 +351,10 @@ Result<SidebandReader> SidebandReader::open(const std::vector<int>& cpus, std::s
                              err);
             return Error::from_errno(err, "opening the mmap side-band event on CPU " + std::to_string(cpu));
         }
-        Ring ring;
-        ring.fd = FileDescriptor(static_cast<int>(fd));
-        ring.size = pages_per_cpu * reader.page_size_;
-        void* base = mmap(nullptr, ring.size + reader.page_size_, PROT_READ | PROT_WRITE, MAP_SHARED, ring.fd.get(), 0);
-        if (base == MAP_FAILED)
-            return Error::from_errno(errno, "mapping the side-band ring buffer of CPU " + std::to_string(cpu));
-        ring.base = base;
-        reader.rings_.push_back(std::move(ring));
+        auto ring = PerfRing::map(FileDescriptor(static_cast<int>(fd)), pages_per_cpu,
+                                  "the side-band ring buffer of CPU " + std::to_string(cpu));
+        if (!ring.ok()) return ring.error();
+        reader.rings_.push_back(std::move(*ring));
     }
     return reader;
 }
@@ -365,19 +368,19 @@ void SidebandReader::drain(const SidebandHandler& handler) {
     std::vector<Pending> pending;
     scratch_.clear();
     for (auto& ring : rings_) {
-        auto* meta = static_cast<perf_event_mmap_page*>(ring.base);
-        auto* data = static_cast<std::uint8_t*>(ring.base) + page_size_;
+        auto* meta = ring.meta();
+        auto* data = ring.data();
         std::uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
         std::uint64_t tail = meta->data_tail;
         while (tail < head) {
             perf_event_header hdr;
-            std::size_t pos = tail % ring.size;
+            std::size_t pos = tail % ring.size();
             for (std::size_t i = 0; i < sizeof hdr; ++i)
-                reinterpret_cast<std::uint8_t*>(&hdr)[i] = data[(pos + i) % ring.size];
+                reinterpret_cast<std::uint8_t*>(&hdr)[i] = data[(pos + i) % ring.size()];
             if (hdr.size < sizeof hdr) break;  // corrupt: stop reading this ring
             std::size_t at = scratch_.size();
             scratch_.resize(at + hdr.size);
-            for (std::size_t i = 0; i < hdr.size; ++i) scratch_[at + i] = data[(pos + i) % ring.size];
+            for (std::size_t i = 0; i < hdr.size; ++i) scratch_[at + i] = data[(pos + i) % ring.size()];
             // sample_id trailer ends with the time for every record type we ask for.
             std::uint64_t time = 0;
             if (hdr.size >= sizeof hdr + 8) std::memcpy(&time, &scratch_[at + hdr.size - 8], 8);

@@ -36,31 +36,9 @@ perf_event_attr sampling_attr(std::uint64_t period_ns) {
 
 }  // namespace
 
-StackSampler::StackSampler(StackSampler&& o) noexcept { *this = std::move(o); }
-
-StackSampler& StackSampler::operator=(StackSampler&& o) noexcept {
-    if (this != &o) {
-        for (auto& r : rings_)
-            if (r.base) munmap(r.base, r.size + page_size_);
-        rings_ = std::move(o.rings_);
-        o.rings_.clear();
-        page_size_ = o.page_size_;
-        period_ns_ = o.period_ns_;
-        lost_ = o.lost_;
-        kernel_ = o.kernel_;
-    }
-    return *this;
-}
-
-StackSampler::~StackSampler() {
-    for (auto& r : rings_)
-        if (r.base) munmap(r.base, r.size + page_size_);
-}
-
 Result<StackSampler> StackSampler::open(std::uint32_t pid, const std::vector<int>& cpus, std::uint64_t period_ns,
                                         std::size_t pages_per_cpu) {
     StackSampler s;
-    s.page_size_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     s.period_ns_ = period_ns;
     for (int cpu : cpus) {
         perf_event_attr attr = sampling_attr(period_ns);
@@ -68,32 +46,28 @@ Result<StackSampler> StackSampler::open(std::uint32_t pid, const std::vector<int
         if (fd < 0)
             return Error::from_errno(errno, "opening the stack-sampling event of process " + std::to_string(pid) +
                                                 " on CPU " + std::to_string(cpu) + "; or use --raw-times");
-        Ring ring;
-        ring.fd = FileDescriptor(static_cast<int>(fd));
-        ring.size = pages_per_cpu * s.page_size_;
-        void* base = mmap(nullptr, ring.size + s.page_size_, PROT_READ | PROT_WRITE, MAP_SHARED, ring.fd.get(), 0);
-        if (base == MAP_FAILED)
-            return Error::from_errno(errno, "mapping the stack-sample ring buffer of CPU " + std::to_string(cpu));
-        ring.base = base;
-        s.rings_.push_back(std::move(ring));
+        auto ring = PerfRing::map(FileDescriptor(static_cast<int>(fd)), pages_per_cpu,
+                                  "the stack-sample ring buffer of CPU " + std::to_string(cpu));
+        if (!ring.ok()) return ring.error();
+        s.rings_.push_back(std::move(*ring));
     }
     return s;
 }
 
 void StackSampler::drain(const std::function<void(const std::vector<std::uint64_t>& chain)>& sample) {
     for (auto& ring : rings_) {
-        auto* meta = static_cast<perf_event_mmap_page*>(ring.base);
-        const auto* data = static_cast<const std::uint8_t*>(ring.base) + page_size_;
+        auto* meta = ring.meta();
+        const auto* data = ring.data();
         const std::uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
         std::uint64_t tail = meta->data_tail;
         while (tail < head) {
             perf_event_header hdr;
-            const std::size_t pos = tail % ring.size;
+            const std::size_t pos = tail % ring.size();
             for (std::size_t i = 0; i < sizeof hdr; ++i)
-                reinterpret_cast<std::uint8_t*>(&hdr)[i] = data[(pos + i) % ring.size];
+                reinterpret_cast<std::uint8_t*>(&hdr)[i] = data[(pos + i) % ring.size()];
             if (hdr.size < sizeof hdr || hdr.size > head - tail) break;  // corrupt: stop reading this ring
             record_.resize(hdr.size);
-            for (std::size_t i = 0; i < hdr.size; ++i) record_[i] = data[(pos + i) % ring.size];
+            for (std::size_t i = 0; i < hdr.size; ++i) record_[i] = data[(pos + i) % ring.size()];
             tail += hdr.size;
             if (hdr.type == PERF_RECORD_LOST) {
                 std::uint64_t lost = 0;

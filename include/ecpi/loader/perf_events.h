@@ -109,6 +109,31 @@ struct SamplingEventOptions {
 [[nodiscard]] Result<void> check_lbr_support();
 
 // Records read from the side-band ring buffers.
+// One perf event's ring buffer: the event's descriptor and its mapping (a
+// metadata page, then `size` bytes of data), unmapped when it goes.
+class PerfRing {
+public:
+    // Maps `pages` pages of data for the event `fd` (owned from here on);
+    // `what` names the ring in the error.
+    static Result<PerfRing> map(FileDescriptor fd, std::size_t pages, const std::string& what);
+    PerfRing(PerfRing&& o) noexcept { *this = std::move(o); }
+    PerfRing& operator=(PerfRing&& o) noexcept;
+    PerfRing(const PerfRing&) = delete;
+    PerfRing& operator=(const PerfRing&) = delete;
+    ~PerfRing();
+
+    perf_event_mmap_page* meta() const { return static_cast<perf_event_mmap_page*>(base_); }
+    std::uint8_t* data() const { return static_cast<std::uint8_t*>(base_) + page_size_; }
+    std::size_t size() const { return size_; }  // data bytes
+    int fd() const { return fd_.get(); }
+
+private:
+    PerfRing() = default;
+    FileDescriptor fd_;
+    void* base_ = nullptr;
+    std::size_t size_ = 0, page_size_ = 0;
+};
+
 struct SidebandHandler {
     std::function<void(std::uint32_t pid, std::uint64_t start, std::uint64_t len, std::uint64_t pgoff,
                        const std::string& path, const std::string& build_id)> mmap;
@@ -122,9 +147,8 @@ struct SidebandHandler {
 class SidebandReader {
 public:
     static Result<SidebandReader> open(const std::vector<int>& cpus, std::size_t pages_per_cpu = 256);
-    SidebandReader(SidebandReader&&) noexcept;
-    SidebandReader& operator=(SidebandReader&&) noexcept;
-    ~SidebandReader();
+    SidebandReader(SidebandReader&&) noexcept = default;
+    SidebandReader& operator=(SidebandReader&&) noexcept = default;
 
     // Reads every record written so far, in per-CPU order. Records from
     // different CPUs are merged by timestamp so a fork is seen before its
@@ -134,13 +158,7 @@ public:
 
 private:
     SidebandReader() = default;
-    struct Ring {
-        FileDescriptor fd;
-        void* base = nullptr;
-        std::size_t size = 0;  // data area bytes
-    };
-    std::vector<Ring> rings_;
-    std::size_t page_size_ = 0;
+    std::vector<PerfRing> rings_;
     std::uint64_t lost_ = 0;
     std::vector<std::uint8_t> scratch_;
 };

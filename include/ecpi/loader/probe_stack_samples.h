@@ -23,9 +23,8 @@ public:
     // call chain.
     [[nodiscard]] static Result<StackSampler> open(std::uint32_t pid, const std::vector<int>& cpus,
                                                    std::uint64_t period_ns, std::size_t pages_per_cpu = 256);
-    StackSampler(StackSampler&&) noexcept;
-    StackSampler& operator=(StackSampler&&) noexcept;
-    ~StackSampler();
+    StackSampler(StackSampler&&) noexcept = default;
+    StackSampler& operator=(StackSampler&&) noexcept = default;
 
     // Calls `sample` for every user-mode sample written so far: chain[0] is
     // the sampled pc, then the return addresses, innermost first.
@@ -36,13 +35,7 @@ public:
 
 private:
     StackSampler() = default;
-    struct Ring {
-        FileDescriptor fd;
-        void* base = nullptr;
-        std::size_t size = 0;  // data area bytes
-    };
-    std::vector<Ring> rings_;
-    std::size_t page_size_ = 0;
+    std::vector<PerfRing> rings_;
     std::uint64_t period_ns_ = 0, lost_ = 0, kernel_ = 0;
     std::vector<std::uint8_t> record_;
     std::vector<std::uint64_t> chain_;
