@@ -16,7 +16,9 @@
 #   LOCK=/tmp/ecpi-quiet.lock   taken exclusively per round (other users of
 #                         the machine wait; empty: no lock); a round holds it
 #                         about 2 minutes (keep a hold under 10 minutes)
-#   WORKLOADS="a b"       workloads to run (a: CPU-bound, b: short-lived)
+#   WORKLOADS="a b"       workloads to run (a: CPU-bound, b: short-lived,
+#                         p: CPU-bound in paired slices, below)
+#   SLICE_MS=200          workload p's slice length
 #   DAEMON_ARGS=""        more daemon options, e.g. "-g" (call stacks by CFI)
 #
 # Every round runs each configuration once, rotated so that no configuration
@@ -30,7 +32,12 @@
 #       own time, which other processes and the host's steal time leave alone:
 #       the budget's measure; see run_throughput);
 #   (b) short-lived processes: SHORT runs of testprogs/burn (2 ms each), two
-#       at a time, wall seconds.
+#       at a time, wall seconds;
+#   (p) the CPU-bound loop again, SECS seconds on every CPU, with the daemon
+#       running throughout and its sampling events switched off and on in
+#       adjacent SLICE_MS slices (bench/budget_paired.c): the loss of the
+#       program's own time within pairs of slices, where separate runs' 2-18%
+#       differences on this VM cancel. Only the bN configurations run it.
 # The loss of a configuration in a round is against the mean of that round's
 # two unprofiled runs. Reported: median loss and its range over the rounds,
 # the rate the calibration chose (issue 35: it may vary at most 2x between
@@ -43,6 +50,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 ECPI=${ECPI:-$BUILD/loader/ecpi}
 THROUGHPUT=$BUILD/bench/ecpi_bench_throughput
+PAIRED=$BUILD/bench/ecpi_bench_budget_paired
+SLICE_MS=${SLICE_MS:-200}
 BURN=$BUILD/testprogs/burn
 ROUNDS=${1:-6}
 SECS=${2:-10}
@@ -55,7 +64,7 @@ read -r -a DAEMON_EXTRA <<<"${DAEMON_ARGS:-}"
 die() { echo "budget.sh: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run as root (the daemon loads BPF programs)"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
-for b in "$ECPI" "$THROUGHPUT" "$BURN"; do
+for b in "$ECPI" "$THROUGHPUT" "$BURN" "$PAIRED"; do
 	[ -x "$b" ] || die "$b is missing; build first: cmake --build $BUILD -j2"
 done
 
@@ -110,9 +119,40 @@ m = re.search(r"cpu_seconds=([0-9.]+) iterations=([0-9.]+)", sys.argv[2])
 print(f"{float(sys.argv[1])},{float(m.group(2)) / float(m.group(1))}")
 PY
 }
+# Workload (p) under a fresh daemon: prints "median-loss status-json"; each
+# pair's loss goes to $TMP/pairs.CONFIG for the pooled figure.
+run_paired() { # CONFIG ROUND
+	local config=$1 round=$2 db line status
+	db="$TMP/$config.p.$round"
+	start_daemon "$db" "${config#b}"
+	sleep 1
+	if ! line=$("$PAIRED" "$DAEMON" "$SECS" "$SLICE_MS" 2>"$TMP/paired.err"); then
+		stop_daemon
+		die "ecpi_bench_budget_paired failed: $(tail -n 1 "$TMP/paired.err")"
+	fi
+	grep '^# pair ' "$TMP/paired.err" >>"$TMP/pairs.$config"
+	status=$("$ECPI" ctl --db "$db" status --format json)
+	stop_daemon
+	rm -rf "$db"
+	python3 - "$line" "$status" <<'PY'
+import json, sys
+f = dict(kv.split("=") for kv in sys.argv[1].split())
+s = json.loads(sys.argv[2]).get("sampling", {})
+cost = s.get("cost_per_sample_us", {})
+out = {"hz": s.get("frequency_hz", 0), "cost_us": cost.get("median", 0), "cost_lo": cost.get("low", 0),
+       "cost_hi": cost.get("high", 0), "bound_us": cost.get("upper_bound", 0), "pairs": cost.get("pairs", 0),
+       "est_pct": s.get("estimated_overhead_percent", 0), "samples_per_hour": 0,
+       "slice_pairs": int(f["pairs"]), "lower": float(f["lower"]), "upper": float(f["upper"]), "events": int(f["events"])}
+print(f["median"], json.dumps(out, separators=(",", ":")))
+PY
+}
 # One configuration on one workload: prints "value status-json-or-{}".
 run_config() { # CONFIG WORKLOAD ROUND
 	local config=$1 workload=$2 round=$3 value db
+	if [ "$workload" = p ]; then
+		run_paired "$config" "$round"
+		return
+	fi
 	if [[ $config == none* ]]; then
 		if [ "$workload" = a ]; then value=$(run_throughput); else value=$(run_short); fi
 		echo "$value {}"
@@ -158,6 +198,7 @@ for round in $(seq "$ROUNDS"); do
 		[ -n "$LOCK" ] && flock -x -w 1200 9
 		for workload in $WORKLOADS; do
 			for config in "${order[@]}"; do
+				[[ $workload == p && $config == none* ]] && continue
 				read -r value info < <(run_config "$config" "$workload" "$round")
 				if [ "$workload" = a ]; then
 					echo "$round a $config ${value%,*} $info" >>"$TMP/results"
@@ -172,11 +213,13 @@ for round in $(seq "$ROUNDS"); do
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$TMP/results" "$SECS" "$SHORT" <<'PY'
-import json, statistics as st, sys
+python3 - "$TMP/results" "$SECS" "$SHORT" "$TMP" "$SLICE_MS" <<'PY'
+import json, math, os, statistics as st, sys
 rows = [l.split(None, 4) for l in open(sys.argv[1]) if l.strip()]
 secs, short = sys.argv[2], sys.argv[3]
 def losses(workload, config):
+    if workload == "p":
+        return [float(x[3]) for x in rows if x[1] == "p" and x[2] == config]
     out = []
     for r in sorted({int(x[0]) for x in rows}):
         base = [float(x[3]) for x in rows if int(x[0]) == r and x[1] == workload and x[2] in ("none", "none2")]
@@ -187,19 +230,52 @@ def losses(workload, config):
         out.append(100 * (1 - mine[0] / ref) if workload != "b" else 100 * (mine[0] / ref - 1))
     return out
 def floor(workload):
+    if workload == "p":
+        return [0.0]
     out = []
     for r in sorted({int(x[0]) for x in rows}):
         v = {x[2]: float(x[3]) for x in rows if int(x[0]) == r and x[1] == workload and x[2] in ("none", "none2")}
         if len(v) == 2: out.append(100 * abs(v["none"] - v["none2"]) / st.mean(v.values()))
     return out
+def median_interval(v):
+    """The median and its 95% distribution-free interval (order statistics)."""
+    v, n = sorted(v), len(v)
+    cdf, r = 0.0, -1
+    for k in range(n):
+        pmf = math.comb(n, k) / 2 ** n
+        if cdf + pmf > 0.025: break
+        cdf, r = cdf + pmf, k
+    r = max(r, 0)
+    return st.median(v), v[r], v[n - 1 - r]
+def print_paired(configs):
+    print("  | budget | loss, median of all pairs [95% interval] | loss - budget | pairs | rounds' medians | rate chosen (Hz/CPU), median (min-max, max/min) | cost per sample (us, median) | upper bound (us) | estimated overhead |")
+    print("  |---|---|---|---|---|---|---|---|---|")
+    for c in configs:
+        path = os.path.join(sys.argv[4], "pairs." + c)
+        if not os.path.exists(path): continue
+        pairs = [float(l.split()[-1]) for l in open(path) if l.startswith("# pair ")]
+        m, lo, hi = median_interval(pairs)
+        info = [json.loads(x[4]) for x in rows if x[1] == "p" and x[2] == c]
+        hz = [i["hz"] for i in info]
+        rounds = " ".join(f"{float(x[3]):+.2f}" for x in rows if x[1] == "p" and x[2] == c)
+        med = lambda k: st.median(i.get(k, 0) for i in info)
+        budget = float(c[1:])
+        verdict = "at or under" if hi <= budget else ("over" if lo > budget else "not separable from")
+        print(f"  | {c[1:]}%{' (default)' if c == 'b1' else ''} | {m:+.2f}% [{lo:+.2f} .. {hi:+.2f}] ({verdict} the budget) | {m - budget:+.2f} "
+              f"| {len(pairs)} | {rounds} | {int(st.median(hz))} ({min(hz)}-{max(hz)}, {max(hz) / max(min(hz), 1):.2f}x) "
+              f"| {med('cost_us'):.1f} | {med('bound_us'):.1f} | {med('est_pct'):.2f}% |")
 configs = [c for c in dict.fromkeys(x[2] for x in rows) if c.startswith("b")]
 configs.sort(key=lambda c: float(c[1:]))
 for workload, title in (("a", f"(a) CPU-bound, {secs} s on every CPU: throughput loss, iterations per wall second"),
                         ("c", f"(a) the same runs: loss of the program's own time, iterations per CPU second of the workers"),
-                        ("b", f"(b) {short} short-lived processes, two at a time: wall-time increase")):
+                        ("b", f"(b) {short} short-lived processes, two at a time: wall-time increase"),
+                        ("p", f"(p) CPU-bound, {secs} s on every CPU, the daemon's sampling switched off and on in paired {sys.argv[5]} ms slices: loss of the program's own time")):
     if not any(x[1] == workload for x in rows): continue
     f = floor(workload)
     print(title)
+    if workload == "p":
+        print_paired(configs)
+        continue
     print(f"  noise floor (two unprofiled runs of a round differ by): median {st.median(f):.2f}%, max {max(f):.2f}%")
     print("  | budget | loss, median | loss - budget | range over rounds | rate chosen (Hz/CPU), median (min-max, max/min) | cost per sample (us, median [quartiles]) | upper bound (us) | estimated overhead | samples/hour stored |")
     print("  |---|---|---|---|---|---|---|---|---|")

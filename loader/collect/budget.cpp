@@ -257,7 +257,7 @@ Result<CpuCost> measure_on_cpu(Sampler& sampler, int cpu, const CalibrationOptio
         if (!pair) continue;
         costs.push_back(pair->cost_us);
         losses.push_back(pair->loss);
-        if (!piloted && costs.size() == 4) {
+        if (!piloted && costs.size() == 4 && !options.fixed_rate) {
             piloted = true;
             // Only where every pilot pair lost little: a noisy pilot (a busy
             // machine) keeps the rate, so the kernel's sample-rate throttle

@@ -44,6 +44,7 @@ struct CalibrationOptions {
     std::uint64_t hz = kCalibrationHz;  // the rate to start at
     bool low_priority = false;          // SCHED_IDLE: measure only in time no program wants
     bool add_chain_only = false;        // time the register-only add chain, not the memory walk
+    bool fixed_rate = false;            // measure at `hz` only (bench/budget_cost.cpp): no faster rate after the pilot
 };
 
 // A median with a distribution-free confidence interval from order
