@@ -152,6 +152,24 @@ struct {
 	__type(value, struct ecpi_stack_record);
 } stack_scratch SEC(".maps");
 
+/* A window of the user stack the CFI walk reads its frames from: one
+ * bpf_probe_read_user per ECPI_UNWIND_WINDOW bytes of stack instead of one
+ * or two per frame. A window never reaches past the end of the 4 KiB page it
+ * starts in (that page holds the frame being read, so it is mapped; the
+ * next one up may not be). Two spare words keep the verifier's view of a
+ * 16-byte read inside the value. */
+#define ECPI_UNWIND_WINDOW 512
+struct stack_window {
+	__u64 words[ECPI_UNWIND_WINDOW / 8 + 2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_window);
+} unwind_window SEC(".maps");
+
 /* A stack copy (ECPI_RECORD_STACK_COPY) is built here, then sent with its size. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -255,6 +273,9 @@ struct walk_state {
 	__u32 end; /* the ECPI_COUNTER_* saying how the walk ended; 0 while it goes on */
 	__u32 exact; /* pc is an interrupted pc (after a signal frame), not a return address */
 	__u32 mapping; /* index of the last frame's mapping: callers are mostly in the same image */
+	struct stack_window *win; /* the per-CPU window (looked up once); NULL: every read direct */
+	__u64 win_start;          /* user address of win->words[0] */
+	__u32 win_len;            /* bytes of the window read from win_start (0: none yet) */
 };
 
 /* The index of the mapping of `pc` in the process's sorted mappings, trying
@@ -389,13 +410,45 @@ static __always_inline __u32 row_for(struct walk_state *w, struct ecpi_unwind_ro
 	return r & 0xff;
 }
 
-/* Two adjacent stack words at `addr` (a saved rbp below its return address):
- * one read instead of two. */
-static __always_inline long read_pair(__u64 addr, __u64 *low, __u64 *high)
+/* `n` bytes (8 or 16) of user stack at `addr` into out[0 .. n / 8): from the
+ * window when it holds them, else after reading the window anew from addr
+ * to its page's end (at most ECPI_UNWIND_WINDOW bytes); an unaligned address
+ * or a read that crosses a page goes to the stack directly. The same bytes
+ * as a direct read: the sampled thread is stopped while its handler runs. */
+static __always_inline long stack_read(struct walk_state *w, __u64 addr, __u64 *out, __u32 n)
+{
+	struct stack_window *win = w->win;
+	__u64 off = addr - w->win_start;
+	__u32 len, i;
+
+	if (!win || (addr & 7))
+		return bpf_probe_read_user(out, n, (void *)addr);
+	if (addr < w->win_start || off + n > w->win_len) {
+		len = 4096 - (addr & 4095);
+		if (len > ECPI_UNWIND_WINDOW)
+			len = ECPI_UNWIND_WINDOW;
+		if (len < n)
+			return bpf_probe_read_user(out, n, (void *)addr);
+		w->win_len = 0;
+		if (bpf_probe_read_user(win->words, len, (void *)addr))
+			return -1;
+		w->win_start = addr;
+		w->win_len = len;
+		off = 0;
+	}
+	i = (off / 8) & (ECPI_UNWIND_WINDOW / 8 - 1); /* < win_len / 8 already; the mask is for the verifier */
+	out[0] = win->words[i];
+	if (n == 16)
+		out[1] = win->words[i + 1];
+	return 0;
+}
+
+/* Two adjacent stack words at `addr` (a saved rbp below its return address). */
+static __always_inline long read_pair(struct walk_state *w, __u64 addr, __u64 *low, __u64 *high)
 {
 	__u64 pair[2];
 
-	if (bpf_probe_read_user(pair, sizeof(pair), (void *)addr))
+	if (stack_read(w, addr, pair, sizeof(pair)))
 		return -1;
 	*low = pair[0];
 	*high = pair[1];
@@ -409,9 +462,9 @@ static __always_inline long signal_step(struct walk_state *w)
 {
 	__u64 pc, sp, bp;
 
-	if (bpf_probe_read_user(&pc, sizeof(pc), (void *)(w->sp + ECPI_SIGFRAME_RIP)) ||
-	    bpf_probe_read_user(&sp, sizeof(sp), (void *)(w->sp + ECPI_SIGFRAME_RSP)) ||
-	    bpf_probe_read_user(&bp, sizeof(bp), (void *)(w->sp + ECPI_SIGFRAME_RBP)) || pc == 0) {
+	if (stack_read(w, w->sp + ECPI_SIGFRAME_RIP, &pc, sizeof(pc)) ||
+	    stack_read(w, w->sp + ECPI_SIGFRAME_RSP, &sp, sizeof(sp)) ||
+	    stack_read(w, w->sp + ECPI_SIGFRAME_RBP, &bp, sizeof(bp)) || pc == 0) {
 		w->end = ECPI_COUNTER_CUT_UNREADABLE;
 		return 1;
 	}
@@ -453,16 +506,16 @@ static long walk_step(__u64 index, void *arg)
 			cfa = w->bp + 8 * (__u64)row.cfa_offset8;
 		else /* PLT */
 			cfa = w->sp + 8 + ((w->pc & 15) >= row.cfa_offset8 ? 8 : 0);
-		if (row.rbp_offset8 == -2 ? read_pair(cfa - 16, &bp, &ra) /* push rbp right after the call */
-					  : bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)) ||
+		if (row.rbp_offset8 == -2 ? read_pair(w, cfa - 16, &bp, &ra) /* push rbp right after the call */
+					  : stack_read(w, cfa - 8, &ra, sizeof(ra)) ||
 					    (row.rbp_offset8 &&
-					     bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + 8 * (__s64)row.rbp_offset8)))) {
+					     stack_read(w, cfa + 8 * (__s64)row.rbp_offset8, &bp, sizeof(bp)))) {
 			w->end = ECPI_COUNTER_CUT_UNREADABLE;
 			return 1;
 		}
 	} else {
 		/* Frame-pointer fallback: rbp -> (saved rbp, return address). */
-		if (w->bp == 0 || w->bp < w->sp || read_pair(w->bp, &bp, &ra)) {
+		if (w->bp == 0 || w->bp < w->sp || read_pair(w, w->bp, &bp, &ra)) {
 			w->end = why;
 			return 1;
 		}
@@ -584,6 +637,7 @@ static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, con
 		if (!w.proc && send_stack_copy(key, rec, &w))
 			return 0;
 		w.rec = rec;
+		w.win = bpf_map_lookup_elem(&unwind_window, &zero);
 		w.base = rec->kernel_depth;
 		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
 		rec->user_depth = w.depth;
