@@ -264,6 +264,16 @@ static __always_inline int record_stack(struct bpf_perf_event_data *ctx, const s
 
 /* ---- CFI walk ---- */
 
+/* A row found for a pc, and the pcs [start, end) of the process that have
+ * the same row (its table's rows from row.pc to the next row's pc, moved by
+ * the mapping's bias and kept within the mapping). */
+struct unwind_hit {
+	struct ecpi_unwind_row row;
+	__u32 mapping;
+	__u32 pad;
+	__u64 start, end;
+};
+
 struct walk_state {
 	__u64 pc, sp, bp;
 	struct ecpi_unwind_process *proc; /* looked up once per sample; NULL: no tables yet */
@@ -273,6 +283,7 @@ struct walk_state {
 	__u32 end; /* the ECPI_COUNTER_* saying how the walk ended; 0 while it goes on */
 	__u32 exact; /* pc is an interrupted pc (after a signal frame), not a return address */
 	__u32 mapping; /* index of the last frame's mapping: callers are mostly in the same image */
+	struct unwind_hit last;    /* the last row found: a frame whose pc lies in its range needs no search */
 	struct stack_window *win; /* the per-CPU window (looked up once); NULL: every read direct */
 	__u64 win_start;          /* user address of win->words[0] */
 	__u32 win_len;            /* bytes of the window read from win_start (0: none yet) */
@@ -281,10 +292,16 @@ struct walk_state {
 /* The index of the mapping of `pc` in the process's sorted mappings, trying
  * `hint` first; ECPI_UNWIND_MAX_MAPPINGS when none. Indices are masked
  * (ECPI_UNWIND_MAX_MAPPINGS is a power of two) so the verifier sees them
- * bounded whatever order the compiler gives the checks. */
-static __always_inline __u32 find_mapping(struct ecpi_unwind_process *p, __u64 pc, __u32 hint)
+ * bounded whatever order the compiler gives the checks. A global function:
+ * its caller is verified once with an index of unknown value, not once per
+ * index its search can end on. */
+__noinline int find_mapping(struct ecpi_unwind_process *p, __u64 pc, __u32 hint)
 {
-	__u32 lo = 0, hi = p->count, idx = hint & (ECPI_UNWIND_MAX_MAPPINGS - 1);
+	__u32 lo = 0, hi, idx = hint & (ECPI_UNWIND_MAX_MAPPINGS - 1);
+
+	if (!p)
+		return ECPI_UNWIND_MAX_MAPPINGS;
+	hi = p->count;
 
 	if (p->mappings[idx].start <= pc && pc < p->mappings[idx].end)
 		return idx;
@@ -307,14 +324,17 @@ static __always_inline __u32 find_mapping(struct ecpi_unwind_process *p, __u64 p
 }
 
 /* Narrows the search for `vaddr` to [*lo, *hi) by the table's page index;
- * leaves the whole table where it has none. */
-static __always_inline void page_range(const struct ecpi_unwind_table *t, __u32 vaddr, __u32 *lo, __u32 *hi)
+ * leaves the whole table where it has none. *end: a pc at or below the
+ * first row above the range (the next page's start; 0: none known). */
+static __always_inline void page_range(const struct ecpi_unwind_table *t, __u32 vaddr, __u32 *lo, __u32 *hi,
+				       __u64 *end)
 {
 	__u32 page = vaddr >> ECPI_UNWIND_PAGE_SHIFT, k, idx;
 	__u32 *a, *b;
 
 	*lo = 0;
 	*hi = t->rows;
+	*end = 0;
 	if (t->pages == 0)
 		return;
 	if (page < t->base_page) { /* below the first row */
@@ -333,23 +353,26 @@ static __always_inline void page_range(const struct ecpi_unwind_table *t, __u32 
 	if (a && b && *a <= *b && *b <= t->rows) {
 		*lo = *a;
 		*hi = *b;
+		*end = (__u64)(page + 1) << ECPI_UNWIND_PAGE_SHIFT;
 	}
 }
 
-/* The row of `vaddr` in table `table`: 0 with *out filled, or the cut reason.
+/* The row of `vaddr` in table `table`: 0 with *out filled (out->end: the
+ * next row's pc, or a pc below it, or 0: none known), or the cut reason.
  * Searches [lo, hi) for the first row above vaddr: lo ends as the number of
  * rows at or below it. */
-static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct ecpi_unwind_row *out)
+static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct unwind_hit *out)
 {
 	struct ecpi_unwind_table *t = bpf_map_lookup_elem(&unwind_tables, &table);
 	struct ecpi_unwind_row *r;
 	__u32 lo, hi, idx;
+	__u64 end;
 
 	if (!t || t->rows == 0)
 		return ECPI_COUNTER_CUT_NO_TABLE;
 	if (vaddr > 0xffffffffULL)
 		return ECPI_COUNTER_CUT_NO_ROW;
-	page_range(t, vaddr, &lo, &hi);
+	page_range(t, vaddr, &lo, &hi, &end);
 	for (int k = 0; k < 25 && lo < hi; k++) { /* tables hold < 2^24 rows (loader's limit) */
 		__u32 mid = lo + (hi - lo) / 2;
 
@@ -357,10 +380,12 @@ static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct ecpi_unwi
 		r = bpf_map_lookup_elem(&unwind_rows, &idx);
 		if (!r)
 			return ECPI_COUNTER_CUT_NO_TABLE;
-		if (r->pc <= vaddr)
+		if (r->pc <= vaddr) {
 			lo = mid + 1;
-		else
+		} else {
 			hi = mid;
+			end = r->pc;
+		}
 	}
 	if (lo == 0)
 		return ECPI_COUNTER_CUT_NO_ROW;
@@ -368,7 +393,8 @@ static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct ecpi_unwi
 	r = bpf_map_lookup_elem(&unwind_rows, &idx);
 	if (!r)
 		return ECPI_COUNTER_CUT_NO_TABLE;
-	*out = *r;
+	out->row = *r;
+	out->end = end;
 	if (r->kind == ECPI_UNWIND_NONE)
 		return ECPI_COUNTER_CUT_NO_ROW;
 	if (r->kind == ECPI_UNWIND_INVALID)
@@ -377,37 +403,55 @@ static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct ecpi_unwi
 }
 
 /* The row of `pc` in process `p`, trying mapping `hint` first: the cut
- * reason (0: found, *row filled) in the low byte, the pc's mapping index
- * above it. A global function: the verifier checks it once, not once per
- * path of the walk that calls it (its two searches would multiply the states). */
-__noinline int unwind_lookup(struct ecpi_unwind_process *p, __u32 hint, __u64 pc, struct ecpi_unwind_row *row)
+ * reason (0: found, *hit filled with the row and the pcs that share it),
+ * hit->mapping the pc's mapping index. A global function: the verifier
+ * checks it once, not once per path of the walk that calls it (its two
+ * searches would multiply the states). */
+__noinline int unwind_lookup(struct ecpi_unwind_process *p, __u32 hint, __u64 pc, struct unwind_hit *hit)
 {
 	struct ecpi_unwind_mapping *m;
-	__u32 idx, at;
+	__u64 start, end;
+	__u32 idx, why;
 
-	if (!row || !p)
+	if (!hit || !p)
 		return ECPI_COUNTER_CUT_NO_TABLE;
+	hit->start = hit->end = 0;
 	idx = find_mapping(p, pc, hint);
 	if (idx >= ECPI_UNWIND_MAX_MAPPINGS)
 		return ECPI_COUNTER_CUT_NO_ROW;
+	idx &= ECPI_UNWIND_MAX_MAPPINGS - 1;
+	hit->mapping = idx;
 	m = &p->mappings[idx];
-	at = idx << 8;
 	if (m->table == ECPI_UNWIND_NO_TABLE)
-		return at | ECPI_COUNTER_CUT_NO_TABLE;
-	return at | find_row(m->table, pc - m->bias, row);
+		return ECPI_COUNTER_CUT_NO_TABLE;
+	why = find_row(m->table, pc - m->bias, hit);
+	if (why)
+		return why;
+	start = hit->row.pc + m->bias;
+	end = hit->end ? hit->end + m->bias : start + 1;
+	hit->start = start < m->start ? m->start : start;
+	hit->end = end > m->end ? m->end : end;
+	return 0;
 }
 
-/* The row for a frame's pc (pc - 1 for a return address): 0 or a cut reason. */
+/* The row for a frame's pc (pc - 1 for a return address): 0 or a cut
+ * reason. The last frame's row first: in a recursion every frame has it. */
 static __always_inline __u32 row_for(struct walk_state *w, struct ecpi_unwind_row *row)
 {
 	struct ecpi_unwind_process *p = w->proc;
+	__u64 pc = w->depth > 1 && !w->exact ? w->pc - 1 : w->pc;
 	int r;
 
 	if (!p)
 		return ECPI_COUNTER_CUT_NO_TABLE;
-	r = unwind_lookup(p, w->mapping, w->depth > 1 && !w->exact ? w->pc - 1 : w->pc, row);
-	w->mapping = (__u32)r >> 8;
-	return r & 0xff;
+	if (pc >= w->last.start && pc < w->last.end) {
+		*row = w->last.row;
+		return 0;
+	}
+	r = unwind_lookup(p, w->mapping, pc, &w->last);
+	w->mapping = w->last.mapping;
+	*row = w->last.row;
+	return r;
 }
 
 /* `n` bytes (8 or 16) of user stack at `addr` into out[0 .. n / 8): from the
