@@ -425,8 +425,10 @@ __noinline int unwind_lookup(struct ecpi_unwind_process *p, __u32 hint, __u64 pc
 	if (m->table == ECPI_UNWIND_NO_TABLE)
 		return ECPI_COUNTER_CUT_NO_TABLE;
 	why = find_row(m->table, pc - m->bias, hit);
-	if (why)
+	if (why) { /* a cut is never kept for the next frame: its range is empty */
+		hit->start = hit->end = 0;
 		return why;
+	}
 	start = hit->row.pc + m->bias;
 	end = hit->end ? hit->end + m->bias : start + 1;
 	hit->start = start < m->start ? m->start : start;
