@@ -11,7 +11,12 @@
 #
 # Environment: BUILD=<repo>/build (build tree), ECPI=... the binary, HZ=999,
 #   PARTS="roots depth system" (which parts to run: completeness, handler
-#   time by depth (a time: take the exclusive lock), whole-system tables).
+#   time by depth (a time: take the exclusive lock), whole-system tables);
+#   for the depth part: DEPTHS="10 30 100", MODES="cfi fp" and
+#   SHAPES="recursion chain" (one function calling itself, or a chain of
+#   distinct functions: ecpi_bench_unwind_depth's two shapes), RECORD_ARGS
+#   (more options for its recordings, e.g. "--registers off": a recorded
+#   command keeps every sample's registers by default, part of the handler).
 #
 # Workloads (Debian's own binaries, built without frame pointers):
 #   xz      xz -9 -T1 of 48 MB of text
@@ -35,14 +40,17 @@ BUILD=${BUILD:-$HERE/build}
 ECPI=${ECPI:-$BUILD/loader/ecpi}
 HZ=${HZ:-999}
 PARTS=${PARTS:-roots depth system}
+DEPTHS=${DEPTHS:-10 30 100}
+MODES=${MODES:-cfi fp}
+SHAPES=${SHAPES:-recursion chain}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 [ "$(id -u)" -eq 0 ] || { echo "bench/unwind.sh: run as root (BPF and perf)" >&2; exit 1; }
 command -v perf >/dev/null || { echo "bench/unwind.sh: perf is not installed" >&2; exit 1; }
 W=$(mktemp -d /tmp/ecpi-unwind.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 
-# Inputs: text that compresses and sorts slowly enough.
-/usr/bin/python3 - "$W" <<'PY'
+# Inputs: text that compresses and sorts slowly enough (the completeness part only).
+part roots && /usr/bin/python3 - "$W" <<'PY'
 import random, sys
 random.seed(29)
 words = ["".join(random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(random.randint(3, 9))) for _ in range(5000)]
@@ -121,27 +129,27 @@ print(f"{share:.1f}% of {walks}|{cuts or chr(45)}")' "$W/prof-$name.json")
 done
 
 # BPF handler time per sample (kernel.bpf_stats_enabled) at fixed user
-# stack depths: ecpi_bench_unwind_depth recurses to DEPTH frames (counting
-# _start and libc's two) and burns CPU at the bottom, built with frame
+# stack depths: ecpi_bench_unwind_depth calls down to DEPTH frames (counting
+# _start and libc's two; one function recursing, or a chain of distinct
+# functions) and burns CPU at the bottom, built with frame
 # pointers so that --call-graph fp walks the same frames. The figure is the
 # whole handler (kernel stack, walk, ring-buffer record) over every sample.
 part depth && old=$(sysctl -n kernel.bpf_stats_enabled) && sysctl -q kernel.bpf_stats_enabled=1
-part depth && printf "\n%-6s | %-24s | %-24s\n" depth "handler, -g (cfi)" "handler, --call-graph fp"
-for depth in 10 30 100; do
-	part depth || break
-	line="$depth"
-	for mode in cfi fp; do
-		"$ECPI" record --call-graph $mode -F "$HZ" -o "$W/depth-$mode-$depth" --format json \
-			--report-file "$W/depth-$mode-$depth.json" -- "$BUILD/bench/ecpi_bench_unwind_depth" "$depth" "$SECONDS_RUN" \
-			>/dev/null 2>&1 || true
-		line="$line|$(python3 -c '
+part depth && printf "\n%-9s | %-6s | %-5s | %s\n" shape depth mode "handler time per sample"
+for shape in $SHAPES; do
+	for depth in $DEPTHS; do
+		for mode in $MODES; do
+			part depth || break 3
+			"$ECPI" record --call-graph $mode -F "$HZ" ${RECORD_ARGS:-} -o "$W/depth-$mode-$depth" --format json \
+				--report-file "$W/depth-$mode-$depth.json" -- "$BUILD/bench/ecpi_bench_unwind_depth" "$depth" \
+				"$SECONDS_RUN" "$shape" >/dev/null 2>&1 || true
+			printf "%-9s | %-6s | %-5s | %s\n" "$shape" "$depth" "$mode" "$(python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
 n, t = d.get("bpf_run_count", 0), d.get("bpf_run_time_ns", 0)
 print(f"{t / n:.0f} ns over {n} samples" if n else "no bpf stats")' "$W/depth-$mode-$depth.json")"
+		done
 	done
-	IFS='|' read -r d cfi fp <<<"$line"
-	printf "%-6s | %-24s | %-24s\n" "$d" "$cfi" "$fp"
 done
 part depth && sysctl -q kernel.bpf_stats_enabled="$old"
 

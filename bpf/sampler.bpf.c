@@ -152,6 +152,24 @@ struct {
 	__type(value, struct ecpi_stack_record);
 } stack_scratch SEC(".maps");
 
+/* A window of the user stack the CFI walk reads its frames from: one
+ * bpf_probe_read_user per ECPI_UNWIND_WINDOW bytes of stack instead of one
+ * or two per frame. A window never reaches past the end of the 4 KiB page it
+ * starts in (that page holds the frame being read, so it is mapped; the
+ * next one up may not be). Two spare words keep the verifier's view of a
+ * 16-byte read inside the value. */
+#define ECPI_UNWIND_WINDOW 512
+struct stack_window {
+	__u64 words[ECPI_UNWIND_WINDOW / 8 + 2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_window);
+} unwind_window SEC(".maps");
+
 /* A stack copy (ECPI_RECORD_STACK_COPY) is built here, then sent with its size. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -246,6 +264,16 @@ static __always_inline int record_stack(struct bpf_perf_event_data *ctx, const s
 
 /* ---- CFI walk ---- */
 
+/* A row found for a pc, and the pcs [start, end) of the process that have
+ * the same row (its table's rows from row.pc to the next row's pc, moved by
+ * the mapping's bias and kept within the mapping). */
+struct unwind_hit {
+	struct ecpi_unwind_row row;
+	__u32 mapping;
+	__u32 pad;
+	__u64 start, end;
+};
+
 struct walk_state {
 	__u64 pc, sp, bp;
 	struct ecpi_unwind_process *proc; /* looked up once per sample; NULL: no tables yet */
@@ -255,15 +283,25 @@ struct walk_state {
 	__u32 end; /* the ECPI_COUNTER_* saying how the walk ended; 0 while it goes on */
 	__u32 exact; /* pc is an interrupted pc (after a signal frame), not a return address */
 	__u32 mapping; /* index of the last frame's mapping: callers are mostly in the same image */
+	struct unwind_hit last;    /* the last row found: a frame whose pc lies in its range needs no search */
+	struct stack_window *win; /* the per-CPU window (looked up once); NULL: every read direct */
+	__u64 win_start;          /* user address of win->words[0] */
+	__u32 win_len;            /* bytes of the window read from win_start (0: none yet) */
 };
 
 /* The index of the mapping of `pc` in the process's sorted mappings, trying
  * `hint` first; ECPI_UNWIND_MAX_MAPPINGS when none. Indices are masked
  * (ECPI_UNWIND_MAX_MAPPINGS is a power of two) so the verifier sees them
- * bounded whatever order the compiler gives the checks. */
-static __always_inline __u32 find_mapping(struct ecpi_unwind_process *p, __u64 pc, __u32 hint)
+ * bounded whatever order the compiler gives the checks. A global function:
+ * its caller is verified once with an index of unknown value, not once per
+ * index its search can end on. */
+__noinline int find_mapping(struct ecpi_unwind_process *p, __u64 pc, __u32 hint)
 {
-	__u32 lo = 0, hi = p->count, idx = hint & (ECPI_UNWIND_MAX_MAPPINGS - 1);
+	__u32 lo = 0, hi, idx = hint & (ECPI_UNWIND_MAX_MAPPINGS - 1);
+
+	if (!p)
+		return ECPI_UNWIND_MAX_MAPPINGS;
+	hi = p->count;
 
 	if (p->mappings[idx].start <= pc && pc < p->mappings[idx].end)
 		return idx;
@@ -286,14 +324,17 @@ static __always_inline __u32 find_mapping(struct ecpi_unwind_process *p, __u64 p
 }
 
 /* Narrows the search for `vaddr` to [*lo, *hi) by the table's page index;
- * leaves the whole table where it has none. */
-static __always_inline void page_range(const struct ecpi_unwind_table *t, __u32 vaddr, __u32 *lo, __u32 *hi)
+ * leaves the whole table where it has none. *end: a pc at or below the
+ * first row above the range (the next page's start; 0: none known). */
+static __always_inline void page_range(const struct ecpi_unwind_table *t, __u32 vaddr, __u32 *lo, __u32 *hi,
+				       __u64 *end)
 {
 	__u32 page = vaddr >> ECPI_UNWIND_PAGE_SHIFT, k, idx;
 	__u32 *a, *b;
 
 	*lo = 0;
 	*hi = t->rows;
+	*end = 0;
 	if (t->pages == 0)
 		return;
 	if (page < t->base_page) { /* below the first row */
@@ -312,23 +353,26 @@ static __always_inline void page_range(const struct ecpi_unwind_table *t, __u32 
 	if (a && b && *a <= *b && *b <= t->rows) {
 		*lo = *a;
 		*hi = *b;
+		*end = (__u64)(page + 1) << ECPI_UNWIND_PAGE_SHIFT;
 	}
 }
 
-/* The row of `vaddr` in table `table`: 0 with *out filled, or the cut reason.
+/* The row of `vaddr` in table `table`: 0 with *out filled (out->end: the
+ * next row's pc, or a pc below it, or 0: none known), or the cut reason.
  * Searches [lo, hi) for the first row above vaddr: lo ends as the number of
  * rows at or below it. */
-static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct ecpi_unwind_row *out)
+static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct unwind_hit *out)
 {
 	struct ecpi_unwind_table *t = bpf_map_lookup_elem(&unwind_tables, &table);
 	struct ecpi_unwind_row *r;
 	__u32 lo, hi, idx;
+	__u64 end;
 
 	if (!t || t->rows == 0)
 		return ECPI_COUNTER_CUT_NO_TABLE;
 	if (vaddr > 0xffffffffULL)
 		return ECPI_COUNTER_CUT_NO_ROW;
-	page_range(t, vaddr, &lo, &hi);
+	page_range(t, vaddr, &lo, &hi, &end);
 	for (int k = 0; k < 25 && lo < hi; k++) { /* tables hold < 2^24 rows (loader's limit) */
 		__u32 mid = lo + (hi - lo) / 2;
 
@@ -336,10 +380,12 @@ static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct ecpi_unwi
 		r = bpf_map_lookup_elem(&unwind_rows, &idx);
 		if (!r)
 			return ECPI_COUNTER_CUT_NO_TABLE;
-		if (r->pc <= vaddr)
+		if (r->pc <= vaddr) {
 			lo = mid + 1;
-		else
+		} else {
 			hi = mid;
+			end = r->pc;
+		}
 	}
 	if (lo == 0)
 		return ECPI_COUNTER_CUT_NO_ROW;
@@ -347,7 +393,8 @@ static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct ecpi_unwi
 	r = bpf_map_lookup_elem(&unwind_rows, &idx);
 	if (!r)
 		return ECPI_COUNTER_CUT_NO_TABLE;
-	*out = *r;
+	out->row = *r;
+	out->end = end;
 	if (r->kind == ECPI_UNWIND_NONE)
 		return ECPI_COUNTER_CUT_NO_ROW;
 	if (r->kind == ECPI_UNWIND_INVALID)
@@ -356,46 +403,98 @@ static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct ecpi_unwi
 }
 
 /* The row of `pc` in process `p`, trying mapping `hint` first: the cut
- * reason (0: found, *row filled) in the low byte, the pc's mapping index
- * above it. A global function: the verifier checks it once, not once per
- * path of the walk that calls it (its two searches would multiply the states). */
-__noinline int unwind_lookup(struct ecpi_unwind_process *p, __u32 hint, __u64 pc, struct ecpi_unwind_row *row)
+ * reason (0: found, *hit filled with the row and the pcs that share it),
+ * hit->mapping the pc's mapping index. A global function: the verifier
+ * checks it once, not once per path of the walk that calls it (its two
+ * searches would multiply the states). */
+__noinline int unwind_lookup(struct ecpi_unwind_process *p, __u32 hint, __u64 pc, struct unwind_hit *hit)
 {
 	struct ecpi_unwind_mapping *m;
-	__u32 idx, at;
+	__u64 start, end;
+	__u32 idx, why;
 
-	if (!row || !p)
+	if (!hit || !p)
 		return ECPI_COUNTER_CUT_NO_TABLE;
+	hit->start = hit->end = 0;
 	idx = find_mapping(p, pc, hint);
 	if (idx >= ECPI_UNWIND_MAX_MAPPINGS)
 		return ECPI_COUNTER_CUT_NO_ROW;
+	idx &= ECPI_UNWIND_MAX_MAPPINGS - 1;
+	hit->mapping = idx;
 	m = &p->mappings[idx];
-	at = idx << 8;
 	if (m->table == ECPI_UNWIND_NO_TABLE)
-		return at | ECPI_COUNTER_CUT_NO_TABLE;
-	return at | find_row(m->table, pc - m->bias, row);
+		return ECPI_COUNTER_CUT_NO_TABLE;
+	why = find_row(m->table, pc - m->bias, hit);
+	if (why) { /* a cut is never kept for the next frame: its range is empty */
+		hit->start = hit->end = 0;
+		return why;
+	}
+	start = hit->row.pc + m->bias;
+	end = hit->end ? hit->end + m->bias : start + 1;
+	hit->start = start < m->start ? m->start : start;
+	hit->end = end > m->end ? m->end : end;
+	return 0;
 }
 
-/* The row for a frame's pc (pc - 1 for a return address): 0 or a cut reason. */
+/* The row for a frame's pc (pc - 1 for a return address): 0 or a cut
+ * reason. The last frame's row first: in a recursion every frame has it. */
 static __always_inline __u32 row_for(struct walk_state *w, struct ecpi_unwind_row *row)
 {
 	struct ecpi_unwind_process *p = w->proc;
+	__u64 pc = w->depth > 1 && !w->exact ? w->pc - 1 : w->pc;
 	int r;
 
 	if (!p)
 		return ECPI_COUNTER_CUT_NO_TABLE;
-	r = unwind_lookup(p, w->mapping, w->depth > 1 && !w->exact ? w->pc - 1 : w->pc, row);
-	w->mapping = (__u32)r >> 8;
-	return r & 0xff;
+	if (pc >= w->last.start && pc < w->last.end) {
+		*row = w->last.row;
+		return 0;
+	}
+	r = unwind_lookup(p, w->mapping, pc, &w->last);
+	w->mapping = w->last.mapping;
+	*row = w->last.row;
+	return r;
 }
 
-/* Two adjacent stack words at `addr` (a saved rbp below its return address):
- * one read instead of two. */
-static __always_inline long read_pair(__u64 addr, __u64 *low, __u64 *high)
+/* `n` bytes (8 or 16) of user stack at `addr` into out[0 .. n / 8): from the
+ * window when it holds them, else after reading the window anew from addr
+ * to its page's end (at most ECPI_UNWIND_WINDOW bytes); an unaligned address
+ * or a read that crosses a page goes to the stack directly. The same bytes
+ * as a direct read: the sampled thread is stopped while its handler runs. */
+static __always_inline long stack_read(struct walk_state *w, __u64 addr, __u64 *out, __u32 n)
+{
+	struct stack_window *win = w->win;
+	__u64 off = addr - w->win_start;
+	__u32 len, i;
+
+	if (!win || (addr & 7))
+		return bpf_probe_read_user(out, n, (void *)addr);
+	if (addr < w->win_start || off + n > w->win_len) {
+		len = 4096 - (addr & 4095);
+		if (len > ECPI_UNWIND_WINDOW)
+			len = ECPI_UNWIND_WINDOW;
+		if (len < n)
+			return bpf_probe_read_user(out, n, (void *)addr);
+		w->win_len = 0;
+		if (bpf_probe_read_user(win->words, len, (void *)addr))
+			return -1;
+		w->win_start = addr;
+		w->win_len = len;
+		off = 0;
+	}
+	i = (off / 8) & (ECPI_UNWIND_WINDOW / 8 - 1); /* < win_len / 8 already; the mask is for the verifier */
+	out[0] = win->words[i];
+	if (n == 16)
+		out[1] = win->words[i + 1];
+	return 0;
+}
+
+/* Two adjacent stack words at `addr` (a saved rbp below its return address). */
+static __always_inline long read_pair(struct walk_state *w, __u64 addr, __u64 *low, __u64 *high)
 {
 	__u64 pair[2];
 
-	if (bpf_probe_read_user(pair, sizeof(pair), (void *)addr))
+	if (stack_read(w, addr, pair, sizeof(pair)))
 		return -1;
 	*low = pair[0];
 	*high = pair[1];
@@ -409,9 +508,9 @@ static __always_inline long signal_step(struct walk_state *w)
 {
 	__u64 pc, sp, bp;
 
-	if (bpf_probe_read_user(&pc, sizeof(pc), (void *)(w->sp + ECPI_SIGFRAME_RIP)) ||
-	    bpf_probe_read_user(&sp, sizeof(sp), (void *)(w->sp + ECPI_SIGFRAME_RSP)) ||
-	    bpf_probe_read_user(&bp, sizeof(bp), (void *)(w->sp + ECPI_SIGFRAME_RBP)) || pc == 0) {
+	if (stack_read(w, w->sp + ECPI_SIGFRAME_RIP, &pc, sizeof(pc)) ||
+	    stack_read(w, w->sp + ECPI_SIGFRAME_RSP, &sp, sizeof(sp)) ||
+	    stack_read(w, w->sp + ECPI_SIGFRAME_RBP, &bp, sizeof(bp)) || pc == 0) {
 		w->end = ECPI_COUNTER_CUT_UNREADABLE;
 		return 1;
 	}
@@ -453,16 +552,16 @@ static long walk_step(__u64 index, void *arg)
 			cfa = w->bp + 8 * (__u64)row.cfa_offset8;
 		else /* PLT */
 			cfa = w->sp + 8 + ((w->pc & 15) >= row.cfa_offset8 ? 8 : 0);
-		if (row.rbp_offset8 == -2 ? read_pair(cfa - 16, &bp, &ra) /* push rbp right after the call */
-					  : bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)) ||
+		if (row.rbp_offset8 == -2 ? read_pair(w, cfa - 16, &bp, &ra) /* push rbp right after the call */
+					  : stack_read(w, cfa - 8, &ra, sizeof(ra)) ||
 					    (row.rbp_offset8 &&
-					     bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + 8 * (__s64)row.rbp_offset8)))) {
+					     stack_read(w, cfa + 8 * (__s64)row.rbp_offset8, &bp, sizeof(bp)))) {
 			w->end = ECPI_COUNTER_CUT_UNREADABLE;
 			return 1;
 		}
 	} else {
 		/* Frame-pointer fallback: rbp -> (saved rbp, return address). */
-		if (w->bp == 0 || w->bp < w->sp || read_pair(w->bp, &bp, &ra)) {
+		if (w->bp == 0 || w->bp < w->sp || read_pair(w, w->bp, &bp, &ra)) {
 			w->end = why;
 			return 1;
 		}
@@ -584,6 +683,7 @@ static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, con
 		if (!w.proc && send_stack_copy(key, rec, &w))
 			return 0;
 		w.rec = rec;
+		w.win = bpf_map_lookup_elem(&unwind_window, &zero);
 		w.base = rec->kernel_depth;
 		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
 		rec->user_depth = w.depth;

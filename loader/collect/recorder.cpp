@@ -291,6 +291,8 @@ void Session::warn_lost_records() {
     if (summary_.unknown_record_kinds)
         warn_once(std::to_string(summary_.unknown_record_kinds) +
                   " ring-buffer records of an unknown kind were ignored (loader and BPF object disagree)");
+    if (auto malformed = sampler_->malformed_stack_records(); !malformed.empty())
+        warn_once("-g stack records dropped as malformed (" + malformed + "); loader and BPF object disagree");
     if (summary_.sideband_lost)
         warn_once(std::to_string(summary_.sideband_lost) +
                   " mmap/comm records were lost by the kernel; some samples may be [unknown]");

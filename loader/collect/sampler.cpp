@@ -15,6 +15,7 @@
 #include <tuple>
 #include <utility>
 
+#include "ecpi/loader/stack_records.h"
 #include "ecpi_abi.h"
 #include "sampler.skel.h"
 
@@ -73,6 +74,7 @@ struct Sampler::Impl {
     FileDescriptor calibration_fd;
     int ncpus = 0;
     std::uint64_t unknown_kinds = 0;
+    std::array<std::uint64_t, kStackRecordFaultNames.size()> stack_faults{};  // by StackRecordFault
     std::vector<RawSample>* flat_out = nullptr;
     std::vector<RawStackSample>* stack_out = nullptr;
     std::vector<RawRegisterSample>* register_out = nullptr;
@@ -86,42 +88,8 @@ struct Sampler::Impl {
         if (skel) sampler_bpf__destroy(skel);
     }
 
-    // A stack record's key and kernel frames (at most ECPI_MAX_STACK_DEPTH).
-    static RawStackSample stack_sample_head(const ecpi_sample_key& key, const __u64* kernel_ips,
-                                            unsigned kernel_depth) {
-        RawStackSample s;
-        s.tgid = key.tgid;
-        s.event = key.event;
-        s.kernel = key.kernel != 0;
-        s.pc = key.pc;
-        const unsigned kd = kernel_depth > ECPI_MAX_STACK_DEPTH ? ECPI_MAX_STACK_DEPTH : kernel_depth;
-        s.kernel_ips.assign(kernel_ips, kernel_ips + kd);
-        return s;
-    }
-
-    // A CFI-walked sample sent only as long as its frames (ECPI_RECORD_STACK_PACKED):
-    // the user frames follow the kernel ones. False when the size does not hold them.
-    static bool packed_stack_sample(const void* data, std::size_t size, std::vector<RawStackSample>& out) {
-        ecpi_stack_record rec;
-        const std::size_t header = offsetof(ecpi_stack_record, ips);
-        std::memcpy(&rec, data, header);
-        const std::size_t kd = rec.kernel_depth, ud = rec.user_depth;
-        if (kd > ECPI_MAX_STACK_DEPTH || ud > ECPI_MAX_USER_STACK_DEPTH || size < header + 8 * (kd + ud)) return false;
-        std::memcpy(rec.ips, static_cast<const std::uint8_t*>(data) + header, 8 * (kd + ud));
-        RawStackSample s = stack_sample_head(rec.key, rec.ips, rec.kernel_depth);
-        s.user_ips.assign(rec.ips + kd, rec.ips + kd + ud);
-        out.push_back(std::move(s));
-        return true;
-    }
-
-    // A stack copy (sent with its true size), its user stack still to walk.
-    static RawStackSample stack_copy_sample(const void* data, std::size_t size) {
-        const auto* rec = static_cast<const ecpi_stack_copy_record*>(data);
-        const std::size_t header = offsetof(ecpi_stack_copy_record, stack);
-        RawStackSample s = stack_sample_head(rec->key, rec->kernel_ips, rec->kernel_depth);
-        std::size_t bytes = std::min<std::size_t>({rec->stack_bytes, size - header, ECPI_STACK_COPY_BYTES});
-        s.copy = UserStackCopy{rec->pc, rec->sp, rec->bp, std::vector<std::uint8_t>(rec->stack, rec->stack + bytes)};
-        return s;
+    void count_fault(StackRecordFault fault) {
+        if (fault != StackRecordFault::kNone) ++stack_faults[static_cast<std::size_t>(fault)];
     }
 
     // NUL-separated strings as /proc/PID/cmdline holds them, joined as read_cmdline joins them.
@@ -147,16 +115,12 @@ struct Sampler::Impl {
             ecpi_sample_record rec;
             std::memcpy(&rec, data, sizeof rec);
             self->flat_out->push_back({rec.key.tgid, rec.key.event, rec.key.kernel != 0, rec.key.pc, 1});
-        } else if (kind == ECPI_RECORD_STACK_SAMPLE && size >= sizeof(ecpi_stack_record)) {
-            const auto* rec = static_cast<const ecpi_stack_record*>(data);
-            RawStackSample s = stack_sample_head(rec->key, rec->ips, rec->kernel_depth);
-            unsigned ud = rec->user_depth > ECPI_MAX_USER_STACK_DEPTH ? ECPI_MAX_USER_STACK_DEPTH : rec->user_depth;
-            s.user_ips.assign(rec->ips + ECPI_MAX_STACK_DEPTH, rec->ips + ECPI_MAX_STACK_DEPTH + ud);
-            self->stack_out->push_back(std::move(s));
-        } else if (kind == ECPI_RECORD_STACK_PACKED && size >= offsetof(ecpi_stack_record, ips)) {
-            if (!packed_stack_sample(data, size, *self->stack_out)) ++self->unknown_kinds;
-        } else if (kind == ECPI_RECORD_STACK_COPY && size >= offsetof(ecpi_stack_copy_record, stack)) {
-            self->stack_out->push_back(stack_copy_sample(data, size));
+        } else if (kind == ECPI_RECORD_STACK_SAMPLE) {
+            self->count_fault(decode_full_stack(data, size, *self->stack_out));
+        } else if (kind == ECPI_RECORD_STACK_PACKED) {
+            self->count_fault(decode_packed_stack(data, size, *self->stack_out));
+        } else if (kind == ECPI_RECORD_STACK_COPY) {
+            self->count_fault(decode_stack_copy(data, size, *self->stack_out));
         } else if (kind == ECPI_RECORD_EXEC_ARGS && size >= offsetof(ecpi_exec_record, args)) {
             // A caller that never takes them (a calibration) must not grow without bound.
             if (self->exec_args.size() < kMaxPendingExecArgs) self->exec_args.push_back(exec_args_record(data, size));
@@ -401,5 +365,14 @@ UnwindMapFds Sampler::unwind_maps() const {
 }
 
 std::uint64_t Sampler::unknown_record_kinds() const { return impl_->unknown_kinds; }
+
+std::string Sampler::malformed_stack_records() const {
+    std::string out;
+    for (std::size_t i = 1; i < impl_->stack_faults.size(); ++i)
+        if (impl_->stack_faults[i])
+            out += (out.empty() ? "" : ", ") + std::string(kStackRecordFaultNames[i]) + " " +
+                   std::to_string(impl_->stack_faults[i]);
+    return out;
+}
 
 }  // namespace ecpi::loader

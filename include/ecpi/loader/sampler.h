@@ -150,6 +150,8 @@ public:
     struct ProgStats { std::uint64_t run_time_ns = 0, run_cnt = 0; };
     Result<ProgStats> prog_stats() const;
     std::uint64_t unknown_record_kinds() const;
+    // -g stack records dropped as malformed, by reason ("short_frames 2, ..."; empty: none).
+    std::string malformed_stack_records() const;
 #ifdef ECPI_TEST_HOOKS
     // Test builds: every sample spins this long from now on (SamplerOptions::test_sample_cost_ns).
     void set_test_sample_cost(std::uint64_t ns);
