@@ -248,14 +248,9 @@ LaterOdds later_odds(const Cfg& cfg, std::span<const store::RegisterSample> stre
                      std::span<const std::uint32_t> candidates) {
     if (cfg.blocks.empty() || candidates.empty()) return {};
     Replayer replayer(cfg);
-    const auto& in = cfg.instructions;
     for (auto p : candidates) {
         if (p >= stream.size() || stream[p].image != image) continue;
-        const auto& snap = stream[p];
-        auto it = std::lower_bound(in.begin(), in.end(), snap.offset,
-                                   [](const DecodedInstruction& d, std::uint64_t a) { return d.address < a; });
-        if (it == in.end() || it->address != snap.offset) continue;
-        replayer.snapshot(static_cast<std::uint32_t>(it - in.begin()), snap);
+        if (const auto k = instruction_at(cfg, stream[p].offset)) replayer.snapshot(*k, stream[p]);
     }
     return replayer.odds();
 }

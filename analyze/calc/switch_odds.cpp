@@ -142,10 +142,9 @@ SwitchOdds odds_of(const Cfg& cfg, std::uint32_t b, const SwitchSite& site, cons
 std::map<std::uint32_t, SwitchSite> switch_sites(const Cfg& cfg) {
     std::map<std::uint32_t, SwitchSite> sites;
     for (const auto& t : cfg.jump_tables) {
-        auto it = std::lower_bound(cfg.instructions.begin(), cfg.instructions.end(), t.jump,
-                                   [](const DecodedInstruction& d, std::uint64_t a) { return d.address < a; });
-        if (it == cfg.instructions.end() || it->address != t.jump) continue;
-        const std::uint32_t b = cfg.instruction_block[static_cast<std::size_t>(it - cfg.instructions.begin())];
+        const auto jump = instruction_at(cfg, t.jump);
+        if (!jump) continue;
+        const std::uint32_t b = cfg.instruction_block[*jump];
         if (const auto site = table_load(cfg, b, t)) sites[b] = *site;
     }
     return sites;
@@ -153,14 +152,19 @@ std::map<std::uint32_t, SwitchSite> switch_sites(const Cfg& cfg) {
 
 std::uint32_t switch_edge(const Cfg& cfg, std::uint32_t block, const SwitchSite& site, std::uint64_t entry) {
     if (entry >= site.table->targets.size()) return kNone;
-    const std::uint64_t target = site.table->targets[static_cast<std::size_t>(entry)];
-    auto it = std::lower_bound(cfg.instructions.begin(), cfg.instructions.end(), target,
-                               [](const DecodedInstruction& d, std::uint64_t a) { return d.address < a; });
-    if (it == cfg.instructions.end() || it->address != target) return kNone;
-    const std::uint32_t to = cfg.instruction_block[static_cast<std::size_t>(it - cfg.instructions.begin())];
+    const auto target = instruction_at(cfg, site.table->targets[static_cast<std::size_t>(entry)]);
+    if (!target) return kNone;
+    const std::uint32_t to = cfg.instruction_block[*target];
     for (auto e : cfg.blocks[block].out_edges)
         if (cfg.edges[e].kind == EdgeKind::kSwitch && cfg.edges[e].to == to) return e;
     return kNone;
+}
+
+std::optional<std::uint32_t> instruction_at(const Cfg& cfg, std::uint64_t address) {
+    auto it = std::lower_bound(cfg.instructions.begin(), cfg.instructions.end(), address,
+                               [](const DecodedInstruction& d, std::uint64_t a) { return d.address < a; });
+    if (it == cfg.instructions.end() || it->address != address) return std::nullopt;
+    return static_cast<std::uint32_t>(it - cfg.instructions.begin());
 }
 
 std::optional<std::uint64_t> known_value(const KnownRegisters& r, std::uint16_t canonical) {
@@ -184,17 +188,14 @@ std::vector<SwitchOdds> switch_odds(const Cfg& cfg, std::span<const store::Regis
     const auto sites = switch_sites(cfg);
     if (sites.empty()) return {};
     std::map<std::uint32_t, std::vector<std::uint32_t>> entries;  // per block: snapshots per table entry
-    const auto& in = cfg.instructions;
     for (auto p : candidates) {
         if (p >= stream.size() || stream[p].image != image) continue;
         const auto& snap = stream[p];
-        auto it = std::lower_bound(in.begin(), in.end(), snap.offset,
-                                   [](const DecodedInstruction& d, std::uint64_t a) { return d.address < a; });
-        if (it == in.end() || it->address != snap.offset) continue;
-        const auto k = static_cast<std::uint32_t>(it - in.begin());
-        auto site = sites.find(cfg.instruction_block[k]);
+        const auto k = instruction_at(cfg, snap.offset);
+        if (!k) continue;
+        auto site = sites.find(cfg.instruction_block[*k]);
         if (site == sites.end()) continue;
-        const auto entry = entry_from(cfg, site->second, k, snap);
+        const auto entry = entry_from(cfg, site->second, *k, snap);
         if (!entry || *entry >= site->second.table->targets.size()) continue;
         auto& v = entries[site->first];
         v.resize(site->second.table->targets.size(), 0);

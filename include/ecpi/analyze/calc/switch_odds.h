@@ -52,6 +52,9 @@ std::map<std::uint32_t, SwitchSite> switch_sites(const Cfg& cfg);
 // or 0xffffffff when no edge leads to it.
 std::uint32_t switch_edge(const Cfg& cfg, std::uint32_t block, const SwitchSite& site, std::uint64_t entry);
 
+// The CFG index of the instruction that starts at `address`, if one does.
+std::optional<std::uint32_t> instruction_at(const Cfg& cfg, std::uint64_t address);
+
 // The value of a general-purpose register (canonical id) as far as known.
 std::optional<std::uint64_t> known_value(const KnownRegisters& r, std::uint16_t canonical);
 
