@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "ecpi/analyze/calc/branch_odds.h"
+#include "ecpi/analyze/calc/later_odds.h"
 #include "ecpi/analyze/calc/calc.h"
 #include "ecpi/analyze/calc/flow_counts.h"
 #include "ecpi/analyze/calc/loops.h"
@@ -316,9 +317,10 @@ constexpr std::uint32_t kMinRarer = 100, kMinNever = 400;
 void evaluate_branches(Analysis& a, const ProcedureInput& input) {
     if (!input.registers || input.registers->stream.empty()) return;
     const auto& r = *input.registers;
-    a.odds = branch_odds(a.cfg, r.stream, r.image, r.candidates);
+    const LaterOdds later = later_odds(a.cfg, r.stream, r.image, r.candidates);
+    a.odds = prefer_later(branch_odds(a.cfg, r.stream, r.image, r.candidates), later.branches);
     a.odds_anchored.assign(a.odds.size(), false);
-    a.switches = switch_odds(a.cfg, r.stream, r.image, r.candidates);
+    a.switches = prefer_later(switch_odds(a.cfg, r.stream, r.image, r.candidates), later.switches);
     a.switch_anchored.assign(a.switches.size(), false);
 }
 

@@ -87,13 +87,8 @@ std::optional<std::uint64_t> result(const DecodedInstruction& d, const KnownRegi
 
 // The table's load in block b: the instruction reading an entry through an
 // index register (movsxd reg, [base + idx*4] for a relative table; jmp or
-// mov through [idx*8 + table] for an absolute one), and that register.
-struct TableLoad {
-    std::uint32_t instruction = kNone;
-    std::uint16_t index = 0;
-};
-
-TableLoad table_load(const Cfg& cfg, std::uint32_t b, const JumpTable& t) {
+// mov through [idx*8 + table] for an absolute one); no table: none.
+std::optional<SwitchSite> table_load(const Cfg& cfg, std::uint32_t b, const JumpTable& t) {
     const auto& blk = cfg.blocks[b];
     for (std::uint32_t k = blk.first + blk.count; k-- > blk.first;) {
         const auto& d = cfg.instructions[k];
@@ -101,46 +96,27 @@ TableLoad table_load(const Cfg& cfg, std::uint32_t b, const JumpTable& t) {
         const bool relative = t.relative && d.memory.scale == 4 && d.memory.disp == 0;
         const bool absolute = !t.relative && d.memory.scale == 8 && d.memory.base == 0 &&
                               static_cast<std::uint64_t>(d.memory.disp) == t.table;
-        if (relative || absolute) return {k, d.memory.index};
-        return {};
+        if (relative || absolute) return SwitchSite{&t, k, d.memory.index};
+        return std::nullopt;
     }
-    return {};
-}
-
-// Per block: its table and where the table's index is read.
-struct SwitchSite {
-    const JumpTable* table = nullptr;
-    TableLoad load;
-};
-
-std::map<std::uint32_t, SwitchSite> switch_sites(const Cfg& cfg) {
-    std::map<std::uint32_t, SwitchSite> sites;
-    for (const auto& t : cfg.jump_tables) {
-        auto it = std::lower_bound(cfg.instructions.begin(), cfg.instructions.end(), t.jump,
-                                   [](const DecodedInstruction& d, std::uint64_t a) { return d.address < a; });
-        if (it == cfg.instructions.end() || it->address != t.jump) continue;
-        const std::uint32_t b = cfg.instruction_block[static_cast<std::size_t>(it - cfg.instructions.begin())];
-        const TableLoad load = table_load(cfg, b, t);
-        if (load.instruction != kNone) sites[b] = {&t, load};
-    }
-    return sites;
+    return std::nullopt;
 }
 
 // The table entry a snapshot at instruction k will select, if the replay
 // from k to the load knows the index.
 std::optional<std::uint64_t> entry_from(const Cfg& cfg, const SwitchSite& site, std::uint32_t k,
                                         const store::RegisterSample& snap) {
-    if (k > site.load.instruction) return std::nullopt;
+    if (k > site.load) return std::nullopt;
     KnownRegisters r;
     for (std::size_t n = 0; n < r.value.size() && n < snap.regs.size(); ++n) {
         r.value[n] = snap.regs[n];
         r.known[n] = true;
     }
-    for (std::uint32_t x = k; x < site.load.instruction; ++x) replay(cfg.instructions[x], r);
-    return read_gp(r, site.load.index, 8);
+    for (std::uint32_t x = k; x < site.load; ++x) replay(cfg.instructions[x], r);
+    return read_gp(r, site.index, 8);
 }
 
-SwitchOdds odds_of(const Cfg& cfg, std::uint32_t b, const JumpTable& t, const std::vector<std::uint32_t>& entries) {
+SwitchOdds odds_of(const Cfg& cfg, std::uint32_t b, const SwitchSite& site, const std::vector<std::uint32_t>& entries) {
     SwitchOdds o;
     o.block = b;
     for (auto e : cfg.blocks[b].out_edges)
@@ -148,14 +124,11 @@ SwitchOdds odds_of(const Cfg& cfg, std::uint32_t b, const JumpTable& t, const st
             o.edges.push_back(e);
             o.counts.push_back(0);
         }
-    for (std::size_t i = 0; i < entries.size() && i < t.targets.size(); ++i) {
+    for (std::size_t i = 0; i < entries.size(); ++i) {
         if (entries[i] == 0) continue;
-        auto it = std::lower_bound(cfg.instructions.begin(), cfg.instructions.end(), t.targets[i],
-                                   [](const DecodedInstruction& d, std::uint64_t a) { return d.address < a; });
-        if (it == cfg.instructions.end()) continue;
-        const std::uint32_t to = cfg.instruction_block[static_cast<std::size_t>(it - cfg.instructions.begin())];
+        const std::uint32_t edge = switch_edge(cfg, b, site, i);
         for (std::size_t j = 0; j < o.edges.size(); ++j)
-            if (cfg.edges[o.edges[j]].to == to) {
+            if (o.edges[j] == edge) {
                 o.counts[j] += entries[i];
                 o.total += entries[i];
                 break;
@@ -165,6 +138,38 @@ SwitchOdds odds_of(const Cfg& cfg, std::uint32_t b, const JumpTable& t, const st
 }
 
 }  // namespace
+
+std::map<std::uint32_t, SwitchSite> switch_sites(const Cfg& cfg) {
+    std::map<std::uint32_t, SwitchSite> sites;
+    for (const auto& t : cfg.jump_tables) {
+        const auto jump = instruction_at(cfg, t.jump);
+        if (!jump) continue;
+        const std::uint32_t b = cfg.instruction_block[*jump];
+        if (const auto site = table_load(cfg, b, t)) sites[b] = *site;
+    }
+    return sites;
+}
+
+std::uint32_t switch_edge(const Cfg& cfg, std::uint32_t block, const SwitchSite& site, std::uint64_t entry) {
+    if (entry >= site.table->targets.size()) return kNone;
+    const auto target = instruction_at(cfg, site.table->targets[static_cast<std::size_t>(entry)]);
+    if (!target) return kNone;
+    const std::uint32_t to = cfg.instruction_block[*target];
+    for (auto e : cfg.blocks[block].out_edges)
+        if (cfg.edges[e].kind == EdgeKind::kSwitch && cfg.edges[e].to == to) return e;
+    return kNone;
+}
+
+std::optional<std::uint32_t> instruction_at(const Cfg& cfg, std::uint64_t address) {
+    auto it = std::lower_bound(cfg.instructions.begin(), cfg.instructions.end(), address,
+                               [](const DecodedInstruction& d, std::uint64_t a) { return d.address < a; });
+    if (it == cfg.instructions.end() || it->address != address) return std::nullopt;
+    return static_cast<std::uint32_t>(it - cfg.instructions.begin());
+}
+
+std::optional<std::uint64_t> known_value(const KnownRegisters& r, std::uint16_t canonical) {
+    return read_gp(r, canonical, 8);
+}
 
 void replay(const DecodedInstruction& d, KnownRegisters& r) {
     const int dst = gp_register_number(d.first_register);
@@ -183,17 +188,14 @@ std::vector<SwitchOdds> switch_odds(const Cfg& cfg, std::span<const store::Regis
     const auto sites = switch_sites(cfg);
     if (sites.empty()) return {};
     std::map<std::uint32_t, std::vector<std::uint32_t>> entries;  // per block: snapshots per table entry
-    const auto& in = cfg.instructions;
     for (auto p : candidates) {
         if (p >= stream.size() || stream[p].image != image) continue;
         const auto& snap = stream[p];
-        auto it = std::lower_bound(in.begin(), in.end(), snap.offset,
-                                   [](const DecodedInstruction& d, std::uint64_t a) { return d.address < a; });
-        if (it == in.end() || it->address != snap.offset) continue;
-        const auto k = static_cast<std::uint32_t>(it - in.begin());
-        auto site = sites.find(cfg.instruction_block[k]);
+        const auto k = instruction_at(cfg, snap.offset);
+        if (!k) continue;
+        auto site = sites.find(cfg.instruction_block[*k]);
         if (site == sites.end()) continue;
-        const auto entry = entry_from(cfg, site->second, k, snap);
+        const auto entry = entry_from(cfg, site->second, *k, snap);
         if (!entry || *entry >= site->second.table->targets.size()) continue;
         auto& v = entries[site->first];
         v.resize(site->second.table->targets.size(), 0);
@@ -201,7 +203,7 @@ std::vector<SwitchOdds> switch_odds(const Cfg& cfg, std::span<const store::Regis
     }
     std::vector<SwitchOdds> out;
     for (const auto& [b, v] : entries) {
-        SwitchOdds o = odds_of(cfg, b, *sites.at(b).table, v);
+        SwitchOdds o = odds_of(cfg, b, sites.at(b), v);
         if (o.total > 0) out.push_back(std::move(o));
     }
     return out;

@@ -3,12 +3,15 @@
 # callgrind's exact counts. Both loops are measured by register progress
 # (chain's counter is stepped in each of its two latches), the switch's
 # cases split by the jump table's index on register snapshots, the
-# else-if's branch decided by `test al, imm8` on them. Held to: dispatch
-# within 10% on 90% of its samples, chain within 20% on 90% (chain's first
-# branch's time-weighted snapshot odds are about 13% biased,
-# docs/ACCURACY.md). With calcflow2's ecpi (main at bc67074) this test saw
-# 43% and 53%; with this one 100% and 100% (three runs). Counts that rest on register
-# progress do not depend on the clock rate calc assumes.
+# else-if's branch decided by `test al, imm8` on them, and the branches'
+# odds taken from the executions after each snapshot's own (later_odds.h:
+# the snapshots before chain's first branch went the odd way 13% more often
+# than it does). Held to: dispatch and chain within 10% on 90% of their
+# samples (issue 36's goal). With calcflow2's ecpi (main at bc67074) this
+# test saw 43% and 53%. In bench/accuracy.sh, main at 9bd6c0d gave chain
+# 43%, 100% and 76% within 10% on three recordings, calcflow5 100% on all
+# three. Counts that rest on register progress do not depend on the clock
+# rate calc assumes.
 source "$TESTLIB"
 require_bpf
 command -v valgrind >/dev/null || skip "valgrind is not installed (callgrind gives the true counts)"
@@ -42,7 +45,7 @@ echo "dispatch: ${got}% of execute's samples within 10%"
 
 check chain 300 tally
 json_check "$TMP/chain.calc.json" 'sum(b["anchored"] for p in d["procedures"] if p["name"] == "tally" for b in p["branches"]) >= 2'
-got=$(share_within "$TMP/chain.rows" tally 0.20)
-echo "chain: ${got}% of tally's samples within 20%"
-[ "$got" -ge 90 ] || fail "chain: only ${got}% of tally's samples within 20% of callgrind (want 90%)"
+got=$(share_within "$TMP/chain.rows" tally 0.10)
+echo "chain: ${got}% of tally's samples within 10%"
+[ "$got" -ge 90 ] || fail "chain: only ${got}% of tally's samples within 10% of callgrind (want 90%)"
 echo PASS

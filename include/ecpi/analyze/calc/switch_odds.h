@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <vector>
@@ -35,6 +36,27 @@ struct KnownRegisters {
 // Replays one instruction: its register result where it is one of the
 // modelled forms, else every general-purpose register it writes unknown.
 void replay(const DecodedInstruction& d, KnownRegisters& r);
+
+// A block ending in a recovered table jump: its table, the instruction that
+// reads the table's entry, and the register that indexes it there.
+struct SwitchSite {
+    const JumpTable* table = nullptr;
+    std::uint32_t load = 0;          // CFG index of the table's load
+    std::uint16_t index = 0;         // canonical id of its index register
+};
+
+// Per block ending in a recovered table jump whose load is found.
+std::map<std::uint32_t, SwitchSite> switch_sites(const Cfg& cfg);
+
+// The switch edge out of `site`'s block that table entry `entry` selects,
+// or 0xffffffff when no edge leads to it.
+std::uint32_t switch_edge(const Cfg& cfg, std::uint32_t block, const SwitchSite& site, std::uint64_t entry);
+
+// The CFG index of the instruction that starts at `address`, if one does.
+std::optional<std::uint32_t> instruction_at(const Cfg& cfg, std::uint64_t address);
+
+// The value of a general-purpose register (canonical id) as far as known.
+std::optional<std::uint64_t> known_value(const KnownRegisters& r, std::uint16_t canonical);
 
 struct SwitchOdds {
     std::uint32_t block = 0;                 // the block ending in the table jump
