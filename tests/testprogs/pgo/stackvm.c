@@ -81,12 +81,11 @@ static handler_fn *const handlers[kOpcodes] = {op_push, op_add, op_mul, op_xor, 
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
-static uint64_t next_random(void)
+/* Knuth's MMIX linear congruential generator; its high 32 bits. */
+static uint32_t next_random(void)
 {
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
+	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(rng_state >> 32);
 }
 
 /* The next opcode of a program whose stack holds `depth` values: half of
@@ -117,7 +116,7 @@ static struct insn *make_program(size_t length, uint64_t counts[kOpcodes])
 	for (size_t i = 0; i < length; i++) {
 		enum opcode op = pick_opcode(depth);
 		code[i].op = (uint8_t)op;
-		code[i].arg = op == OP_HASH ? 4 + (uint32_t)(next_random() % 16) : (uint32_t)(next_random() >> 40);
+		code[i].arg = op == OP_HASH ? 4 + (uint32_t)(next_random() % 16) : next_random() >> 8;
 		depth += op == OP_PUSH || op == OP_DUP ? 1 : op == OP_HASH ? 0 : -1;
 		counts[op]++;
 	}
