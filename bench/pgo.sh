@@ -164,6 +164,9 @@ seconds() {
 # line per run appended to PGO_DIR/times: PROGRAM VARIANT SECONDS.
 time_rounds() {
 	local p=$1 out=$PGO_DIR/$1 v
+	for v in $VARIANTS; do
+		[ -x "$out.$v" ] || { echo "bench/pgo.sh: no $out.$v: run bench/pgo.sh build (or daemon) first" >&2; return 1; }
+	done
 	for _ in $(seq "$RUNS"); do
 		for v in $VARIANTS; do
 			# shellcheck disable=SC2086
