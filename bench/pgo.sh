@@ -14,10 +14,20 @@
 #           then -fprofile-sample-use (with -g -fdebug-info-for-profiling, -Wl,-q)
 #   bolt    the ecpi build recorded again, `ecpi layout` (BOLT's fdata), then
 #           llvm-bolt -reorder-blocks=ext-tsp -reorder-functions=hfsort -split-functions
+#   daemon  a daemon's whole-system epoch instead of a one-shot record: `ecpi
+#           daemon --exclude-self $DAEMON_FLAGS` (no registers, no stacks: its
+#           defaults) samples the machine while the plain build runs DAEMON_RUNS
+#           times (default 3), then `ecpi export` of that epoch and
+#           -fprofile-sample-use. DAEMON_FLAGS defaults to -F 1700, the rate the
+#           daemon's 1% overhead budget chose on this VM when it calibrated on a
+#           quiet machine; calibrating while other work runs (the build step
+#           holds only the shared lock) gave 19 Hz once. DAEMON_FLAGS= leaves
+#           the rate to the budget.
 # Training and timing use the same workload, as the issue's measurement did.
 #
 # Usage:
 #   bash bench/pgo.sh build            # compile, train, record, export (shared lock: CPU, no timing)
+#   bash bench/pgo.sh daemon           # (re)build only the daemon variant (shared lock)
 #   bash bench/pgo.sh time [ROUNDS=7]  # ROUNDS interleaved rounds, appended to PGO_DIR/times
 #                                      # (exclusive lock; one hold per call), then the table
 #   bash bench/pgo.sh report           # the table from every round in PGO_DIR/times, and the
@@ -27,7 +37,7 @@
 #       flock -x -w 1200 /work/quiet.lock bash bench/pgo.sh time 4   # twice: 8 rounds
 # Environment: ECPI (default build/loader/ecpi), ECPI_BENCH_CACHE (SQLite's
 # sources; default ~/.cache/ecpi-bench), PGO_DIR (the builds; default
-# CACHE/pgo), PROGRAMS (default "sqlite wordfreq").
+# CACHE/pgo), PROGRAMS (default "sqlite wordfreq"), DAEMON_RUNS, DAEMON_FLAGS.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ECPI=${ECPI:-$here/../build/loader/ecpi}
@@ -43,9 +53,12 @@ for tool in clang llvm-profdata python3; do
 done
 BOLT=$(command -v llvm-bolt-16 || command -v llvm-bolt || ls /usr/lib/llvm-16/bin/llvm-bolt 2>/dev/null) ||
 	{ echo "bench/pgo.sh: llvm-bolt is not installed (bolt-16)" >&2; exit 1; }
-VARIANTS="plain instr ecpi bolt"
+VARIANTS="plain instr ecpi bolt daemon"
+DAEMON_RUNS=${DAEMON_RUNS:-3}
+DAEMON_FLAGS=${DAEMON_FLAGS--F 1700}
 T=$(mktemp -d /tmp/ecpi-bench-pgo.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+daemon_pid=""
+trap '[ -z "$daemon_pid" ] || { kill -TERM "$daemon_pid"; wait "$daemon_pid"; } 2>/dev/null; rm -rf "$T"' EXIT
 mkdir -p "$PGO_DIR"
 
 declare -A ARGS=([sqlite]="20000 8 50000" [wordfreq]="40")
@@ -97,13 +110,45 @@ build() {
 		"$BOLT" "$out.ecpi" -o "$out.bolt" -data "$out.fdata" -reorder-blocks=ext-tsp -reorder-functions=hfsort \
 			-split-functions -split-all-cold >"$out.bolt.log" 2>&1 || { tail -3 "$out.bolt.log" >&2; return 1; }
 	}
+	build_daemon "$p" || return 1
 	# Every build prints the same answer.
 	local want
 	want=$("$out.plain" ${ARGS[$p]} 2>/dev/null | md5sum)
-	for v in instr ecpi bolt; do
+	for v in instr ecpi bolt daemon; do
 		[ "$("$out.$v" ${ARGS[$p]} 2>/dev/null | md5sum)" = "$want" ] || { echo "bench/pgo.sh: $p.$v prints something else" >&2; return 1; }
 	done
 	echo "# $p: built; profile $(wc -l <"$out.afdo") lines, $(grep -c '^[^ ]' "$out.afdo") functions"
+}
+
+# build_daemon PROGRAM: the daemon variant. A fresh database, so that its
+# newest epoch is the one the workload ran in (the export reads the newest);
+# the daemon's log says the rate it chose.
+build_daemon() {
+	local p=$1 src out=$PGO_DIR/$1 db=$PGO_DIR/$1.daemon.db
+	src=$(sources "$p") || return 1
+	rm -rf "$db"
+	# shellcheck disable=SC2086
+	"$ECPI" daemon --db "$db" --exclude-self $DAEMON_FLAGS >"$out.daemon.log" 2>&1 &
+	daemon_pid=$!
+	# Ready once it answers (after calibrating its overhead budget: seconds).
+	for _ in $(seq 300); do
+		"$ECPI" ctl status --db "$db" >"$T/status" 2>/dev/null && break
+		kill -0 "$daemon_pid" 2>/dev/null || { cat "$out.daemon.log" >&2; return 1; }
+		sleep 0.2
+	done
+	for _ in $(seq "$DAEMON_RUNS"); do
+		# shellcheck disable=SC2086
+		"$out.plain" ${ARGS[$p]} >/dev/null 2>&1
+	done
+	"$ECPI" ctl flush --db "$db" >/dev/null
+	"$ECPI" ctl status --db "$db" >>"$out.daemon.log"
+	kill -TERM "$daemon_pid"
+	wait "$daemon_pid" || true
+	daemon_pid=""
+	"$ECPI" export "$db" --format afdo --image "$out.plain" -o "$out.daemon.afdo"
+	# shellcheck disable=SC2086
+	clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.daemon.afdo" -o "$out.daemon" $src
+	echo "# $p: daemon variant built; $(sed -n 's/^sampling: *//p' "$T/status" | head -1); epochs: $(ls "$db/epochs" | tr '\n' ' ')"
 }
 
 # seconds BINARY ARGS...: wall-clock seconds of one run.
@@ -119,6 +164,9 @@ seconds() {
 # line per run appended to PGO_DIR/times: PROGRAM VARIANT SECONDS.
 time_rounds() {
 	local p=$1 out=$PGO_DIR/$1 v
+	for v in $VARIANTS; do
+		[ -x "$out.$v" ] || { echo "bench/pgo.sh: no $out.$v: run bench/pgo.sh build (or daemon) first" >&2; return 1; }
+	done
 	for _ in $(seq "$RUNS"); do
 		for v in $VARIANTS; do
 			# shellcheck disable=SC2086
@@ -127,58 +175,58 @@ time_rounds() {
 	done
 }
 
-# report: medians per program and variant over every round in PGO_DIR/times.
+# report: per program, over the rounds that ran every variant (round k of a
+# program is each variant's k-th line in PGO_DIR/times): medians per
+# variant, and the paired gains (within each round, against plain).
 report() {
-	python3 - "$PGO_DIR/times" $PROGRAMS <<'PY'
+	python3 - "$PGO_DIR/times" "$VARIANTS" $PROGRAMS <<'PY'
 import collections, statistics, sys
-runs = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    prog, variant, secs = line.split()
-    runs[prog, variant].append(float(secs))
-for name in sys.argv[2:]:
-    if not runs[name, "plain"]:
+variants = sys.argv[2].split()
+optimized = variants[2:]                 # what instrumented PGO (variants[1]) is compared with
+def rounds_of(name):
+    rounds = collections.defaultdict(dict)
+    seen = collections.Counter()
+    for line in open(sys.argv[1]):
+        prog, variant, secs = line.split()[:3]
+        if prog == name:
+            rounds[seen[variant]][variant] = float(secs)
+            seen[variant] += 1
+    return [r for r in rounds.values() if all(v in r for v in variants)]
+def share(gain, v):
+    return f"{gain[v] / gain['instr']:.0%}" if gain["instr"] else "n/a"
+for name in sys.argv[3:]:
+    full = rounds_of(name)
+    if not full:
         continue
-    med = {v: statistics.median(runs[name, v]) for v in ("plain", "instr", "ecpi", "bolt")}
-    n = min(len(runs[name, v]) for v in med)
-    gain = med["plain"] - med["instr"]
-    cells = [f"{med['plain']:.3f}"]
-    for v in ("instr", "ecpi", "bolt"):
-        cells.append(f"{med[v]:.3f} ({(med['plain'] - med[v]) / med['plain']:+.1%})")
-    for v in ("ecpi", "bolt"):
-        cells.append(f"{(med['plain'] - med[v]) / gain:.0%}" if gain else "n/a")
-    print(f"| {name} | {n} | " + " | ".join(cells) + " |")
+    med = {v: statistics.median(r[v] for r in full) for v in variants}
+    gain = {v: med["plain"] - med[v] for v in variants}
+    cells = [f"{med['plain']:.3f}"] + [f"{med[v]:.3f} ({gain[v] / med['plain']:+.1%})" for v in variants[1:]]
+    print(f"| {name} | {len(full)} | " + " | ".join(cells + [share(gain, v) for v in optimized]) + " |")
 # Paired: each round ran every variant back to back, so a slow spell of the
 # machine slows them together; the median over rounds of each variant's
 # time over plain's in the same round.
 print("# paired: medians over rounds of (plain - variant) / plain within each round")
-for name in sys.argv[2:]:
-    rounds = collections.defaultdict(dict)
-    seen = collections.Counter()
-    for line in open(sys.argv[1]):
-        prog, variant, secs = line.split()
-        if prog == name:
-            rounds[seen[variant]][variant] = float(secs)
-            seen[variant] += 1
-    full = [r for r in rounds.values() if len(r) == 4]
+for name in sys.argv[3:]:
+    full = rounds_of(name)
     if not full:
         continue
-    gain = {v: statistics.median((r["plain"] - r[v]) / r["plain"] for r in full) for v in ("instr", "ecpi", "bolt")}
-    share = {v: f"{gain[v] / gain['instr']:.0%}" if gain["instr"] else "n/a" for v in ("ecpi", "bolt")}
-    print(f"# {name}: {len(full)} rounds; instrumented PGO {gain['instr']:+.1%}, ecpi AutoFDO {gain['ecpi']:+.1%} "
-          f"(share {share['ecpi']}), + BOLT {gain['bolt']:+.1%} (share {share['bolt']})")
+    gain = {v: statistics.median((r["plain"] - r[v]) / r["plain"] for r in full) for v in variants[1:]}
+    print(f"# {name}: {len(full)} rounds; instrumented PGO {gain['instr']:+.1%}, " +
+          ", ".join(f"{v} {gain[v]:+.1%} (share {share(gain, v)})" for v in optimized))
 PY
 }
 
 echo "# $(uname -n) $(uname -r), $(nproc) CPUs, $(clang --version | head -1)"
 case $MODE in
 build) for p in $PROGRAMS; do build "$p"; done ;;
+daemon) for p in $PROGRAMS; do build_daemon "$p"; done ;;
 time | report | reset)
 	[ "$MODE" = reset ] && { rm -f "$PGO_DIR/times"; exit 0; }
 	if [ "$MODE" = time ]; then for p in $PROGRAMS; do time_rounds "$p"; done; fi
 	echo "# medians of interleaved runs (seconds, wall clock); gain against plain; share = gain / instrumented PGO's gain"
-	echo "| program | runs | plain | instrumented PGO | ecpi AutoFDO | ecpi AutoFDO + BOLT | share (AutoFDO) | share (+ BOLT) |"
-	echo "|---|---|---|---|---|---|---|---|"
+	echo "| program | rounds | plain | instrumented PGO | ecpi AutoFDO | ecpi AutoFDO + BOLT | daemon's AutoFDO | share (AutoFDO) | share (+ BOLT) | share (daemon) |"
+	echo "|---|---|---|---|---|---|---|---|---|---|"
 	report
 	;;
-*) echo "usage: bash bench/pgo.sh build | time [ROUNDS] | report | reset" >&2; exit 2 ;;
+*) echo "usage: bash bench/pgo.sh build | daemon | time [ROUNDS] | report | reset" >&2; exit 2 ;;
 esac

@@ -413,23 +413,6 @@ void add_calls(LayoutReport& r, const Functions& fs, std::uint32_t fn, const Cal
     }
 }
 
-// Return address -> the address of the call instruction before it, over
-// the image's sampled procedures (a caller frame on a -g stack holds the
-// return address; BOLT keys call records by the call instruction).
-std::map<std::uint64_t, std::uint64_t> calls_by_return_address(const CalcReport& calc, const std::string& image) {
-    std::map<std::uint64_t, std::uint64_t> out;
-    for (const CalcProcedure& p : calc.procedures) {
-        if (p.image != image) continue;
-        std::vector<const CalcInstruction*> insns;
-        insns.reserve(p.instructions.size());
-        for (const CalcInstruction& insn : p.instructions) insns.push_back(&insn);
-        std::sort(insns.begin(), insns.end(), [](auto* a, auto* b) { return a->address < b->address; });
-        for (std::size_t k = 0; k + 1 < insns.size(); ++k)
-            if (insns[k]->text.rfind("call", 0) == 0) out[insns[k + 1]->address] = insns[k]->address;
-    }
-    return out;
-}
-
 // Call graph weights from -g stacks: each adjacent (caller, callee) pair of
 // frames in the image, counted once per stack sample; and the call sites
 // those frames return to, for BOLT's call records.
@@ -481,6 +464,20 @@ double density(std::uint64_t samples, std::uint64_t bytes) {
 }
 
 }  // namespace
+
+std::map<std::uint64_t, std::uint64_t> calls_by_return_address(const CalcReport& calc, const std::string& image) {
+    std::map<std::uint64_t, std::uint64_t> out;
+    for (const CalcProcedure& p : calc.procedures) {
+        if (p.image != image) continue;
+        std::vector<const CalcInstruction*> insns;
+        insns.reserve(p.instructions.size());
+        for (const CalcInstruction& insn : p.instructions) insns.push_back(&insn);
+        std::sort(insns.begin(), insns.end(), [](auto* a, auto* b) { return a->address < b->address; });
+        for (std::size_t k = 0; k + 1 < insns.size(); ++k)
+            if (insns[k]->text.rfind("call", 0) == 0) out[insns[k + 1]->address] = insns[k]->address;
+    }
+    return out;
+}
 
 Result<LayoutReport> build_layout(const store::EpochContents& contents, const LayoutOptions& options,
                                   Symbolizer& symbolizer) {

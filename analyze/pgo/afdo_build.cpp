@@ -98,6 +98,27 @@ public:
     std::map<std::string, FunctionInput>& functions() { return functions_; }
     std::uint64_t unnamed() const { return unnamed_; }
 
+    // The function (DWARF's outermost frame: a split-off cold part is its
+    // function's) an address of the image lies in; "" where none is usable.
+    std::string function_at(std::uint64_t address) const {
+        const std::vector<AfdoFrame> frames = afdo_frames(debug_, address);
+        return !frames.empty() && usable_name(frames.front().function) ? frames.front().function : std::string();
+    }
+
+    // The indirect calls' counts (call address -> its block's count).
+    std::map<std::uint64_t, double> indirect_call_counts() const {
+        std::map<std::uint64_t, double> out;
+        for (const IndirectCall& c : indirect_) out[c.address] = c.count;
+        return out;
+    }
+
+    // Each indirect call's targets (call address -> target -> calls).
+    void attach_indirect_targets(const std::map<std::uint64_t, std::map<std::string, double>>& targets) {
+        for (const IndirectCall& c : indirect_)
+            if (const auto it = targets.find(c.address); it != targets.end())
+                functions_[c.function].instructions[c.index].indirect_targets = it->second;
+    }
+
 private:
     void add_instruction(const CalcProcedure& p, const CalcInstruction& insn, double count) {
         AfdoInstruction out;
@@ -111,6 +132,8 @@ private:
         out.call_target = call_target(insn.text);
         FunctionInput& f = functions_[out.frames.front().function];
         if (insn.address == p.start && entry_of(p.start, out.frames.front().function)) f.head += count;
+        if (insn.text.rfind("call", 0) == 0 && !direct_call_target(insn.text))
+            indirect_.push_back({insn.address, count, out.frames.front().function, f.instructions.size()});
         f.instructions.push_back(std::move(out));
     }
 
@@ -130,12 +153,37 @@ private:
         return sym->linkage_name.find('@') == std::string::npos ? sym->linkage_name : std::string();
     }
 
+    // An indirect call instruction: functions_[function].instructions[index].
+    struct IndirectCall {
+        std::uint64_t address = 0;
+        double count = 0;
+        std::string function;
+        std::size_t index = 0;
+    };
+
     const DebugInfo& debug_;
     Symbolizer& symbolizer_;
     store::ImageId image_;
     std::map<std::string, FunctionInput> functions_;
+    std::vector<IndirectCall> indirect_;
     std::uint64_t unnamed_ = 0;
 };
+
+// Indirect calls' targets from the epoch's -g stacks of calc's event (none
+// without -g): the callee frames above each call, their calls from their entries.
+void add_indirect_targets(ProfileInputs& inputs, const store::EpochContents& contents, const CalcReport& calc,
+                          const std::string& image) {
+    const store::StackProfile* stacks = nullptr;
+    for (const store::StackProfile& s : contents.stacks)
+        if (s.event == calc.event) stacks = &s;
+    if (stacks == nullptr) return;
+    const std::vector<AfdoStackCall> calls =
+        afdo_stack_calls(*stacks, image, calls_by_return_address(calc, image),
+                         [&inputs](std::uint64_t address) { return inputs.function_at(address); });
+    std::map<std::string, double> entries;
+    for (const auto& [name, input] : inputs.functions()) entries[name] = input.head;
+    inputs.attach_indirect_targets(afdo_call_targets(calls, entries, inputs.indirect_call_counts()));
+}
 
 // Static functions of different files under one name: clang matches by
 // name, so they share one profile (their counts are merged).
@@ -177,6 +225,7 @@ Result<AfdoProfile> build_afdo_profile(const store::EpochContents& contents, con
         if (p.image != profile.image || p.name.find("@plt") != std::string::npos) continue;
         inputs.add(p, layout_counts(p, calc.period_cycles, LayoutCountSource::kFlow).blocks);
     }
+    add_indirect_targets(inputs, contents, calc, profile.image);
     std::vector<std::string> shared;
     for (auto& [name, input] : inputs.functions()) {
         if (afdo_shares_name(input.instructions)) shared.push_back(name);

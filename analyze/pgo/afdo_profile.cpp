@@ -87,6 +87,13 @@ AfdoFunction afdo_function(const std::string& name, double head, const std::vect
         line_count = std::max(line_count, count);
         // Each call instruction runs apart: copies of one call (unrolled) add up.
         if (!insn.call_target.empty()) f.calls[loc][insn.call_target] += count;
+        std::uint64_t indirect = 0;
+        for (const auto& [target, n] : insn.indirect_targets) {
+            const auto calls = static_cast<std::uint64_t>(std::llround(std::max(n, 0.0)));
+            if (calls > 0) f.calls[loc][target] += calls;
+            indirect += calls;
+        }
+        line_count = std::max(line_count, indirect);
     }
     sum_totals(top);
     return top;

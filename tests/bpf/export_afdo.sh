@@ -5,6 +5,9 @@
 # inlined helpers nested, its scan and word lines within a factor of 10 of
 # the characters scanned and words added), and clang
 # compiles the program with it, silently, into a binary that prints the same.
+# Indirect calls from -g stacks: an interpreter (testprogs/pgo/stackvm.c)
+# calling its handlers through a table lists them as the call's targets,
+# the most common one first, and clang promotes that call.
 # The clear errors: no line table, no samples, another build.
 # Static functions sharing a name: a warning, and distinct profiles with
 # -funique-internal-linkage-names.
@@ -87,6 +90,34 @@ grep -q 'function names shared by static functions .*(.*update.*): .*-funique-in
 "$CLANG" -O2 -g -fdebug-info-for-profiling -funique-internal-linkage-names -fprofile-sample-use="$TMP/unique.afdo" \
 	-Wall -o "$TMP/checksums.pgo" "$checksums"/*.c 2>"$TMP/unique.clang" && [ ! -s "$TMP/unique.clang" ] ||
 	{ cat "$TMP/unique.clang" >&2; fail "clang refused or warned about the profile with unique names"; }
+
+# Indirect call targets from -g stacks: stackvm dispatches each byte code
+# through a table of handlers (`handlers[code[i].op](...)`); recorded with
+# -g, the call's record in run() lists the handlers it called, op_push (43%
+# of the byte code) the most, at a count within a factor of 10 of the pushes
+# the program ran, and clang's indirect call promotion reads the targets.
+vm_src=$(dirname "$src")/stackvm.c
+vm_line=$(grep -n -F 'handlers[code[i].op](&vm, code[i].arg);' "$vm_src" | cut -d: -f1)
+vm_decl=$(grep -n '^__attribute__((noinline)) uint64_t run' "$vm_src" | cut -d: -f1)
+"$CLANG" -O2 -g -fdebug-info-for-profiling -o "$TMP/stackvm" "$vm_src"
+"$ECPI" record -q -g -F 4999 -o "$TMP/vm.db" -- "$TMP/stackvm" 1000 >"$TMP/vm.out" 2>/dev/null
+"$ECPI" export "$TMP/vm.db" --format afdo --image "$TMP/stackvm" -o "$TMP/vm.afdo" 2>"$TMP/vm.log" ||
+	{ cat "$TMP/vm.log" >&2; fail "ecpi export --format afdo failed (stackvm)"; }
+"$PROFDATA" show --sample --function=run "$TMP/vm.afdo" >"$TMP/vm.show" 2>&1
+# `OFFSET: COUNT, calls: TARGET:N ...`, targets by decreasing count.
+targets=$(sed -n "s/^ *$((vm_line - vm_decl))\(\.[0-9]*\)\?: [0-9]*, calls: //p" "$TMP/vm.show")
+for handler in op_push op_add op_hash; do
+	[[ " $targets" == *" $handler:"* ]] || { cat "$TMP/vm.show" >&2; fail "the dispatch call does not list $handler"; }
+done
+[[ "$targets" == op_push:* ]] || { cat "$TMP/vm.show" >&2; fail "op_push is not the dispatch call's first target"; }
+pushes=$(sed -n 's/^push //p' "$TMP/vm.out")
+push_calls=$(echo "$targets" | sed 's/^op_push:\([0-9]*\).*/\1/')
+within 10 "$push_calls" "$pushes" || fail "op_push called $push_calls times in the profile, the program pushed $pushes times"
+"$CLANG" -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$TMP/vm.afdo" -Rpass=pgo-icall-prom -o "$TMP/stackvm.pgo" \
+	"$vm_src" 2>"$TMP/vm.clang" || { cat "$TMP/vm.clang" >&2; fail "clang refused the profile (stackvm)"; }
+grep -q 'remark: Promote indirect call to op_push with count' "$TMP/vm.clang" ||
+	{ cat "$TMP/vm.clang" "$TMP/vm.show" >&2; fail "clang did not promote the dispatch call to op_push"; }
+[ "$("$TMP/stackvm.pgo" 3)" = "$("$TMP/stackvm" 3)" ] || fail "stackvm built with the profile prints something else"
 
 # Errors, one line each: an image without a line table, an image without
 # samples, a file of another build than the one recorded.

@@ -128,3 +128,90 @@ TEST_CASE("static functions of different files under one name are told apart fro
     CHECK(afdo_shares_name({in("a.c", 3, 4), in("b.c", 3, 4)}));
     CHECK(afdo_shares_name({in("a.c", 3, 4), in("a.c", 30, 31)}));
 }
+
+namespace {
+
+// A stack of (image, offset) frames, leaf first.
+ecpi::store::StackSample stack(std::vector<std::pair<std::uint32_t, std::uint64_t>> frames, std::uint64_t count) {
+    ecpi::store::StackSample s;
+    for (const auto& [image, offset] : frames) s.frames.push_back({image, offset});
+    s.count = count;
+    return s;
+}
+
+// A byte-code interpreter's image: run() at 0x2000 calls its handlers
+// through a table (call *%rax at 0x2040, returning to 0x2043) and main() at
+// 0x3000 calls run() directly (0x3010, returning to 0x3015).
+std::string vm_function_at(std::uint64_t address) {
+    if (address >= 0x1000 && address < 0x1100) return "op_add";
+    if (address >= 0x1100 && address < 0x1200) return "op_mul";
+    if (address >= 0x2000 && address < 0x2100) return "run";
+    if (address >= 0x3000 && address < 0x3100) return "main";
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("calls on -g stacks: the caller's call instruction and the callee's function") {
+    ecpi::store::StackProfile stacks;
+    stacks.images = {{"[kernel]", ""}, {"/opt/vm", "ab"}, {"/lib/libc.so.6", "cd"}};
+    const std::map<std::uint64_t, std::uint64_t> call_at_return = {{0x2043, 0x2040}, {0x3015, 0x3010}};
+    stacks.stacks = {
+        stack({{1, 0x1010}, {1, 0x2043}, {1, 0x3015}}, 5),              // op_add <- run <- main
+        stack({{0, 0xffff}, {1, 0x1100}, {1, 0x2043}, {1, 0x3015}}, 3),  // a kernel frame, then op_mul's first byte
+        stack({{2, 0x500}, {1, 0x1200}, {1, 0x2043}}, 2),               // in libc, called from op_mul's last byte
+        stack({{1, 0x1010}, {1, 0x2043}, {1, 0x1010}, {1, 0x2043}}, 4),  // op_add reentered: counted once
+        stack({{1, 0x1010}, {1, 0x2099}}, 7),                           // a return address of no known call
+        stack({{1, 0x1010}, {2, 0x2043}}, 6),                           // a caller in another image
+    };
+    const std::vector<AfdoStackCall> calls = afdo_stack_calls(stacks, "/opt/vm", call_at_return, vm_function_at);
+    REQUIRE(calls.size() == 3);
+    CHECK(calls[0].call == 0x2040);
+    CHECK(calls[0].target == "op_add");
+    CHECK(calls[0].samples == 9);
+    CHECK(calls[1].call == 0x2040);
+    CHECK(calls[1].target == "op_mul");  // 0x1200 is a return address: the call ends op_mul
+    CHECK(calls[1].samples == 5);
+    CHECK(calls[2].call == 0x3010);
+    CHECK(calls[2].target == "run");
+    CHECK(calls[2].samples == 8);
+}
+
+TEST_CASE("an indirect call's targets are their entries through it, not their samples") {
+    // op_mul runs 4x longer a call than op_add: 600 calls of op_add take 10
+    // samples under the call at 0x2040, 200 calls of op_mul 30 there; op_mul
+    // has 200 more entries through another call (0x2080), seen in as many samples.
+    const std::vector<AfdoStackCall> calls = {
+        {0x2040, "op_add", 10}, {0x2040, "op_mul", 30}, {0x2080, "op_mul", 30},
+        {0x2090, "op_neg", 1},  {0x2090, "op_xor", 3},  {0x20a0, "op_neg", 2}, {0x20a0, "op_pop", 6},
+    };
+    const auto targets = afdo_call_targets(calls, {{"op_add", 600}, {"op_mul", 400}, {"op_xor", 48}, {"op_pop", 0}},
+                                           {{0x2040, 5}, {0x20a0, 80}});
+    CHECK(targets.at(0x2040).at("op_add") == doctest::Approx(600));
+    CHECK(targets.at(0x2040).at("op_mul") == doctest::Approx(200));
+    CHECK(targets.at(0x2080).at("op_mul") == doctest::Approx(200));
+    // op_neg's entries are unknown: its samples at op_xor's 16 calls per sample.
+    CHECK(targets.at(0x2090).at("op_xor") == doctest::Approx(48));
+    CHECK(targets.at(0x2090).at("op_neg") == doctest::Approx(16));
+    // No target's entries known: the call's own 80 executions split by samples.
+    CHECK(targets.at(0x20a0).at("op_neg") == doctest::Approx(20));
+    CHECK(targets.at(0x20a0).at("op_pop") == doctest::Approx(60));
+    CHECK(targets.size() == 4);
+}
+
+TEST_CASE("an indirect call site lists its targets, and counts at least their calls") {
+    AfdoInstruction dispatch = at({frame("run", 10, 14)}, 1000);
+    dispatch.indirect_targets = {{"op_add", 750}, {"op_mul", 250}, {"op_neg", 0.3}};
+    AfdoInstruction copy = at({frame("run", 10, 14)}, 200);  // the same call, peeled out of the loop
+    copy.indirect_targets = {{"op_add", 200}};
+    AfdoInstruction undercounted = at({frame("run", 10, 16)}, 10);  // the flow saw fewer runs than calls
+    undercounted.indirect_targets = {{"op_add", 90}, {"op_mul", 30}};
+    AfdoProfile profile;
+    profile.functions.push_back(
+        afdo_function("run", 1, {dispatch, copy, undercounted, at({frame("run", 10, 12)}, 1000)}));
+    CHECK(render_afdo_text(profile) ==
+          "run:2120:1\n"
+          " 2: 1000\n"
+          " 4: 1000 op_add:950 op_mul:250\n"  // op_neg's 0.3 calls round to none
+          " 6: 120 op_add:90 op_mul:30\n");
+}

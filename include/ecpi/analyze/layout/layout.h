@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,6 +114,11 @@ struct StackCallSite {
 [[nodiscard]] std::vector<LayoutBranch> stack_call_records(const std::vector<LayoutFunction>& functions,
                                                            const std::vector<LayoutBranch>& branches,
                                                            const std::vector<StackCallSite>& sites);
+
+// Return address -> the address of the call instruction before it, over
+// `image`'s sampled procedures in `calc` (a caller frame on a -g stack holds
+// the return address; BOLT and AutoFDO key call records by the call).
+std::map<std::uint64_t, std::uint64_t> calls_by_return_address(const CalcReport& calc, const std::string& image);
 
 // "call 0x401136" -> 0x401136: the target of a direct call as calc's
 // disassembly writes it; nullopt for anything else.

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -47,6 +48,9 @@ struct AfdoInstruction {
     std::vector<AfdoFrame> frames;            // outermost first; empty: no line, skipped
     double count = 0;
     std::string call_target;                  // a direct call's callee (linkage name), else ""
+    // An indirect call's targets seen on -g stacks and their estimated
+    // calls (afdo_call_targets); empty without stacks.
+    std::map<std::string, double> indirect_targets;
 };
 
 struct AfdoLocation {
@@ -80,7 +84,10 @@ std::uint32_t afdo_base_discriminator(std::uint32_t encoded);
 // location's count is the highest of its instructions' (AutoFDO's rule: a
 // line's blocks run at least as often as the hottest), a direct call adds
 // its count to its target at its location, an inlined frame becomes a
-// nested profile at its call site. `head` is the function's entry count.
+// nested profile at its call site. An indirect call lists its targets
+// (indirect_targets), and its location counts at least their calls added
+// up (the targets' entries say the call ran that often). `head` is the
+// function's entry count.
 AfdoFunction afdo_function(const std::string& name, double head, const std::vector<AfdoInstruction>& instructions);
 
 // Whether instructions gathered under one name belong to distinct functions
@@ -93,14 +100,47 @@ AfdoFunction afdo_function(const std::string& name, double head, const std::vect
 // which is what the profile then carries.
 bool afdo_shares_name(const std::vector<AfdoInstruction>& instructions);
 
+// A call seen on -g stacks: a caller frame's return address mapped back to
+// its call instruction, and the function of the frame below it (the callee).
+struct AfdoStackCall {
+    std::uint64_t call = 0;                   // the call instruction's address in the image
+    std::string target;                       // the callee's function (linkage name)
+    double samples = 0;                       // stack samples with this call on them
+};
+
+// The calls on `stacks` between two frames of `image` (the file's path as
+// recorded): each adjacent pair of its frames, the caller's return address
+// found in `call_at_return` (return address -> call instruction, as
+// calls_by_return_address gives it), the callee named by `function_at`
+// (given the address of an instruction in it: a leaf's pc, or a return
+// address minus one; "" leaves the pair out). A call counts once per stack
+// sample even where recursion repeats it. Sorted by (call, target).
+std::vector<AfdoStackCall> afdo_stack_calls(const store::StackProfile& stacks, const std::string& image,
+                                            const std::map<std::uint64_t, std::uint64_t>& call_at_return,
+                                            const std::function<std::string(std::uint64_t)>& function_at);
+
+// Each call's targets and how often it called each (call address -> target
+// -> calls). Stack samples through a call are its calls times the callee's
+// time per call, so they overweight slow callees; a target's calls are
+// instead its entries (`entries`: the flow's count of its entry block)
+// split over the calls it was seen under by their samples. A target of
+// unknown entries (none, or 0) gets its samples times the calls per sample
+// of the call's other targets, or, where no target's entries are known,
+// its share by samples of the call's own executions (`call_counts`: call
+// address -> the flow's count of its block).
+std::map<std::uint64_t, std::map<std::string, double>> afdo_call_targets(
+    const std::vector<AfdoStackCall>& calls, const std::map<std::string, double>& entries,
+    const std::map<std::uint64_t, double>& call_counts);
+
 struct AfdoOptions {
     std::string image;                        // --image: path, path suffix or file name of the recorded image
     std::string event;                        // "" = calc's choice (cycles, else cpu-clock)
     std::string machine = "auto";
 };
 
-// The image's profile from a recorded epoch. Errors (one line each): no
-// samples in the image; the image's file has no line table (build with
+// The image's profile from a recorded epoch. An indirect call's targets
+// come from the epoch's -g stacks of calc's event, where it has them.
+// Errors (one line each): no samples in the image; the image's file has no line table (build with
 // -g -fdebug-info-for-profiling); --image names a file whose build id is
 // not the recorded one.
 [[nodiscard]] Result<AfdoProfile> build_afdo_profile(const store::EpochContents& contents, const AfdoOptions& options,
