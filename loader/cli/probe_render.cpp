@@ -83,7 +83,7 @@ std::string probe_cost_line(const store::ProbeReport& r) {
     if (r.probe_cost)
         return "  times are net of the probe; " + loader::describe_probe_cost(*r.probe_cost) +
                "; * marks a mean within the probe's noise" +
-               (r.stack_sample_period_ns ? ", s an on-CPU mean within it taken from stack samples instead" : "") + "\n";
+               (r.stack_sample_period_ns ? ", s a mean within it taken from stack samples instead (on-CPU time)" : "") + "\n";
     const bool timed = std::any_of(r.metrics.begin(), r.metrics.end(), [](const std::string& m) { return m != "count"; });
     return timed ? "  times are as measured: each includes the probe's own cost (--raw-times, or a report without it)\n" : "";
 }
@@ -93,15 +93,18 @@ std::string probe_cost_line(const store::ProbeReport& r) {
 std::string mean_cell(const store::ProbeTimer& t, const std::string& name, const store::ProbePath& p,
                       std::string& notes) {
     if (t.net && t.net->from_samples) {
-        notes += " [s" + name + " from " + std::to_string(p.stack_samples) +
-                 " stack samples (the subtraction, within the probe's noise: " + format_ns(t.net->low_ns) + " to " +
+        notes += " [s" + name + " from " + std::to_string(p.stack_samples) + " stack samples" +
+                 (name == "cpu" ? "" : " (on-CPU time; time off the CPU is within the probe's noise)") +
+                 " (the subtraction, within the probe's noise: " + format_ns(t.net->low_ns) + " to " +
                  format_ns(t.net->high_ns) + ")]";
         return "s" + format_ns(t.net->samples_mean_ns);
     }
     if (t.net && t.net->within_noise) {
+        // The range, not the net mean: within the noise the mean is no figure.
         notes += " [*" + name + " within the probe's noise: " + format_ns(t.net->low_ns) + " to " +
                  format_ns(t.net->high_ns) + " per call]";
-        return "*" + format_ns(std::max(0.0, t.net->mean_ns));
+        return t.net->low_ns > 0 ? "*" + format_ns(t.net->low_ns) + "-" + format_ns(t.net->high_ns)
+                                 : "*<=" + format_ns(t.net->high_ns);
     }
     return format_ns(t.reported_mean_ns());
 }
