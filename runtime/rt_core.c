@@ -233,6 +233,27 @@ void ecpi_rt_stage_flush(struct ecpi_rt_thread *t, int mid_burst)
 	t->stage[t->staged++] = (struct ecpi_rt_record){kind(ECPI_RT_REC_PAUSE), paused};
 }
 
+int ecpi_rt_ring_reserve(struct ecpi_rt_thread *t, uint32_t n)
+{
+	if (t->staged)
+		ecpi_rt_stage_flush(t, 0); /* in order */
+	if (t->head + n - t->cached_tail <= t->mask + 1ull || wait_for_room(t, n))
+		return 1;
+	t->ring->dropped += n;
+	return 0;
+}
+
+/* Published once ECPI_RT_SPAN_PUBLISH_EVERY records have gone in since the
+ * last time, not at every span (whose records are about as many as a
+ * batch of ECPI_RT_PUBLISH_EVERY): each store to `head` is a coherence
+ * miss while ecpi keeps reading it. */
+void ecpi_rt_ring_commit(struct ecpi_rt_thread *t, uint32_t n)
+{
+	t->head += n;
+	if ((t->head - n) / ECPI_RT_SPAN_PUBLISH_EVERY != t->head / ECPI_RT_SPAN_PUBLISH_EVERY)
+		publish(t);
+}
+
 /* Stages one record of a burst; copies the stage out when it is full
  * (keeping room for a PAUSE, a WINDOW and a BLOCK record). */
 void ecpi_rt_stage_push(struct ecpi_rt_thread *t, uint64_t w0, uint64_t w1)
