@@ -246,7 +246,9 @@ int ecpi_rt_ring_reserve(struct ecpi_rt_thread *t, uint32_t n)
 /* Published once ECPI_RT_SPAN_PUBLISH_EVERY records have gone in since the
  * last time, not at every span (whose records are about as many as a
  * batch of ECPI_RT_PUBLISH_EVERY): each store to `head` is a coherence
- * miss while ecpi keeps reading it. */
+ * miss while ecpi keeps reading it. The rest goes out with the next burst,
+ * a wait for room or the thread's end; a program that dies without running
+ * its destructors (SIGKILL, _exit) loses up to that many records of spans. */
 void ecpi_rt_ring_commit(struct ecpi_rt_thread *t, uint32_t n)
 {
 	t->head += n;
