@@ -109,6 +109,14 @@ std::string mean_cell(const store::ProbeTimer& t, const std::string& name, const
     return format_ns(t.reported_mean_ns());
 }
 
+// A path's total: its range where its mean is one (within the noise, no samples).
+std::string total_cell(const store::ProbeTimer& t, std::uint64_t calls) {
+    if (!t.net || !t.net->within_noise || t.net->from_samples) return format_ns(t.reported_total_ns(calls));
+    const double n = static_cast<double>(std::max(calls, t.timed_calls));
+    return t.net->low_ns > 0 ? "*" + format_ns(t.net->low_ns * n) + "-" + format_ns(t.net->high_ns * n)
+                             : "*<=" + format_ns(t.net->high_ns * n);
+}
+
 }  // namespace
 
 void rank_paths(store::ProbeReport& report, PathRank rank, const std::string& timer_name) {
@@ -207,7 +215,7 @@ std::string render_probe_text(const store::ProbeReport& r, PathRank rank, std::s
                 if (!t || t->timed_calls == 0) {
                     std::snprintf(line, sizeof line, " %11s %10s %6s", "-", "-", "-");
                 } else {
-                    std::string total = format_ns(t->reported_total_ns(p.calls));
+                    std::string total = total_cell(*t, p.calls);
                     if (r.sample_n && t->timed_calls < p.calls) total = "~" + total;
                     const std::string mean = mean_cell(*t, name, p, notes);
                     std::snprintf(line, sizeof line, " %11s %10s %6s", total.c_str(), mean.c_str(),
