@@ -383,7 +383,7 @@ static void close_thread_ring(void *unused)
 		munmap(t->stage, ECPI_RT_STAGE_RECORDS * sizeof(struct ecpi_rt_record));
 		t->stage = 0;
 	}
-	push(t, kind(ECPI_RT_REC_END), ecpi_rt_sampler_skipped_now(&t->sampler), 0, 0, 1);
+	push(t, kind(ECPI_RT_REC_END) | (t->head & ECPI_RT_PAYLOAD_MASK), ecpi_rt_sampler_skipped_now(&t->sampler), 0, 0, 1);
 	publish(t);
 	__atomic_store_n(&t->ring->state, ECPI_RT_RING_CLOSED, __ATOMIC_RELEASE);
 	thread_off(t);
