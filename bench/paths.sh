@@ -19,9 +19,11 @@
 #   ablation   tests/testprogs/paths/channels.c (issue 31's three-path loop:
 #              A a dependent multiply/xor/shift chain, 4 of 6 turns; B one
 #              load that misses 1 in 4, 1 of 6; C trivial): the plain build
-#              and builds with each path's work removed and with all removed,
+#              and builds with each path's work removed, with all removed,
+#              and with each path's work alone (the other two removed),
 #              ABLATION_ROUNDS (7) interleaved rounds, medians: what each path
-#              costs. Then `ecpi paths record --sample 1/10` of the
+#              costs, by two designs (removing it from the whole; adding it
+#              to the loop alone). Then `ecpi paths record --sample 1/10` of the
 #              `flags paths --inline` build (span fit) and of the out-of-line
 #              build (stamps) at seeds 1-5: fitted/stamped mean per path
 #              against ablation, and A's rank by time. And the inline build's
@@ -31,7 +33,9 @@
 #              recorded, ABLATION_ROUNDS interleaved rounds, medians of the
 #              loop time, the CPU seconds of ecpi and the program together
 #              (/usr/bin/time), and the seconds the program waited for ring
-#              space (ecpi's reader behind).
+#              space (ecpi's reader behind); and the same recording read by
+#              bench/paths/null_reader.c, which discards the records unread
+#              (the runtime's own cost) or reads them without decoding.
 #   sqlite     SQLite's amalgamation (npm's better-sqlite3, fetched into a
 #              cache directory, never into the tree) driven by
 #              bench/cachesim/sqlite_orders.c with two inputs (A, B) and A
@@ -43,7 +47,8 @@
 # Usage: bash bench/paths.sh [PART...]   (default: orders overhead distortion ablation sqlite)
 # Environment: ECPI (default build/loader/ecpi), REQUESTS (20000000), ROUNDS (5),
 #   OVERHEAD_REQUESTS (5000000), ABLATION_ROUNDS (7), CHANNEL_ROUNDS (2000000), SQLITE_SAMPLE (1/100),
-#   SQLITE_INLINE (1: SQLite built with `flags paths --inline`, timed by the span fit), ECPI_QUIET_LOCK (the lock file timed parts
+#   SQLITE_INLINE (1: SQLite built with `flags paths --inline`, timed by the span fit),
+#   ABLATION_FENCE (1: channels built with -DFENCE_TURNS), ECPI_QUIET_LOCK (the lock file timed parts
 #   take exclusively; default /tmp/ecpi-quiet.lock), OUT (keep the reports there; default a
 #   temporary directory), ECPI_BENCH_CACHE (SQLite's sources and objects;
 #   default ~/.cache/ecpi-bench).
@@ -65,7 +70,12 @@ SQLITE_INLINE=${SQLITE_INLINE:-1}
 ABLATION_ROUNDS=${ABLATION_ROUNDS:-7}
 CHANNEL_ROUNDS=${CHANNEL_ROUNDS:-2000000}
 ABLATIONS=(whole:"" no_a:-DWITHOUT_DIGEST no_b:-DWITHOUT_LOOKUP no_c:-DWITHOUT_HEARTBEAT
-	none:"-DWITHOUT_DIGEST -DWITHOUT_LOOKUP -DWITHOUT_HEARTBEAT")
+	none:"-DWITHOUT_DIGEST -DWITHOUT_LOOKUP -DWITHOUT_HEARTBEAT"
+	only_a:"-DWITHOUT_LOOKUP -DWITHOUT_HEARTBEAT" only_b:"-DWITHOUT_DIGEST -DWITHOUT_HEARTBEAT"
+	only_c:"-DWITHOUT_DIGEST -DWITHOUT_LOOKUP")
+# ABLATION_FENCE=1: every channels build ends each turn with an lfence
+# (-DFENCE_TURNS): no overlap between turns.
+CHANNELS_DEFS=$([ "${ABLATION_FENCE:-0}" = 1 ] && echo -DFENCE_TURNS || true)
 
 for tool in clang python3; do
 	command -v $tool >/dev/null || { echo "bench/paths.sh: $tool is not installed (scripts/install-deps.sh --test)" >&2; exit 1; }
@@ -101,10 +111,11 @@ clang -O2 -g -o "$T/chain.plain" "$here/paths/chain.c"
 clang -O2 $PATHS_FLAGS -o "$T/chain.paths" "$here/paths/chain.c"
 CHANNELS_SOURCE=$here/../tests/testprogs/paths/channels.c
 for spec in "${ABLATIONS[@]}"; do
-	clang -O2 -g ${spec#*:} -o "$T/channels.${spec%%:*}" "$CHANNELS_SOURCE"
+	clang -O2 -g $CHANNELS_DEFS ${spec#*:} -o "$T/channels.${spec%%:*}" "$CHANNELS_SOURCE"
 done
-clang -O2 $INLINE_FLAGS -o "$T/channels.inline" "$CHANNELS_SOURCE"
-clang -O2 $PATHS_FLAGS -o "$T/channels.paths" "$CHANNELS_SOURCE"
+clang -O2 $CHANNELS_DEFS $INLINE_FLAGS -o "$T/channels.inline" "$CHANNELS_SOURCE"
+clang -O2 $CHANNELS_DEFS $PATHS_FLAGS -o "$T/channels.paths" "$CHANNELS_SOURCE"
+clang -O2 -o "$T/null_reader" "$here/paths/null_reader.c"
 flock -u 9
 cp "$T/orders.paths" "$T/chain.paths" "$T/channels.inline" "$T/channels.paths" "$OUT/"  # the reports name these images; keep them for source lines
 
@@ -214,6 +225,10 @@ part_reader() {
 			-- "$T/channels.inline" "$CHANNEL_ROUNDS" >"$T/reader.txt"
 		echo "inline_1/10 $(loop_seconds <"$T/reader.txt") $(awk '{print $1 + $2}' "$T/reader.cpu") \
 $(sed -n 's/.*waited \([0-9.]*\) s.*/\1/p' "$T/reader.txt" | head -1 | grep . || echo 0)" >>"$OUT/reader.times"
+		# The same recording with a reader that discards the records unread,
+		# and one that reads them without decoding (bench/paths/null_reader.c).
+		echo "discard $("$T/null_reader" discard 4096 $((4096 * 9)) "$r" -- "$T/channels.inline" "$CHANNEL_ROUNDS" | loop_seconds)" >>"$OUT/reader.times"
+		echo "touch $("$T/null_reader" touch 4096 $((4096 * 9)) "$r" -- "$T/channels.inline" "$CHANNEL_ROUNDS" | loop_seconds)" >>"$OUT/reader.times"
 	done
 	echo "# reader: done, load $(load)"
 	flock -u 9

@@ -150,7 +150,8 @@ t=f["paths"][0]["timers"]
 def shown(n): return n["samples_mean_ns"] if n.get("method") == "stack samples" else n["mean_ns"]
 print(" ".join("%.1f %.1f %d" % (shown(t[k]["net"]), t[k]["mean_ns"], t[k]["net"]["within_noise"]) for k in ("wall", "cpu")),
       "%.1f %.1f %d" % (c["self_wall_ns"], c["pair_ns"], f["entry_stepped"]),
-      int(t["cpu"]["net"].get("method") == "stack samples"), f["paths"][0].get("stack_samples", 0))' "$tmp/net.json"
+      int(t["cpu"]["net"].get("method") == "stack samples"), f["paths"][0].get("stack_samples", 0),
+      int(t["wall"]["net"].get("method") == "stack samples"))' "$tmp/net.json"
 }
 net_figures() {
 	# Work rounds per ns, from unprobed runs' CPU time; sizes of about 100 ns, 1 us, 10 us.
@@ -179,11 +180,11 @@ net_figures() {
 				within, n, goal ? sprintf("within %d%%: %s", goal, (err < goal && err > -goal) ? "yes" : "no") : ""
 		}
 		$1 == i { n++; bw[n] = $2; bc[n] = $3; nw[n] = $4; rw[n] = $5; ww += $6; nc[n] = $7; rc[n] = $8; wc += $9
-		          self[n] = $10; pair[n] = $11; stepped = $12; fromsamples += $13; samples[n] = $14 }
+		          self[n] = $10; pair[n] = $11; stepped = $12; fromsamples += $13; samples[n] = $14; wallsamples += $15 }
 		END {
 			row("wall", median(bw, n), median(nw, n), median(rw, n), ww)
 			row("cpu", median(bc, n), median(nc, n), median(rc, n), wc)
-			printf "%-7s cpu: %d of %d rounds from stack samples (median %d samples a run)\n", size " ns", fromsamples, n, median(samples, n)
+			printf "%-7s cpu: %d of %d rounds from stack samples, wall: %d (median %d samples a run)\n", size " ns", fromsamples, n, wallsamples, median(samples, n)
 			if (i == 2) printf "probe cost per call of bench_fn (first instruction %s; medians of the runs'"'"' calibrations): %.0f ns inside the call, %.0f ns to its callers\n", stepped ? "single-stepped" : "emulated", median(self, n), median(pair, n)
 		}' "$tmp/net.rounds"
 	done

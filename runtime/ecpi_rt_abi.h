@@ -53,7 +53,7 @@ enum ecpi_rt_record_kind {
 	ECPI_RT_REC_FREE = 5,       /* w0: kind; w1: address */
 	ECPI_RT_REC_THREAD = 6,     /* w0: kind | tid; w1: lowest stack address. Always followed by THREAD_STACK_END */
 	ECPI_RT_REC_THREAD_STACK_END = 7, /* w0: kind; w1: first address past the stack */
-	ECPI_RT_REC_END = 8,        /* the thread ends. w0: kind; w1: events skipped since the last window */
+	ECPI_RT_REC_END = 8,        /* the thread ends. w0: kind | records before it in the ring; w1: events skipped since the last window */
 	/* Set sampling (MemSpy 7.3): a reference outside an ON window whose
 	 * address passes the header's set filter (bit (address >> set_shift) & 63
 	 * of set_bitmap). Laid out as MEMREF; it is also one of the events the next

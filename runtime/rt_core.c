@@ -233,6 +233,29 @@ void ecpi_rt_stage_flush(struct ecpi_rt_thread *t, int mid_burst)
 	t->stage[t->staged++] = (struct ecpi_rt_record){kind(ECPI_RT_REC_PAUSE), paused};
 }
 
+int ecpi_rt_ring_reserve(struct ecpi_rt_thread *t, uint32_t n)
+{
+	if (t->staged)
+		ecpi_rt_stage_flush(t, 0); /* in order */
+	if (t->head + n - t->cached_tail <= t->mask + 1ull || wait_for_room(t, n))
+		return 1;
+	t->ring->dropped += n;
+	return 0;
+}
+
+/* Published once ECPI_RT_SPAN_PUBLISH_EVERY records have gone in since the
+ * last time, not at every span (whose records are about as many as a
+ * batch of ECPI_RT_PUBLISH_EVERY): each store to `head` is a coherence
+ * miss while ecpi keeps reading it. The rest goes out with the next burst,
+ * a wait for room or the thread's end; a program that dies without running
+ * its destructors (SIGKILL, _exit) loses up to that many records of spans. */
+void ecpi_rt_ring_commit(struct ecpi_rt_thread *t, uint32_t n)
+{
+	t->head += n;
+	if ((t->head - n) / ECPI_RT_SPAN_PUBLISH_EVERY != t->head / ECPI_RT_SPAN_PUBLISH_EVERY)
+		publish(t);
+}
+
 /* Stages one record of a burst; copies the stage out when it is full
  * (keeping room for a PAUSE, a WINDOW and a BLOCK record). */
 void ecpi_rt_stage_push(struct ecpi_rt_thread *t, uint64_t w0, uint64_t w1)
@@ -360,7 +383,7 @@ static void close_thread_ring(void *unused)
 		munmap(t->stage, ECPI_RT_STAGE_RECORDS * sizeof(struct ecpi_rt_record));
 		t->stage = 0;
 	}
-	push(t, kind(ECPI_RT_REC_END), ecpi_rt_sampler_skipped_now(&t->sampler), 0, 0, 1);
+	push(t, kind(ECPI_RT_REC_END) | (t->head & ECPI_RT_PAYLOAD_MASK), ecpi_rt_sampler_skipped_now(&t->sampler), 0, 0, 1);
 	publish(t);
 	__atomic_store_n(&t->ring->state, ECPI_RT_RING_CLOSED, __ATOMIC_RELEASE);
 	thread_off(t);

@@ -76,6 +76,7 @@ extern volatile uint32_t ecpi_rt_features;
  * coherence miss (about 100 ns per block entry here when every record was
  * published, ten times the record's own cost). */
 #define ECPI_RT_PUBLISH_EVERY 64
+#define ECPI_RT_SPAN_PUBLISH_EVERY 1024
 
 static inline void ecpi_rt_publish(struct ecpi_rt_thread *t)
 {
@@ -133,6 +134,12 @@ void ecpi_rt_block_slow(uint64_t pc);
 void ecpi_rt_span_slow(uint64_t pc); /* rt_spans.c: the countdown of an inline build ran out */
 void ecpi_rt_stage_push(struct ecpi_rt_thread *t, uint64_t w0, uint64_t w1);
 void ecpi_rt_stage_flush(struct ecpi_rt_thread *t, int mid_burst);
+/* Room for n records at the ring's head (waiting for the consumer, as a
+ * burst's copy does): the records then go straight to
+ * t->records[(t->head + i) & t->mask], and ecpi_rt_ring_commit makes them
+ * count. 0 when the consumer is gone (they are counted as dropped). */
+int ecpi_rt_ring_reserve(struct ecpi_rt_thread *t, uint32_t n);
+void ecpi_rt_ring_commit(struct ecpi_rt_thread *t, uint32_t n);
 void __sanitizer_cov_trace_pc_guard(uint32_t *guard);
 
 /* The time stamp counter, read once every earlier instruction has

@@ -46,19 +46,28 @@ static void span_begin(struct ecpi_rt_thread *t)
 }
 
 /* The span ends at this block's entry (logged at log_pos - 1): its records
- * go out, outside any timed interval, and the next gap begins. */
+ * go to the ring, outside any timed interval, and the next gap begins.
+ * Written straight into the ring (one copy of the log's entries, not two
+ * through the burst stage). */
 static void span_end(struct ecpi_rt_thread *t, uint64_t end_tsc)
 {
 	uint64_t last = t->log_pos - 1, blocks = last - t->span_first;
 	uint64_t context = t->span_first < ECPI_RT_SPAN_CONTEXT ? t->span_first : ECPI_RT_SPAN_CONTEXT;
+	uint64_t first = t->span_first - context, entries = last - first + 1;
+	uint32_t n = (uint32_t)(2 + (entries + 1) / 2);
 	t->span_open = 0;
-	ecpi_rt_stage_push(t, kind(ECPI_RT_REC_SPAN) | context << 16 | blocks, t->span_start_tsc);
-	for (uint64_t i = t->span_first - context; i <= last; i += 2) {
-		uint64_t next = i < last ? t->log[(i + 1) % ECPI_RT_LOG_ENTRIES] & ECPI_RT_PAYLOAD_MASK : 0;
-		ecpi_rt_stage_push(t, kind(ECPI_RT_REC_SPAN_BLOCK) | (t->log[i % ECPI_RT_LOG_ENTRIES] & ECPI_RT_PAYLOAD_MASK), next);
+	if (ecpi_rt_ring_reserve(t, n)) {
+		struct ecpi_rt_record *rec = t->records;
+		uint64_t at = t->head, mask = t->mask;
+		rec[at++ & mask] = (struct ecpi_rt_record){kind(ECPI_RT_REC_SPAN) | context << 16 | blocks, t->span_start_tsc};
+		for (uint64_t i = first; i <= last; i += 2) {
+			uint64_t next = i < last ? t->log[(i + 1) % ECPI_RT_LOG_ENTRIES] & ECPI_RT_PAYLOAD_MASK : 0;
+			rec[at++ & mask] = (struct ecpi_rt_record){
+			    kind(ECPI_RT_REC_SPAN_BLOCK) | (t->log[i % ECPI_RT_LOG_ENTRIES] & ECPI_RT_PAYLOAD_MASK), next};
+		}
+		rec[at & mask] = (struct ecpi_rt_record){kind(ECPI_RT_REC_SPAN_END), end_tsc};
+		ecpi_rt_ring_commit(t, n);
 	}
-	ecpi_rt_stage_push(t, kind(ECPI_RT_REC_SPAN_END), end_tsc);
-	ecpi_rt_stage_flush(t, 0);
 	t->span_blocks += blocks;
 	t->path_sampler.countdown = (int64_t)gap_after(t, blocks) + 1;
 }

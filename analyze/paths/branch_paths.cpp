@@ -175,7 +175,7 @@ struct PathCutter::Thread {
     // paths that start at or after `span_first` lie wholly inside it.
     bool span = false;
     bool span_valid = true;
-    std::uint64_t span_index = 0, span_first = 0, span_start = 0;
+    std::uint64_t span_index = 0, span_first = 0, span_start = 0, span_blocks = 0;
     std::vector<std::uint32_t> span_paths;  // span ids of the paths closed inside it, counted at its end
 };
 
@@ -366,7 +366,7 @@ void PathCutter::block(std::uint32_t thread_id, std::uint64_t address, std::uint
     t.address = address;
 }
 
-void PathCutter::begin_span(std::uint32_t thread_id, std::uint64_t context, std::uint64_t start_ticks) {
+void PathCutter::begin_span(std::uint32_t thread_id, std::uint64_t context, std::uint64_t start_ticks, std::uint64_t blocks) {
     interrupt(thread_id);
     Thread& t = thread(thread_id);
     t.span = true;
@@ -374,6 +374,7 @@ void PathCutter::begin_span(std::uint32_t thread_id, std::uint64_t context, std:
     t.span_index = 0;
     t.span_first = context;
     t.span_start = start_ticks;
+    t.span_blocks = blocks;
     t.span_paths.clear();
 }
 
@@ -401,7 +402,11 @@ std::vector<std::pair<std::uint32_t, std::uint32_t>> count_ids(std::vector<std::
 void PathCutter::end_span(std::uint32_t thread_id, std::uint64_t end_ticks) {
     Thread& t = thread(thread_id);
     if (!t.span) return;
-    if (t.span_valid && end_ticks > t.span_start) {
+    // Its context, its timed entries and its end block.
+    const bool whole = t.span_blocks == kAnySpanLength || t.span_index == t.span_first + t.span_blocks + 1;
+    if (!whole) {
+        spans_broken_++;
+    } else if (t.span_valid && end_ticks > t.span_start) {
         SpanCounts s;
         s.ticks = static_cast<double>(end_ticks - t.span_start);
         s.blocks = static_cast<std::uint32_t>(t.span_index > t.span_first ? t.span_index - t.span_first - 1 : 0);
@@ -416,6 +421,13 @@ void PathCutter::end_span(std::uint32_t thread_id, std::uint64_t end_ticks) {
 
 // Each path's mean over the spans, damped toward its stamped mean.
 void PathCutter::fit_spans(store::BranchPathProfile& profile) {
+    if (records_lost_)
+        profile.notes.push_back(std::to_string(records_lost_) +
+                                " records the program's runtime wrote never reached ecpi (lost records): its paths' counts are short");
+    if (rings_begun_ > rings_ended_)
+        profile.notes.push_back(std::to_string(rings_begun_ - rings_ended_) +
+                                " threads' last records never reached ecpi (lost records: the thread ran on at the program's exit, "
+                                "or the program was killed): their paths' counts are short");
     if (spans_.empty()) return;
     std::vector<double> prior(span_paths_.size(), -1.0);
     for (std::size_t i = 0; i < span_paths_.size(); i++)
@@ -440,6 +452,10 @@ void PathCutter::fit_spans(store::BranchPathProfile& profile) {
                                 " fitted worst; both were left out of the fit");
     if (spans_rejected_)
         profile.notes.push_back(std::to_string(spans_rejected_) + " spans entered blocks outside the program's image and were not fitted");
+    if (spans_broken_)
+        profile.notes.push_back(std::to_string(spans_broken_) +
+                                " spans lost records between the program and ecpi (their block entries do not add up to their "
+                                "count): not fitted, and their paths' counts are short; a runtime of another ecpi version?");
     spans_.clear();
     span_paths_.clear();
     for (auto& [hash, bucket] : known_)
@@ -468,8 +484,12 @@ void PathRecordDecoder::set_image(std::uint64_t start, std::uint64_t end, std::u
 }
 
 Result<void> PathRecordDecoder::feed(std::uint32_t ring, std::span<const ecpi_rt_record> records) {
+    std::uint64_t& fed = fed_[ring];
     for (const auto& r : records) {
         const auto kind = static_cast<unsigned>(r.w0 >> ECPI_RT_KIND_SHIFT);
+        // END counts the records before it (0 from a runtime that did not).
+        if (kind == ECPI_RT_REC_END && (r.w0 & ECPI_RT_PAYLOAD_MASK) > fed) cutter_.lost_records((r.w0 & ECPI_RT_PAYLOAD_MASK) - fed);
+        fed++;
         switch (kind) {
             case ECPI_RT_REC_BLOCK: {
                 // The return address follows the callback's call, which is
@@ -480,7 +500,7 @@ Result<void> PathRecordDecoder::feed(std::uint32_t ring, std::span<const ecpi_rt
                 break;
             }
             case ECPI_RT_REC_PAUSE: cutter_.pause(ring, r.w1); break;
-            case ECPI_RT_REC_SPAN: cutter_.begin_span(ring, (r.w0 >> 16) & 0xffff, r.w1); break;
+            case ECPI_RT_REC_SPAN: cutter_.begin_span(ring, (r.w0 >> 16) & 0xffff, r.w1, r.w0 & 0xffff); break;
             case ECPI_RT_REC_SPAN_BLOCK: {
                 // Two entries, each read as BLOCK's; a second of 0: none.
                 const std::uint64_t pc = (r.w0 & ECPI_RT_PAYLOAD_MASK) - 1, next = (r.w1 & ECPI_RT_PAYLOAD_MASK) - 1;
@@ -491,7 +511,13 @@ Result<void> PathRecordDecoder::feed(std::uint32_t ring, std::span<const ecpi_rt
             case ECPI_RT_REC_SPAN_END: cutter_.end_span(ring, r.w1); break;
             case ECPI_RT_REC_WINDOW: cutter_.begin_burst(ring); break;
             case ECPI_RT_REC_THREAD:
-            case ECPI_RT_REC_END: cutter_.interrupt(ring); break;
+                cutter_.ring_began();
+                cutter_.interrupt(ring);
+                break;
+            case ECPI_RT_REC_END:
+                cutter_.ring_ended();
+                cutter_.interrupt(ring);
+                break;
             case ECPI_RT_REC_THREAD_STACK_END:
             case ECPI_RT_REC_ALLOC:
             case ECPI_RT_REC_ALLOC_SITE:

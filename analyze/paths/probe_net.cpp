@@ -58,8 +58,11 @@ void subtract_probe_cost(store::ProbeReport& report) {
                 t.net.reset();
                 if (!report.probe_cost || (name != "wall" && name != "cpu")) continue;
                 t.net = net_of_probe(t, *report.probe_cost, name, f.entry_stepped);
-                // The samples count user-mode time on a CPU: the on-CPU timer's.
-                if (name == "cpu") use_stack_samples(*t.net, p, report.stack_sample_period_ns);
+                // The samples count user-mode time on a CPU: the on-CPU
+                // timer's figure; a wall time within the noise has no time off
+                // the CPU that the probe's noise does not hide, so its figure
+                // is the same (its range stays in low_ns..high_ns).
+                use_stack_samples(*t.net, p, report.stack_sample_period_ns);
             }
 }
 

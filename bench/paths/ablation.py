@@ -24,6 +24,9 @@ def marked_lines(source):
     return out
 
 
+ALONE = {"A": "only_a", "B": "only_b", "C": "only_c"}
+
+
 def truth(times, rounds):
     """ns per occurrence: what removing the path saves, plus its share of the loop (all removed)."""
     med = {k: statistics.median(float(v[0]) for v in vals) for k, vals in times.items()}
@@ -34,6 +37,14 @@ def truth(times, rounds):
         n = rounds * SHARE[k]
         out[k] = (med["whole"] - med[REMOVED[k]]) * 1e9 / n + loop
     return out, med, loop
+
+
+def truth_alone(med, rounds, loop):
+    """ns per occurrence by the other design: what the path's work alone adds to the
+    loop with all three removed, plus its share of the loop; None without those builds."""
+    if not all(v in med for v in ALONE.values()):
+        return None
+    return {k: (med[ALONE[k]] - med["none"]) * 1e9 / (rounds * SHARE[k]) + loop for k in SHARE}
 
 
 def paths_of(doc, lines):
@@ -93,6 +104,16 @@ def part_ablation(out_dir, load, times):
               f"{100 * (fm - truth_ns) / truth_ns:+.0f}% (worst {100 * worst:.0f}%) | "
               f"{100 * statistics.median(per[k]['se']) if per[k]['se'] else float('nan'):.1f}% | "
               f"{sm:.1f} | {100 * (sm - truth_ns) / truth_ns:+.0f}% |")
+    alone = truth_alone(med, rounds, loop)
+    if alone:
+        print("\n| path | ablated, removed from the whole | ablated, alone in the loop | fitted | fit vs alone |")
+        print("|---|---:|---:|---:|---:|")
+        for k in SHARE:
+            fm = statistics.median(per[k]["inline"]) if per[k]["inline"] else float("nan")
+            print(f"| {k} | {ablated[k]:.1f} | {alone[k]:.1f} | {fm:.1f} | {100 * (fm - alone[k]) / alone[k]:+.0f}% |")
+        turn = med["whole"] * 1e9 / (rounds * TURNS_PER_ROUND)
+        print(f"\nA round of six turns: the whole program {6 * turn:.1f} ns; the ablated means add up to "
+              f"{sum(SHARE[k] * ablated[k] for k in SHARE):.1f} (removed) and {sum(SHARE[k] * alone[k] for k in SHARE):.1f} (alone).")
     print(f"\nA first by time: span fit in {first['inline']} of {seeds} seeds, stamps in {first['stamped']} of {seeds}. "
           f"Loop control (all three removed): {loop:.1f} ns per turn, included in each ablated figure. "
           f"A/B total time by ablation: {4 * ablated['A'] / ablated['B']:.2f}.\n")

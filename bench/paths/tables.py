@@ -283,6 +283,11 @@ def part_reader():
     print(f"| plain | {plain:.3f} s | 1.00x | | |")
     print(f"| inline, idle | {idle:.3f} s | {idle / plain:.2f}x | | |")
     print(f"| inline, recorded at 1/10 | {loop:.3f} s | {loop / plain:.2f}x | {cpu:.2f} | {waited:.3f} s |")
+    for key, what in (("touch", "records read, not decoded (null_reader touch)"),
+                      ("discard", "records discarded unread (null_reader discard)")):
+        if key in t:
+            m = median([float(v[0]) for v in t[key]])
+            print(f"| inline, recorded at 1/10, {what} | {m:.3f} s | {m / plain:.2f}x | | |")
     print("all runs: " + "; ".join(f"{k} " + ", ".join(v[0] for v in vs) for k, vs in t.items()))
 
 

@@ -83,7 +83,7 @@ std::string probe_cost_line(const store::ProbeReport& r) {
     if (r.probe_cost)
         return "  times are net of the probe; " + loader::describe_probe_cost(*r.probe_cost) +
                "; * marks a mean within the probe's noise" +
-               (r.stack_sample_period_ns ? ", s an on-CPU mean within it taken from stack samples instead" : "") + "\n";
+               (r.stack_sample_period_ns ? ", s a mean within it taken from stack samples instead (on-CPU time)" : "") + "\n";
     const bool timed = std::any_of(r.metrics.begin(), r.metrics.end(), [](const std::string& m) { return m != "count"; });
     return timed ? "  times are as measured: each includes the probe's own cost (--raw-times, or a report without it)\n" : "";
 }
@@ -93,17 +93,28 @@ std::string probe_cost_line(const store::ProbeReport& r) {
 std::string mean_cell(const store::ProbeTimer& t, const std::string& name, const store::ProbePath& p,
                       std::string& notes) {
     if (t.net && t.net->from_samples) {
-        notes += " [s" + name + " from " + std::to_string(p.stack_samples) +
-                 " stack samples (the subtraction, within the probe's noise: " + format_ns(t.net->low_ns) + " to " +
+        notes += " [s" + name + " from " + std::to_string(p.stack_samples) + " stack samples" +
+                 (name == "cpu" ? "" : " (on-CPU time; time off the CPU is within the probe's noise)") +
+                 " (the subtraction, within the probe's noise: " + format_ns(t.net->low_ns) + " to " +
                  format_ns(t.net->high_ns) + ")]";
         return "s" + format_ns(t.net->samples_mean_ns);
     }
     if (t.net && t.net->within_noise) {
+        // The range, not the net mean: within the noise the mean is no figure.
         notes += " [*" + name + " within the probe's noise: " + format_ns(t.net->low_ns) + " to " +
                  format_ns(t.net->high_ns) + " per call]";
-        return "*" + format_ns(std::max(0.0, t.net->mean_ns));
+        return t.net->low_ns > 0 ? "*" + format_ns(t.net->low_ns) + "-" + format_ns(t.net->high_ns)
+                                 : "*<=" + format_ns(t.net->high_ns);
     }
     return format_ns(t.reported_mean_ns());
+}
+
+// A path's total: its range where its mean is one (within the noise, no samples).
+std::string total_cell(const store::ProbeTimer& t, std::uint64_t calls) {
+    if (!t.net || !t.net->within_noise || t.net->from_samples) return format_ns(t.reported_total_ns(calls));
+    const double n = static_cast<double>(std::max(calls, t.timed_calls));
+    return t.net->low_ns > 0 ? "*" + format_ns(t.net->low_ns * n) + "-" + format_ns(t.net->high_ns * n)
+                             : "*<=" + format_ns(t.net->high_ns * n);
 }
 
 }  // namespace
@@ -204,7 +215,7 @@ std::string render_probe_text(const store::ProbeReport& r, PathRank rank, std::s
                 if (!t || t->timed_calls == 0) {
                     std::snprintf(line, sizeof line, " %11s %10s %6s", "-", "-", "-");
                 } else {
-                    std::string total = format_ns(t->reported_total_ns(p.calls));
+                    std::string total = total_cell(*t, p.calls);
                     if (r.sample_n && t->timed_calls < p.calls) total = "~" + total;
                     const std::string mean = mean_cell(*t, name, p, notes);
                     std::snprintf(line, sizeof line, " %11s %10s %6s", total.c_str(), mean.c_str(),

@@ -51,9 +51,10 @@ struct ProbeTimer {
         double noise_ns = 0;      // per call: the uncertainty of probe_ns
         bool within_noise = false;  // the net mean is not above twice the noise: see low_ns..high_ns
         double low_ns = 0, high_ns = 0;  // the net mean's range (mean ± noise, not below 0)
-        // Within the noise and the path has stack samples (on-CPU only): the
-        // samples whose stack holds the function under this path × the
-        // sampling period ÷ the path's exact calls, which reports then show.
+        // Within the noise and the path has stack samples (on-CPU time, for
+        // the cpu and the wall timer alike): the samples whose stack holds
+        // the function under this path × the sampling period ÷ the path's
+        // exact calls, which reports then show.
         bool from_samples = false;
         double samples_mean_ns = 0;
         // Which method gave the reported figure: "subtraction", "range"

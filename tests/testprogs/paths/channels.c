@@ -11,8 +11,10 @@
  * Built with -DWITHOUT_DIGEST, -DWITHOUT_LOOKUP or -DWITHOUT_HEARTBEAT
  * (any of them together), a channel's work is left out and its turn does
  * nothing: bench/paths.sh times these builds against the whole program to
- * find what each path costs (ablation). Prints a checksum and the time the
- * poll loop took. */
+ * find what each path costs (ablation). Built with -DFENCE_TURNS, each turn
+ * ends with an lfence: the turns no longer overlap in the core
+ * (bench/paths.sh ABLATION_FENCE=1). Prints a checksum and the time the poll
+ * loop took. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +86,12 @@ __attribute__((noinline)) static void poll(struct poller *p, long rounds)
 			p->heartbeats++;
 #endif
 		}
+#ifdef FENCE_TURNS
+		/* Each turn waits for the last to finish: no overlap between turns. */
+		__asm__ volatile("lfence" ::: "memory");
+#else
 		__asm__ volatile("" ::: "memory"); /* each turn is one pass of the loop, as in every build */
+#endif
 	}
 }
 

@@ -5,9 +5,11 @@
 // negative; and the cutter's counting of the paths wholly inside a span.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ecpi/analyze/paths/branch_paths.h"
@@ -225,4 +227,49 @@ TEST_CASE("span fit: the decoder reads a span's block entries two to a record, a
         CHECK(from_records.paths[i].span_occurrences == from_entries.paths[i].span_occurrences);
         CHECK(from_records.paths[i].span_occurrences > 40);
     }
+}
+
+TEST_CASE("span fit: records lost between the runtime and ecpi are noted, and a span missing entries is not fitted") {
+    const std::uint32_t pattern[] = {1, 2, 4, 1, 2, 3, 4};
+    auto entry = [&](std::size_t i) { return std::uint64_t(0x1001 + 0x10 * pattern[i % 7]); };
+    auto record = [](ecpi_rt_record_kind k, std::uint64_t payload, std::uint64_t w1) {
+        return ecpi_rt_record{std::uint64_t(k) << ECPI_RT_KIND_SHIFT | payload, w1};
+    };
+    // One thread's ring as the runtime writes it: THREAD, its stack's end,
+    // 20 spans, END counting the records before it. `lose`: the index of a
+    // record left out on the way (none: ~0), `end`: whether END arrives.
+    auto run = [&](std::size_t lose, bool end) {
+        LoopCode code;
+        PathCutter cutter(code, 0);
+        PathRecordDecoder decoder(cutter);
+        decoder.set_image(0x1000, 0x1060, 0);
+        std::vector<ecpi_rt_record> written{record(ECPI_RT_REC_THREAD, 7, 0), record(ECPI_RT_REC_THREAD_STACK_END, 0, 0)};
+        for (std::size_t s = 0; s < 20; s++) {
+            const std::size_t first = s * 30, entries = 4 + 1 + 20;
+            written.push_back(record(ECPI_RT_REC_SPAN, 4 << 16 | (entries - 5), s * 10000));
+            for (std::size_t i = 0; i < entries; i += 2)
+                written.push_back(record(ECPI_RT_REC_SPAN_BLOCK, entry(first + i), i + 1 < entries ? entry(first + i + 1) : 0));
+            written.push_back(record(ECPI_RT_REC_SPAN_END, 0, s * 10000 + 400));
+        }
+        written.push_back(record(ECPI_RT_REC_END, written.size(), 0));
+        std::vector<ecpi_rt_record> arrived;
+        for (std::size_t i = 0; i < written.size(); i++)
+            if (i != lose && (end || i + 1 < written.size())) arrived.push_back(written[i]);
+        REQUIRE(decoder.feed(3, arrived).ok());
+        store::BranchPathProfile profile;
+        cutter.finish(profile);
+        return profile;
+    };
+    auto noted = [](const store::BranchPathProfile& p) {
+        return std::count_if(p.notes.begin(), p.notes.end(), [](const std::string& n) { return n.find("lost records") != std::string::npos; });
+    };
+    const auto whole = run(~std::size_t{0}, true);
+    CHECK(whole.spans == 20);
+    CHECK(noted(whole) == 0);
+    const auto short_span = run(5, true);  // a SPAN_BLOCK of the first span
+    CHECK(short_span.spans == 19);
+    CHECK(noted(short_span) == 2);  // the span that does not add up; END's count
+    const auto no_end = run(~std::size_t{0}, false);
+    CHECK(no_end.spans == 20);
+    CHECK(noted(no_end) == 1);
 }

@@ -105,9 +105,21 @@ public:
     // entries before it, its own entries and the entry that ended it
     // (span_block, untimed), then its end stamp. The paths wholly inside
     // it are counted for the fit (span_fit.h); finish() fits them.
-    void begin_span(std::uint32_t thread, std::uint64_t context, std::uint64_t start_ticks);
+    // `blocks`: the block entries the span's SPAN record says it timed
+    // (kAnySpanLength: not checked); a span whose entries do not add up
+    // lost records on the way and is not fitted.
+    static constexpr std::uint64_t kAnySpanLength = ~std::uint64_t{0};
+    void begin_span(std::uint32_t thread, std::uint64_t context, std::uint64_t start_ticks,
+                    std::uint64_t blocks = kAnySpanLength);
     void span_block(std::uint32_t thread, std::uint64_t address);
     void end_span(std::uint32_t thread, std::uint64_t end_ticks);
+    // Records a thread's runtime wrote that never reached the decoder (its
+    // END record counts them): noted in the profile.
+    void lost_records(std::uint64_t n) { records_lost_ += n; }
+    // A thread's ring began (THREAD) or ended (END): a ring that never
+    // ended lost its last records (the thread ran at exit, or was killed).
+    void ring_began() { rings_begun_++; }
+    void ring_ended() { rings_ended_++; }
     // Moves the aggregated paths and counts into `profile`.
     void finish(store::BranchPathProfile& profile);
 
@@ -147,6 +159,9 @@ private:
     std::vector<store::BranchPath*> span_paths_;
     std::vector<SpanCounts> spans_;
     std::uint64_t spans_rejected_ = 0;  // spans with an entry outside the image
+    std::uint64_t rings_begun_ = 0, rings_ended_ = 0;
+    std::uint64_t records_lost_ = 0;    // written by the runtime, never decoded (END's count)
+    std::uint64_t spans_broken_ = 0;    // spans whose entries do not add up to their SPAN record's count
     std::uint64_t bursts_ = 0, blocks_ = 0, outside_ = 0, at_edges_ = 0, occurrences_ = 0;
 };
 
@@ -179,6 +194,7 @@ public:
 private:
     PathCutter& cutter_;
     std::uint64_t start_ = 0, end_ = 0, bias_ = 0;
+    std::map<std::uint32_t, std::uint64_t> fed_;  // ring -> records decoded, to check its END's count
 };
 
 }  // namespace ecpi::analyze

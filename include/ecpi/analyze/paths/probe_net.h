@@ -27,7 +27,11 @@ store::ProbeTimer::Net net_of_probe(const store::ProbeTimer& timer, const store:
 // A row within the noise whose report sampled the target's stacks: its
 // figure becomes the path's stack samples × the period ÷ its exact calls
 // (Net::from_samples). The samples are user-mode time on a CPU, where the
-// probe's traps (kernel mode) are not: only the on-CPU timer uses them.
+// probe's traps (kernel mode) are not. A wall row within the noise takes the
+// same figure: what it holds beyond its on-CPU time (time off the CPU) is at
+// most its net mean, itself within the noise, so the samples are the figure
+// and the subtraction's range says how much off-CPU time it could hide (a
+// function of 76 ns on the CPU read 551 ns of wall time net of a 5 us probe).
 void use_stack_samples(store::ProbeTimer::Net& net, const store::ProbePath& path, std::uint64_t period_ns);
 
 // Sets `net` on every wall and cpu timer of the report (blocked time is
