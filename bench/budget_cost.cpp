@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
             }
             const auto& c = cost->per_cpu.front();
             std::printf("%d\t%llu\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\n", r, static_cast<unsigned long long>(hz),
-                        busy ? "busy" : "idle", c.pairs, c.median_us, c.lower_us, c.upper_us, c.low_us, c.high_us);
+                        argv[4], c.pairs, c.median_us, c.lower_us, c.upper_us, c.low_us, c.high_us);
             std::fflush(stdout);
         }
     }
