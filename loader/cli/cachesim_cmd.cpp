@@ -79,6 +79,8 @@ analyze::SetSamplingPlan plan_sampling(const CachesimArgs& args, std::uint64_t s
     if (plan->combined()) {
         analyze::SimulatorOptions o = time_options;
         o.set_sample = plan->set_sample;
+        o.set_rotate_windows = sample > 1 ? analyze::kSetRotateWindows : 0;
+        o.set_warm_windows = analyze::kSetWarmWindows;
         o.classes = false;
         auto made = analyze::CacheSimulator::create(o);
         if (!made.ok()) throw UsageError{made.error().message()};
@@ -126,6 +128,9 @@ void run_runtime_source(const CachesimArgs& args, std::uint64_t sample, std::uin
         if (!filter) throw UsageError{"--sets 1/K needs K a power of two for set sampling of whole levels"};
         o.set_bitmap = filter->bitmap;
         o.set_shift = filter->shift;
+        o.set_rotate_step = filter->rotate_step;
+        o.set_rotate_windows = filter->rotate_windows;
+        o.set_rotate_warm = filter->rotate_warm;
     }
     analyze::RecordDecoder decoder(sim, sets);
     auto handler = [&](std::uint32_t ring, std::span<const ecpi_rt_record> recs) -> Result<void> {

@@ -23,6 +23,13 @@ inline constexpr std::uint64_t kWarmReferencesPerLine = 8;
 // level has fewer sets (the chosen bits must index every level's sets).
 inline constexpr std::uint32_t kDefaultSetSample = 16;
 inline constexpr std::uint64_t kMinSampledSets = 64;
+// Under combined sampling the sampled groups rotate every this many windows
+// (SimulatorOptions::set_rotate_windows): over a run every group takes its
+// turn, so the estimate no longer rests on one choice of groups (MemSpy
+// 7.3's non-representative sets; docs/CACHESIM.md, "Rotating groups").
+inline constexpr std::uint32_t kSetRotateWindows = 16;
+// The first windows of each turn warm its groups (SimulatorOptions::set_warm_windows).
+inline constexpr std::uint32_t kSetWarmWindows = 2;
 
 struct SetSamplingPlan {
     std::uint32_t set_sample = 1;  // 1/K of the sets: the set-sampled levels' (combined) or every level's (within windows)
