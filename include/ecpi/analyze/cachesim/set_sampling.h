@@ -31,7 +31,7 @@ inline constexpr std::uint64_t kMinSampledSets = 64;
 // a turn (SimulatorOptions::set_warm_windows): a group's sets hold what its
 // last turn left, and SQLite's L2 needs millions of references to forget
 // it (turns of 16 with 2 warming windows: SQLite's L2 local rate +4.8
-// points; 32 with 24: +0.6 to +1.0; 64 with 48: +0.03 to +0.24, but tree's
+// points; 32 with 24: +0.59 to +0.98; 64 with 48: +0.03 to +0.24, but tree's
 // and hashtable's errors back at 0.39 with fewer turns).
 inline constexpr std::uint32_t kSetRotateWindows = 32;
 inline constexpr std::uint32_t kSetWarmWindows = 24;
