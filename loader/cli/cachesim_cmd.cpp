@@ -36,6 +36,7 @@ struct CachesimArgs {
     std::uint64_t window = kDefaultWindow;
     std::string sets = "auto";
     std::string set_levels = "auto";
+    std::string set_turns = "off";
     std::vector<std::string> caches;
     std::string unknown = "stale";
     std::optional<std::uint64_t> seed;
@@ -79,8 +80,10 @@ analyze::SetSamplingPlan plan_sampling(const CachesimArgs& args, std::uint64_t s
     if (plan->combined()) {
         analyze::SimulatorOptions o = time_options;
         o.set_sample = plan->set_sample;
-        o.set_rotate_windows = sample > 1 ? analyze::kSetRotateWindows : 0;
-        o.set_warm_windows = analyze::kSetWarmWindows;
+        auto turns = analyze::parse_set_turns(args.set_turns);
+        if (!turns.ok()) throw UsageError{turns.error().message()};
+        o.set_rotate_windows = sample > 1 ? turns->windows : 0;
+        o.set_warm_windows = turns->warm;
         o.classes = false;
         auto made = analyze::CacheSimulator::create(o);
         if (!made.ok()) throw UsageError{made.error().message()};
@@ -284,6 +287,10 @@ void add_cachesim_verb(CLI::App& root, std::vector<Verb>& verbs) {
                     "Levels set sampling decides, every reference to their sampled sets simulated: auto (those a window cannot warm), "
                     "none (time sampling; --sets then samples sets within windows), all, or NAME[,NAME]")
         ->default_str("auto");
+    app->add_option("--set-turns", args->set_turns,
+                    "off, or N:W: the set-sampled groups rotate every N windows, the next groups warmed in the last W "
+                    "(every group takes its turn; see docs/CACHESIM.md for its warming bias)")
+        ->default_str("off");
     // One value per --cache: a vector option would otherwise take the "--"
     // before the COMMAND as the end of its values, and parse the command's
     // own options (xz -c -1) as ecpi's.
