@@ -247,25 +247,37 @@ static std::vector<std::uint64_t> uneven_groups_trace(std::size_t n) {
     return refs;
 }
 
+// Full simulation's L2 local rate for `refs`, and a run of the default
+// windows (10k at 1/10) with a set simulator under rotation, fed as the
+// runtime sends them.
+static double full_l2_rate(const std::vector<CacheGeometry>& levels, const std::vector<std::uint64_t>& refs) {
+    auto full = make(levels, 1, 1);
+    for (std::uint64_t a : refs) full.access(0, MemRef{a, 0x1000, 8, false});
+    return estimate_miss_rate(full, 1, UnknownEstimate::kStale).rate;
+}
+static CacheSimulator rotating_run(const std::vector<CacheGeometry>& levels, const std::vector<std::uint64_t>& refs, std::uint32_t set_sample,
+                                   std::uint32_t rotate_windows, std::uint32_t warm, std::uint64_t seed) {
+    SimulatorOptions o;
+    o.levels = levels;
+    o.set_sample = set_sample;
+    o.set_rotate_windows = rotate_windows;
+    o.set_warm_windows = warm;
+    o.seed = seed;
+    auto time = make(levels, 1, seed);
+    auto sets = CacheSimulator::create(o);
+    REQUIRE(sets.ok());
+    RecordDecoder decoder(time, &*sets);
+    REQUIRE(decoder.feed(0, runtime_records(refs, 10000, 10, sets->set_filter(), seed)).ok());
+    return std::move(sets).value();
+}
+
 TEST_CASE("rotating set sampling: groups that miss unlike each other take their turns, so the estimate no longer rests on one choice") {
     auto levels = geometry({"L1d=32k:8:64", "L2=1m:8:64"});
     auto refs = uneven_groups_trace(3'200'000);
-    auto full = make(levels, 1, 1);
-    for (std::uint64_t a : refs) full.access(0, MemRef{a, 0x1000, 8, false});
-    auto f1 = estimate_miss_rate(full, 1, UnknownEstimate::kStale);
+    const double full_rate = full_l2_rate(levels, refs);
     auto run = [&](std::uint32_t rotate_windows, std::uint64_t seed) {
-        SimulatorOptions o;
-        o.levels = levels;
-        o.set_sample = 16;
-        o.set_rotate_windows = rotate_windows;
-        o.set_warm_windows = rotate_windows / 2;
-        o.seed = seed;
-        auto time = make(levels, 1, seed);
-        auto sets = CacheSimulator::create(o);
-        REQUIRE(sets.ok());
-        RecordDecoder decoder(time, &*sets);
-        REQUIRE(decoder.feed(0, runtime_records(refs, 10000, 10, sets->set_filter(), seed)).ok());
-        return std::pair{estimate_miss_rate(*sets, 1, UnknownEstimate::kStale), sets->set_turns().size()};
+        auto sets = rotating_run(levels, refs, 16, rotate_windows, rotate_windows / 2, seed);
+        return std::pair{estimate_miss_rate(sets, 1, UnknownEstimate::kStale), sets.set_turns().size()};
     };
     double worst_fixed = 0, worst_rotating = 0;
     int held = 0;
@@ -274,11 +286,11 @@ TEST_CASE("rotating set sampling: groups that miss unlike each other take their 
         auto [rotating, turns] = run(2, seed);
         CHECK(fixed_turns == 0);
         CHECK(turns >= 15);  // about 32 windows, a turn every 2
-        worst_fixed = std::max(worst_fixed, std::abs(fixed.rate - f1.rate));
-        worst_rotating = std::max(worst_rotating, std::abs(rotating.rate - f1.rate));
-        held += std::abs(rotating.rate - f1.rate) <= rotating.bound;
+        worst_fixed = std::max(worst_fixed, std::abs(fixed.rate - full_rate));
+        worst_rotating = std::max(worst_rotating, std::abs(rotating.rate - full_rate));
+        held += std::abs(rotating.rate - full_rate) <= rotating.bound;
     }
-    MESSAGE("L2 local miss rate: full " << f1.rate << ", worst of 5 seeds: fixed choice " << worst_fixed << ", rotating " << worst_rotating);
+    MESSAGE("L2 local miss rate: full " << full_rate << ", worst of 5 seeds: fixed choice " << worst_fixed << ", rotating " << worst_rotating);
     CHECK(worst_fixed > 0.10);  // one choice of groups is off by more than 10 points
     CHECK(worst_rotating < 0.04);
     CHECK(held >= 4);
@@ -336,27 +348,15 @@ static std::vector<std::uint64_t> sliding_groups_trace(std::size_t n) {
 TEST_CASE("rotating set sampling: the next turn's groups are warmed before their turn, so stale sets do not read as misses") {
     auto levels = geometry({"L1d=32k:8:64", "L2=1m:8:64"});
     auto refs = sliding_groups_trace(3'200'000);
-    auto full = make(levels, 1, 1);
-    for (std::uint64_t a : refs) full.access(0, MemRef{a, 0x1000, 8, false});
-    auto f1 = estimate_miss_rate(full, 1, UnknownEstimate::kStale);
+    const double full_rate = full_l2_rate(levels, refs);
     auto run = [&](std::uint32_t warm, std::uint64_t seed) {
-        SimulatorOptions o;
-        o.levels = levels;
-        o.set_sample = 4;
-        o.set_rotate_windows = 4;
-        o.set_warm_windows = warm;
-        o.seed = seed;
-        auto time = make(levels, 1, seed);
-        auto sets = CacheSimulator::create(o);
-        REQUIRE(sets.ok());
-        RecordDecoder decoder(time, &*sets);
-        REQUIRE(decoder.feed(0, runtime_records(refs, 10000, 10, sets->set_filter(), seed)).ok());
-        CHECK((sets->totals().warming > 0) == (warm > 0));
-        return estimate_miss_rate(*sets, 1, UnknownEstimate::kStale).rate - f1.rate;
+        auto sets = rotating_run(levels, refs, 4, 4, warm, seed);
+        CHECK((sets.totals().warming > 0) == (warm > 0));
+        return estimate_miss_rate(sets, 1, UnknownEstimate::kStale).rate - full_rate;
     };
     for (std::uint64_t seed = 1; seed <= 3; seed++) {
         double cold = run(0, seed), warmed = run(2, seed);
-        MESSAGE("L2 local miss rate: full " << f1.rate << ", error without warming " << cold << ", with " << warmed);
+        MESSAGE("L2 local miss rate: full " << full_rate << ", error without warming " << cold << ", with " << warmed);
         CHECK(cold > 0.01);  // stale sets: a turn's first references to its lines miss
         CHECK(std::abs(warmed) < 0.005);
     }
