@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #define ECPI_RT_MAGIC 0x31545250494345ULL /* "ECPIRT1" little-endian */
-#define ECPI_RT_ABI_VERSION 6
+#define ECPI_RT_ABI_VERSION 7
 #define ECPI_RT_CONTROL_ENV "ECPI_RT_CONTROL"
 
 /* Features a controlling verb may ask for (header.features_requested). */
@@ -133,6 +133,16 @@ struct ecpi_rt_header {
 	 * the line number's low six bits). set_bitmap 0: none. */
 	uint64_t set_bitmap;
 	uint64_t set_shift;
+	/* The sampled sets rotate (MemSpy 7.3's non-representative sets): from
+	 * window k on, the filter is set_bitmap rotated left by
+	 * (k / set_rotate_windows) * set_rotate_step bits, so over a run every
+	 * group of sets takes its turn; in the last set_rotate_warm windows of
+	 * a turn the next turn's groups are added, to warm them
+	 * (ecpi_rt_set_bitmap_at). set_rotate_windows 0: a fixed choice. */
+	uint32_t set_rotate_step;
+	uint32_t set_rotate_windows;
+	uint32_t set_rotate_warm;
+	uint32_t set_rotate_zero; /* 0 (keeps what follows 8-byte aligned) */
 	uint32_t ring_count;
 	uint32_t ring_records;     /* records per ring, a power of two */
 	uint32_t rings_claimed;    /* runtime, atomic */
@@ -174,5 +184,25 @@ enum ecpi_rt_ring_state {
 /* Offset of ring i in the region (the header padded to 4 KiB first). */
 #define ECPI_RT_HEADER_BYTES ((sizeof(struct ecpi_rt_header) + 4095) & ~(uint64_t)4095)
 #define ECPI_RT_RING_OFFSET(i, records) (ECPI_RT_HEADER_BYTES + (uint64_t)(i) * ECPI_RT_RING_BYTES(records))
+
+/* The set filter's bitmap from the start of window `window` on (see
+ * header.set_rotate_windows); the runtime and ecpi's decoder both use it. */
+static inline uint64_t ecpi_rt_rotl64(uint64_t x, uint64_t r)
+{
+	r &= 63;
+	return r ? (x << r) | (x >> (64 - r)) : x;
+}
+
+static inline uint64_t ecpi_rt_set_bitmap_at(uint64_t base, uint32_t step, uint32_t period, uint32_t warm, uint64_t window)
+{
+	uint64_t turn, bitmap;
+	if (period == 0)
+		return base;
+	turn = window / period;
+	bitmap = ecpi_rt_rotl64(base, turn * step);
+	if (window % period + warm >= period)
+		bitmap |= ecpi_rt_rotl64(base, (turn + 1) * step);
+	return bitmap;
+}
 
 #endif /* ECPI_RT_ABI_H */

@@ -85,7 +85,7 @@ static void fork_child(void)
 	ecpi_rt_tls.state = ECPI_RT_THREAD_OFF;
 	ecpi_rt_tls.sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	ecpi_rt_tls.path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
-	ecpi_rt_tls.set_bitmap = 0;
+	ecpi_rt_tls.set_bitmap = ecpi_rt_tls.set_base = 0;
 	ecpi_rt_tls.span_open = 0;
 }
 
@@ -285,7 +285,7 @@ static void thread_off(struct ecpi_rt_thread *t)
 	t->state = ECPI_RT_THREAD_OFF;
 	t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	t->path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
-	t->set_bitmap = 0;
+	t->set_bitmap = t->set_base = 0;
 	t->span_open = 0;
 }
 
@@ -348,7 +348,10 @@ static int claim_ring(struct ecpi_rt_thread *t)
 	if (ecpi_rt_features & ECPI_RT_FEATURE_MEMTRACE) {
 		ecpi_rt_sampler_init(&t->sampler, h->window, h->off_mean, seed);
 		t->set_shift = h->set_shift & 63;
-		t->set_bitmap = h->set_bitmap;
+		t->set_bitmap = t->set_base = h->set_bitmap;
+		t->set_rotate_step = h->set_rotate_step;
+		t->set_rotate_windows = h->set_rotate_windows;
+		t->set_rotate_warm = h->set_rotate_warm;
 	} else
 		t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	if (ecpi_rt_features & ECPI_RT_FEATURE_PATHS)
@@ -414,8 +417,13 @@ void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint
 		t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 		return;
 	}
-	if (ecpi_rt_sampler_step(&t->sampler))
+	if (ecpi_rt_sampler_step(&t->sampler)) {
+		/* A window begins: the sampled sets take the turn of its period. */
+		if (t->set_base)
+			t->set_bitmap = ecpi_rt_set_bitmap_at(t->set_base, t->set_rotate_step, t->set_rotate_windows, t->set_rotate_warm,
+			                                       t->sampler.windows - 1);
 		push(t, kind(ECPI_RT_REC_WINDOW) | (t->sampler.windows - 1), t->sampler.gap, 0, 0, 1);
+	}
 	push(t, ecpi_rt_memref_word(addr, size_log2, write), pc, 0, 0, 1);
 	if (t->sampler.on_left == 0)
 		publish(t); /* the window ended */

@@ -25,6 +25,11 @@ struct ecpi_rt_thread {
 	 * (header.set_bitmap). Off: 0. */
 	uint64_t set_bitmap;
 	uint64_t set_shift;
+	uint64_t set_base;            /* header.set_bitmap: window 0's filter */
+	uint32_t set_rotate_step;     /* header.set_rotate_step */
+	uint32_t set_rotate_windows;  /* header.set_rotate_windows (0: no rotation) */
+	uint32_t set_rotate_warm;     /* header.set_rotate_warm */
+	uint32_t set_rotate_zero;
 	struct ecpi_rt_ring *ring;
 	struct ecpi_rt_record *records;
 	uint64_t head;        /* records written (mirror of ring->head) */

@@ -1,6 +1,8 @@
 // Trace-sampled cache simulation (include/ecpi/analyze/cachesim/cachesim.h; MemSpy).
 #include "ecpi/analyze/cachesim/cachesim.h"
 
+#include "ecpi_rt_abi.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -236,6 +238,13 @@ struct Stream {
     std::uint64_t time = 0;       // simulated references so far
     std::uint64_t stack_low = 0, stack_high = 0;
     BinCounts window_counts;
+    // Rotating set sampling: the turn (window / set_rotate_windows), the
+    // groups it shifts the drawn choice by, and its groups' counts so far.
+    std::uint64_t turn = 0;
+    std::uint64_t set_offset = 0;
+    std::vector<BinCounts> turn_groups;
+    std::uint64_t next_offset = 0; // the next turn's
+    bool warming = false;          // the next turn's groups are being warmed: simulated, not counted
 };
 
 struct Allocation {
@@ -453,6 +462,8 @@ struct CacheSimulator::Impl {
     Totals totals;
     std::vector<BinCounts> windows;
     std::vector<BinCounts> set_groups;          // set sampling: per group of sets (index: line & sample_mask)
+    std::uint64_t rotate_step = 0;              // rotating set sampling: groups per turn's shift (0: fixed)
+    std::vector<std::vector<BinCounts>> set_turns;  // each closed turn's groups' counts
     // Per pc and per data object: dense ids, and counts at [id * levels + level].
     DenseIds pc_ids;
     std::vector<std::uint64_t> pc_of_id;
@@ -495,6 +506,7 @@ struct CacheSimulator::Impl {
             s.levels.push_back(std::move(st));
         }
         s.window_counts.levels.resize(levels.size());
+        if (rotate_step) s.turn_groups.resize(set_groups.size());
         totals.streams++;
         Stream& made = streams.emplace(id, std::move(s)).first->second;
         last_stream_id = id;
@@ -659,6 +671,30 @@ struct CacheSimulator::Impl {
     bool in_sampled_sets(std::uint64_t address) const {
         return sample_mask == 0 || sampled[(address >> levels[0].line_shift) & sample_mask];
     }
+    // The stream's turn: group g is sampled when g - offset was drawn.
+    bool in_sampled_sets(const Stream& s, std::uint64_t address) const {
+        return sample_mask == 0 || sampled[((address >> levels[0].line_shift) - s.set_offset) & sample_mask];
+    }
+    // Where a sampled line's counts go: its group's (the turn's, under rotation).
+    BinCounts& group_of(Stream& s, std::uint64_t block) {
+        BinCounts& g = rotate_step ? s.turn_groups[block & sample_mask] : set_groups[block & sample_mask];
+        if (g.levels.empty()) g.levels.resize(levels.size());
+        return g;
+    }
+    // Closes the stream's turn: its groups' counts join the groups' totals
+    // and, as one stratum, the turns.
+    void close_turn(Stream& s) {
+        std::vector<BinCounts> reached;
+        for (std::size_t g = 0; g < s.turn_groups.size(); g++) {
+            BinCounts& b = s.turn_groups[g];
+            if (b.levels.empty()) continue;
+            if (set_groups[g].levels.empty()) set_groups[g].levels.resize(levels.size());
+            set_groups[g].add(b);
+            reached.push_back(std::move(b));
+            b = BinCounts{};
+        }
+        if (!reached.empty()) set_turns.push_back(std::move(reached));
+    }
 
     // MemSpy 7.3: a fixed random subset of sets. Sets are chosen by the low
     // bits of the line number (at most six: kMaxSetGroups groups), which
@@ -688,6 +724,17 @@ struct CacheSimulator::Impl {
             f.shift = levels[0].line_shift;
             for (unsigned bit = 0; bit < 64; bit++)
                 if (sampled[bit & sample_mask]) f.bitmap |= 1ull << bit;
+            // Turns shift the choice by `kept` groups: drawn one per residue
+            // modulo kept, the groups of K turns are every group once.
+            if (o.set_rotate_windows && !o.set_groups && kept < groups) {
+                if (o.set_warm_windows >= o.set_rotate_windows)
+                    return Error("set sampling: " + std::to_string(o.set_warm_windows) + " warming windows in turns of " +
+                                 std::to_string(o.set_rotate_windows) + " (warming must be shorter than a turn)");
+                rotate_step = kept;
+                f.rotate_step = std::uint32_t(kept);
+                f.rotate_windows = o.set_rotate_windows;
+                f.rotate_warm = o.set_warm_windows;
+            }
             filter = f;
         }
         set_groups.assign(groups, BinCounts{});
@@ -723,6 +770,26 @@ struct CacheSimulator::Impl {
         std::shuffle(order.begin(), order.end(), rng);
         for (std::uint64_t i = 0; i < keep; i++) out[order[i]] = 1;
         return out;
+    }
+
+    // A reference that warms the next turn's groups: simulated, not counted.
+    void warm_access(Stream& s, const MemRef& ref) {
+        s.time++;
+        totals.warming++;
+        std::uint64_t pending[2] = {ref.address, ref.address + (ref.size ? ref.size - 1 : 0)};
+        std::size_t npending = (pending[0] >> levels[0].line_shift) == (pending[1] >> levels[0].line_shift) ? 1 : 2;
+        for (std::size_t l = 0; l < levels.size() && npending > 0; l++) {
+            std::size_t nmissed = 0;
+            std::uint64_t prev_block = UINT64_MAX;
+            for (std::size_t i = 0; i < npending; i++) {
+                std::uint64_t block = pending[i] >> levels[l].line_shift;
+                if (block == prev_block) continue;
+                prev_block = block;
+                Outcome o = access_block(s, l, block);
+                if (o == Outcome::kKnownMiss || o == Outcome::kUnknownMiss) pending[nmissed++] = pending[i];
+            }
+            npending = nmissed;
+        }
     }
 
     bool plain = false;  // no miss classes: known_recent_hit may settle a reference (of a sampled set)
@@ -773,9 +840,28 @@ void CacheSimulator::begin_window(std::uint32_t stream, std::uint64_t skipped) {
     impl_->totals.windows++;
 }
 
+void CacheSimulator::rotate_sets(std::uint32_t stream, std::uint64_t window) {
+    auto& I = *impl_;
+    if (!I.rotate_step) return;
+    auto& s = I.stream(stream);
+    std::uint64_t turn = window / I.options.set_rotate_windows;
+    if (turn != s.turn) {
+        I.close_turn(s);
+        s.turn = turn;
+        s.set_offset = (turn * I.rotate_step) & I.sample_mask;
+        s.next_offset = ((turn + 1) * I.rotate_step) & I.sample_mask;
+    }
+    s.warming = window % I.options.set_rotate_windows + I.options.set_warm_windows >= I.options.set_rotate_windows;
+}
+
+std::uint64_t SetFilter::bitmap_at(std::uint64_t window) const {
+    return ecpi_rt_set_bitmap_at(bitmap, rotate_step, rotate_windows, rotate_warm, window);
+}
+
 void CacheSimulator::end_stream(std::uint32_t stream, std::uint64_t skipped) {
     auto& s = impl_->stream(stream);
     impl_->close_window(s);
+    if (impl_->rotate_step) impl_->close_turn(s);
     impl_->totals.events += skipped;
 }
 
@@ -802,11 +888,7 @@ bool CacheSimulator::Impl::known_recent_hit(Stream& s, const MemRef& ref) {
     way.last_time = s.time;
     totals.counts.levels[0].references++;
     s.window_counts.levels[0].references++;
-    if (sample_mask != 0) {
-        BinCounts& group = set_groups[block & sample_mask];
-        if (group.levels.empty()) group.levels.resize(levels.size());
-        group.levels[0].references++;
-    }
+    if (sample_mask != 0) group_of(s, block).levels[0].references++;
     count_recent_hit(ref.pc);
     return true;
 }
@@ -814,15 +896,14 @@ bool CacheSimulator::Impl::known_recent_hit(Stream& s, const MemRef& ref) {
 void CacheSimulator::Impl::access(Stream& s, const MemRef& ref) {
     totals.events++;
     totals.simulated++;
-    if (!in_sampled_sets(ref.address)) return;
+    if (!in_sampled_sets(s, ref.address)) {
+        if (s.warming && sampled[((ref.address >> levels[0].line_shift) - s.next_offset) & sample_mask]) warm_access(s, ref);
+        return;
+    }
     if (plain && known_recent_hit(s, ref)) return;
     s.time++;
     LevelCounts* pc_levels = pc_bin(ref.pc);
-    BinCounts* group = nullptr;
-    if (sample_mask != 0) {
-        group = &set_groups[(ref.address >> levels[0].line_shift) & sample_mask];
-        if (group->levels.empty()) group->levels.resize(levels.size());
-    }
+    BinCounts* group = sample_mask != 0 ? &group_of(s, ref.address >> levels[0].line_shift) : nullptr;
     // The bytes this reference needs from the current level: one or two
     // lines of the first level; after a miss, the missed blocks.
     std::uint64_t first = ref.address, last = ref.address + (ref.size ? ref.size - 1 : 0);
@@ -882,6 +963,7 @@ void CacheSimulator::release(std::uint64_t address) {
 const CacheSimulator::Totals& CacheSimulator::totals() const { return impl_->totals; }
 const std::vector<BinCounts>& CacheSimulator::windows() const { return impl_->windows; }
 const std::vector<BinCounts>& CacheSimulator::set_groups() const { return impl_->set_groups; }
+const std::vector<std::vector<BinCounts>>& CacheSimulator::set_turns() const { return impl_->set_turns; }
 bool CacheSimulator::in_sampled_sets(std::uint64_t address) const { return impl_->in_sampled_sets(address); }
 std::optional<SetFilter> CacheSimulator::set_filter() const { return impl_->filter; }
 
@@ -958,6 +1040,42 @@ std::optional<double> ratio_standard_error(const std::vector<BinCounts>& samples
     return std::sqrt(ss / double(k - 1) / double(k)) / mean_n * std::sqrt(std::max(0.0, 1.0 - fraction));
 }
 
+// The standard error of the same ratio estimator under rotating set
+// sampling: the samples are each turn's groups, a stratified sample (each
+// turn one stratum, its groups `fraction` of that turn's groups), so only
+// the spread between the groups within a turn counts, not the turns'
+// differences in time (a phase with more misses is in every estimate
+// alike). Linearized: Var = (1 - f) sum over turns of n_t s_t^2, over
+// (sum n)^2, s_t^2 the variance of m_i - R n_i within turn t. `df`: the
+// degrees of freedom, sum of (n_t - 1); nullopt when none.
+std::optional<double> stratified_ratio_standard_error(const std::vector<std::vector<BinCounts>>& turns, std::size_t level, UnknownEstimate e,
+                                                      double alpha, double fraction, std::size_t& df) {
+    auto reaches = [level](const BinCounts& b) { return b.levels.size() > level && b.levels[level].references > 0; };
+    double sum_n = 0, sum_m = 0;
+    for (const auto& turn : turns)
+        for (const auto& b : turn)
+            if (reaches(b)) {
+                sum_n += double(b.levels[level].references);
+                sum_m += estimated_misses(b.levels[level], e, alpha);
+            }
+    df = 0;
+    if (sum_n <= 0) return std::nullopt;
+    double ratio = sum_m / sum_n, var = 0;
+    for (const auto& turn : turns) {
+        std::vector<double> d;
+        for (const auto& b : turn)
+            if (reaches(b)) d.push_back(estimated_misses(b.levels[level], e, alpha) - ratio * double(b.levels[level].references));
+        if (d.size() < 2) continue;
+        double mean = 0, ss = 0;
+        for (double x : d) mean += x / double(d.size());
+        for (double x : d) ss += (x - mean) * (x - mean);
+        var += double(d.size()) * ss / double(d.size() - 1);
+        df += d.size() - 1;
+    }
+    if (df == 0) return std::nullopt;
+    return std::sqrt(std::max(0.0, 1.0 - fraction) * var) / sum_n;
+}
+
 std::size_t samples_reaching(const std::vector<BinCounts>& samples, std::size_t level) {
     std::size_t k = 0;
     for (const auto& w : samples) k += w.levels.size() > level && w.levels[level].references > 0;
@@ -995,10 +1113,18 @@ MissRateEstimate estimate_miss_rate(const CacheSimulator& sim, std::size_t level
     double set_fraction = 1.0 / double(t.set_scale);
     std::optional<double> time_se = 0, set_se = 0;
     if (time_fraction < 1.0) time_se = ratio_standard_error(sim.windows(), level, e, alpha, time_fraction);
-    if (set_fraction < 1.0) set_se = ratio_standard_error(sim.set_groups(), level, e, alpha, set_fraction);
     // The sampled groups of sets are few (4 of 64 at 1/16): their spread
-    // is widened by Student's t for their count rather than 1.96.
-    double set_z = set_fraction < 1.0 ? student_t95(samples_reaching(sim.set_groups(), level) - 1) : 1.96;
+    // is widened by Student's t for their count rather than 1.96; under
+    // rotation, for the degrees of freedom of the spread within turns.
+    double set_z = 1.96;
+    if (set_fraction < 1.0 && !sim.set_turns().empty()) {
+        std::size_t df = 0;
+        set_se = stratified_ratio_standard_error(sim.set_turns(), level, e, alpha, set_fraction, df);
+        set_z = student_t95(df);
+    } else if (set_fraction < 1.0) {
+        set_se = ratio_standard_error(sim.set_groups(), level, e, alpha, set_fraction);
+        set_z = student_t95(samples_reaching(sim.set_groups(), level) - 1);
+    }
     r.set_spread = set_se ? set_z * *set_se : std::nan("");
     if (time_se && set_se) {
         if (time_fraction < 1.0 || set_fraction < 1.0) r.sampling_error = std::hypot(1.96 * *time_se, set_z * *set_se);

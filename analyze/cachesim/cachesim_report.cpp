@@ -303,9 +303,11 @@ nlohmann::json table(std::vector<Row> rows, const Scaling& s, double total_first
 }
 
 // The level's sets in the sampled groups that references reached (all of
-// its sets without set sampling).
+// its sets without set sampling; those of one turn under rotation, which
+// reaches every group in turn).
 std::uint64_t sampled_sets(const CacheSimulator& sim, std::size_t l) {
     if (sim.totals().set_scale <= 1) return sim.options().levels[l].sets();
+    if (!sim.set_turns().empty()) return sim.options().levels[l].sets() / sim.totals().set_scale;
     std::uint64_t groups = 0, reached = 0;
     for (const auto& g : sim.set_groups()) {
         groups++;
@@ -420,7 +422,9 @@ Scaling scaling_of(const CacheSimulator& sim, const CachesimReportInput& in) {
         const auto& t = src.totals();
         s.names.push_back(all[l].name);
         s.alpha.push_back(src.wood_alpha(l).value_or(0.5));
-        s.scale.push_back((t.simulated ? double(t.events) / double(t.simulated) : 1.0) * double(t.set_scale));
+        // (References that warmed a turn's groups were simulated, not counted.)
+        double warm = t.simulated > t.warming ? double(t.simulated) / double(t.simulated - t.warming) : 1.0;
+        s.scale.push_back((t.simulated ? double(t.events) / double(t.simulated) : 1.0) * double(t.set_scale) * warm);
     }
     return s;
 }

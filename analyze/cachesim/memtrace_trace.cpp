@@ -28,17 +28,24 @@ unsigned second_half_of(unsigned kind) {
 }  // namespace
 
 // A MEMREF (in a window) or MEMREF_SET (a sampled set outside windows).
-Result<void> RecordDecoder::reference(std::uint32_t stream, const ecpi_rt_record& r, bool in_window) {
+Result<void> RecordDecoder::reference(std::uint32_t stream, const StreamState& st, const ecpi_rt_record& r, bool in_window) {
     unsigned size_log2 = unsigned((r.w0 >> ECPI_RT_MEMREF_SIZE_SHIFT) & 7);
     if (size_log2 > 4) return Error("stream " + std::to_string(stream) + ": reference of 2^" + std::to_string(size_log2) + " bytes");
     MemRef ref{r.w0 & ECPI_RT_MEMREF_ADDR_MASK, r.w1, 1u << size_log2, (r.w0 & ECPI_RT_MEMREF_WRITE) != 0};
     if (in_window) sim_.access(stream, ref);
-    if (sets_ && (sets_filter_ ? sets_filter_->contains(ref.address) : sets_->in_sampled_sets(ref.address))) sets_->access(stream, ref);
+    if (!sets_) return ok();
+    bool sampled = sets_filter_ ? (st.set_bitmap >> ((ref.address >> sets_filter_->shift) & 63)) & 1 : sets_->in_sampled_sets(ref.address);
+    if (!sampled && !in_window)
+        return Error("stream " + std::to_string(stream) + ": a reference outside the sampled sets arrived as MEMREF_SET (the program's "
+                     "runtime chose its sets unlike this ecpi: rebuild it with this ecpi's 'ecpi flags memtrace')");
+    if (sampled) sets_->access(stream, ref);
     return ok();
 }
 
 Result<void> RecordDecoder::feed(std::uint32_t stream, std::span<const ecpi_rt_record> records) {
-    StreamState& st = streams_[stream];
+    auto [at, fresh] = streams_.try_emplace(stream);
+    StreamState& st = at->second;
+    if (fresh && sets_filter_) st.set_bitmap = sets_filter_->bitmap;
     for (const auto& r : records) {
         unsigned kind = kind_of(r);
         if (st.have_first) {
@@ -62,8 +69,12 @@ Result<void> RecordDecoder::feed(std::uint32_t stream, std::span<const ecpi_rt_r
         }
         switch (kind) {
         case ECPI_RT_REC_MEMREF:
-        case ECPI_RT_REC_MEMREF_SET: ECPI_RETURN_IF_ERROR(reference(stream, r, kind == ECPI_RT_REC_MEMREF)); break;
-        case ECPI_RT_REC_WINDOW: sim_.begin_window(stream, r.w1); break;
+        case ECPI_RT_REC_MEMREF_SET: ECPI_RETURN_IF_ERROR(reference(stream, st, r, kind == ECPI_RT_REC_MEMREF)); break;
+        case ECPI_RT_REC_WINDOW:
+            sim_.begin_window(stream, r.w1);
+            if (sets_) sets_->rotate_sets(stream, payload_of(r));
+            if (sets_filter_) st.set_bitmap = sets_filter_->bitmap_at(payload_of(r));
+            break;
         case ECPI_RT_REC_ALLOC:
         case ECPI_RT_REC_THREAD:
             st.first = r;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
 
 namespace ecpi::analyze {
 
@@ -83,6 +84,21 @@ Result<SetSamplingPlan> plan_set_sampling(const std::vector<CacheGeometry>& leve
                      ": set sampling of whole levels needs a power of two (the runtime selects sets by address bits); try 1/" +
                      std::to_string(std::bit_floor(plan.set_sample)));
     return plan;
+}
+
+Result<SetTurns> parse_set_turns(std::string_view text) {
+    if (text == "off") return SetTurns{};
+    auto colon = text.find(':');
+    SetTurns t;
+    auto number = [](std::string_view s, std::uint32_t& out) {
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+        return ec == std::errc() && p == s.data() + s.size();
+    };
+    if (colon == std::string_view::npos || !number(text.substr(0, colon), t.windows) || !number(text.substr(colon + 1), t.warm) ||
+        t.windows == 0 || t.warm >= t.windows)
+        return Error("--set-turns '" + std::string(text.substr(0, 40)) +
+                     "': give off or N:W, windows per turn and warming windows, W below N (for instance 32:24)");
+    return t;
 }
 
 }  // namespace ecpi::analyze

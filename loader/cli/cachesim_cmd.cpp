@@ -36,6 +36,7 @@ struct CachesimArgs {
     std::uint64_t window = kDefaultWindow;
     std::string sets = "auto";
     std::string set_levels = "auto";
+    std::string set_turns = "off";
     std::vector<std::string> caches;
     std::string unknown = "stale";
     std::optional<std::uint64_t> seed;
@@ -79,6 +80,10 @@ analyze::SetSamplingPlan plan_sampling(const CachesimArgs& args, std::uint64_t s
     if (plan->combined()) {
         analyze::SimulatorOptions o = time_options;
         o.set_sample = plan->set_sample;
+        auto turns = analyze::parse_set_turns(args.set_turns);
+        if (!turns.ok()) throw UsageError{turns.error().message()};
+        o.set_rotate_windows = sample > 1 ? turns->windows : 0;
+        o.set_warm_windows = turns->warm;
         o.classes = false;
         auto made = analyze::CacheSimulator::create(o);
         if (!made.ok()) throw UsageError{made.error().message()};
@@ -126,6 +131,9 @@ void run_runtime_source(const CachesimArgs& args, std::uint64_t sample, std::uin
         if (!filter) throw UsageError{"--sets 1/K needs K a power of two for set sampling of whole levels"};
         o.set_bitmap = filter->bitmap;
         o.set_shift = filter->shift;
+        o.set_rotate_step = filter->rotate_step;
+        o.set_rotate_windows = filter->rotate_windows;
+        o.set_rotate_warm = filter->rotate_warm;
     }
     analyze::RecordDecoder decoder(sim, sets);
     auto handler = [&](std::uint32_t ring, std::span<const ecpi_rt_record> recs) -> Result<void> {
@@ -279,6 +287,10 @@ void add_cachesim_verb(CLI::App& root, std::vector<Verb>& verbs) {
                     "Levels set sampling decides, every reference to their sampled sets simulated: auto (those a window cannot warm), "
                     "none (time sampling; --sets then samples sets within windows), all, or NAME[,NAME]")
         ->default_str("auto");
+    app->add_option("--set-turns", args->set_turns,
+                    "off, or N:W: the set-sampled groups rotate every N windows, the next groups warmed in the last W "
+                    "(every group takes its turn; see docs/CACHESIM.md for its warming bias)")
+        ->default_str("off");
     // One value per --cache: a vector option would otherwise take the "--"
     // before the COMMAND as the end of its values, and parse the command's
     // own options (xz -c -1) as ecpi's.

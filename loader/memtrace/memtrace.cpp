@@ -160,6 +160,9 @@ public:
         h->seed = o.seed;
         h->set_bitmap = o.set_bitmap;
         h->set_shift = o.set_shift;
+        h->set_rotate_step = o.set_rotate_step;
+        h->set_rotate_windows = o.set_rotate_windows;
+        h->set_rotate_warm = o.set_rotate_warm;
         h->ring_count = o.rings;
         h->ring_records = o.ring_records;
         return ok();

@@ -50,6 +50,12 @@ struct MemtraceRunOptions {
     // set_bitmap is set are recorded outside windows too (MEMREF_SET). 0: none.
     std::uint64_t set_bitmap = 0;
     std::uint64_t set_shift = 0;
+    // The choice rotates every set_rotate_windows windows by set_rotate_step
+    // bits, the next turn's groups added in a turn's last set_rotate_warm
+    // windows (ecpi_rt_set_bitmap_at). 0: fixed.
+    std::uint32_t set_rotate_step = 0;
+    std::uint32_t set_rotate_windows = 0;
+    std::uint32_t set_rotate_warm = 0;
     std::uint32_t rings = 64;        // threads that can be traced
     std::uint32_t ring_records = 1u << 18;
     std::uint32_t features = ECPI_RT_FEATURE_MEMTRACE;  // what the runtime is asked to record

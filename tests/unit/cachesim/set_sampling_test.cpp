@@ -50,12 +50,16 @@ std::vector<ecpi_rt_record> runtime_records(const std::vector<std::uint64_t>& re
     out.push_back({kind(ECPI_RT_REC_THREAD_STACK_END), 0x7010'0000});
     ecpi_rt_sampler s;
     ecpi_rt_sampler_init(&s, window, window * (sample - 1), seed);
+    std::optional<SetFilter> now = filter;  // the runtime rotates its filter as windows begin
     for (std::uint64_t a : refs) {
         std::uint64_t w0 = (3ull << ECPI_RT_MEMREF_SIZE_SHIFT) | a;
         if (--s.countdown == 0) {
-            if (ecpi_rt_sampler_step(&s)) out.push_back({kind(ECPI_RT_REC_WINDOW) | (s.windows - 1), s.gap});
+            if (ecpi_rt_sampler_step(&s)) {
+                if (now) now->bitmap = filter->bitmap_at(s.windows - 1);
+                out.push_back({kind(ECPI_RT_REC_WINDOW) | (s.windows - 1), s.gap});
+            }
             out.push_back({kind(ECPI_RT_REC_MEMREF) | w0, 0x1000});
-        } else if (filter && filter->contains(a)) {
+        } else if (now && now->contains(a)) {
             out.push_back({kind(ECPI_RT_REC_MEMREF_SET) | w0, 0x1000});
         }
     }
@@ -224,4 +228,145 @@ TEST_CASE("set spread: where sampled sets miss unlike the others, the spread say
     }
     CHECK(held >= 18);
     CHECK(spread >= 10);
+}
+
+// Groups of sets that miss unlike each other (MemSpy 7.3's non-representative
+// sets): one group in eight (3, 11, 19, ...) takes lines from 8,192 per
+// group, more than its 256 L2 lines hold, so its L2 misses nearly always;
+// the others take 64 lines each, which their L2 sets hold. L1d 32 KiB 8-way
+// (64 sets: 64 groups), L2 1 MiB 8-way.
+static std::vector<std::uint64_t> uneven_groups_trace(std::size_t n) {
+    std::vector<std::uint64_t> refs;
+    std::uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (std::size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        std::uint64_t group = x % 64, r = (x >> 8);
+        std::uint64_t line = group % 8 == 3 ? r % 8192 : r % 64;
+        refs.push_back(0x1000'0000 + (line * 64 + group) * 64);
+    }
+    return refs;
+}
+
+// Full simulation's L2 local rate for `refs`, and a run of the default
+// windows (10k at 1/10) with a set simulator under rotation, fed as the
+// runtime sends them.
+static double full_l2_rate(const std::vector<CacheGeometry>& levels, const std::vector<std::uint64_t>& refs) {
+    auto full = make(levels, 1, 1);
+    for (std::uint64_t a : refs) full.access(0, MemRef{a, 0x1000, 8, false});
+    return estimate_miss_rate(full, 1, UnknownEstimate::kStale).rate;
+}
+static CacheSimulator rotating_run(const std::vector<CacheGeometry>& levels, const std::vector<std::uint64_t>& refs, std::uint32_t set_sample,
+                                   std::uint32_t rotate_windows, std::uint32_t warm, std::uint64_t seed) {
+    SimulatorOptions o;
+    o.levels = levels;
+    o.set_sample = set_sample;
+    o.set_rotate_windows = rotate_windows;
+    o.set_warm_windows = warm;
+    o.seed = seed;
+    auto time = make(levels, 1, seed);
+    auto sets = CacheSimulator::create(o);
+    REQUIRE(sets.ok());
+    RecordDecoder decoder(time, &*sets);
+    REQUIRE(decoder.feed(0, runtime_records(refs, 10000, 10, sets->set_filter(), seed)).ok());
+    return std::move(sets).value();
+}
+
+TEST_CASE("rotating set sampling: groups that miss unlike each other take their turns, so the estimate no longer rests on one choice") {
+    auto levels = geometry({"L1d=32k:8:64", "L2=1m:8:64"});
+    auto refs = uneven_groups_trace(3'200'000);
+    const double full_rate = full_l2_rate(levels, refs);
+    auto run = [&](std::uint32_t rotate_windows, std::uint64_t seed) {
+        auto sets = rotating_run(levels, refs, 16, rotate_windows, rotate_windows / 2, seed);
+        return std::pair{estimate_miss_rate(sets, 1, UnknownEstimate::kStale), sets.set_turns().size()};
+    };
+    double worst_fixed = 0, worst_rotating = 0;
+    int held = 0;
+    for (std::uint64_t seed = 1; seed <= 5; seed++) {
+        auto [fixed, fixed_turns] = run(0, seed);
+        auto [rotating, turns] = run(2, seed);
+        CHECK(fixed_turns == 0);
+        CHECK(turns >= 15);  // about 32 windows, a turn every 2
+        worst_fixed = std::max(worst_fixed, std::abs(fixed.rate - full_rate));
+        worst_rotating = std::max(worst_rotating, std::abs(rotating.rate - full_rate));
+        held += std::abs(rotating.rate - full_rate) <= rotating.bound;
+    }
+    MESSAGE("L2 local miss rate: full " << full_rate << ", worst of 5 seeds: fixed choice " << worst_fixed << ", rotating " << worst_rotating);
+    CHECK(worst_fixed > 0.10);  // one choice of groups is off by more than 10 points
+    CHECK(worst_rotating < 0.04);
+    CHECK(held >= 4);
+}
+
+TEST_CASE("rotating set sampling: the filter's turns are the runtime's (ecpi_rt_set_bitmap_at), and K turns cover every group once") {
+    auto levels = geometry({"L1d=32k:8:64", "L2=1m:8:64"});
+    SimulatorOptions o;
+    o.levels = levels;
+    o.set_sample = 16;
+    o.set_rotate_windows = 16;
+    o.set_warm_windows = 2;
+    o.seed = 7;
+    auto sim = CacheSimulator::create(o);
+    REQUIRE(sim.ok());
+    auto f = sim->set_filter();
+    REQUIRE(f);
+    CHECK(f->rotate_step == 4);
+    CHECK(f->rotate_windows == 16);
+    CHECK(f->rotate_warm == 2);
+    std::uint64_t seen = 0;
+    for (std::uint64_t turn = 0; turn < 16; turn++) {
+        std::uint64_t b = f->bitmap_at(turn * 16);
+        CHECK(std::popcount(b) == 4);
+        CHECK(f->bitmap_at(turn * 16 + 13) == b);  // a turn lasts 16 windows
+        // Its last two also warm the next turn's groups.
+        CHECK(f->bitmap_at(turn * 16 + 14) == (b | f->bitmap_at(turn * 16 + 16)));
+        CHECK(f->bitmap_at(turn * 16 + 15) == (b | f->bitmap_at(turn * 16 + 16)));
+        CHECK((seen & b) == 0);
+        seen |= b;
+    }
+    CHECK(seen == ~0ull);
+    CHECK(f->bitmap_at(16 * 16) == f->bitmap);
+    // No rotation asked for: a fixed filter; warming as long as a turn: refused.
+    o.set_warm_windows = 16;
+    CHECK(!CacheSimulator::create(o).ok());
+    o.set_rotate_windows = 0;
+    CHECK(CacheSimulator::create(o)->set_filter()->bitmap_at(1000) == f->bitmap);
+}
+
+// Each group's 128 lines slide (one line every 12,500 references), so what
+// a group's sets held at its last turn is long gone when its turn comes
+// back, while full simulation holds the current lines.
+static std::vector<std::uint64_t> sliding_groups_trace(std::size_t n) {
+    std::vector<std::uint64_t> refs;
+    std::uint64_t x = 0x2545F4914F6CDD1Dull;
+    for (std::size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        std::uint64_t group = x % 64, line = i / 12500 + (x >> 8) % 128;
+        refs.push_back(0x1000'0000 + (line * 64 + group) * 64);
+    }
+    return refs;
+}
+
+TEST_CASE("rotating set sampling: the next turn's groups are warmed before their turn, so stale sets do not read as misses") {
+    auto levels = geometry({"L1d=32k:8:64", "L2=1m:8:64"});
+    auto refs = sliding_groups_trace(3'200'000);
+    const double full_rate = full_l2_rate(levels, refs);
+    auto run = [&](std::uint32_t warm, std::uint64_t seed) {
+        auto sets = rotating_run(levels, refs, 4, 4, warm, seed);
+        CHECK((sets.totals().warming > 0) == (warm > 0));
+        return estimate_miss_rate(sets, 1, UnknownEstimate::kStale).rate - full_rate;
+    };
+    for (std::uint64_t seed = 1; seed <= 3; seed++) {
+        double cold = run(0, seed), warmed = run(2, seed);
+        MESSAGE("L2 local miss rate: full " << full_rate << ", error without warming " << cold << ", with " << warmed);
+        CHECK(cold > 0.01);  // stale sets: a turn's first references to its lines miss
+        CHECK(std::abs(warmed) < 0.005);
+    }
+}
+
+TEST_CASE("--set-turns: off, or N:W with W below N") {
+    CHECK(parse_set_turns("off")->windows == 0);
+    auto t = parse_set_turns("32:24");
+    REQUIRE(t.ok());
+    CHECK(t->windows == 32);
+    CHECK(t->warm == 24);
+    for (const char* bad : {"32", "32:32", "0:0", "x:1", "16:2x", ""}) CHECK(!parse_set_turns(bad).ok());
 }

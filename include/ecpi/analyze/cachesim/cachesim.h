@@ -90,6 +90,18 @@ struct SimulatorOptions {
     // from the seed; 0: drawn. Every group of a full map is counted apart
     // (bench/cachesim/set_groups.cpp: each group's rates, for comparing choices).
     std::uint64_t set_groups = 0;
+    // Rotate the drawn groups every this many windows of a stream (0: a
+    // fixed choice): from window k on, group g is sampled when group
+    // g - (k / set_rotate_windows) * kept (mod the groups) was drawn, kept
+    // being the number of groups drawn (one per residue modulo kept, so the
+    // turns cover every group). The caller says when windows begin
+    // (rotate_sets); references between windows keep the last turn.
+    std::uint32_t set_rotate_windows = 0;
+    // In the last this many windows of a turn the next turn's groups are
+    // sampled too, to warm them (their sets hold what their last turn left,
+    // long ago, or nothing): simulated, not counted (Totals::warming). Less
+    // than set_rotate_windows.
+    std::uint32_t set_warm_windows = 0;
     std::uint64_t seed = 1;
     bool classes = false;           // compulsory/capacity/conflict from a fully associative shadow
 };
@@ -118,7 +130,12 @@ inline constexpr std::uint64_t kMaxSetGroups = 64;
 struct SetFilter {
     std::uint64_t bitmap = 0;
     unsigned shift = 0;
+    std::uint32_t rotate_step = 0;     // bits the bitmap rotates left per turn
+    std::uint32_t rotate_windows = 0;  // windows per turn (0: no rotation)
+    std::uint32_t rotate_warm = 0;     // last windows of a turn that add the next turn's groups
     bool contains(std::uint64_t address) const { return (bitmap >> ((address >> shift) & 63)) & 1; }
+    // The filter from the start of window `window` on (ecpi_rt_set_bitmap_at).
+    std::uint64_t bitmap_at(std::uint64_t window) const;
 };
 
 // What a data address belongs to, for MemSpy's data-object view.
@@ -136,6 +153,11 @@ public:
     void set_stack(std::uint32_t stream, std::uint64_t low, std::uint64_t high);
     // A window begins after `skipped` references that were not simulated.
     void begin_window(std::uint32_t stream, std::uint64_t skipped);
+    // Under rotating set sampling: the stream's window `window` (its index
+    // among the stream's windows, from 0) begins, and with it the turn of
+    // groups that window's period samples (SimulatorOptions::
+    // set_rotate_windows). Nothing without rotation.
+    void rotate_sets(std::uint32_t stream, std::uint64_t window);
     void access(std::uint32_t stream, const MemRef& ref);
     // The stream ends after `skipped` more references that were not simulated.
     void end_stream(std::uint32_t stream, std::uint64_t skipped);
@@ -149,6 +171,7 @@ public:
         std::uint64_t windows = 0;
         std::uint64_t streams = 0;
         std::uint64_t set_scale = 1;   // references and misses in sampled sets times this
+        std::uint64_t warming = 0;     // of `simulated`, references that warmed the next turn's groups, not counted
         BinCounts counts;              // in sampled sets
     };
     const Totals& totals() const;
@@ -160,6 +183,12 @@ public:
     // levels; empty entries are unsampled), the samples of the spread over
     // sampled sets.
     const std::vector<BinCounts>& set_groups() const;
+    // Under rotation: each turn's sampled groups' counts (one entry per
+    // turn of a stream, each a vector of the groups' counts that its
+    // references reached), the samples of the spread over sets; the
+    // groups of a turn are a stratum (one choice among the groups, for one
+    // stretch of time). Empty without rotation.
+    const std::vector<std::vector<BinCounts>>& set_turns() const;
     // Under set sampling: whether an address lies in a sampled set, and the
     // choice as address bits (nullopt when K does not divide the groups, or
     // without set sampling).
@@ -209,7 +238,7 @@ struct MissRateEstimate {
     double unknown_low = 0;   // rate with alpha = 0
     double unknown_high = 0;  // rate with alpha = 1
     double sampling_error = 0;
-    double set_spread = 0;    // its set-sampling part: t(95%, groups - 1) standard errors over the sampled groups of sets (NaN: under two)
+    double set_spread = 0;    // its set-sampling part: t(95%, groups - 1) standard errors over the sampled groups of sets, or over the turns' groups within turns under rotation (NaN: under two)
     double low = 0;
     double high = 0;
     double bound = 0;         // max(rate - low, high - rate)

@@ -34,6 +34,8 @@ struct TraceModule {
 // set sampling that gets every reference to its sampled sets (in a window,
 // or a MEMREF_SET record outside one) as one unbroken stream, and the
 // streams', heap's and threads' events; `sim` gets the windows as before.
+// Where the sampled sets rotate, each WINDOW record turns both the
+// decoder's filter and `sets` to that window's turn, as the runtime did.
 class RecordDecoder {
 public:
     explicit RecordDecoder(CacheSimulator& sim, CacheSimulator* sets = nullptr)
@@ -49,8 +51,9 @@ private:
         bool ended = false;
         bool have_first = false;      // the first half of a two-record event
         ecpi_rt_record first{};
+        std::uint64_t set_bitmap = 0; // the sampled sets' filter now (it rotates at windows)
     };
-    Result<void> reference(std::uint32_t stream, const ecpi_rt_record& r, bool in_window);
+    Result<void> reference(std::uint32_t stream, const StreamState& st, const ecpi_rt_record& r, bool in_window);
     CacheSimulator& sim_;
     CacheSimulator* sets_;
     // The sampled sets as address bits, tested inline per reference (the

@@ -23,6 +23,21 @@ inline constexpr std::uint64_t kWarmReferencesPerLine = 8;
 // level has fewer sets (the chosen bits must index every level's sets).
 inline constexpr std::uint32_t kDefaultSetSample = 16;
 inline constexpr std::uint64_t kMinSampledSets = 64;
+// --set-turns: "off" (a fixed choice of groups, the default) or "N:W": the
+// set-sampled levels' groups rotate every N windows, the next turn's groups
+// warmed in the last W (SimulatorOptions::set_rotate_windows and
+// set_warm_windows; MemSpy 7.3's non-representative sets). Not the default:
+// a group's sets hold what its last turn left, and SQLite's L2 needs
+// millions of references to forget it (16:2 left SQLite's L2 local rate
+// +4.5 to +5.0 points off, 32:24 +0.6 to +1.0, 64:48 +0.03 to +0.24 with
+// tree and hashtable back at 0.39), and 32:24 cost transpose's exact L2
+// and the time target (docs/CACHESIM.md, "Why the set-sampled L2 missed,
+// and rotating groups").
+struct SetTurns {
+    std::uint32_t windows = 0;  // 0: off
+    std::uint32_t warm = 0;
+};
+Result<SetTurns> parse_set_turns(std::string_view text);
 
 struct SetSamplingPlan {
     std::uint32_t set_sample = 1;  // 1/K of the sets: the set-sampled levels' (combined) or every level's (within windows)
