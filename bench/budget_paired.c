@@ -50,8 +50,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TABLE_BYTES (1u << 20)
-#define TABLE_SLOTS (TABLE_BYTES / sizeof(uint64_t))
+#include "throughput_loop.h"
+
 #define CHECK_EVERY 1024u
 #define MAX_EVENTS 1024
 #define MAX_SLICES 4096
@@ -75,15 +75,6 @@ static uint64_t thread_cpu_ns(void) {
 	struct timespec ts;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static inline uint64_t mix(uint64_t x) {
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
 }
 
 static void switch_events(int on) {
@@ -144,26 +135,15 @@ static void run_worker(int cpu, double t0, double slice_s, int slices, struct sl
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);
 	sched_setaffinity(0, sizeof one, &one);
-	uint64_t *table = malloc(TABLE_BYTES);
+	uint64_t *table = malloc(THROUGHPUT_TABLE_BYTES);
 	if (!table) _exit(1);
-	for (size_t i = 0; i < TABLE_SLOTS; ++i) table[i] = mix(i + (uint64_t)cpu * 7919 + 1);
+	for (size_t i = 0; i < THROUGHPUT_TABLE_SLOTS; ++i) table[i] = throughput_mix(i + (uint64_t)cpu * 7919 + 1);
 	uint64_t acc = (uint64_t)cpu + 1, h = acc, iters = 0;
 	while (now_s() < t0) {}
 	int current = 0;
 	uint64_t cpu_at_start = thread_cpu_ns();
 	for (;;) {
-		for (unsigned k = 0; k < CHECK_EVERY; ++k) {
-			h = mix(h + iters + k);
-			size_t slot = h & (TABLE_SLOTS - 1);
-			for (int p = 0; p < 4; ++p) {
-				uint64_t v = table[(slot + p) & (TABLE_SLOTS - 1)];
-				if ((v & 0xff) == (h & 0xff)) break;
-				acc += v;
-			}
-			table[slot] = h ^ acc;
-			acc = acc * 6364136223846793005ULL + 1442695040888963407ULL;
-			acc ^= acc >> 29;
-		}
+		throughput_steps(table, &h, &acc, iters, CHECK_EVERY);
 		iters += CHECK_EVERY;
 		int at = (int)((now_s() - t0) / slice_s);
 		if (at == current) continue;

@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TABLE_BYTES (1u << 20)
-#define TABLE_SLOTS (TABLE_BYTES / sizeof(uint64_t))
+#include "throughput_loop.h"
+
 #define CHECK_EVERY 4096u /* iterations between clock reads (vDSO, cheap) */
 
 static double now_s(void) {
@@ -35,38 +35,16 @@ static double now_s(void) {
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static inline uint64_t mix(uint64_t x) {
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
 /* Returns iterations per second of this worker. */
 static double run_worker(double seconds, unsigned seed, double *iterations) {
-	uint64_t *table = malloc(TABLE_BYTES);
+	uint64_t *table = malloc(THROUGHPUT_TABLE_BYTES);
 	if (!table) return -1;
-	for (size_t i = 0; i < TABLE_SLOTS; ++i) table[i] = mix(i + seed);
+	for (size_t i = 0; i < THROUGHPUT_TABLE_SLOTS; ++i) table[i] = throughput_mix(i + seed);
 
 	uint64_t iters = 0, acc = seed, h = seed;
 	double start = now_s(), end = start + seconds, t = start;
 	for (;;) {
-		for (unsigned k = 0; k < CHECK_EVERY; ++k) {
-			/* hash-table probe: a few linear probes from a hashed slot */
-			h = mix(h + iters + k);
-			size_t slot = h & (TABLE_SLOTS - 1);
-			for (int p = 0; p < 4; ++p) {
-				uint64_t v = table[(slot + p) & (TABLE_SLOTS - 1)];
-				if ((v & 0xff) == (h & 0xff)) break;
-				acc += v;
-			}
-			table[slot] = h ^ acc;
-			/* integer math */
-			acc = acc * 6364136223846793005ULL + 1442695040888963407ULL;
-			acc ^= acc >> 29;
-		}
+		throughput_steps(table, &h, &acc, iters, CHECK_EVERY);
 		iters += CHECK_EVERY;
 		t = now_s();
 		if (t >= end) break;
