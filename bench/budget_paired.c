@@ -29,8 +29,10 @@
  * Output: one line per pair and worker on stderr ("# pair K cpu C on-first
  * loss"), then on stdout one line: "pairs=N median=M lower=L upper=U mean=A
  * events=E" (loss in percent; L..U the 95% distribution-free interval of
- * the median). Every event is switched back on before exit, whatever
- * happens (a daemon left with its events off would record nothing). */
+ * the median). Every event is switched back on before exit (SIGINT and
+ * SIGTERM are ignored while switching; only SIGKILL can leave a daemon
+ * with its events off, recording nothing: bench/budget.sh stops the
+ * daemon after each round anyway). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
