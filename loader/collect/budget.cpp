@@ -70,15 +70,22 @@ private:
     bool saved_ok_ = false;
 };
 
-Result<FileDescriptor> open_thread_clock(std::uint64_t period_ns) {
+// The calibration's cpu-clock event: on `cpu` for every task (the kind the
+// daemon samples with, so the same timer path), or on this thread alone
+// (cpu < 0: the check while running, whose idle-priority thread must not
+// have a program that preempts it sampled at the calibration's rate).
+Result<FileDescriptor> open_calibration_clock(std::uint64_t period_ns, int cpu) {
     perf_event_attr attr{};
     attr.size = sizeof(attr);
     attr.type = PERF_TYPE_SOFTWARE;
     attr.config = PERF_COUNT_SW_CPU_CLOCK;
     attr.sample_period = period_ns;
     attr.disabled = 1;
-    long fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-    if (fd < 0) return Error::from_errno(errno, "opening a cpu-clock event on the recorder's thread to calibrate the overhead budget");
+    const pid_t pid = cpu < 0 ? 0 : -1;
+    long fd = syscall(SYS_perf_event_open, &attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0)
+        return Error::from_errno(errno, cpu < 0 ? std::string("opening a cpu-clock event on the recorder's thread to calibrate the overhead budget")
+                                                : "opening a cpu-clock event on CPU " + std::to_string(cpu) + " to calibrate the overhead budget");
     return FileDescriptor(static_cast<int>(fd));
 }
 
@@ -152,9 +159,10 @@ private:
 // while it lives.
 class CalibrationEvent {
 public:
-    static Result<std::unique_ptr<CalibrationEvent>> open(Sampler& sampler, std::uint64_t hz) {
+    // cpu < 0: on this thread only (open_calibration_clock).
+    static Result<std::unique_ptr<CalibrationEvent>> open(Sampler& sampler, std::uint64_t hz, int cpu) {
         const std::uint64_t period_ns = 1'000'000'000ull / hz;
-        ECPI_ASSIGN_OR_RETURN(FileDescriptor owned, open_thread_clock(period_ns));
+        ECPI_ASSIGN_OR_RETURN(FileDescriptor owned, open_calibration_clock(period_ns, cpu));
         const int fd = owned.get();
         ECPI_RETURN_IF_ERROR(sampler.attach_calibration(std::move(owned)));
         return std::unique_ptr<CalibrationEvent>(new CalibrationEvent(sampler, fd, period_ns));
@@ -249,7 +257,8 @@ Result<CpuCost> measure_on_cpu(Sampler& sampler, int cpu, const CalibrationOptio
     if (probe_s <= 0) return Error("calibrating the overhead budget needs the x86-64 add chain; use -F to set the rate");
     const auto iterations = std::max<long>(1000, static_cast<long>(20'000 * 0.025 / probe_s));
     std::uint64_t hz = std::max<std::uint64_t>(options.hz, 1);
-    ECPI_ASSIGN_OR_RETURN(auto event, CalibrationEvent::open(sampler, hz));
+    const int event_cpu = options.per_cpu_event ? cpu : -1;
+    ECPI_ASSIGN_OR_RETURN(auto event, CalibrationEvent::open(sampler, hz, event_cpu));
     std::vector<double> costs, losses;
     bool piloted = false;
     for (int p = 0; p < options.max_pairs && seconds_since(t0) < seconds; ++p) {
@@ -266,7 +275,7 @@ Result<CpuCost> measure_on_cpu(Sampler& sampler, int cpu, const CalibrationOptio
             if (faster != hz) {  // the pilot's pairs were measured at the old rate
                 event.reset();
                 hz = faster;
-                ECPI_ASSIGN_OR_RETURN(event, CalibrationEvent::open(sampler, hz));
+                ECPI_ASSIGN_OR_RETURN(event, CalibrationEvent::open(sampler, hz, event_cpu));
                 costs.clear();
             }
         }
@@ -318,6 +327,29 @@ std::vector<int> calibration_cpus(const std::vector<int>& cpus, std::size_t at_m
     return spread;
 }
 
+namespace {
+
+// Whether the CPUs measured agree: every CPU's median within every other's
+// confidence interval (log_calibration's test of when they differ).
+bool cpus_agree(const std::vector<CpuCost>& per_cpu) {
+    for (const auto& a : per_cpu)
+        for (const auto& b : per_cpu)
+            if (a.median_us > b.upper_us || a.median_us < b.lower_us) return false;
+    return true;
+}
+
+// Every CPU's pairs together, where each CPU kept them.
+std::vector<double> pooled_pairs(const std::vector<CpuCost>& per_cpu) {
+    std::vector<double> all;
+    for (const auto& c : per_cpu) {
+        if (c.costs_us.empty()) return {};
+        all.insert(all.end(), c.costs_us.begin(), c.costs_us.end());
+    }
+    return all;
+}
+
+}  // namespace
+
 SampleCost summarize_costs(std::vector<CpuCost> per_cpu, double confidence) {
     SampleCost cost;
     cost.confidence = confidence;
@@ -334,6 +366,20 @@ SampleCost summarize_costs(std::vector<CpuCost> per_cpu, double confidence) {
     for (const auto& c : per_cpu) {
         cost.pairs += c.pairs;
         cost.precise = cost.precise && c.precise;
+    }
+    // Issue 35: where the CPUs agree, one cost holds for all of them, and the
+    // bound of all their pairs together is tighter and unbiased; the highest
+    // of several CPUs' own bounds (a few dozen pairs each) is the noisiest of
+    // them, and chose rates 2x apart between restarts on 16 CPUs.
+    if (per_cpu.size() > 1 && cpus_agree(per_cpu)) {
+        if (auto all = pooled_pairs(per_cpu); !all.empty()) {
+            const MedianBound b = median_bound(all, confidence);
+            cost.median_us = b.median;
+            cost.bound_us = b.upper;
+            cost.low_us = quantile(all, 0.25);
+            cost.high_us = quantile(all, 0.75);
+            cost.pooled = true;
+        }
     }
     cost.per_cpu = std::move(per_cpu);
     return cost;

@@ -20,6 +20,7 @@ nlohmann::json sample_cost_json(const SampleCost& cost) {
     return {{"median", cost.median_us},  {"low", cost.low_us},           {"high", cost.high_us},
             {"upper_bound", cost.bound_us}, {"confidence", cost.confidence}, {"precise", cost.precise},
             {"pairs", cost.pairs},       {"calibration_hz", cost.hz},   {"cpu", cost.cpu},
+            {"pooled", cost.pooled},
             {"per_cpu", per_cpu}};
 }
 
@@ -36,6 +37,7 @@ void BudgetMonitor::start_if_due(Sampler& sampler, const std::vector<int>& cpus,
     CalibrationOptions options;
     options.cpus = {cpus[next_cpu_++ % cpus.size()]};
     options.low_priority = true;
+    options.per_cpu_event = false;
     options.max_seconds = 1.0;
     last_cpu_ = options.cpus[0];
     running_ = std::async(std::launch::async, [&sampler, options] { return measure_sample_cost(sampler, options); });

@@ -2,6 +2,7 @@
 // full calibration or the check while running decide, and the check itself.
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "recorder_session.h"
 
@@ -19,6 +20,16 @@ Result<std::string> Session::apply_rate(std::uint64_t hz) {
     return epoch;
 }
 
+namespace {
+
+// Whose pairs the calibration's bound is of.
+std::string whose_bound(const SampleCost& cost) {
+    if (cost.pooled) return "the CPUs agree: the bound is of all their pairs";
+    return "the bound is CPU " + std::to_string(cost.cpu) + "'s";
+}
+
+}  // namespace
+
 // One line for the calibration, a second where the CPUs measured differ
 // (one's median outside another's interval), and a warning where even the
 // lowest rate is over the budget.
@@ -26,10 +37,10 @@ void Session::log_calibration(const SampleCost& cost, double budget) {
     char line[480];
     std::snprintf(line, sizeof line,
                   "overhead budget %.2f%%: one sample costs at most %.1f us (%.0f%% upper bound; median %.1f us, quartiles "
-                  "%.1f-%.1f us, %d pairs on %zu CPU%s at %llu Hz, %s; the bound is CPU %d's); %llu Hz per CPU fits, an estimated %.2f%%",
+                  "%.1f-%.1f us, %d pairs on %zu CPU%s at %llu Hz, %s; %s); %llu Hz per CPU fits, an estimated %.2f%%",
                   budget, cost.bound_us, cost.confidence * 100, cost.median_us, cost.low_us, cost.high_us, cost.pairs,
                   cost.per_cpu.size(), cost.per_cpu.size() == 1 ? "" : "s", static_cast<unsigned long long>(cost.hz),
-                  cost.precise ? "within 10%" : "short of 10% in the time allowed", cost.cpu,
+                  cost.precise ? "within 10%" : "short of 10% in the time allowed", whose_bound(cost).c_str(),
                   static_cast<unsigned long long>(rate_choice_.hz), rate_choice_.overhead_percent);
     log(line);
     bool differ = false;

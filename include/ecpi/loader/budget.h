@@ -45,6 +45,11 @@ struct CalibrationOptions {
     bool low_priority = false;          // SCHED_IDLE: measure only in time no program wants
     bool add_chain_only = false;        // time the register-only add chain, not the memory walk
     bool fixed_rate = false;            // measure at `hz` only (bench/budget_cost.cpp): no faster rate after the pilot
+    // The calibration event samples the measured CPU for every task, as the
+    // daemon's own events do (its timer path is theirs); false: this thread
+    // only (the check while running: at idle priority, a program that
+    // preempts it must not be sampled at the calibration's rate).
+    bool per_cpu_event = true;
 };
 
 // A median with a distribution-free confidence interval from order
@@ -89,6 +94,7 @@ struct SampleCost {
     int pairs = 0;        // all CPUs together
     std::uint64_t hz = 0; // the calibration event's rate (on the CPU of the bound)
     int cpu = -1;         // the CPU of the bound
+    bool pooled = false;  // the CPUs agreed: median, quartiles and bound are of every CPU's pairs together
     std::vector<CpuCost> per_cpu;
 };
 
@@ -96,8 +102,10 @@ struct SampleCost {
 // many spread evenly over the list.
 std::vector<int> calibration_cpus(const std::vector<int>& cpus, std::size_t at_most = 4);
 
-// Summarizes per-CPU measurements (at least one): the CPU with the highest
-// upper bound decides.
+// Summarizes per-CPU measurements (at least one): where the CPUs agree (each
+// median within every other's interval) and kept their pairs, the pairs of
+// all of them together decide (`pooled`); else the CPU with the highest
+// upper bound does.
 SampleCost summarize_costs(std::vector<CpuCost> per_cpu, double confidence);
 
 // Times a program on this thread, pinned to each CPU in turn, alternately

@@ -145,6 +145,34 @@ TEST_CASE("the CPU with the highest bound decides the rate") {
     CHECK(choose_rate(s, 1.0, 1).hz == 160);
 }
 
+TEST_CASE("CPUs that agree are pooled: their pairs together give the bound") {
+    // Two CPUs with the same cost and 24 pairs each: alone, each bound is
+    // the 7th highest of 24 values; pooled, the bound of 48 is lower.
+    auto cpu = [](int id, double shift) {
+        CpuCost c;
+        c.cpu = id;
+        for (int i = 0; i < 24; ++i) c.costs_us.push_back(40 + shift + (i % 12));
+        auto b = ecpi::loader::median_bound(c.costs_us, 0.95);
+        c.median_us = b.median;
+        c.lower_us = b.lower;
+        c.upper_us = b.upper;
+        c.pairs = 24;
+        return c;
+    };
+    auto agree = ecpi::loader::summarize_costs({cpu(0, 0), cpu(1, 0.5)}, 0.95);
+    CHECK(agree.pooled);
+    std::vector<double> all;
+    for (const auto& c : agree.per_cpu) all.insert(all.end(), c.costs_us.begin(), c.costs_us.end());
+    CHECK(agree.bound_us == ecpi::loader::median_bound(all, 0.95).upper);
+    CHECK(agree.bound_us < cpu(1, 0.5).upper_us);
+    CHECK(agree.pairs == 48);
+    // A CPU whose median lies outside the other's interval: the dearer decides.
+    auto differ = ecpi::loader::summarize_costs({cpu(0, 0), cpu(1, 30)}, 0.95);
+    CHECK(!differ.pooled);
+    CHECK(differ.cpu == 1);
+    CHECK(differ.bound_us == cpu(1, 30).upper_us);
+}
+
 TEST_CASE("the check while running lowers the rate only when the bound drifts over the budget") {
     std::vector<double> steady(20, 45.0), dearer(20, 60.0), slightly(20, 52.0);
     // 220 Hz at 45 us: 0.99%, within.
