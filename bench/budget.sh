@@ -20,6 +20,10 @@
 #                         p: CPU-bound in paired slices, below)
 #   SLICE_MS=200          workload p's slice length
 #   DAEMON_ARGS=""        more daemon options, e.g. "-g" (call stacks by CFI)
+#   RATES=""              fixed rates to run as well (`ecpi daemon -F HZ`,
+#                         configuration fHZ; workload p only): the loss at a
+#                         given rate, without a calibration, and the cost per
+#                         sample it implies
 #
 # Every round runs each configuration once, rotated so that no configuration
 # always runs first:
@@ -77,9 +81,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-start_daemon() { # DB BUDGET
-	local db=$1 budget=$2 args=()
-	[ "$budget" = 1 ] || args=(--overhead-budget "$budget")
+start_daemon() { # DB CONFIG (bN: budget N%, fN: N Hz)
+	local db=$1 config=$2 args=()
+	case $config in
+	f*) args=(-F "${config#f}") ;;
+	b1) ;;
+	b*) args=(--overhead-budget "${config#b}") ;;
+	esac
 	"$ECPI" daemon --db "$db" --exclude-self "${DAEMON_EXTRA[@]}" "${args[@]}" 2>>"$TMP/daemon.log" &
 	DAEMON=$!
 	for _ in $(seq 200); do
@@ -124,7 +132,7 @@ PY
 run_paired() { # CONFIG ROUND
 	local config=$1 round=$2 db line status
 	db="$TMP/$config.p.$round"
-	start_daemon "$db" "${config#b}"
+	start_daemon "$db" "$config"
 	sleep 1
 	if ! line=$("$PAIRED" "$DAEMON" "$SECS" "$SLICE_MS" 2>"$TMP/paired.err"); then
 		stop_daemon
@@ -159,7 +167,7 @@ run_config() { # CONFIG WORKLOAD ROUND
 		return
 	fi
 	db="$TMP/$config.$workload.$round"
-	start_daemon "$db" "${config#b}"
+	start_daemon "$db" "$config"
 	sleep 1
 	"$ECPI" ctl --db "$db" flush >/dev/null
 	local s0 s1 t0 t1
@@ -187,6 +195,7 @@ PY
 
 CONFIGS=(none none2)
 for b in $BUDGETS; do CONFIGS+=("b$b"); done
+for r in ${RATES:-}; do CONFIGS+=("f$r"); done
 echo "# machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), kernel $(uname -r)"
 echo "# $(date -u +%FT%TZ), $ROUNDS rounds, workloads $WORKLOADS ((a) $SECS s CPU-bound, (b) $SHORT short-lived processes); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 : >"$TMP/results"
@@ -199,6 +208,7 @@ for round in $(seq "$ROUNDS"); do
 		for workload in $WORKLOADS; do
 			for config in "${order[@]}"; do
 				[[ $workload == p && $config == none* ]] && continue
+				[[ $workload != p && $config == f* ]] && continue
 				read -r value info < <(run_config "$config" "$workload" "$round")
 				if [ "$workload" = a ]; then
 					echo "$round a $config ${value%,*} $info" >>"$TMP/results"
@@ -266,6 +276,20 @@ def print_paired(configs):
               f"| {med('cost_us'):.1f} | {med('bound_us'):.1f} | {med('est_pct'):.2f}% |")
 configs = [c for c in dict.fromkeys(x[2] for x in rows) if c.startswith("b")]
 configs.sort(key=lambda c: float(c[1:]))
+rates = sorted((c for c in dict.fromkeys(x[2] for x in rows) if c.startswith("f")), key=lambda c: int(c[1:]))
+def print_rates(rates):
+    """Fixed rates (RATES): the loss, and the cost per sample it implies."""
+    print("  fixed rates (`-F`), no calibration:")
+    print("  | rate (Hz/CPU) | loss, median of all pairs [95% interval] | implied cost per sample (us) | rounds' medians |")
+    print("  |---|---|---|---|")
+    for c in rates:
+        path = os.path.join(sys.argv[4], "pairs." + c)
+        if not os.path.exists(path): continue
+        pairs = [float(l.split()[-1]) for l in open(path) if l.startswith("# pair ")]
+        m, lo, hi = median_interval(pairs)
+        hz = int(c[1:])
+        rounds = " ".join(f"{float(x[3]):+.2f}" for x in rows if x[1] == "p" and x[2] == c)
+        print(f"  | {hz} | {m:+.2f}% [{lo:+.2f} .. {hi:+.2f}] | {m / 100 / hz * 1e6:.1f} [{lo / 100 / hz * 1e6:.1f} .. {hi / 100 / hz * 1e6:.1f}] | {rounds} |")
 for workload, title in (("a", f"(a) CPU-bound, {secs} s on every CPU: throughput loss, iterations per wall second"),
                         ("c", f"(a) the same runs: loss of the program's own time, iterations per CPU second of the workers"),
                         ("b", f"(b) {short} short-lived processes, two at a time: wall-time increase"),
@@ -275,6 +299,7 @@ for workload, title in (("a", f"(a) CPU-bound, {secs} s on every CPU: throughput
     print(title)
     if workload == "p":
         print_paired(configs)
+        if rates: print_rates(rates)
         continue
     print(f"  noise floor (two unprofiled runs of a round differ by): median {st.median(f):.2f}%, max {max(f):.2f}%")
     print("  | budget | loss, median | loss - budget | range over rounds | rate chosen (Hz/CPU), median (min-max, max/min) | cost per sample (us, median [quartiles]) | upper bound (us) | estimated overhead | samples/hour stored |")
