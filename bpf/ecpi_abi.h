@@ -127,10 +127,13 @@ struct ecpi_unwind_mapping {
 	__u32 pad;
 };
 
-/* A process's executable mappings, sorted by start. */
+/* A process's executable mappings, sorted by start. `generation` is new
+ * every time the loader writes an entry (any process, never 0): rows the
+ * sampler found for earlier samples are kept per CPU under it and are used
+ * only while the process's entry is the one they were found in. */
 struct ecpi_unwind_process {
 	__u32 count;
-	__u32 pad;
+	__u32 generation;
 	struct ecpi_unwind_mapping mappings[ECPI_UNWIND_MAX_MAPPINGS];
 };
 

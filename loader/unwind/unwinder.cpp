@@ -316,6 +316,8 @@ void Unwinder::refresh_one(std::uint32_t pid) {
         std::lock_guard<std::mutex> lock(mu_);
         user_processes_[pid] = std::move(mirror);
     }
+    value->generation = next_generation_++;
+    if (next_generation_ == 0) next_generation_ = 1;
     if (bpf_map_update_elem(maps_.processes, &pid, value.get(), BPF_ANY) == 0) {
         loaded_.insert(pid);
         stats_.processes = loaded_.size();

@@ -144,6 +144,7 @@ private:
     std::unordered_map<std::string, Image> by_inode_;     // "dev inode path" -> image
     std::unordered_map<std::string, std::uint32_t> by_build_id_;
     std::uint32_t next_row_ = 0, next_table_ = 0, next_page_ = 0;
+    std::uint32_t next_generation_ = 1;  // ecpi_unwind_process.generation: new per entry written, never 0
     Stats stats_;
     std::thread worker_;  // last: started once everything above exists
 };
