@@ -359,7 +359,8 @@ void add_cachesim_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--seed", args->seed, "Seed of the OFF gaps and set choice (default: random, printed in the report)");
     app->add_flag("--classes", args->classes, "Split misses into compulsory, capacity and conflict (slower)");
     app->add_flag("--valgrind", args->valgrind, "Run an unmodified COMMAND under valgrind's lackey (full trace, slow)");
-    app->add_option("--trace", args->trace, "Simulate a saved trace (ecpi binary or lackey --trace-mem text)");
+    app->add_option("--trace", args->trace, "Simulate a saved trace (ecpi binary or lackey --trace-mem text); a binary trace's recorded --sample, --window, "
+                   "--seed, --sets, --set-levels, --set-turns and --cache are used unless given");
     app->add_option("--write-trace", args->write_trace, "Also save the runtime's trace to FILE (ecpi binary format)");
     app->add_option("-o,--output", args->output, "Write the report to FILE (default: stderr with a COMMAND, stdout with --trace)");
     app->add_option("--limit", args->limit, "Rows per table in text (0: all)")->default_str("10");
