@@ -190,14 +190,101 @@ struct FileHeader {
 static_assert(sizeof(FileHeader) == 24);
 constexpr std::size_t kHeaderBytes = sizeof(FileHeader) + ECPI_RT_MAX_MODULES * sizeof(ecpi_rt_module);
 
+// Version 2: how the trace was sampled (TraceSampling), after the module table.
+struct FileSampling {
+    std::uint64_t sample;
+    std::uint64_t window;
+    std::uint64_t seed;
+    std::uint64_t set_bitmap;  // the runtime's set filter; 0: none
+    std::uint32_t set_shift;
+    std::uint32_t set_rotate_step;
+    std::uint32_t set_rotate_windows;
+    std::uint32_t set_rotate_warm;
+    std::uint32_t sets;
+    std::uint32_t turn_windows;
+    std::uint32_t turn_warm;
+    std::uint32_t reserved;
+    char set_levels[64];   // NUL-terminated
+    char caches[192];      // "NAME=SIZE:WAYS:LINE,...", NUL-terminated; empty: not recorded
+};
+static_assert(sizeof(FileSampling) == 320);
+constexpr std::size_t kSamplingBytes = sizeof(FileSampling);
+
+std::string caches_text(const std::vector<CacheGeometry>& caches) {
+    std::string out;
+    for (const auto& g : caches) out += (out.empty() ? "" : ",") + cache_geometry_text(g);
+    return out;
+}
+
+FileSampling to_file(const TraceSampling& s) {
+    FileSampling f{};
+    f.sample = s.sample;
+    f.window = s.window;
+    f.seed = s.seed;
+    if (s.filter) {
+        f.set_bitmap = s.filter->bitmap;
+        f.set_shift = s.filter->shift;
+        f.set_rotate_step = s.filter->rotate_step;
+        f.set_rotate_windows = s.filter->rotate_windows;
+        f.set_rotate_warm = s.filter->rotate_warm;
+    }
+    f.sets = s.sets;
+    f.turn_windows = s.set_turns.windows;
+    f.turn_warm = s.set_turns.warm;
+    std::snprintf(f.set_levels, sizeof f.set_levels, "%s", s.set_levels.c_str());
+    std::string caches = caches_text(s.caches);
+    if (caches.size() < sizeof f.caches) std::memcpy(f.caches, caches.data(), caches.size());
+    return f;
+}
+
+// Checked: every field is read from an untrusted file.
+Result<TraceSampling> from_file(const FileSampling& f, const std::string& path) {
+    std::string damaged = path + ": damaged sampling record in the trace header";
+    if (f.sample == 0 || f.window == 0 || f.set_shift > 63 || f.set_rotate_step > 63 || f.sets > kMaxSetGroups ||
+        (f.turn_windows && f.turn_warm >= f.turn_windows) || !std::memchr(f.set_levels, 0, sizeof f.set_levels) ||
+        !std::memchr(f.caches, 0, sizeof f.caches))
+        return Error(damaged);
+    TraceSampling s;
+    s.sample = f.sample;
+    s.window = f.window;
+    s.seed = f.seed;
+    s.sets = f.sets;
+    s.set_levels = f.set_levels;
+    s.set_turns = {f.turn_windows, f.turn_warm};
+    if (f.set_bitmap)
+        s.filter = SetFilter{f.set_bitmap, f.set_shift, f.set_rotate_step, f.set_rotate_windows, f.set_rotate_warm};
+    std::string_view caches(f.caches);
+    while (!caches.empty()) {
+        auto comma = caches.find(',');
+        auto g = parse_cache_geometry(caches.substr(0, comma));
+        if (!g.ok()) return Error(damaged + " (" + g.error().message() + ")");
+        s.caches.push_back(*g);
+        caches.remove_prefix(comma == std::string_view::npos ? caches.size() : comma + 1);
+    }
+    return s;
+}
+
 }  // namespace
+
+std::string cache_geometry_text(const CacheGeometry& g) {
+    return g.name + "=" + std::to_string(g.size) + ":" + std::to_string(g.ways) + ":" + std::to_string(g.line);
+}
+
+std::string trace_sampling_text(const TraceSampling& s) {
+    std::string out = "--sample 1/" + std::to_string(s.sample) + " --window " + std::to_string(s.window) + " --seed " +
+                      std::to_string(s.seed) + " --sets " + (s.sets ? "1/" + std::to_string(s.sets) : std::string("auto")) +
+                      " --set-levels " + s.set_levels + " --set-turns " +
+                      (s.set_turns.windows ? std::to_string(s.set_turns.windows) + ":" + std::to_string(s.set_turns.warm) : std::string("off"));
+    for (const auto& g : s.caches) out += " --cache " + cache_geometry_text(g);
+    return out;
+}
 
 Result<TraceWriter> TraceWriter::create(const std::filesystem::path& path) {
     TraceWriter w;
     w.path_ = path;
     w.file_ = std::fopen(path.c_str(), "wb");
     if (!w.file_) return Error::from_errno(errno, "creating trace file " + path.string());
-    std::vector<char> zero(kHeaderBytes, 0);
+    std::vector<char> zero(kHeaderBytes + kSamplingBytes, 0);
     if (std::fwrite(zero.data(), 1, zero.size(), w.file_) != zero.size())
         return Error::from_errno(errno, "writing trace file " + path.string());
     return w;
@@ -225,13 +312,14 @@ Result<void> TraceWriter::write(std::uint32_t stream, std::span<const ecpi_rt_re
     return ok();
 }
 
-Result<void> TraceWriter::finish(const std::vector<TraceModule>& modules) {
+Result<void> TraceWriter::finish(const std::vector<TraceModule>& modules, const TraceSampling& sampling) {
     FileHeader h{};
     std::memcpy(h.magic, kTraceMagic, sizeof h.magic);
     h.version = kTraceVersion;
     h.record_size = sizeof(ecpi_rt_record);
     h.module_count = std::uint32_t(std::min<std::size_t>(modules.size(), ECPI_RT_MAX_MODULES));
     std::vector<ecpi_rt_module> table(ECPI_RT_MAX_MODULES);
+    FileSampling recorded = to_file(sampling);
     for (std::uint32_t i = 0; i < h.module_count; i++) {
         table[i].base = modules[i].base;
         table[i].start = modules[i].start;
@@ -239,12 +327,66 @@ Result<void> TraceWriter::finish(const std::vector<TraceModule>& modules) {
         std::snprintf(table[i].path, sizeof table[i].path, "%s", modules[i].path.c_str());
     }
     if (std::fseek(file_, 0, SEEK_SET) != 0 || std::fwrite(&h, sizeof h, 1, file_) != 1 ||
-        std::fwrite(table.data(), sizeof(ecpi_rt_module), table.size(), file_) != table.size())
+        std::fwrite(table.data(), sizeof(ecpi_rt_module), table.size(), file_) != table.size() ||
+        std::fwrite(&recorded, sizeof recorded, 1, file_) != 1)
         return Error::from_errno(errno, "writing the header of trace file " + path_.string());
     int rc = std::fclose(file_);
     file_ = nullptr;
     if (rc != 0) return Error::from_errno(errno, "closing trace file " + path_.string());
     return ok();
+}
+
+namespace {
+
+// The binary header, of which `buf` holds the first n bytes read (magic
+// checked), the module table into `modules`; for version 2 the sampling
+// record after it is read from fd, leaving fd at the first record.
+Result<std::optional<TraceSampling>> read_binary_header(int fd, const char* buf, std::size_t n, const std::string& path,
+                                                        std::vector<TraceModule>& modules) {
+    FileHeader h;
+    std::memcpy(&h, buf, sizeof h);
+    if (h.version != 1 && h.version != kTraceVersion)
+        return Error(path + ": binary trace version " + std::to_string(h.version) + " (this ecpi reads versions 1 and " +
+                     std::to_string(kTraceVersion) + ")");
+    if (h.record_size != sizeof(ecpi_rt_record) || h.module_count > ECPI_RT_MAX_MODULES || n != kHeaderBytes)
+        return Error(path + ": damaged binary trace header");
+    const auto* table = reinterpret_cast<const ecpi_rt_module*>(buf + sizeof(FileHeader));
+    for (std::uint32_t i = 0; i < h.module_count; i++) {
+        TraceModule m;
+        m.path.assign(table[i].path, strnlen(table[i].path, sizeof table[i].path));
+        m.base = table[i].base;
+        m.start = table[i].start;
+        m.end = table[i].end;
+        modules.push_back(m);
+    }
+    if (h.version == 1) return std::optional<TraceSampling>{};
+    FileSampling f;
+    ssize_t got = ::read(fd, &f, sizeof f);
+    if (got < 0) return Error::from_errno(errno, "reading trace " + path);
+    if (std::size_t(got) != sizeof f) return Error(path + ": damaged binary trace header (its sampling record is cut short)");
+    auto sampling = from_file(f, path);
+    if (!sampling.ok()) return sampling.error();
+    return std::optional<TraceSampling>{std::move(sampling).value()};
+}
+
+}  // namespace
+
+Result<std::optional<TraceSampling>> read_trace_sampling(const std::filesystem::path& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Error::from_errno(errno, "opening trace " + path.string());
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    struct stat st;
+    if (fstat(fd, &st) != 0) return Error::from_errno(errno, "reading trace " + path.string());
+    if (!S_ISREG(st.st_mode)) return std::optional<TraceSampling>{};  // a pipe is read once, by read_trace_file
+    std::vector<char> buf(kHeaderBytes);
+    ssize_t n = ::read(fd, buf.data(), kHeaderBytes);
+    if (n < 0) return Error::from_errno(errno, "reading trace " + path.string());
+    if (std::size_t(n) < sizeof(FileHeader) || std::memcmp(buf.data(), kTraceMagic, 8) != 0) return std::optional<TraceSampling>{};
+    std::vector<TraceModule> modules;
+    return read_binary_header(fd, buf.data(), std::size_t(n), path.string(), modules);
 }
 
 Result<TraceFileInfo> read_trace_file(const std::filesystem::path& path, CacheSimulator& sim, CacheSimulator* sets) {
@@ -280,22 +422,7 @@ Result<TraceFileInfo> read_trace_file(const std::filesystem::path& path, CacheSi
         return info;
     }
     info.format = "ecpi";
-    FileHeader h;
-    std::memcpy(&h, buf.data(), sizeof h);
-    if (h.version != kTraceVersion)
-        return Error(path.string() + ": binary trace version " + std::to_string(h.version) + " (this ecpi reads version " +
-                     std::to_string(kTraceVersion) + ")");
-    if (h.record_size != sizeof(ecpi_rt_record) || h.module_count > ECPI_RT_MAX_MODULES || std::size_t(n) != kHeaderBytes)
-        return Error(path.string() + ": damaged binary trace header");
-    const auto* table = reinterpret_cast<const ecpi_rt_module*>(buf.data() + sizeof(FileHeader));
-    for (std::uint32_t i = 0; i < h.module_count; i++) {
-        TraceModule m;
-        m.path.assign(table[i].path, strnlen(table[i].path, sizeof table[i].path));
-        m.base = table[i].base;
-        m.start = table[i].start;
-        m.end = table[i].end;
-        info.modules.push_back(m);
-    }
+    ECPI_RETURN_IF_ERROR(read_binary_header(fd, buf.data(), std::size_t(n), path.string(), info.modules));
     RecordDecoder decoder(sim, sets);
     std::uint32_t stream = 0;
     std::size_t carry = 0;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -48,7 +49,58 @@ struct CachesimArgs {
     std::size_t limit = 10;
     Format format = Format::kText;
     std::vector<std::string> command;
+    std::set<std::string> given;  // the options of kSamplingOptions on the command line
 };
+
+// The options that decide what a trace holds: a replay takes the ones it is
+// not given from the trace (version 2), so it samples as the recording did.
+constexpr const char* kSamplingOptions[] = {"--sample", "--window", "--seed", "--sets", "--set-levels", "--set-turns", "--cache"};
+
+// --trace FILE: the sampling its recording used, for the options not given here.
+std::optional<analyze::TraceSampling> adopt_recorded_sampling(CachesimArgs& args) {
+    auto recorded = unwrap(analyze::read_trace_sampling(args.trace));
+    if (!recorded) return recorded;
+    const auto& r = *recorded;
+    auto take = [&](const char* option, auto& field, auto value) {
+        if (!args.given.count(option)) field = value;
+    };
+    take("--sample", args.sample, "1/" + std::to_string(r.sample));
+    take("--window", args.window, r.window);
+    take("--seed", args.seed, std::optional<std::uint64_t>(r.seed));
+    take("--sets", args.sets, r.sets ? "1/" + std::to_string(r.sets) : std::string("auto"));
+    take("--set-levels", args.set_levels, r.set_levels);
+    take("--set-turns", args.set_turns,
+         r.set_turns.windows ? std::to_string(r.set_turns.windows) + ":" + std::to_string(r.set_turns.warm) : std::string("off"));
+    std::vector<std::string> caches;
+    for (const auto& g : r.caches) caches.push_back(analyze::cache_geometry_text(g));
+    if (!caches.empty()) take("--cache", args.caches, caches);
+    return recorded;
+}
+
+// A replay whose sets differ from the recording's would read a trace that
+// lacks its sets' references outside windows (or holds others'): refused.
+void check_replay_sets(const CachesimArgs& args, const std::optional<analyze::TraceSampling>& recorded, const analyze::CacheSimulator* sets) {
+    if (!recorded) return;
+    auto mine = sets ? sets->set_filter() : std::nullopt;
+    if (bool(sets) == bool(recorded->filter) && mine == recorded->filter) return;
+    throw UsageError{"trace " + args.trace + " was recorded with " + analyze::trace_sampling_text(*recorded) +
+                     ": this replay's options choose other sampled sets; leave out --cache, --sets, --set-levels, --set-turns "
+                     "and --seed (the trace's are used) or give the recorded ones"};
+}
+
+analyze::TraceSampling recorded_sampling(const CachesimArgs& args, std::uint64_t sample, std::uint64_t seed,
+                                         const std::vector<analyze::CacheGeometry>& caches, const analyze::CacheSimulator* sets) {
+    analyze::TraceSampling t;
+    t.sample = sample;
+    t.window = args.window;
+    t.seed = seed;
+    t.sets = args.sets == "auto" ? 0 : std::uint32_t(parse_ratio(args.sets, "--sets"));
+    t.set_levels = args.set_levels;
+    t.set_turns = unwrap(analyze::parse_set_turns(args.set_turns));
+    t.caches = caches;
+    if (sets) t.filter = sets->set_filter();
+    return t;
+}
 
 // "1/N" or "N": the denominator.
 analyze::SimulatorOptions simulator_options(const CachesimArgs& args, std::string& caches_source) {
@@ -204,7 +256,7 @@ void write_report(const std::string& text, const CachesimArgs& args, std::ofstre
     out.flush();
 }
 
-int run_cachesim(const CachesimArgs& args) {
+int run_cachesim(CachesimArgs args) {
     int sources = int(!args.trace.empty()) + int(args.valgrind) + int(args.trace.empty() && !args.valgrind);
     if (!args.trace.empty() && args.valgrind) throw UsageError{"choose --trace FILE or --valgrind, not both"};
     if (args.trace.empty() == args.command.empty())
@@ -213,6 +265,9 @@ int run_cachesim(const CachesimArgs& args) {
     if (args.window == 0) throw UsageError{"--window must be at least 1"};
     if (!args.write_trace.empty() && (args.valgrind || !args.trace.empty()))
         throw UsageError{"--write-trace saves the runtime's trace of an instrumented program (not with --valgrind or --trace)"};
+    std::optional<analyze::TraceSampling> recorded;
+    if (!args.trace.empty()) recorded = adopt_recorded_sampling(args);
+    if (auto turns = analyze::parse_set_turns(args.set_turns); !turns.ok()) throw UsageError{turns.error().message()};
     auto estimate = analyze::parse_unknown_estimate(args.unknown);
     if (!estimate.ok()) throw UsageError{estimate.error().message()};
     std::uint64_t sample = parse_ratio(args.sample, "--sample");
@@ -220,8 +275,10 @@ int run_cachesim(const CachesimArgs& args) {
     std::string caches_source;
     auto options = simulator_options(args, caches_source);
     options.seed = seed;
+    auto caches = options.levels;
     std::optional<analyze::CacheSimulator> sets;
     auto plan = plan_sampling(args, args.valgrind ? 1 : sample, options, sets);
+    check_replay_sets(args, recorded, sets ? &*sets : nullptr);
     auto simr = analyze::CacheSimulator::create(options);
     if (!simr.ok()) throw UsageError{simr.error().message()};
     auto sim = std::move(simr).value();
@@ -248,7 +305,7 @@ int run_cachesim(const CachesimArgs& args) {
         in.pc_is_return_address = info.format == "ecpi";
         in.objects_available = info.format == "ecpi";
         in.command = {};
-        in.notes.push_back("trace " + args.trace);
+        in.notes.push_back("trace " + args.trace + (recorded ? ", recorded with " + analyze::trace_sampling_text(*recorded) : ""));
     } else if (args.valgrind) {
         in.source = "lackey";
         in.sample = 1;
@@ -260,7 +317,7 @@ int run_cachesim(const CachesimArgs& args) {
     in.sets = sets ? &*sets : nullptr;
     in.set_levels = plan.set_levels;
     note_methods(plan, in.sets, in);
-    if (writer) unwrap(writer->finish(in.modules));
+    if (writer) unwrap(writer->finish(in.modules, recorded_sampling(args, sample, seed, caches, in.sets)));
 
     auto doc = analyze::cachesim_report_json(sim, in);
     std::string text = args.format == Format::kJson ? dump_document(doc) + "\n" : analyze::render_cachesim_text(doc, args.limit);
@@ -302,7 +359,8 @@ void add_cachesim_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--seed", args->seed, "Seed of the OFF gaps and set choice (default: random, printed in the report)");
     app->add_flag("--classes", args->classes, "Split misses into compulsory, capacity and conflict (slower)");
     app->add_flag("--valgrind", args->valgrind, "Run an unmodified COMMAND under valgrind's lackey (full trace, slow)");
-    app->add_option("--trace", args->trace, "Simulate a saved trace (ecpi binary or lackey --trace-mem text)");
+    app->add_option("--trace", args->trace, "Simulate a saved trace (ecpi binary or lackey --trace-mem text); a binary trace's recorded --sample, --window, "
+                   "--seed, --sets, --set-levels, --set-turns and --cache are used unless given");
     app->add_option("--write-trace", args->write_trace, "Also save the runtime's trace to FILE (ecpi binary format)");
     app->add_option("-o,--output", args->output, "Write the report to FILE (default: stderr with a COMMAND, stdout with --trace)");
     app->add_option("--limit", args->limit, "Rows per table in text (0: all)")->default_str("10");
@@ -312,7 +370,11 @@ void add_cachesim_verb(CLI::App& root, std::vector<Verb>& verbs) {
         "Build the program with clang $(ecpi flags memtrace). The program's stdout is left to it alone:\n"
         "the report goes to stderr (or -o FILE; with --trace, to stdout). --valgrind shows its progress\n"
         "on stderr once a second when stderr is a terminal. Exit: 0, 1 (error, or the program failed), 2 (usage).");
-    verbs.push_back({app, [args] { return run_cachesim(*args); }});
+    verbs.push_back({app, [args, app] {
+                         for (const char* option : kSamplingOptions)
+                             if (app->count(option)) args->given.insert(option);
+                         return run_cachesim(*args);
+                     }});
 }
 
 const VerbRegistration kRegistration(65, add_cachesim_verb);

@@ -100,6 +100,26 @@ for x, y in zip(a["levels"], b["levels"]):
 assert [o["name"] for o in a["objects"][:3]] == [o["name"] for o in b["objects"][:3]]
 PY
 
+# 4b. The trace keeps how it was sampled (version 2): recorded with rotating
+#     set groups and a seed, it replays with no option to the same counts,
+#     set-sampled L2 included; a replay whose options choose other sets is
+#     refused, naming the recorded ones.
+"$ECPI" cachesim --sample 1/10 --window 10000 --seed 7 --set-turns 4:2 "${CACHES[@]}" --write-trace "$TMP/turns.bin" \
+	--format json -o "$TMP/turns-live.json" -- "$TMP/tree" 20000 >/dev/null || fail "run with --set-turns and --write-trace"
+"$ECPI" cachesim --trace "$TMP/turns.bin" --format json -o "$TMP/turns-replay.json" || fail "--trace of a trace recorded with --set-turns"
+python3 - "$TMP/turns-live.json" "$TMP/turns-replay.json" <<'PY' || fail "the replay did not sample as the recording did"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["levels"][1]["method"].startswith("sets"), a["levels"][1]["method"]
+assert a["sampling"]["set_simulated"] > 0 and a["sampling"]["set_simulated"] == b["sampling"]["set_simulated"], (a["sampling"], b["sampling"])
+assert b["sampling"]["seed"] == 7 and b["sampling"]["window"] == 10000, b["sampling"]
+for x, y in zip(a["levels"], b["levels"]):
+    for k in ("name", "method", "references", "misses", "known_misses", "unknown"):
+        assert x[k] == y[k], (x["name"], k, x[k], y[k])
+PY
+expect_exit 2 "recorded with .*--set-turns 4:2 .*--cache L2=262144:8:64.*leave out" "$ECPI" cachesim --trace "$TMP/turns.bin" --set-turns off
+expect_exit 2 "recorded with .*--seed 7" "$ECPI" cachesim --trace "$TMP/turns.bin" --seed 8
+
 # 5. Errors: one line, the cause and what to do.
 gcc -O2 -o "$TMP/plain" "$SRC/crc.c" || fail "building plain crc"
 expect_exit 1 "not built with ecpi's runtime" "$ECPI" cachesim -- "$TMP/plain" 1000 1

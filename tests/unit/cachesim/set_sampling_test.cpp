@@ -7,7 +7,10 @@
 
 #include <bit>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <unistd.h>
 #include <vector>
 
 #include "ecpi/analyze/cachesim/cachesim.h"
@@ -369,4 +372,54 @@ TEST_CASE("--set-turns: off, or N:W with W below N") {
     CHECK(t->windows == 32);
     CHECK(t->warm == 24);
     for (const char* bad : {"32", "32:32", "0:0", "x:1", "16:2x", ""}) CHECK(!parse_set_turns(bad).ok());
+}
+
+namespace {
+
+// Overwrites `bytes` at `offset` of a file (a damaged or older trace).
+void patch(const std::filesystem::path& path, std::streamoff offset, const void* bytes, std::size_t n) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(offset);
+    f.write(static_cast<const char*>(bytes), std::streamsize(n));
+}
+
+}  // namespace
+
+TEST_CASE("trace header: the sampling round-trips; a damaged record is refused; a version 1 trace records none") {
+    auto dir = std::filesystem::temp_directory_path() / ("ecpi-trace-sampling-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    auto path = dir / "t.bin";
+    TraceSampling s;
+    s.sample = 10;
+    s.window = 10000;
+    s.seed = 7;
+    s.set_turns = {32, 24};
+    s.caches = {*parse_cache_geometry("L1d=48k:12:64"), *parse_cache_geometry("L2=1m:8:64")};
+    s.filter = SetFilter{0x0101010101010101ull, 6, 1, 32, 24};
+    {
+        auto w = TraceWriter::create(path);
+        REQUIRE(w.ok());
+        REQUIRE(w->finish({}, s).ok());
+    }
+    auto r = read_trace_sampling(path);
+    REQUIRE(r.ok());
+    REQUIRE(r->has_value());
+    CHECK(trace_sampling_text(**r) ==
+          "--sample 1/10 --window 10000 --seed 7 --sets auto --set-levels auto --set-turns 32:24 --cache L1d=49152:12:64 "
+          "--cache L2=1048576:8:64");
+    CHECK((*r)->filter == s.filter);
+
+    constexpr std::streamoff kSampling = 24 + 64 * 264;  // after the module table
+    std::uint32_t shift = 99;
+    patch(path, kSampling + 32, &shift, sizeof shift);
+    auto bad = read_trace_sampling(path);
+    REQUIRE(!bad.ok());
+    CHECK(bad.error().message().find("damaged sampling record") != std::string::npos);
+
+    std::uint32_t version = 1;
+    patch(path, 8, &version, sizeof version);
+    auto old = read_trace_sampling(path);
+    REQUIRE(old.ok());
+    CHECK(!old->has_value());
+    std::filesystem::remove_all(dir);
 }

@@ -136,6 +136,7 @@ struct SetFilter {
     bool contains(std::uint64_t address) const { return (bitmap >> ((address >> shift) & 63)) & 1; }
     // The filter from the start of window `window` on (ecpi_rt_set_bitmap_at).
     std::uint64_t bitmap_at(std::uint64_t window) const;
+    bool operator==(const SetFilter&) const = default;
 };
 
 // What a data address belongs to, for MemSpy's data-object view.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ecpi/analyze/cachesim/cachesim.h"
+#include "ecpi/analyze/cachesim/set_sampling.h"
 #include "ecpi/result.h"
 #include "ecpi_rt_abi.h"
 
@@ -85,10 +86,32 @@ private:
     bool started_ = false;
 };
 
-// ecpi's binary trace: a header with the module table, then the runtime's
-// 16-byte records with stream switches. Version 1.
+// How a trace was sampled (version 2 of the binary trace): the options that
+// decide which references it holds, and the set filter the runtime applied
+// outside windows. A replay takes them for the options it is not given, and
+// refuses to run when its own sets differ from `filter` (a trace under
+// combined sampling holds only its sampled sets' references).
+struct TraceSampling {
+    std::uint64_t sample = 1;           // N of --sample 1/N
+    std::uint64_t window = 0;           // --window
+    std::uint64_t seed = 0;             // --seed
+    std::uint32_t sets = 0;             // K of --sets 1/K; 0: auto
+    std::string set_levels = "auto";    // --set-levels
+    SetTurns set_turns;                 // --set-turns
+    std::vector<CacheGeometry> caches;  // --cache, in order; empty: not recorded (too long)
+    std::optional<SetFilter> filter;    // nullopt: no set sampling outside windows
+};
+// "NAME=SIZE:WAYS:LINE" with SIZE in bytes (what parse_cache_geometry reads back).
+std::string cache_geometry_text(const CacheGeometry& g);
+// "--sample 1/10 --window 10000 --seed 5 --sets 1/16 --set-levels auto
+// --set-turns off --cache L1d=49152:12:64 ...": the options to repeat.
+std::string trace_sampling_text(const TraceSampling& s);
+
+// ecpi's binary trace: a header with the module table (and from version 2
+// how the trace was sampled), then the runtime's 16-byte records with stream
+// switches. Version 2; version 1 files are read too.
 inline constexpr char kTraceMagic[8] = {'E', 'C', 'P', 'I', 'T', 'R', 'C', '\0'};
-inline constexpr std::uint32_t kTraceVersion = 1;
+inline constexpr std::uint32_t kTraceVersion = 2;
 inline constexpr std::uint32_t kTraceRecStream = 32;  // w0: kind | stream id
 
 class TraceWriter {
@@ -98,8 +121,8 @@ public:
     TraceWriter& operator=(TraceWriter&&) noexcept;
     ~TraceWriter();
     Result<void> write(std::uint32_t stream, std::span<const ecpi_rt_record> records);
-    // Writes the module table into the header and closes the file.
-    Result<void> finish(const std::vector<TraceModule>& modules);
+    // Writes the module table and the sampling into the header and closes the file.
+    Result<void> finish(const std::vector<TraceModule>& modules, const TraceSampling& sampling);
 
 private:
     TraceWriter() = default;
@@ -115,5 +138,8 @@ struct TraceFileInfo {
     std::vector<TraceModule> modules;
 };
 Result<TraceFileInfo> read_trace_file(const std::filesystem::path& path, CacheSimulator& sim, CacheSimulator* sets = nullptr);
+// The sampling a binary trace recorded; nullopt for a version 1 trace or
+// lackey text (nothing recorded).
+Result<std::optional<TraceSampling>> read_trace_sampling(const std::filesystem::path& path);
 
 }  // namespace ecpi::analyze
