@@ -53,6 +53,7 @@ struct Analysis {
     std::vector<BranchOdds> odds;             // conditional jumps evaluated on register snapshots
     std::vector<bool> odds_anchored;          // per odds: its edges are anchors
     std::vector<SwitchOdds> switches;         // jump tables' cases from their index on register snapshots
+    std::vector<SwitchOdds> switch_evidence;  // of them, those that decide (switch_undecided): what the flow uses
     std::vector<bool> switch_anchored;        // per switch: its edges are anchors
     EstimatorOptions options;
     FrequencyEstimate estimate;
@@ -273,7 +274,7 @@ FlowCountsInput flow_input(const Analysis& a, double period_cycles) {
     in.timing = &a.timing;
     in.samples = a.samples;
     in.odds = a.odds;
-    in.switches = a.switches;
+    in.switches = a.switch_evidence;
     in.period_cycles = period_cycles;
     return in;
 }
@@ -322,6 +323,8 @@ void evaluate_branches(Analysis& a, const ProcedureInput& input) {
     a.odds_anchored.assign(a.odds.size(), false);
     a.switches = prefer_later(switch_odds(a.cfg, r.stream, r.image, r.candidates), later.switches);
     a.switch_anchored.assign(a.switches.size(), false);
+    for (const SwitchOdds& o : a.switches)
+        if (!switch_undecided(o)) a.switch_evidence.push_back(o);
 }
 
 bool anchor_branch(Analysis& a, const BranchOdds& o) {
@@ -356,7 +359,8 @@ bool anchor_branches(Analysis& a) {
     for (std::size_t i = 0; i < a.odds.size(); ++i)
         if (!a.odds_anchored[i] && anchor_branch(a, a.odds[i])) added = a.odds_anchored[i] = true;
     for (std::size_t i = 0; i < a.switches.size(); ++i)
-        if (!a.switch_anchored[i] && anchor_switch(a, a.switches[i])) added = a.switch_anchored[i] = true;
+        if (!a.switch_anchored[i] && !switch_undecided(a.switches[i]) && anchor_switch(a, a.switches[i]))
+            added = a.switch_anchored[i] = true;
     return added;
 }
 
@@ -380,6 +384,7 @@ void report_branches(Analysis& a) {
         }
         r.snapshots = o.total;
         r.anchored = a.switch_anchored[i];
+        if (const char* why = switch_undecided(o)) r.undecided = why;
         a.switch_reports.push_back(r);
     }
 }

@@ -194,6 +194,9 @@ void render_loops(std::ostringstream& o, const CalcProcedure& p) {
         if (w.anchored)
             o << "*** Jump table at " << hex(w.jump) << ": " << w.cases.size() << " cases split by the index on "
               << w.snapshots << " register snapshots: their counts are measured\n";
+        else if (!w.undecided.empty())
+            o << "*** Jump table at " << hex(w.jump) << ": " << w.snapshots << " register snapshots cannot decide its "
+              << w.cases.size() << " cases: " << w.undecided << "\n";
     for (const auto& l : p.loops) {
         if (l.samples == 0) continue;
         o << "*** Loop at " << hex(l.header) << " (depth " << l.depth << ", " << l.blocks << " blocks, " << l.samples
@@ -502,7 +505,8 @@ json procedure_json(const CalcReport& r, const CalcProcedure& p) {
         json cases = json::array();
         for (const auto& c : w.cases) cases.push_back({{"target", hex(c.target)}, {"snapshots", c.snapshots}});
         switches.push_back({{"jump", hex(w.jump)}, {"cases", std::move(cases)}, {"snapshots", w.snapshots},
-                            {"anchored", w.anchored}});
+                            {"anchored", w.anchored},
+                            {"undecided", w.undecided.empty() ? json(nullptr) : json(w.undecided)}});
     }
     jp["switches"] = std::move(switches);
     json unresolved = json::array();

@@ -82,6 +82,7 @@ Result<MachineModel> MachineModel::from_json(const nlohmann::json& j) {
     ECPI_ASSIGN_OR_RETURN(m.name_, field<std::string>(j, "name", "unnamed"));
     ECPI_ASSIGN_OR_RETURN(m.dispatch_width_, field<int>(j, "dispatch_width", 4));
     ECPI_ASSIGN_OR_RETURN(m.retire_width_, field<int>(j, "retire_width", 4));
+    ECPI_ASSIGN_OR_RETURN(m.widest_retire_, field<int>(j, "widest_retire", m.retire_width_));
     ECPI_ASSIGN_OR_RETURN(m.rob_size_, field<int>(j, "rob_size", 224));
     ECPI_ASSIGN_OR_RETURN(m.load_latency_, field<double>(j, "load_latency", 5));
     ECPI_ASSIGN_OR_RETURN(m.store_forward_latency_, field<double>(j, "store_forward_latency", 5));
@@ -106,9 +107,9 @@ Result<MachineModel> MachineModel::from_json(const nlohmann::json& j) {
     ECPI_ASSIGN_OR_RETURN(m.move_elimination_, field<bool>(j, "move_elimination", true));
     ECPI_ASSIGN_OR_RETURN(m.zero_idioms_, field<bool>(j, "zero_idioms", true));
     ECPI_ASSIGN_OR_RETURN(m.overlap_blocks_, field<bool>(j, "overlap_blocks", true));
-    if (m.dispatch_width_ < 1 || m.retire_width_ < 1 || m.rob_size_ < 1 || m.sample_skid_ < 0 ||
+    if (m.dispatch_width_ < 1 || m.retire_width_ < 1 || m.widest_retire_ < m.retire_width_ || m.rob_size_ < 1 || m.sample_skid_ < 0 ||
         m.loop_iterations_ < 2 || m.call_return_cycles_ < 0)
-        return Error("machine model: widths and rob_size must be >= 1, sample_skid >= 0, loop_iterations >= 2, "
+        return Error("machine model: widths and rob_size must be >= 1 (widest_retire >= retire_width), sample_skid >= 0, loop_iterations >= 2, "
                      "call_return_cycles >= 0");
 
     std::map<std::string, int> port_index;

@@ -116,9 +116,35 @@ std::optional<std::uint64_t> entry_from(const Cfg& cfg, const SwitchSite& site, 
     return read_gp(r, site.index, 8);
 }
 
+// Whether the index the table's load reads was loaded from memory on the
+// way to it: in block b, or in its only predecessor (a bounds check that
+// loaded the index and compared it: Clang's `movzx eax, byte [rdi]; cmp;
+// ja`), through register moves.
+bool index_loaded_in_block(const Cfg& cfg, std::uint32_t b, const SwitchSite& site) {
+    std::uint16_t reg = site.index;
+    std::uint32_t block = b, end = site.load;
+    for (int hops = 0; hops < 2; ++hops) {
+        for (std::uint32_t k = end; k-- > cfg.blocks[block].first;) {
+            const auto& d = cfg.instructions[k];
+            if (!d.writes.contains(reg)) continue;
+            if (d.loads) return true;
+            const bool moves = d.id == X86_INS_MOV || d.id == X86_INS_MOVSXD || d.id == X86_INS_MOVZX ||
+                               d.id == X86_INS_MOVSX;
+            if (!moves || d.has_immediate || d.second_register == 0) return false;
+            reg = d.second_register;
+        }
+        const auto& in = cfg.blocks[block].in_edges;
+        if (in.size() != 1 || cfg.edges[in[0]].from >= cfg.blocks.size()) return false;
+        block = cfg.edges[in[0]].from;
+        end = cfg.blocks[block].first + cfg.blocks[block].count;
+    }
+    return false;
+}
+
 SwitchOdds odds_of(const Cfg& cfg, std::uint32_t b, const SwitchSite& site, const std::vector<std::uint32_t>& entries) {
     SwitchOdds o;
     o.block = b;
+    o.index_from_memory = index_loaded_in_block(cfg, b, site);
     for (auto e : cfg.blocks[b].out_edges)
         if (cfg.edges[e].kind == EdgeKind::kSwitch) {
             o.edges.push_back(e);
@@ -138,6 +164,13 @@ SwitchOdds odds_of(const Cfg& cfg, std::uint32_t b, const SwitchSite& site, cons
 }
 
 }  // namespace
+
+const char* switch_undecided(const SwitchOdds& o) {
+    if (o.index_from_memory)
+        return "its index is loaded from memory just before the table: the snapshots that decide it wait after the "
+               "case before, so their shares are of time, not of executions; the cases' counts come from their samples";
+    return nullptr;
+}
 
 std::map<std::uint32_t, SwitchSite> switch_sites(const Cfg& cfg) {
     std::map<std::uint32_t, SwitchSite> sites;

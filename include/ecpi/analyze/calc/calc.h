@@ -122,6 +122,7 @@ struct CalcSwitch {
     std::vector<Case> cases;
     std::uint32_t snapshots = 0;              // snapshots that decided the case
     bool anchored = false;                    // its cases' counts are measured: its block's count split by the shares
+    std::string undecided;                    // why its snapshots decide nothing (empty: they do); see switch_odds.h
 };
 
 struct CalcProcedure {

@@ -112,6 +112,11 @@ public:
     // see BlockTiming::call_cycles.
     double call_return_cycles() const { return call_return_cycles_; }
     int retire_width() const { return retire_width_; }
+    // The most instructions a core this model stands for retires a cycle
+    // (ranges.h: what must land on a block outside a loop's steady state).
+    // A measured model's own retire_width; the generic model stands for
+    // several cores and takes the widest of them.
+    int widest_retire() const { return widest_retire_; }
     // Cycles lost per branch misprediction, and the pessimistic cost of one
     // cache miss served from memory (used to bound stalls from event counts).
     double mispredict_penalty() const { return mispredict_penalty_; }
@@ -138,6 +143,7 @@ private:
     std::string name_;
     int dispatch_width_ = 4;
     int retire_width_ = 4;
+    int widest_retire_ = 4;
     int rob_size_ = 224;
     double load_latency_ = 5;
     double store_forward_latency_ = 5;

@@ -63,7 +63,19 @@ struct SwitchOdds {
     std::vector<std::uint32_t> edges;        // its switch edges (CFG edge indices)
     std::vector<std::uint32_t> counts;       // per edge: snapshots whose index selects it
     std::uint32_t total = 0;                 // snapshots that decided the case
+    // The index is loaded from memory in the block itself (an interpreter's
+    // `movzx eax, byte [pc]` before the table's load): only the snapshots
+    // between that load and the table's decide, and each stands for the
+    // short wait after the case before it, so a case's share is the share
+    // of time after its predecessors, not of executions (issue 36: one
+    // interpreter's case chosen by 33% of them ran 14% of the dispatches).
+    // Such odds are reported, not used: the cases' counts come from their
+    // samples (switch_undecided).
+    bool index_from_memory = false;
 };
+
+// Why odds `o` decide nothing (nullptr when they do).
+const char* switch_undecided(const SwitchOdds& o);
 
 // Per block ending in a recovered jump table with at least one deciding
 // snapshot. Arguments as branch_odds().

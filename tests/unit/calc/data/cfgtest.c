@@ -1,5 +1,5 @@
 /* Functions with known control flow for the CFG tests (tests/unit/calc):
- * a dense switch (a jump table), a call to abort() (no-return), a tail call,
+ * a dense switch (a jump table), an interpreter's switch on a loaded byte, a call to abort() (no-return), a tail call,
  * a counted loop and a loop that never exits. Built with GCC (PIE and
  * non-PIE) and Clang when installed; the tests check the CFG, not the output. */
 #include <stdio.h>
@@ -19,6 +19,28 @@ __attribute__((noinline)) int dispatch(int op, int x)
 	case 6: return -x;
 	case 7: return x * x;
 	default: return 0;
+	}
+}
+
+/* One step of a bytecode interpreter: the case is a byte of the program,
+ * loaded just before the table (no register holds it earlier). */
+struct insn {
+	unsigned char op;
+	int arg;
+};
+
+__attribute__((noinline)) int step(const struct insn *in, int x)
+{
+	switch (in->op) {
+	case 0: return x + in->arg;
+	case 1: return x * in->arg;
+	case 2: return x - in->arg;
+	case 3: return x ^ in->arg;
+	case 4: return x << (in->arg & 7);
+	case 5: return x >> (in->arg & 7);
+	case 6: return in->arg;
+	case 7: return x & in->arg;
+	default: return x;
 	}
 }
 
