@@ -23,7 +23,8 @@
 #              and with each path's work alone (the other two removed),
 #              ABLATION_ROUNDS (7) interleaved rounds, medians: what each path
 #              costs, by two designs (removing it from the whole; adding it
-#              to the loop alone). Then `ecpi paths record --sample 1/10` of the
+#              to the loop alone; one more turn of it in each round of the
+#              whole program: what one more occurrence costs in its mix). Then `ecpi paths record --sample 1/10` of the
 #              `flags paths --inline` build (span fit) and of the out-of-line
 #              build (stamps) at seeds 1-5: fitted/stamped mean per path
 #              against ablation, and A's rank by time. And the inline build's
@@ -74,7 +75,8 @@ CHANNEL_ROUNDS=${CHANNEL_ROUNDS:-2000000}
 ABLATIONS=(whole:"" no_a:-DWITHOUT_DIGEST no_b:-DWITHOUT_LOOKUP no_c:-DWITHOUT_HEARTBEAT
 	none:"-DWITHOUT_DIGEST -DWITHOUT_LOOKUP -DWITHOUT_HEARTBEAT"
 	only_a:"-DWITHOUT_LOOKUP -DWITHOUT_HEARTBEAT" only_b:"-DWITHOUT_DIGEST -DWITHOUT_HEARTBEAT"
-	only_c:"-DWITHOUT_DIGEST -DWITHOUT_LOOKUP")
+	only_c:"-DWITHOUT_DIGEST -DWITHOUT_LOOKUP"
+	plus_a:-DEXTRA_DIGEST plus_b:-DEXTRA_LOOKUP plus_c:-DEXTRA_HEARTBEAT)
 # ABLATION_FENCE=1: every channels build ends each turn with an lfence
 # (-DFENCE_TURNS): no overlap between turns.
 CHANNELS_DEFS=$([ "${ABLATION_FENCE:-0}" = 1 ] && echo -DFENCE_TURNS || true)
