@@ -23,7 +23,8 @@
 #              and with each path's work alone (the other two removed),
 #              ABLATION_ROUNDS (7) interleaved rounds, medians: what each path
 #              costs, by two designs (removing it from the whole; adding it
-#              to the loop alone). Then `ecpi paths record --sample 1/10` of the
+#              to the loop alone; one more turn of it in each round of the
+#              whole program: what one more occurrence costs in its mix). Then `ecpi paths record --sample 1/10` of the
 #              `flags paths --inline` build (span fit) and of the out-of-line
 #              build (stamps) at seeds 1-5: fitted/stamped mean per path
 #              against ablation, and A's rank by time. And the inline build's
@@ -48,7 +49,9 @@
 # Environment: ECPI (default build/loader/ecpi), REQUESTS (20000000), ROUNDS (5),
 #   OVERHEAD_REQUESTS (5000000), ABLATION_ROUNDS (7), CHANNEL_ROUNDS (2000000), SQLITE_SAMPLE (1/100),
 #   SQLITE_INLINE (1: SQLite built with `flags paths --inline`, timed by the span fit),
-#   ABLATION_FENCE (1: channels built with -DFENCE_TURNS), ECPI_QUIET_LOCK (the lock file timed parts
+#   ABLATION_FENCE (1: channels built with -DFENCE_TURNS), BEFORE_RUNTIME (a directory holding another
+#   build's runtime/ecpi_rt_paths_inline.o and libecpi_rt.a: the reader part records channels
+#   linked with it too, interleaved), ECPI_QUIET_LOCK (the lock file timed parts
 #   take exclusively; default /tmp/ecpi-quiet.lock), OUT (keep the reports there; default a
 #   temporary directory), ECPI_BENCH_CACHE (SQLite's sources and objects;
 #   default ~/.cache/ecpi-bench).
@@ -72,7 +75,8 @@ CHANNEL_ROUNDS=${CHANNEL_ROUNDS:-2000000}
 ABLATIONS=(whole:"" no_a:-DWITHOUT_DIGEST no_b:-DWITHOUT_LOOKUP no_c:-DWITHOUT_HEARTBEAT
 	none:"-DWITHOUT_DIGEST -DWITHOUT_LOOKUP -DWITHOUT_HEARTBEAT"
 	only_a:"-DWITHOUT_LOOKUP -DWITHOUT_HEARTBEAT" only_b:"-DWITHOUT_DIGEST -DWITHOUT_HEARTBEAT"
-	only_c:"-DWITHOUT_DIGEST -DWITHOUT_LOOKUP")
+	only_c:"-DWITHOUT_DIGEST -DWITHOUT_LOOKUP"
+	plus_a:-DEXTRA_DIGEST plus_b:-DEXTRA_LOOKUP plus_c:-DEXTRA_HEARTBEAT)
 # ABLATION_FENCE=1: every channels build ends each turn with an lfence
 # (-DFENCE_TURNS): no overlap between turns.
 CHANNELS_DEFS=$([ "${ABLATION_FENCE:-0}" = 1 ] && echo -DFENCE_TURNS || true)
@@ -115,6 +119,10 @@ for spec in "${ABLATIONS[@]}"; do
 done
 clang -O2 $CHANNELS_DEFS $INLINE_FLAGS -o "$T/channels.inline" "$CHANNELS_SOURCE"
 clang -O2 $CHANNELS_DEFS $PATHS_FLAGS -o "$T/channels.paths" "$CHANNELS_SOURCE"
+if [ -n "${BEFORE_RUNTIME:-}" ]; then
+	rt_dir=$(dirname "$(echo "$INLINE_FLAGS" | tr ' ' '\n' | grep 'ecpi_rt_paths_inline.o$')")
+	clang -O2 $CHANNELS_DEFS ${INLINE_FLAGS//$rt_dir/$BEFORE_RUNTIME} -o "$T/channels.inline_before" "$CHANNELS_SOURCE"
+fi
 clang -O2 -o "$T/null_reader" "$here/paths/null_reader.c"
 flock -u 9
 cp "$T/orders.paths" "$T/chain.paths" "$T/channels.inline" "$T/channels.paths" "$OUT/"  # the reports name these images; keep them for source lines
@@ -225,6 +233,14 @@ part_reader() {
 			-- "$T/channels.inline" "$CHANNEL_ROUNDS" >"$T/reader.txt"
 		echo "inline_1/10 $(loop_seconds <"$T/reader.txt") $(awk '{print $1 + $2}' "$T/reader.cpu") \
 $(sed -n 's/.*waited \([0-9.]*\) s.*/\1/p' "$T/reader.txt" | head -1 | grep . || echo 0)" >>"$OUT/reader.times"
+		# BEFORE_RUNTIME: the same recording of channels linked with another
+		# runtime (a before/after in one hold).
+		if [ -n "${BEFORE_RUNTIME:-}" ]; then
+			/usr/bin/time -f "%U %S" -o "$T/reader.cpu" "$ECPI" paths record --no-save --sample 1/10 --seed "$r" --limit 1 \
+				-- "$T/channels.inline_before" "$CHANNEL_ROUNDS" >"$T/reader.txt"
+			echo "before_1/10 $(loop_seconds <"$T/reader.txt") $(awk '{print $1 + $2}' "$T/reader.cpu") \
+$(sed -n 's/.*waited \([0-9.]*\) s.*/\1/p' "$T/reader.txt" | head -1 | grep . || echo 0)" >>"$OUT/reader.times"
+		fi
 		# The same recording with a reader that discards the records unread,
 		# and one that reads them without decoding (bench/paths/null_reader.c).
 		echo "discard $("$T/null_reader" discard 4096 $((4096 * 9)) "$r" -- "$T/channels.inline" "$CHANNEL_ROUNDS" | loop_seconds)" >>"$OUT/reader.times"

@@ -13,7 +13,10 @@
 # reported figure is then the samples'; the line after each size says how
 # many rounds).
 # Usage: bench/probe_overhead.sh [ECPI] [CALLS] [RUNS] [all|net]    (root)
-#        NET_ROUNDS=N (default 7)
+#        NET_ROUNDS=N (default 7), NET_KEEP=FILE (keep the rounds' figures there)
+# "noise": rounds within the probe's noise; "held": rounds whose reported
+# figure's own 95% range (the stack samples' count, or the subtraction's
+# noise) holds that round's unprobed time; "range": the ranges' medians.
 set -euo pipefail
 ECPI=${1:-build/loader/ecpi}
 CALLS=${2:-500000}
@@ -138,7 +141,9 @@ fi
 # One net-of-probe round of bench_fn with WORK xorshift rounds: prints the
 # unprobed wall and on-CPU ns/call, then per timer (wall, cpu) the reported
 # (net) mean, the mean as measured and whether it was within the noise, and
-# the probe's self and pair cost for bench_fn's kind of first instruction.
+# the probe's self and pair cost for bench_fn's kind of first instruction,
+# and per timer the reported figure's 95% range (the samples' count, or the
+# subtraction's noise).
 net_round() {
 	local work=$1 calls=$2
 	"$tmp/fp" "$calls" 0 "$work" | awk '{printf "%s %s ", $1, $(NF-2)}'
@@ -148,10 +153,12 @@ net_round() {
 c=d["probe_cost"]["stepped" if f["entry_stepped"] else "emulated"]
 t=f["paths"][0]["timers"]
 def shown(n): return n["samples_mean_ns"] if n.get("method") == "stack samples" else n["mean_ns"]
+def rng(n): return (n["samples_low_ns"], n["samples_high_ns"]) if n.get("method") == "stack samples" else (n["low_ns"], n["high_ns"])
 print(" ".join("%.1f %.1f %d" % (shown(t[k]["net"]), t[k]["mean_ns"], t[k]["net"]["within_noise"]) for k in ("wall", "cpu")),
       "%.1f %.1f %d" % (c["self_wall_ns"], c["pair_ns"], f["entry_stepped"]),
       int(t["cpu"]["net"].get("method") == "stack samples"), f["paths"][0].get("stack_samples", 0),
-      int(t["wall"]["net"].get("method") == "stack samples"))' "$tmp/net.json"
+      int(t["wall"]["net"].get("method") == "stack samples"),
+      " ".join("%.1f %.1f" % rng(t[k]["net"]) for k in ("wall", "cpu")))' "$tmp/net.json"
 }
 net_figures() {
 	# Work rounds per ns, from unprobed runs' CPU time; sizes of about 100 ns, 1 us, 10 us.
@@ -165,25 +172,29 @@ net_figures() {
 	for ((r = 0; r < NET_ROUNDS; r++)); do
 		for i in 0 1 2; do echo "$i $(net_round "${works[$i]}" "${calls[$i]}")"; done
 	done >"$tmp/net.rounds"
+	[ -z "${NET_KEEP:-}" ] || cp "$tmp/net.rounds" "$NET_KEEP"
 	echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
-	printf "%-7s %-5s %6s %11s %11s %8s %12s %7s %6s  %s\n" "size" "timer" "work" "unprobed" "reported" "error" "as measured" "" "noise" "goal"
+	printf "%-7s %-5s %6s %11s %11s %8s %12s %7s %5s %5s %15s  %s\n" "size" "timer" "work" "unprobed" "reported" "error" "as measured" "" "noise" "held" "range (median)" "goal"
 	for i in 0 1 2; do
 		awk -v i="$i" -v size="${sizes[$i]}" -v work="${works[$i]}" '
 		function median(a, n,   j, k, t) {
 			for (j = 2; j <= n; j++) { t = a[j]; for (k = j - 1; k >= 1 && a[k] > t; k--) a[k + 1] = a[k]; a[k + 1] = t }
 			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 		}
-		function row(name, b, t, m, within,   goal, err) {
+		function row(name, b, t, m, within, held, lo, hi,   goal, err) {
 			goal = size == 100 ? 25 : size == 10000 ? 5 : 0
 			err = 100 * (t - b) / b
-			printf "%-7s %-5s %6d %8.1f ns %8.1f ns %+7.1f%% %9.0f ns %6.1fx %2d/%d  %s\n", size " ns", name, work, b, t, err, m, m / b,
-				within, n, goal ? sprintf("within %d%%: %s", goal, (err < goal && err > -goal) ? "yes" : "no") : ""
+			printf "%-7s %-5s %6d %8.1f ns %8.1f ns %+7.1f%% %9.0f ns %6.1fx %2d/%d %2d/%d %7.1f-%-7.1f  %s\n", size " ns", name, work, b, t, err, m, m / b,
+				within, n, held, n, lo, hi, goal ? sprintf("within %d%%: %s", goal, (err < goal && err > -goal) ? "yes" : "no") : ""
 		}
 		$1 == i { n++; bw[n] = $2; bc[n] = $3; nw[n] = $4; rw[n] = $5; ww += $6; nc[n] = $7; rc[n] = $8; wc += $9
-		          self[n] = $10; pair[n] = $11; stepped = $12; fromsamples += $13; samples[n] = $14; wallsamples += $15 }
+		          self[n] = $10; pair[n] = $11; stepped = $12; fromsamples += $13; samples[n] = $14; wallsamples += $15
+		          lw[n] = $16; hw[n] = $17; lc[n] = $18; hc[n] = $19
+		          # does the round'"'"'s own 95% range hold its unprobed time?
+		          heldw += ($2 >= $16 && $2 <= $17); heldc += ($3 >= $18 && $3 <= $19) }
 		END {
-			row("wall", median(bw, n), median(nw, n), median(rw, n), ww)
-			row("cpu", median(bc, n), median(nc, n), median(rc, n), wc)
+			row("wall", median(bw, n), median(nw, n), median(rw, n), ww, heldw, median(lw, n), median(hw, n))
+			row("cpu", median(bc, n), median(nc, n), median(rc, n), wc, heldc, median(lc, n), median(hc, n))
 			printf "%-7s cpu: %d of %d rounds from stack samples, wall: %d (median %d samples a run)\n", size " ns", fromsamples, n, wallsamples, median(samples, n)
 			if (i == 2) printf "probe cost per call of bench_fn (first instruction %s; medians of the runs'"'"' calibrations): %.0f ns inside the call, %.0f ns to its callers\n", stepped ? "single-stepped" : "emulated", median(self, n), median(pair, n)
 		}' "$tmp/net.rounds"

@@ -49,7 +49,7 @@ struct ecpi_rt_thread {
 	uint64_t span_blocks;     /* block entries timed in spans so far */
 	uint64_t burst_blocks;    /* block entries recorded in bursts so far (inline builds) */
 	uint32_t span_open;
-	uint32_t span_pad;
+	uint32_t bursts_late;     /* the thread's bursts hold ECPI_RT_BURST_BLOCKS_FULL entries: the late share */
 	uint64_t log[256];        /* ECPI_RT_LOG_ENTRIES */
 };
 

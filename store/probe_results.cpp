@@ -44,7 +44,8 @@ nlohmann::json timer_to_json(const ProbeTimer& t, std::uint64_t calls, std::uint
         j["net"] = {{"probe_ns", t.net->probe_ns}, {"mean_ns", t.net->mean_ns},   {"total_ns", t.reported_total_ns(calls)},
                     {"noise_ns", t.net->noise_ns}, {"within_noise", t.net->within_noise},
                     {"low_ns", t.net->low_ns},     {"high_ns", t.net->high_ns},
-                    {"method", t.net->method()},   {"samples_mean_ns", t.net->samples_mean_ns}};
+                    {"method", t.net->method()},   {"samples_mean_ns", t.net->samples_mean_ns},
+                    {"samples_low_ns", t.net->samples_low_ns}, {"samples_high_ns", t.net->samples_high_ns}};
     nlohmann::json hist = nlohmann::json::array();
     for (std::size_t i = 0; i < t.histogram.size(); ++i)
         if (t.histogram[i]) hist.push_back({{"ge_ns", i == 0 ? 0 : (std::uint64_t{1} << i)}, {"calls", t.histogram[i]}});
@@ -68,6 +69,8 @@ ProbeTimer timer_from_json(const nlohmann::json& j) {
                                 n.value("within_noise", false), n.value("low_ns", 0.0), n.value("high_ns", 0.0)};
         t.net->from_samples = n.value("method", "") == "stack samples";
         t.net->samples_mean_ns = n.value("samples_mean_ns", 0.0);
+        t.net->samples_low_ns = n.value("samples_low_ns", 0.0);
+        t.net->samples_high_ns = n.value("samples_high_ns", 0.0);
     }
     if (j.contains("histogram")) {
         t.histogram.assign(kProbeHistogramBuckets, 0);

@@ -66,6 +66,17 @@ double span_scale(const store::BranchPathProfile& profile) {
     return in_bursts > 0 && in_spans > 0 ? in_bursts / in_spans : 1.0;
 }
 
+// The sampled occurrences (bursts' and spans') per occurrence in bursts:
+// the sampler's 1 in N block entries are shared by spans and bursts, and
+// bursts take a share of them that the runtime lowers over a long run
+// (rt_spans.c); 1 where no span was fitted (out-of-line builds).
+double sampled_per_burst(const store::BranchPathProfile& profile) {
+    double in_bursts = 0, in_spans = 0;
+    for (const auto& p : profile.paths)
+        if (p.fitted) in_bursts += double(p.occurrences), in_spans += double(p.span_occurrences);
+    return in_bursts > 0 ? (in_bursts + in_spans) / in_bursts : 1.0;
+}
+
 std::vector<Ranked> rank_paths(const store::BranchPathProfile& profile, const std::string& procedure, double long_floor_ticks) {
     std::vector<Ranked> out;
     const double scale = span_scale(profile);
@@ -176,7 +187,7 @@ nlohmann::json path_json(const Ranked& r, double all_ticks, const Units& u, cons
     j["net_variation" + suffix] = u(r.variation);
     j["long_time" + suffix] = u(r.long_ticks);
     j["net_variation_all" + suffix] = u(r.variation_all);
-    // The whole run's figures, estimated: bursts saw 1 in `scale` block entries.
+    // The whole run's figures, estimated: bursts saw 1 in `scale` path occurrences.
     j["estimated_total_time" + suffix] = u(r.time * scale);
     j["estimated_net_variation" + suffix] = u(r.variation * scale);
     j["histogram"] = histogram_of(p, u);
@@ -231,8 +242,9 @@ nlohmann::json branch_paths_report_json(const store::BranchPathProfile& profile,
     for (const auto& r : ranked) all_ticks += r.time;
     sort_by(ranked, options.rank);
     nlohmann::json paths = nlohmann::json::array();
+    const double scale = double(std::max<std::uint64_t>(1, profile.sample_every)) * sampled_per_burst(profile);
     for (std::size_t i = 0; i < ranked.size() && (options.limit == 0 || i < options.limit); i++)
-        paths.push_back(path_json(ranked[i], all_ticks, u, options, debug, double(std::max<std::uint64_t>(1, profile.sample_every))));
+        paths.push_back(path_json(ranked[i], all_ticks, u, options, debug, scale));
     const char* rank_name = options.rank == BranchPathRank::kTime ? "time" : options.rank == BranchPathRank::kCount ? "count" : "variation";
     nlohmann::json doc{{"schema", "ecpi.paths"},
                        {"version", 1},

@@ -47,8 +47,14 @@ void use_stack_samples(store::ProbeTimer::Net& net, const store::ProbePath& path
     net.samples_mean_ns = 0;
     if (!net.within_noise || period_ns == 0 || path.calls == 0) return;
     net.from_samples = true;
-    net.samples_mean_ns =
-        static_cast<double>(path.stack_samples) * static_cast<double>(period_ns) / static_cast<double>(path.calls);
+    const double per_sample = static_cast<double>(period_ns) / static_cast<double>(path.calls);
+    const double n = static_cast<double>(path.stack_samples);
+    net.samples_mean_ns = n * per_sample;
+    // A count of samples is Poisson: its square root has a standard
+    // deviation of about 1/2 whatever its mean, so 1.96 of them either side
+    // (n + 1 above: none counted still allows about one).
+    net.samples_low_ns = std::pow(std::max(0.0, std::sqrt(n) - 0.98), 2) * per_sample;
+    net.samples_high_ns = std::pow(std::sqrt(n + 1) + 0.98, 2) * per_sample;
 }
 
 void subtract_probe_cost(store::ProbeReport& report) {

@@ -47,6 +47,18 @@ def truth_alone(med, rounds, loop):
     return {k: (med[ALONE[k]] - med["none"]) * 1e9 / (rounds * SHARE[k]) + loop for k in SHARE}
 
 
+ADDED = {"A": "plus_a", "B": "plus_b", "C": "plus_c"}
+
+
+def truth_added(med, rounds):
+    """ns per occurrence by the third design: what one more turn of the path in
+    each round adds to the whole program (its own turn of loop control
+    included); None without those builds."""
+    if not all(v in med for v in ADDED.values()):
+        return None
+    return {k: (med[ADDED[k]] - med["whole"]) * 1e9 / rounds for k in SHARE}
+
+
 def paths_of(doc, lines):
     """{A|B|C: path} by the line each path's work is on."""
     out = {}
@@ -105,15 +117,22 @@ def part_ablation(out_dir, load, times):
               f"{100 * statistics.median(per[k]['se']) if per[k]['se'] else float('nan'):.1f}% | "
               f"{sm:.1f} | {100 * (sm - truth_ns) / truth_ns:+.0f}% |")
     alone = truth_alone(med, rounds, loop)
+    added = truth_added(med, rounds)
     if alone:
-        print("\n| path | ablated, removed from the whole | ablated, alone in the loop | fitted | fit vs alone |")
-        print("|---|---:|---:|---:|---:|")
+        nan = {k: float("nan") for k in SHARE}
+        added_or = added or nan
+        print("\n| path | removed from the whole | alone in the loop | one more in the mix | fitted | "
+              "fit vs removed | fit vs alone | fit vs one more |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for k in SHARE:
             fm = statistics.median(per[k]["inline"]) if per[k]["inline"] else float("nan")
-            print(f"| {k} | {ablated[k]:.1f} | {alone[k]:.1f} | {fm:.1f} | {100 * (fm - alone[k]) / alone[k]:+.0f}% |")
+            err = lambda t: f"{100 * (fm - t) / t:+.0f}%"
+            print(f"| {k} | {ablated[k]:.1f} | {alone[k]:.1f} | {added_or[k]:.1f} | {fm:.1f} | "
+                  f"{err(ablated[k])} | {err(alone[k])} | {err(added_or[k])} |")
         turn = med["whole"] * 1e9 / (rounds * TURNS_PER_ROUND)
         print(f"\nA round of six turns: the whole program {6 * turn:.1f} ns; the ablated means add up to "
-              f"{sum(SHARE[k] * ablated[k] for k in SHARE):.1f} (removed) and {sum(SHARE[k] * alone[k] for k in SHARE):.1f} (alone).")
+              f"{sum(SHARE[k] * ablated[k] for k in SHARE):.1f} (removed), {sum(SHARE[k] * alone[k] for k in SHARE):.1f} (alone)"
+              f" and {sum(SHARE[k] * added_or[k] for k in SHARE):.1f} (one more).")
     print(f"\nA first by time: span fit in {first['inline']} of {seeds} seeds, stamps in {first['stamped']} of {seeds}. "
           f"Loop control (all three removed): {loop:.1f} ns per turn, included in each ablated figure. "
           f"A/B total time by ablation: {4 * ablated['A'] / ablated['B']:.2f}.\n")

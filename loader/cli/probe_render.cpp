@@ -93,7 +93,8 @@ std::string probe_cost_line(const store::ProbeReport& r) {
 std::string mean_cell(const store::ProbeTimer& t, const std::string& name, const store::ProbePath& p,
                       std::string& notes) {
     if (t.net && t.net->from_samples) {
-        notes += " [s" + name + " from " + std::to_string(p.stack_samples) + " stack samples" +
+        notes += " [s" + name + " from " + std::to_string(p.stack_samples) + " stack samples, " +
+                 format_ns(t.net->samples_low_ns) + " to " + format_ns(t.net->samples_high_ns) + " by their count (95%)" +
                  (name == "cpu" ? "" : " (on-CPU time; time off the CPU is within the probe's noise)") +
                  " (the subtraction, within the probe's noise: " + format_ns(t.net->low_ns) + " to " +
                  format_ns(t.net->high_ns) + ")]";

@@ -98,4 +98,31 @@ sys.exit(1 if problems else 0)
 PY
 python3 "$TMP/compare.py" "$TMP/inline.json" "$TMP/paths.json" >"$TMP/compare.txt" 2>&1 || fail "$(cat "$TMP/compare.txt")"
 cat "$TMP/compare.txt" >&2
+
+# A long run: once a thread's bursts hold 2^17 block entries (about
+# 1,100,000 rounds here at 1/10), they take 1 in 129 of the sampled entries
+# instead of 1 in 17 (runtime/rt_spans.c): 3,000,000 rounds put about 35
+# span occurrences beside each burst occurrence (16 with one share
+# throughout: the check's 24 lies between), and each fitted path's
+# estimated total counts both at 1 in 10.
+LONG=3000000
+"$ECPI" paths record -o "$TMP/long.db" --sample 1/10 --seed 2 -- "$TMP/channels.inline" $LONG >"$TMP/long.txt" ||
+	fail "paths record (long): $(tail -3 "$TMP/long.txt")"
+"$ECPI" paths "$TMP/long.db" --branch --limit 0 --procedure poll --format json >"$TMP/long.json" || fail "paths --branch (long)"
+cat >"$TMP/long.py" <<'PY'
+import json, sys
+fitted = [p for p in json.load(open(sys.argv[1]))["paths"] if p.get("fit", {}).get("fitted")]
+bursts = sum(p["occurrences"] for p in fitted)
+spans = sum(p["fit"]["span_occurrences"] for p in fitted)
+print("poll's fitted paths: %d occurrences in bursts, %d in spans (%.1f per burst occurrence)" % (bursts, spans, spans / max(1, bursts)))
+ok = len(fitted) >= 3 and spans > 24 * bursts
+for p in fitted:
+    want = p["fit"]["mean_ns"] * (p["occurrences"] + p["fit"]["span_occurrences"]) * 10
+    if abs(p["estimated_total_time_ns"] - want) > 0.01 * want:
+        print("FAIL: estimated total %.0f ns, not %.0f (fitted mean x sampled occurrences x 10)" % (p["estimated_total_time_ns"], want))
+        ok = False
+sys.exit(0 if ok else 1)
+PY
+python3 "$TMP/long.py" "$TMP/long.json" >"$TMP/long_check.txt" 2>&1 || fail "$(cat "$TMP/long_check.txt")"
+cat "$TMP/long_check.txt" >&2
 echo PASS

@@ -57,6 +57,9 @@ struct ProbeTimer {
         // exact calls, which reports then show.
         bool from_samples = false;
         double samples_mean_ns = 0;
+        // The samples' own 95% range: the count's counting error alone
+        // (Poisson, (sqrt(n) -+ 0.98)^2 samples), the same scale.
+        double samples_low_ns = 0, samples_high_ns = 0;
         // Which method gave the reported figure: "subtraction", "range"
         // (within the noise, no samples) or "stack samples".
         const char* method() const { return from_samples ? "stack samples" : within_noise ? "range" : "subtraction"; }

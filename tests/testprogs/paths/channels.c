@@ -13,14 +13,32 @@
  * nothing: bench/paths.sh times these builds against the whole program to
  * find what each path costs (ablation). Built with -DFENCE_TURNS, each turn
  * ends with an lfence: the turns no longer overlap in the core
- * (bench/paths.sh ABLATION_FENCE=1). Prints a checksum and the time the poll
- * loop took. */
+ * (bench/paths.sh ABLATION_FENCE=1). Built with -DEXTRA_DIGEST,
+ * -DEXTRA_LOOKUP or -DEXTRA_HEARTBEAT, a round has one more channel of that
+ * kind (seven turns): what one more occurrence of a path costs in the
+ * program's own mix (the third ablation design). Prints a checksum and the
+ * time the poll loop took. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-enum { CHANNELS = 6, LOOKUP_CHANNEL = 4, HEARTBEAT_CHANNEL = 5 };
+#ifdef EXTRA_DIGEST
+enum { DIGEST_CHANNELS = 5 };
+#else
+enum { DIGEST_CHANNELS = 4 };
+#endif
+#ifdef EXTRA_LOOKUP
+enum { LOOKUP_CHANNELS = 2 };
+#else
+enum { LOOKUP_CHANNELS = 1 };
+#endif
+#ifdef EXTRA_HEARTBEAT
+enum { HEARTBEAT_CHANNELS = 2 };
+#else
+enum { HEARTBEAT_CHANNELS = 1 };
+#endif
+enum { CHANNELS = DIGEST_CHANNELS + LOOKUP_CHANNELS + HEARTBEAT_CHANNELS };
 enum { REGISTRY_BITS = 24, HOT_DEVICES = 64 };
 
 struct poller {
@@ -73,11 +91,11 @@ __attribute__((noinline)) static void poll(struct poller *p, long rounds)
 {
 	for (long turn = 0; turn < rounds * CHANNELS; turn++) {
 		unsigned channel = (unsigned)(turn % CHANNELS);
-		if (channel < LOOKUP_CHANNEL) {
+		if (channel < DIGEST_CHANNELS) {
 #ifndef WITHOUT_DIGEST
 			fold_sample(p, (uint64_t)turn * 0x9E3779B97F4A7C15ULL);
 #endif
-		} else if (channel == LOOKUP_CHANNEL) {
+		} else if (channel < DIGEST_CHANNELS + LOOKUP_CHANNELS) {
 #ifndef WITHOUT_LOOKUP
 			look_up_device(p);
 #endif

@@ -366,6 +366,44 @@ TEST_CASE("branch paths report: net variation, rank by time beside it, long occu
     CHECK(!render_branch_paths_text(compared).empty());
 }
 
+TEST_CASE("branch paths report: an inline build's estimated totals count the spans' occurrences with the bursts'") {
+    // --sample 1/10 shared by spans and bursts: A was seen 40 times in
+    // bursts and 960 times in spans, B 10 and 240: 1,000 and 250 of the
+    // sampled occurrences, 10,000 and 2,500 in the run.
+    store::BranchPathProfile p;
+    p.source = "instrumented";
+    p.image = "/nonexistent";
+    p.tick_unit = "tsc";
+    p.ticks_per_ns = 1;
+    p.sample_every = 10;
+    p.spans = 100;
+    auto add = [&](const char* proc, std::uint64_t burst, std::uint64_t spans, std::uint64_t stamped, double fitted) {
+        store::BranchPath path;
+        path.procedure = proc;
+        path.procedure_start = 0x10;
+        path.start_kind = "loop";
+        path.blocks = {0x10};
+        path.occurrences = burst;
+        path.total_ticks = burst * stamped;
+        path.min_ticks = stamped;
+        path.histogram[store::tick_bucket(stamped)] = {burst, burst * stamped};
+        path.span_occurrences = spans;
+        path.fitted = true;
+        path.fit_mean_ticks = fitted;
+        p.paths.push_back(path);
+    };
+    add("a", 40, 960, 30, 10);
+    add("b", 10, 240, 90, 40);
+    auto doc = branch_paths_report_json(p, BranchPathsReportOptions{}, nullptr, {});
+    REQUIRE(doc["paths"].size() == 2);
+    for (const auto& j : doc["paths"]) {
+        const bool a = j["procedure"] == "a";
+        CHECK(j["estimated_total_time_ns"].get<double>() == doctest::Approx(a ? 10000 * 10 : 2500 * 40));
+        // No variation in the bursts (one duration each): none estimated.
+        CHECK(j["estimated_net_variation_ns"].get<double>() == doctest::Approx(0));
+    }
+}
+
 TEST_CASE("branch paths from LBR stacks: straight runs between records, times from their cycles") {
     // A loop laid out as compilers do: 2 falls through to 3 or jumps to 4;
     // 4 jumps back to the header 1 or falls out to 5.

@@ -361,6 +361,15 @@ TEST_CASE("a wall time within the probe's noise is not its net mean but the stac
     CHECK(wall.reported_mean_ns() == doctest::Approx(78));
     CHECK(wall.reported_total_ns(500000) == doctest::Approx(39e6));
     CHECK(wall.net->high_ns > 551);  // the range still says what off-CPU time could hide
+    // 39 samples say 78 ns to within their count's error: (sqrt(39) - 0.98)^2
+    // = 27.7 samples, (sqrt(40) + 0.98)^2 = 53.4: 55-107 ns, which holds the 76 ns
+    // unprobed; the JSON document keeps the range.
+    CHECK(wall.net->samples_low_ns == doctest::Approx(55.4).epsilon(0.01));
+    CHECK(wall.net->samples_high_ns == doctest::Approx(107.0).epsilon(0.01));
+    auto back = store::probe_report_from_json(store::probe_report_to_json(r));
+    REQUIRE(back.ok());
+    CHECK(back->functions[0].paths[0].timers.at("wall").net->samples_low_ns == doctest::Approx(wall.net->samples_low_ns));
+    CHECK(back->functions[0].paths[0].timers.at("wall").net->samples_high_ns == doctest::Approx(wall.net->samples_high_ns));
     // A wall time clear of the noise (a call that blocks) keeps the subtraction.
     r.functions[0].paths[0].timers["wall"] = timer_of(1000, 5315 + 50000);
     analyze::subtract_probe_cost(r);
