@@ -28,6 +28,7 @@
 # Usage:
 #   bash bench/pgo.sh build            # compile, train, record, export (shared lock: CPU, no timing)
 #   bash bench/pgo.sh daemon           # (re)build only the daemon variant (shared lock)
+#   bash bench/pgo.sh extra            # the accurate and f20k builds (build_extra; shared lock)
 #   bash bench/pgo.sh time [ROUNDS=7]  # ROUNDS rounds per program, each running every build once
 #                                      # in a shuffled order, appended to PGO_DIR/times
 #                                      # (exclusive lock; one hold per call), then the table
@@ -124,6 +125,32 @@ build() {
 	echo "# $p: built; profile $(wc -l <"$out.afdo") lines, $(grep -c '^[^ ]' "$out.afdo") functions"
 }
 
+# build_extra PROGRAM: two builds that test a cause of the gap to
+# instrumented PGO (time them with VARIANTS="... accurate f20k"):
+#   accurate  ecpi's profile (PROGRAM.afdo) with -fprofile-sample-accurate
+#             (functions without samples are cold)
+#   f20k      a record at -F 19999 instead of 4999 (4x the samples)
+build_extra() {
+	local p=$1 src out=$PGO_DIR/$1
+	src=$(sources "$p") || return 1
+	[ -s "$out.afdo" ] || { echo "bench/pgo.sh: no $out.afdo: run bench/pgo.sh build first" >&2; return 1; }
+	rm -rf "$out.f20k.db"
+	# shellcheck disable=SC2086
+	{
+		clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.afdo" -fprofile-sample-accurate -Wl,-q \
+			-o "$out.accurate" $src
+		"$ECPI" record -q -F 19999 -o "$out.f20k.db" -- "$out.plain" ${ARGS[$p]} >/dev/null 2>&1
+		"$ECPI" export "$out.f20k.db" --format afdo --image "$out.plain" -o "$out.f20k.afdo"
+		clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.f20k.afdo" -Wl,-q -o "$out.f20k" $src
+	}
+	local want v
+	want=$("$out.plain" ${ARGS[$p]} 2>/dev/null | md5sum)
+	for v in accurate f20k; do
+		[ "$("$out.$v" ${ARGS[$p]} 2>/dev/null | md5sum)" = "$want" ] || { echo "bench/pgo.sh: $p.$v prints something else" >&2; return 1; }
+	done
+	echo "# $p: accurate and f20k built"
+}
+
 # build_daemon PROGRAM: the daemon variant. A fresh database, so that its
 # newest epoch is the one the workload ran in (the export reads the newest);
 # the daemon's log says the rate it chose.
@@ -182,10 +209,11 @@ echo "# $(uname -n) $(uname -r), $(nproc) CPUs, $(clang --version | head -1)"
 case $MODE in
 build) for p in $PROGRAMS; do build "$p"; done ;;
 daemon) for p in $PROGRAMS; do build_daemon "$p"; done ;;
+extra) for p in $PROGRAMS; do build_extra "$p"; done ;;
 time | report | reset)
 	[ "$MODE" = reset ] && { rm -f "$PGO_DIR/times"; exit 0; }
 	if [ "$MODE" = time ]; then for p in $PROGRAMS; do time_rounds "$p"; done; fi
 	report
 	;;
-*) echo "usage: bash bench/pgo.sh build | daemon | time [ROUNDS] | report | reset" >&2; exit 2 ;;
+*) echo "usage: bash bench/pgo.sh build | daemon | extra | time [ROUNDS] | report | reset" >&2; exit 2 ;;
 esac
