@@ -14,6 +14,9 @@ rounds of (plain - variant) / plain within the round; and its share of
 instrumented PGO's gain, the ratio of the two paired gains. Each paired
 figure comes with a 95% bootstrap interval (rounds resampled with
 replacement, 4,000 times, a fixed seed: the same file gives the same table).
+Then each further build against the first compared one (ecpi's profile):
+the median over rounds of (ecpi - build) / plain, so that two builds' shares
+whose intervals overlap can still be told apart within the rounds.
 """
 import collections
 import os
@@ -77,6 +80,25 @@ def intervals(rounds, optimized):
     return ({v: bounds(x) for v, x in gains.items()}, {v: bounds(x) for v, x in shares.items()})
 
 
+def difference(rounds, base, variant):
+    """Median over rounds of (base - variant) / plain, with its 95% bootstrap interval."""
+    values = [(r[base] - r[variant]) / r["plain"] for r in rounds]
+    rng = random.Random(33)
+    medians = sorted(statistics.median(values[rng.randrange(len(values))] for _ in values)
+                     for _ in range(RESAMPLES))
+    return statistics.median(values), medians[int(0.025 * RESAMPLES)], medians[int(0.975 * RESAMPLES) - 1]
+
+
+def print_differences(program, rounds, optimized):
+    base = optimized[0]
+    cells = []
+    for v in optimized[1:]:
+        mid, low, high = difference(rounds, base, v)
+        cells.append(f"{v} {mid:+.1%} [{low:+.1%}, {high:+.1%}]")
+    if cells:
+        print(f"# {program}: gain over {base} (of plain's time, paired): " + ", ".join(cells))
+
+
 def main():
     path, metric = sys.argv[1:3]
     column = {"wall": 2, "cpu": 3}[metric]
@@ -88,6 +110,7 @@ def main():
           " | ".join(f"{v} paired gain" for v in variants[1:]) + " | " +
           " | ".join(f"share ({v})" for v in optimized) + " |")
     print("|" + "---|" * (2 + len(variants) + len(variants) - 1 + len(optimized)))
+    differences = []
     for program in sys.argv[3:]:
         rounds = read_rounds(path, program, column, variants)
         if len(rounds) < 2:
@@ -98,6 +121,9 @@ def main():
         gains = [f"{gain[v]:+.1%} [{gain_ci[v][0]:+.1%}, {gain_ci[v][1]:+.1%}]" for v in variants[1:]]
         shares = [f"{share[v]:.0%} [{share_ci[v][0]:.0%}, {share_ci[v][1]:.0%}]" for v in optimized]
         print(f"| {program} | {len(rounds)} | " + " | ".join(medians + gains + shares) + " |")
+        differences.append((program, rounds))
+    for program, rounds in differences:
+        print_differences(program, rounds, optimized)
 
 
 if __name__ == "__main__":
