@@ -28,10 +28,15 @@
 # Usage:
 #   bash bench/pgo.sh build            # compile, train, record, export (shared lock: CPU, no timing)
 #   bash bench/pgo.sh daemon           # (re)build only the daemon variant (shared lock)
-#   bash bench/pgo.sh time [ROUNDS=7]  # ROUNDS interleaved rounds, appended to PGO_DIR/times
+#   bash bench/pgo.sh extra            # the accurate and f20k builds (build_extra; shared lock)
+#   bash bench/pgo.sh time [ROUNDS=7]  # ROUNDS rounds per program, each running every build once
+#                                      # in a shuffled order, appended to PGO_DIR/times
 #                                      # (exclusive lock; one hold per call), then the table
-#   bash bench/pgo.sh report           # the table from every round in PGO_DIR/times, and the
-#                                      # paired gains (within each round, against plain)
+#   bash bench/pgo.sh report           # the table from every round in PGO_DIR/times: medians,
+#                                      # paired gains (within each round, against plain) and
+#                                      # shares of instrumented PGO's gain, each paired figure
+#                                      # with a 95% bootstrap interval; by CPU time (the
+#                                      # child's user + system seconds) and by wall clock
 #   bash bench/pgo.sh reset            # forget the rounds (after a rebuild)
 # e.g.  nice -n 10 flock -s /work/quiet.lock bash bench/pgo.sh build
 #       flock -x -w 1200 /work/quiet.lock bash bench/pgo.sh time 4   # twice: 8 rounds
@@ -53,7 +58,7 @@ for tool in clang llvm-profdata python3; do
 done
 BOLT=$(command -v llvm-bolt-16 || command -v llvm-bolt || ls /usr/lib/llvm-16/bin/llvm-bolt 2>/dev/null) ||
 	{ echo "bench/pgo.sh: llvm-bolt is not installed (bolt-16)" >&2; exit 1; }
-VARIANTS="plain instr ecpi bolt daemon"
+VARIANTS=${VARIANTS:-plain instr ecpi bolt daemon}
 DAEMON_RUNS=${DAEMON_RUNS:-3}
 DAEMON_FLAGS=${DAEMON_FLAGS--F 1700}
 T=$(mktemp -d /tmp/ecpi-bench-pgo.XXXXXX)
@@ -120,6 +125,32 @@ build() {
 	echo "# $p: built; profile $(wc -l <"$out.afdo") lines, $(grep -c '^[^ ]' "$out.afdo") functions"
 }
 
+# build_extra PROGRAM: two builds that test a cause of the gap to
+# instrumented PGO (time them with VARIANTS="... accurate f20k"):
+#   accurate  ecpi's profile (PROGRAM.afdo) with -fprofile-sample-accurate
+#             (functions without samples are cold)
+#   f20k      a record at -F 19999 instead of 4999 (4x the samples)
+build_extra() {
+	local p=$1 src out=$PGO_DIR/$1
+	src=$(sources "$p") || return 1
+	[ -s "$out.afdo" ] || { echo "bench/pgo.sh: no $out.afdo: run bench/pgo.sh build first" >&2; return 1; }
+	rm -rf "$out.f20k.db"
+	# shellcheck disable=SC2086
+	{
+		clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.afdo" -fprofile-sample-accurate -Wl,-q \
+			-o "$out.accurate" $src
+		"$ECPI" record -q -F 19999 -o "$out.f20k.db" -- "$out.plain" ${ARGS[$p]} >/dev/null 2>&1
+		"$ECPI" export "$out.f20k.db" --format afdo --image "$out.plain" -o "$out.f20k.afdo"
+		clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.f20k.afdo" -Wl,-q -o "$out.f20k" $src
+	}
+	local want v
+	want=$("$out.plain" ${ARGS[$p]} 2>/dev/null | md5sum)
+	for v in accurate f20k; do
+		[ "$("$out.$v" ${ARGS[$p]} 2>/dev/null | md5sum)" = "$want" ] || { echo "bench/pgo.sh: $p.$v prints something else" >&2; return 1; }
+	done
+	echo "# $p: accurate and f20k built"
+}
+
 # build_daemon PROGRAM: the daemon variant. A fresh database, so that its
 # newest epoch is the one the workload ran in (the export reads the newest);
 # the daemon's log says the rate it chose.
@@ -151,82 +182,38 @@ build_daemon() {
 	echo "# $p: daemon variant built; $(sed -n 's/^sampling: *//p' "$T/status" | head -1); epochs: $(ls "$db/epochs" | tr '\n' ' ')"
 }
 
-# seconds BINARY ARGS...: wall-clock seconds of one run.
-seconds() {
-	local start end
-	start=$(date +%s.%N)
-	"$@" >/dev/null 2>&1
-	end=$(date +%s.%N)
-	python3 -c "print(f'{$end - $start:.4f}')"
-}
-
-# time_rounds PROGRAM: RUNS rounds, each running every variant once, one
-# line per run appended to PGO_DIR/times: PROGRAM VARIANT SECONDS.
+# time_rounds PROGRAM: RUNS rounds of every variant, each round in a fresh
+# shuffled order (bench/pgo/rounds.py), appended to PGO_DIR/times: one line
+# per run, PROGRAM VARIANT WALL CPU ROUND.
 time_rounds() {
 	local p=$1 out=$PGO_DIR/$1 v
 	for v in $VARIANTS; do
 		[ -x "$out.$v" ] || { echo "bench/pgo.sh: no $out.$v: run bench/pgo.sh build (or daemon) first" >&2; return 1; }
 	done
-	for _ in $(seq "$RUNS"); do
-		for v in $VARIANTS; do
-			# shellcheck disable=SC2086
-			echo "$p $v $(seconds "$out.$v" ${ARGS[$p]})" >>"$PGO_DIR/times"
-		done
-	done
+	# shellcheck disable=SC2086
+	VARIANTS=$VARIANTS python3 "$here/pgo/rounds.py" "$PGO_DIR/times" "$p" "$RUNS" "$p-$(date +%s)" "$PGO_DIR" ${ARGS[$p]}
 }
 
-# report: per program, over the rounds that ran every variant (round k of a
-# program is each variant's k-th line in PGO_DIR/times): medians per
-# variant, and the paired gains (within each round, against plain).
+# report: per program, medians and paired gains with 95% bootstrap
+# intervals over the rounds in PGO_DIR/times (bench/pgo/report.py), by CPU
+# time and by wall clock.
 report() {
-	python3 - "$PGO_DIR/times" "$VARIANTS" $PROGRAMS <<'PY'
-import collections, statistics, sys
-variants = sys.argv[2].split()
-optimized = variants[2:]                 # what instrumented PGO (variants[1]) is compared with
-def rounds_of(name):
-    rounds = collections.defaultdict(dict)
-    seen = collections.Counter()
-    for line in open(sys.argv[1]):
-        prog, variant, secs = line.split()[:3]
-        if prog == name:
-            rounds[seen[variant]][variant] = float(secs)
-            seen[variant] += 1
-    return [r for r in rounds.values() if all(v in r for v in variants)]
-def share(gain, v):
-    return f"{gain[v] / gain['instr']:.0%}" if gain["instr"] else "n/a"
-for name in sys.argv[3:]:
-    full = rounds_of(name)
-    if not full:
-        continue
-    med = {v: statistics.median(r[v] for r in full) for v in variants}
-    gain = {v: med["plain"] - med[v] for v in variants}
-    cells = [f"{med['plain']:.3f}"] + [f"{med[v]:.3f} ({gain[v] / med['plain']:+.1%})" for v in variants[1:]]
-    print(f"| {name} | {len(full)} | " + " | ".join(cells + [share(gain, v) for v in optimized]) + " |")
-# Paired: each round ran every variant back to back, so a slow spell of the
-# machine slows them together; the median over rounds of each variant's
-# time over plain's in the same round.
-print("# paired: medians over rounds of (plain - variant) / plain within each round")
-for name in sys.argv[3:]:
-    full = rounds_of(name)
-    if not full:
-        continue
-    gain = {v: statistics.median((r["plain"] - r[v]) / r["plain"] for r in full) for v in variants[1:]}
-    print(f"# {name}: {len(full)} rounds; instrumented PGO {gain['instr']:+.1%}, " +
-          ", ".join(f"{v} {gain[v]:+.1%} (share {share(gain, v)})" for v in optimized))
-PY
+	local metric
+	for metric in cpu wall; do
+		# shellcheck disable=SC2086
+		VARIANTS=$VARIANTS python3 "$here/pgo/report.py" "$PGO_DIR/times" $metric $PROGRAMS
+	done
 }
 
 echo "# $(uname -n) $(uname -r), $(nproc) CPUs, $(clang --version | head -1)"
 case $MODE in
 build) for p in $PROGRAMS; do build "$p"; done ;;
 daemon) for p in $PROGRAMS; do build_daemon "$p"; done ;;
+extra) for p in $PROGRAMS; do build_extra "$p"; done ;;
 time | report | reset)
 	[ "$MODE" = reset ] && { rm -f "$PGO_DIR/times"; exit 0; }
 	if [ "$MODE" = time ]; then for p in $PROGRAMS; do time_rounds "$p"; done; fi
-	echo "# medians of interleaved runs (seconds, wall clock); gain against plain; share = gain / instrumented PGO's gain"
-	echo "| program | rounds | plain | instrumented PGO | ecpi AutoFDO | ecpi AutoFDO + BOLT | daemon's AutoFDO | share (AutoFDO) | share (+ BOLT) | share (daemon) |"
-	echo "|---|---|---|---|---|---|---|---|---|---|"
 	report
 	;;
-*) echo "usage: bash bench/pgo.sh build | daemon | time [ROUNDS] | report | reset" >&2; exit 2 ;;
+*) echo "usage: bash bench/pgo.sh build | daemon | extra | time [ROUNDS] | report | reset" >&2; exit 2 ;;
 esac
