@@ -152,6 +152,13 @@ TEST_CASE("the clock under sampling counts only the time the thread held its CPU
         CHECK(sampled.error().message().find("cpu-clock") != std::string::npos);
         return;
     }
+    if (*sampled == 0) {
+        // on_cpu_mhz's "not measurable": the thread held its CPU for less
+        // than a quarter of each round (a machine loaded beyond the rival
+        // thread); a value is what the rest checks.
+        MESSAGE("the thread held its CPU for under a quarter of the rounds: no clock rate measured");
+        return;
+    }
     INFO("unsampled " << unsampled << " MHz, sampled at 10 kHz beside a busy thread " << *sampled << " MHz");
     CHECK(*sampled > unsampled * 0.7);
     CHECK(*sampled < unsampled * 1.1);
