@@ -257,17 +257,24 @@ def median_interval(v):
         cdf, r = cdf + pmf, k
     r = max(r, 0)
     return st.median(v), v[r], v[n - 1 - r]
+def paired_loss(c):
+    """A configuration's pairs (workload p): all of them, their median and
+    its interval, and the rounds' medians as text; None without pairs."""
+    path = os.path.join(sys.argv[4], "pairs." + c)
+    if not os.path.exists(path): return None
+    pairs = [float(l.split()[-1]) for l in open(path) if l.startswith("# pair ")]
+    m, lo, hi = median_interval(pairs)
+    rounds = " ".join(f"{float(x[3]):+.2f}" for x in rows if x[1] == "p" and x[2] == c)
+    return pairs, m, lo, hi, rounds
 def print_paired(configs):
     print("  | budget | loss, median of all pairs [95% interval] | loss - budget | pairs | rounds' medians | rate chosen (Hz/CPU), median (min-max, max/min) | cost per sample (us, median) | upper bound (us) | estimated overhead |")
     print("  |---|---|---|---|---|---|---|---|---|")
     for c in configs:
-        path = os.path.join(sys.argv[4], "pairs." + c)
-        if not os.path.exists(path): continue
-        pairs = [float(l.split()[-1]) for l in open(path) if l.startswith("# pair ")]
-        m, lo, hi = median_interval(pairs)
+        got = paired_loss(c)
+        if not got: continue
+        pairs, m, lo, hi, rounds = got
         info = [json.loads(x[4]) for x in rows if x[1] == "p" and x[2] == c]
         hz = [i["hz"] for i in info]
-        rounds = " ".join(f"{float(x[3]):+.2f}" for x in rows if x[1] == "p" and x[2] == c)
         med = lambda k: st.median(i.get(k, 0) for i in info)
         budget = float(c[1:])
         verdict = "at or under" if hi <= budget else ("over" if lo > budget else "not separable from")
@@ -283,12 +290,10 @@ def print_rates(rates):
     print("  | rate (Hz/CPU) | loss, median of all pairs [95% interval] | implied cost per sample (us) | rounds' medians |")
     print("  |---|---|---|---|")
     for c in rates:
-        path = os.path.join(sys.argv[4], "pairs." + c)
-        if not os.path.exists(path): continue
-        pairs = [float(l.split()[-1]) for l in open(path) if l.startswith("# pair ")]
-        m, lo, hi = median_interval(pairs)
+        got = paired_loss(c)
+        if not got: continue
+        pairs, m, lo, hi, rounds = got
         hz = int(c[1:])
-        rounds = " ".join(f"{float(x[3]):+.2f}" for x in rows if x[1] == "p" and x[2] == c)
         print(f"  | {hz} | {m:+.2f}% [{lo:+.2f} .. {hi:+.2f}] | {m / 100 / hz * 1e6:.1f} [{lo / 100 / hz * 1e6:.1f} .. {hi / 100 / hz * 1e6:.1f}] | {rounds} |")
 for workload, title in (("a", f"(a) CPU-bound, {secs} s on every CPU: throughput loss, iterations per wall second"),
                         ("c", f"(a) the same runs: loss of the program's own time, iterations per CPU second of the workers"),

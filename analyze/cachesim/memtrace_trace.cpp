@@ -338,6 +338,25 @@ Result<void> TraceWriter::finish(const std::vector<TraceModule>& modules, const 
 
 namespace {
 
+// A trace opened for reading (closed when this goes) and its status.
+struct OpenedTrace {
+    int fd = -1;
+    struct stat st {};
+    OpenedTrace() = default;
+    OpenedTrace(const OpenedTrace&) = delete;
+    OpenedTrace& operator=(const OpenedTrace&) = delete;
+    ~OpenedTrace() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+Result<void> open_trace(const std::filesystem::path& path, OpenedTrace& trace) {
+    trace.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (trace.fd < 0) return Error::from_errno(errno, "opening trace " + path.string());
+    if (fstat(trace.fd, &trace.st) != 0) return Error::from_errno(errno, "reading trace " + path.string());
+    return ok();
+}
+
 // The binary header, of which `buf` holds the first n bytes read (magic
 // checked), the module table into `modules`; for version 2 the sampling
 // record after it is read from fd, leaving fd at the first record.
@@ -372,14 +391,10 @@ Result<std::optional<TraceSampling>> read_binary_header(int fd, const char* buf,
 }  // namespace
 
 Result<std::optional<TraceSampling>> read_trace_sampling(const std::filesystem::path& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Error::from_errno(errno, "opening trace " + path.string());
-    struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-    } closer{fd};
-    struct stat st;
-    if (fstat(fd, &st) != 0) return Error::from_errno(errno, "reading trace " + path.string());
+    OpenedTrace trace;
+    ECPI_RETURN_IF_ERROR(open_trace(path, trace));
+    const int fd = trace.fd;
+    const struct stat& st = trace.st;
     if (!S_ISREG(st.st_mode)) return std::optional<TraceSampling>{};  // a pipe is read once, by read_trace_file
     std::vector<char> buf(kHeaderBytes);
     ssize_t n = ::read(fd, buf.data(), kHeaderBytes);
@@ -390,14 +405,10 @@ Result<std::optional<TraceSampling>> read_trace_sampling(const std::filesystem::
 }
 
 Result<TraceFileInfo> read_trace_file(const std::filesystem::path& path, CacheSimulator& sim, CacheSimulator* sets) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Error::from_errno(errno, "opening trace " + path.string());
-    struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-    } closer{fd};
-    struct stat st;
-    if (fstat(fd, &st) != 0) return Error::from_errno(errno, "reading trace " + path.string());
+    OpenedTrace trace;
+    ECPI_RETURN_IF_ERROR(open_trace(path, trace));
+    const int fd = trace.fd;
+    const struct stat& st = trace.st;
     if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) return Error("trace " + path.string() + " is not a regular file");
     std::vector<char> buf(1 << 20);
     TraceFileInfo info;
