@@ -24,8 +24,9 @@ CC=${CC:-gcc}
 MACHINE=${MACHINE:-auto}
 # name:native repetitions (callgrind runs 1 and 2 repetitions)
 # wordfreq is the PGO test program (tests/testprogs/pgo/wordfreq.c): its hot
-# loop calls grow() 9 times in 16 M words (a loop with rare calls).
-ALL="loops:80000 branchy:16000 chase:10 interp:6000 calls:3000 sed:20 chain:300 dispatch:200 wordfreq:40"
+# loop calls grow() 9 times in 16 M words (a loop with rare calls); 300
+# rounds give its rarer branch enough snapshots to split the loop.
+ALL="loops:80000 branchy:16000 chase:10 interp:6000 calls:3000 sed:20 chain:300 dispatch:200 wordfreq:300"
 want=${*:-loops branchy chase interp calls sed chain dispatch wordfreq}
 
 mkdir -p "$OUT/bin"
