@@ -161,6 +161,9 @@ std::string rate_refusal(const LoopRate& best, const CalcLoop& r) {
 std::string call_refusal(const CalleeShare& share) {
     if (share.high <= kMaxCalleeShare) return "";
     if (share.in_loop == 0) return "the loop calls other code and no register snapshot fell in it";
+    if (3.0 / static_cast<double>(share.in_loop) > kMaxCalleeShare)  // the bound with none away
+        return "the loop calls other code and only " + std::to_string(share.in_loop) +
+               " register snapshots fell in it: too few to bound the calls' share of its time";
     return "the loop calls other code: " + std::to_string(share.away) + " snapshots of its thread were in the "
            "calls against " + std::to_string(share.in_loop) + " in the loop (up to " +
            fmt_count(100 * share.high) + "% of its time, above " + fmt_count(100 * kMaxCalleeShare) +
