@@ -23,8 +23,11 @@ FREQ=${FREQ:-10000}
 CC=${CC:-gcc}
 MACHINE=${MACHINE:-auto}
 # name:native repetitions (callgrind runs 1 and 2 repetitions)
-ALL="loops:80000 branchy:16000 chase:10 interp:6000 calls:3000 sed:20 chain:300 dispatch:200"
-want=${*:-loops branchy chase interp calls sed chain dispatch}
+# wordfreq is the PGO test program (tests/testprogs/pgo/wordfreq.c): its hot
+# loop calls grow() 9 times in 16 M words (a loop with rare calls); 300
+# rounds give its rarer branch enough snapshots to split the loop.
+ALL="loops:80000 branchy:16000 chase:10 interp:6000 calls:3000 sed:20 chain:300 dispatch:200 wordfreq:300"
+want=${*:-loops branchy chase interp calls sed chain dispatch wordfreq}
 
 mkdir -p "$OUT/bin"
 echo "ecpi calc accuracy: $(uname -n), kernel $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
@@ -63,7 +66,9 @@ EOF
         prog=("$OUT/bin/sed-runs")
         image=libc.so.6
     else
-        [[ -n ${REUSE:-} ]] || $CC -O2 -g -o "$OUT/bin/$name" "$here/accuracy/$name.c"
+        src="$here/accuracy/$name.c"
+        [[ $name == wordfreq ]] && src="$here/../tests/testprogs/pgo/wordfreq.c"
+        [[ -n ${REUSE:-} ]] || $CC -O2 -g -o "$OUT/bin/$name" "$src"
         prog=("$OUT/bin/$name")
         image="$OUT/bin/$name"
     fi

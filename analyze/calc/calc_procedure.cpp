@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 
 #include "ecpi/analyze/calc/branch_odds.h"
 #include "ecpi/analyze/calc/later_odds.h"
@@ -113,6 +114,62 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> loop_ranges(const Cfg& cfg,
     return r;
 }
 
+// The pairs' query for loop l with one induction register.
+ProgressQuery loop_query(const Analysis& a, const ProcedureInput& input, std::uint32_t l,
+                         const std::function<bool(std::uint64_t)>& in_loop, const InductionVariable& iv) {
+    ProgressQuery q;
+    q.stream = input.registers->stream;
+    q.image = input.registers->image;
+    q.in_loop = in_loop;
+    q.candidates = input.registers->candidates;
+    q.gp = iv.gp;
+    q.step = iv.step;
+    q.width = iv.width;
+    q.invariant = a.loops.invariant[l];
+    q.max_gap_ns = input.registers->max_gap_ns;
+    return q;
+}
+
+// Why a loop's rate cannot be used ("" when it can).
+std::string rate_refusal(const LoopRate& best, const CalcLoop& r) {
+    const auto& c = best.pairs;
+    if (best.interrupted)
+        return std::to_string(c.gap) + " of " + std::to_string(c.used + c.outlier + c.gap) +
+               " pairs of register snapshots in the loop had samples without registers between them (the "
+               "thread in the kernel, e.g. page faults, or off the CPU): the loop's time is not all in its "
+               "samples";
+    if (best.few_usable)
+        return "only " + std::to_string(c.used) + " of " +
+               std::to_string(c.used + c.outlier + c.other_thread + c.left_loop + c.invariant_changed +
+                              c.wrong_direction + c.too_far + c.gap) +
+               " pairs of register snapshots stayed in one trip of the loop (trips are short, or the thread "
+               "is often in the kernel or off the CPU)";
+    if (best.short_trips)
+        return "its trips are too short for the time between snapshots (" + r.induction + " spans " +
+               fmt_count(best.span_iterations) + " iterations, a pair moved " + fmt_count(best.median_iterations) +
+               "): a pair may cross the loop's ends";
+    if (!best.known)
+        return "too few usable pairs of register snapshots (" + std::to_string(c.used) + ", need " +
+               std::to_string(kMinPairs) + ")";
+    return "";
+}
+
+// A loop that calls other code is measured only when its induction
+// register survives the calls (callee-saved: loops.cpp drops caller-saved
+// ones) and the calls took a small share of its thread's time
+// (register_progress.h, CalleeShare); "" when it may be measured.
+std::string call_refusal(const CalleeShare& share) {
+    if (share.high <= kMaxCalleeShare) return "";
+    if (share.in_loop == 0) return "the loop calls other code and no register snapshot fell in it";
+    if (3.0 / static_cast<double>(share.in_loop) > kMaxCalleeShare)  // the bound with none away
+        return "the loop calls other code and only " + std::to_string(share.in_loop) +
+               " register snapshots fell in it: too few to bound the calls' share of its time";
+    return "the loop calls other code: " + std::to_string(share.away) + " snapshots of its thread were in the "
+           "calls against " + std::to_string(share.in_loop) + " in the loop (up to " +
+           fmt_count(100 * share.high) + "% of its time, above " + fmt_count(100 * kMaxCalleeShare) +
+           "%), time its own samples do not hold";
+}
+
 // Register progress per loop (register_progress.h): the loop's rate from
 // pairs of snapshots, times the time its samples stand for, is the count of
 // its stepping block. The loop's anchor is its induction register with the
@@ -133,39 +190,29 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
         for (const auto& iv : a.loops.induction)
             if (iv.loop == l) ivs.push_back(&iv);
         if (ivs.empty()) {
-            r.why_not = "no register is stepped by a constant once per iteration";
+            r.why_not = loop.has_call ? "the loop calls other code and no callee-saved register is stepped by a "
+                                        "constant once per iteration (a call may change the others)"
+                                      : "no register is stepped by a constant once per iteration";
             continue;
         }
         r.induction = register_name(ivs.front()->gp, ivs.front()->width);
         r.step = ivs.front()->step;
         r.step_address = a.cfg.instructions[ivs.front()->instruction].address;
-        if (loop.has_call) {
-            r.why_not = "the loop calls other code: the time it holds is not all in its own blocks";
-            continue;
-        }
         if (!input.registers || input.registers->stream.empty()) {
-            r.why_not = "no register snapshots recorded (ecpi record --registers)";
+            r.why_not = loop.has_call ? "the loop calls other code, and without register snapshots (ecpi record "
+                                        "--registers) the calls' share of its time is unknown"
+                                      : "no register snapshots recorded (ecpi record --registers)";
             continue;
         }
         const auto ranges = loop_ranges(a.cfg, loop);
-        auto in_loop = [&ranges](std::uint64_t pc) {
+        const std::function<bool(std::uint64_t)> in_loop = [&ranges](std::uint64_t pc) {
             auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(pc, UINT64_MAX));
             return it != ranges.begin() && pc < std::prev(it)->second;
         };
         LoopRate best;
         const InductionVariable* best_iv = nullptr;
         for (const auto* iv : ivs) {
-            ProgressQuery q;
-            q.stream = input.registers->stream;
-            q.image = input.registers->image;
-            q.in_loop = in_loop;
-            q.candidates = input.registers->candidates;
-            q.gp = iv->gp;
-            q.step = iv->step;
-            q.width = iv->width;
-            q.invariant = a.loops.invariant[l];
-            q.max_gap_ns = input.registers->max_gap_ns;
-            LoopRate rate = loop_rate(q);
+            LoopRate rate = loop_rate(loop_query(a, input, l, in_loop, *iv));
             if (!best_iv || rate.pairs.used > best.pairs.used) {
                 best = rate;
                 best_iv = iv;
@@ -175,40 +222,20 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
         r.step = best_iv->step;
         r.step_address = a.cfg.instructions[best_iv->instruction].address;
         r.pairs = best.pairs;
-        if (best.interrupted) {
-            const auto& c = best.pairs;
-            r.why_not = std::to_string(c.gap) + " of " + std::to_string(c.used + c.outlier + c.gap) +
-                        " pairs of register snapshots in the loop had samples without registers between them (the "
-                        "thread in the kernel, e.g. page faults, or off the CPU): the loop's time is not all in its "
-                        "samples";
-            continue;
+        CalleeShare calls;
+        if (loop.has_call) {
+            calls = callee_share(loop_query(a, input, l, in_loop, *best_iv));
+            r.why_not = call_refusal(calls);
+            if (!r.why_not.empty()) continue;
         }
-        if (best.few_usable) {
-            const auto& c = best.pairs;
-            r.why_not = "only " + std::to_string(c.used) + " of " +
-                        std::to_string(c.used + c.outlier + c.other_thread + c.left_loop + c.invariant_changed +
-                                       c.wrong_direction + c.too_far + c.gap) +
-                        " pairs of register snapshots stayed in one trip of the loop (trips are short, or the thread "
-                        "is often in the kernel or off the CPU)";
-            continue;
-        }
-        if (best.short_trips) {
-            r.why_not = "its trips are too short for the time between snapshots (" + r.induction + " spans " +
-                        fmt_count(best.span_iterations) + " iterations, a pair moved " +
-                        fmt_count(best.median_iterations) + "): a pair may cross the loop's ends";
-            continue;
-        }
-        if (!best.known) {
-            r.why_not = "too few usable pairs of register snapshots (" + std::to_string(best.pairs.used) + ", need " +
-                        std::to_string(kMinPairs) + ")";
-            continue;
-        }
+        r.why_not = rate_refusal(best, r);
+        if (!r.why_not.empty()) continue;
         const double loop_ns = static_cast<double>(r.samples) * input.registers->period_ns;
         r.anchored = true;
         r.iterations_per_second = best.iterations_per_ns * 1e9;
         r.iterations = best.iterations_per_ns * loop_ns;
         r.iterations_min = best.low * loop_ns;
-        r.iterations_max = best.high * loop_ns;
+        r.iterations_max = best.high * loop_ns * (1 + calls.high);
         a.loop_anchor[l] = r.iterations / period_cycles;
         a.options.anchors.push_back({best_iv->block, a.loop_anchor[l], false});
     }

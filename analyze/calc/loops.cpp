@@ -220,12 +220,16 @@ std::optional<PathSteps> path_steps(const Cfg& cfg, const LoopInfo& info, std::u
     PathSteps ps;
     bool any = false;
     for (auto b : info.loops[l].blocks) {
-        if (info.innermost[b] != l) return std::nullopt;  // a nested loop: paths through it are not acyclic
         const auto& blk = cfg.blocks[b];
         for (std::uint32_t k = blk.first; k < blk.first + blk.count; ++k) {
             const DecodedInstruction& d = cfg.instructions[k];
             if (!std::any_of(d.writes.begin(), d.writes.end(), [&](auto r) { return gp_register_number(r) == n; }))
                 continue;
+            // A step inside a nested loop runs once per inner iteration. A
+            // nested loop that leaves the register alone adds no step to a
+            // path however often it turns (stepped_on_every_path's counts
+            // stay consistent around its cycle).
+            if (info.innermost[b] != l) return std::nullopt;
             auto s = constant_step(d);
             if (!s || *s == 0 || gp_register_number(d.first_register) != n) return std::nullopt;
             if (any && (*s != ps.step || d.first_size != ps.width)) return std::nullopt;

@@ -125,7 +125,51 @@ double median_iterations(const std::vector<Pair>& pairs) {
     return *mid;
 }
 
+// Whether snapshot b of the same thread continues a's trip: the loop's
+// invariants unchanged and the induction register moved forward (or not).
+bool same_trip(const ProgressQuery& q, const store::RegisterSample& a, const store::RegisterSample& b) {
+    for (int r : q.invariant)
+        if (a.regs[static_cast<std::size_t>(r)] != b.regs[static_cast<std::size_t>(r)]) return false;
+    const auto r = static_cast<std::size_t>(q.gp);
+    const std::uint64_t raw = b.regs[r] - a.regs[r];
+    const std::int64_t moved = q.width == 4 ? static_cast<std::int32_t>(static_cast<std::uint32_t>(raw))
+                                            : static_cast<std::int64_t>(raw);
+    return moved % q.step == 0 && moved / q.step >= 0;
+}
+
 }  // namespace
+
+CalleeShare callee_share(const ProgressQuery& q) {
+    CalleeShare out;
+    if (q.gp < 0 || q.gp >= 16 || q.step == 0 || !q.in_loop) return out;
+    auto in_loop = [&q](const store::RegisterSample& s) { return s.image == q.image && q.in_loop(s.offset); };
+    // Each run of snapshots outside the loop is walked once: from the
+    // snapshot in the loop just before it.
+    auto consider = [&](std::size_t p) {
+        const auto& a = q.stream[p];
+        if (!in_loop(a)) return;
+        ++out.in_loop;
+        std::size_t j = p + 1;
+        while (j < q.stream.size() && q.stream[j].tid == a.tid && q.stream[j].pid == a.pid && !in_loop(q.stream[j]))
+            ++j;
+        if (j == p + 1 || j >= q.stream.size() || q.stream[j].tid != a.tid || q.stream[j].pid != a.pid) return;
+        if (same_trip(q, a, q.stream[j])) out.away += static_cast<std::uint32_t>(j - p - 1);
+    };
+    if (q.candidates.empty()) {
+        for (std::size_t p = 0; p < q.stream.size(); ++p) consider(p);
+    } else {
+        for (auto p : q.candidates)
+            if (p < q.stream.size()) consider(p);
+    }
+    if (out.in_loop == 0) {
+        out.high = INFINITY;
+        return out;
+    }
+    const double n = static_cast<double>(out.in_loop), k = static_cast<double>(out.away);
+    out.share = k / n;
+    out.high = (k + 1 + 2 * std::sqrt(k + 1)) / n;
+    return out;
+}
 
 LoopRate loop_rate(const ProgressQuery& q) {
     LoopRate out;

@@ -34,9 +34,10 @@ struct Loop {
 // one instruction in the loop writes it (add/sub/inc/dec with an immediate,
 // or lea r, [r + disp]), that instruction's block is in no nested loop and
 // dominates every latch, so each iteration runs it exactly once. Or several
-// instructions write it, all adding the same constant, in a loop with no
-// nested loop, and every path from the header to a latch passes exactly one
-// of them (`i++` in each arm); `instruction` is then the first of them and
+// instructions write it, all adding the same constant, none in a nested
+// loop, and every path from the header to a latch passes exactly one
+// of them (`i++` in each arm); nested loops that do not write it are allowed;
+// `instruction` is then the first of them and
 // `block` the header, which runs once per iteration.
 struct InductionVariable {
     std::uint32_t loop = 0;               // index into LoopInfo::loops

@@ -96,4 +96,26 @@ inline constexpr std::uint32_t kMinPairs = 8;
 
 LoopRate loop_rate(const ProgressQuery& query);
 
+// A loop that calls other code: how much of its thread's time went to the
+// calls. The rate from pairs leaves out a pair whose next snapshot is outside
+// the loop, but a call too short to be sampled stays inside a pair and slows
+// its rate; the loop's own samples hold none of the callee's time. The
+// callee's share of the loop's time bounds that error: it is measured as the
+// snapshots of the thread taken outside the loop between two of its
+// snapshots in the same trip (invariants unchanged, the induction register
+// moved forward), over the snapshots in the loop.
+struct CalleeShare {
+    std::uint32_t in_loop = 0;           // snapshots in the loop
+    std::uint32_t away = 0;              // snapshots outside it, within one trip
+    double share = 0;                    // away / in_loop
+    double high = 0;                     // upper bound (Poisson, about 2 sigma) of the share
+};
+CalleeShare callee_share(const ProgressQuery& query);
+
+// A loop with calls is measured when the callee's share (its upper bound)
+// is at most this: its count is then the rate times the loop's own time, and
+// its upper end widens by the share (the time the calls may have hidden in
+// pairs).
+inline constexpr double kMaxCalleeShare = 0.05;
+
 }  // namespace ecpi::analyze

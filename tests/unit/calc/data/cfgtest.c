@@ -1,6 +1,6 @@
 /* Functions with known control flow for the CFG tests (tests/unit/calc):
  * a dense switch (a jump table), an interpreter's switch on a loaded byte, a call to abort() (no-return), a tail call,
- * a counted loop and a loop that never exits. Built with GCC (PIE and
+ * a counted loop, a loop that calls a function now and then (append) and a loop that never exits. Built with GCC (PIE and
  * non-PIE) and Clang when installed; the tests check the CFG, not the output. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +70,31 @@ __attribute__((noinline)) long counted(const long *v, int n)
 	return s;
 }
 
+/* An array that doubles when full: append's loop calls grow() once per
+ * doubling, seldom next to its iterations. */
+struct vec {
+	long *items;
+	long len, cap;
+};
+
+__attribute__((noinline)) void grow(struct vec *v)
+{
+	v->cap = v->cap ? 2 * v->cap : 16;
+	v->items = realloc(v->items, v->cap * sizeof *v->items);
+	if (!v->items)
+		abort();
+}
+
+__attribute__((noinline)) long append(struct vec *v, const long *src, long n)
+{
+	for (long i = 0; i < n; i++) {
+		if (v->len == v->cap)
+			grow(v);
+		v->items[v->len++] = src[i];
+	}
+	return v->len;
+}
+
 __attribute__((noinline, noreturn)) void forever(void)
 {
 	for (;;)
@@ -79,9 +104,11 @@ __attribute__((noinline, noreturn)) void forever(void)
 int main(int argc, char **argv)
 {
 	long v[4] = {1, 2, 3, 4};
+	struct vec grown = {0};
 	(void)argv;
 	if (argc > 5)
 		forever();
-	printf("%d %d %d %ld\n", dispatch(argc, 3), checked(argc), tail(argc), counted(v, 4));
+	printf("%d %d %d %ld %ld\n", dispatch(argc, 3), checked(argc), tail(argc), counted(v, 4), append(&grown, v, 4));
+	free(grown.items);
 	return 0;
 }

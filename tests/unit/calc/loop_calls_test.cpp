@@ -1,0 +1,155 @@
+// A loop that calls other code (calc_procedure.cpp, register_progress.h's
+// CalleeShare): append() in data/cfgtest.c steps a callee-saved register and
+// calls grow() when its array is full. Its count is measured by register
+// progress when the calls took a small share of the thread's time, and
+// refused, saying why, when they took more.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+#include "ecpi/analyze/calc/calc.h"
+#include "ecpi/analyze/symbols/symbolizer.h"
+
+using namespace ecpi::analyze;
+using ecpi::store::RegisterSample;
+
+namespace {
+
+constexpr double kPeriodNs = 100'000;       // one snapshot per sample, 100 us apart
+constexpr std::uint64_t kPerSample = 1000;  // iterations between two snapshots in the loop
+
+int gp_of(const std::string& name) {
+    static const std::array<const char*, 16> k64 = {"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
+                                                    "r8",  "r9",  "r10", "r11", "r12", "r13", "r14", "r15"};
+    for (std::size_t n = 0; n < k64.size(); ++n)
+        if (name == k64[n]) return static_cast<int>(n);
+    return -1;
+}
+
+struct Append {
+    ecpi::analyze::SymbolTable table;
+    ImageBytes image;
+    MachineModel model;
+    const Symbol* append = nullptr;
+    const Symbol* grow = nullptr;
+
+    static Append open() {
+        auto table = SymbolTable::from_elf(ECPI_CFGTEST_GCC);
+        REQUIRE(table.ok());
+        auto image = ImageBytes::open(ECPI_CFGTEST_GCC);
+        REQUIRE(image.ok());
+        auto model = MachineModel::load(MachineModel::kDefault);
+        REQUIRE(model.ok());
+        return {std::move(*table), std::move(*image), std::move(*model)};
+    }
+
+    const Symbol* symbol(const std::string& name) const {
+        for (const auto& s : table.symbols())
+            if (s.name == name) return &s;
+        return nullptr;
+    }
+
+    ProcedureInput input() const {
+        ProcedureInput in;
+        in.name = "append";
+        in.start = append->start;
+        in.end = table.end_of(*append);
+        in.image = &image;
+        return in;
+    }
+};
+
+// One thread in append's loop: `snapshots` at its header, 100 us apart, the
+// induction register moving kPerSample steps each; after every `every`-th
+// the thread is sampled once in grow() (the call took one period) and comes
+// back to the same trip. Returns the stream; `in_loop` gets the loop's
+// snapshot count.
+std::vector<RegisterSample> stream(const CalcLoop& loop, std::uint64_t grow_pc, int snapshots, int every,
+                                   std::uint64_t& in_loop) {
+    std::vector<RegisterSample> v;
+    const int gp = gp_of(loop.induction);
+    REQUIRE(gp >= 0);
+    std::uint64_t t = 1'000'000'000, reg = 0;
+    in_loop = 0;
+    for (int k = 0; k < snapshots; ++k) {
+        RegisterSample s;
+        s.pid = 10;
+        s.tid = 10;
+        s.time_ns = t;
+        s.offset = loop.header;
+        s.regs[static_cast<std::size_t>(gp)] = reg;
+        v.push_back(s);
+        ++in_loop;
+        t += static_cast<std::uint64_t>(kPeriodNs);
+        reg += kPerSample * static_cast<std::uint64_t>(loop.step);
+        if (every > 0 && k % every == every - 1 && k + 1 < snapshots) {
+            RegisterSample away = s;
+            away.time_ns = t;
+            away.offset = grow_pc;
+            away.regs[static_cast<std::size_t>(gp)] = 77;  // grow's own use of the register, restored on return
+            v.push_back(away);
+            t += static_cast<std::uint64_t>(kPeriodNs);
+            reg += kPerSample * static_cast<std::uint64_t>(loop.step);
+        }
+    }
+    return v;
+}
+
+// The loop's report with the snapshots of `stream` (in_loop samples at the header).
+CalcLoop measured(const Append& fx, const CalcLoop& loop, const std::vector<RegisterSample>& v, std::uint64_t in_loop) {
+    ProcedureInput in = fx.input();
+    in.samples = {{loop.header, in_loop}};
+    ProcedureInput::Registers regs;
+    regs.stream = v;
+    regs.period_ns = kPeriodNs;
+    regs.max_gap_ns = 1.6 * kPeriodNs;
+    in.registers = regs;
+    auto proc = analyze_procedure(in, fx.model, 1000);
+    REQUIRE(proc.ok());
+    REQUIRE(proc->loops.size() == 1);
+    return proc->loops.front();
+}
+
+}  // namespace
+
+TEST_CASE("a loop that seldom calls other code is measured by a callee-saved induction register") {
+    Append fx = Append::open();
+    fx.append = fx.symbol("append");
+    fx.grow = fx.symbol("grow");
+    REQUIRE(fx.append != nullptr);
+    REQUIRE(fx.grow != nullptr);
+    ProcedureInput plain = fx.input();
+    plain.samples = {{fx.append->start, 1}};  // loops are found in sampled procedures
+    auto first = analyze_procedure(plain, fx.model, 1000);
+    REQUIRE(first.ok());
+    REQUIRE(first->loops.size() == 1);
+    const CalcLoop loop = first->loops.front();
+    // The register that survives the call: callee-saved by the ABI.
+    REQUIRE(!loop.induction.empty());
+    const int gp = gp_of(loop.induction);
+    CHECK((gp == 3 || gp == 5 || gp >= 12));
+    CHECK_FALSE(loop.anchored);
+
+    SUBCASE("one call sampled in 100 snapshots of the loop: measured") {
+        std::uint64_t in_loop = 0;
+        const auto v = stream(loop, fx.grow->start, 400, 100, in_loop);
+        const CalcLoop r = measured(fx, loop, v, in_loop);
+        CAPTURE(r.why_not);
+        REQUIRE(r.anchored);
+        // The loop's own samples, at the rate of its own time.
+        CHECK(r.iterations == doctest::Approx(static_cast<double>(in_loop * kPerSample)).epsilon(0.01));
+        CHECK(r.iterations_max >= r.iterations * 1.01);  // widened by the calls' possible share
+    }
+    SUBCASE("a call sampled after every fourth snapshot: refused, saying how much the calls took") {
+        std::uint64_t in_loop = 0;
+        const auto v = stream(loop, fx.grow->start, 400, 4, in_loop);
+        const CalcLoop r = measured(fx, loop, v, in_loop);
+        CHECK_FALSE(r.anchored);
+        CHECK(r.why_not.find("calls other code") != std::string::npos);
+        CHECK(r.why_not.find("99 snapshots of its thread were in the calls against 400 in the loop") !=
+              std::string::npos);
+    }
+}
