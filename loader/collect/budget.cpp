@@ -327,16 +327,14 @@ std::vector<int> calibration_cpus(const std::vector<int>& cpus, std::size_t at_m
     return spread;
 }
 
-namespace {
-
-// Whether the CPUs measured agree: every CPU's median within every other's
-// confidence interval (log_calibration's test of when they differ).
 bool cpus_agree(const std::vector<CpuCost>& per_cpu) {
     for (const auto& a : per_cpu)
         for (const auto& b : per_cpu)
             if (a.median_us > b.upper_us || a.median_us < b.lower_us) return false;
     return true;
 }
+
+namespace {
 
 // Every CPU's pairs together, where each CPU kept them.
 std::vector<double> pooled_pairs(const std::vector<CpuCost>& per_cpu) {

@@ -43,10 +43,7 @@ void Session::log_calibration(const SampleCost& cost, double budget) {
                   cost.precise ? "within 10%" : "short of 10% in the time allowed", whose_bound(cost).c_str(),
                   static_cast<unsigned long long>(rate_choice_.hz), rate_choice_.overhead_percent);
     log(line);
-    bool differ = false;
-    for (const auto& a : cost.per_cpu)
-        for (const auto& b : cost.per_cpu) differ = differ || a.median_us > b.upper_us || a.median_us < b.lower_us;
-    if (differ) {
+    if (!cpus_agree(cost.per_cpu)) {
         std::string per_cpu = "the CPUs differ:";
         for (const auto& c : cost.per_cpu) {
             std::snprintf(line, sizeof line, " CPU %d median %.1f us [%.1f-%.1f],", c.cpu, c.median_us, c.lower_us, c.upper_us);

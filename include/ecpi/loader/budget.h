@@ -102,6 +102,10 @@ struct SampleCost {
 // many spread evenly over the list.
 std::vector<int> calibration_cpus(const std::vector<int>& cpus, std::size_t at_most = 4);
 
+// Whether the CPUs measured agree: every CPU's median within every other's
+// confidence interval.
+bool cpus_agree(const std::vector<CpuCost>& per_cpu);
+
 // Summarizes per-CPU measurements (at least one): where the CPUs agree (each
 // median within every other's interval) and kept their pairs, the pairs of
 // all of them together decide (`pooled`); else the CPU with the highest
