@@ -347,6 +347,7 @@ void ProcessTable::forget_replaced_before(std::uint64_t horizon_ns) {
 }
 
 std::optional<ResolvedPc> ProcessTable::resolve(std::uint32_t pid, std::uint64_t pc, std::uint64_t time_ns) {
+    if (time_ns == 0) time_ns = kNow;  // no time known (never a kernel's: its clock starts at boot)
     auto it = processes_.find(pid);
     if (it == processes_.end()) {
         // Never seen (records lost?): the process may still be alive.

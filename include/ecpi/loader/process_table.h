@@ -60,7 +60,7 @@ public:
     void scan_all_proc();
 
     // (pid, pc) of a user-mode sample taken at `time_ns` (CLOCK_MONOTONIC;
-    // kNow: with the mappings as they are). Looks in the current address
+    // kNow or 0, no time known: with the mappings as they are). Looks in the current address
     // space first, then in the ones the process had before exec (a sample
     // taken before exec may be drained after it). In each space, a mapping
     // replaced after time_ns at that pc names it, not its replacement: the

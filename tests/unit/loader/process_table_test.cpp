@@ -149,6 +149,7 @@ TEST_CASE("a sample taken before its mapping was replaced at the same address is
     CHECK(path_at(0x7f0010, 2'500) == "/opt/host/plugins/libbeta.so");
     CHECK(path_at(0x7f2010, 2'500) == "/opt/host/plugins/libalpha.so");  // alpha's tail was never replaced
     CHECK(path_at(0x7f1010, ProcessTable::kNow) == "/opt/host/plugins/libgamma.so");
+    CHECK(path_at(0x7f1010, 0) == "/opt/host/plugins/libgamma.so");  // no time: as mapped now
     // The offset is the replaced mapping's: alpha's 0x7f1010 is file offset 0x2010.
     auto alpha = table.resolve(7, 0x7f1010, 1'500);
     REQUIRE(alpha.has_value());
