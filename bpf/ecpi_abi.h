@@ -8,7 +8,7 @@
 #include <linux/types.h>
 #endif
 
-#define ECPI_ABI_VERSION 6
+#define ECPI_ABI_VERSION 7
 
 /* Events one recording may sample at once (-e ...). The event index travels
  * as the perf link's bpf cookie. */
@@ -57,12 +57,14 @@ struct ecpi_stack_record {
 	__u16 kernel_depth; /* frames in ips[0 .. kernel_depth) */
 	__u16 user_depth;   /* frames in ips[ECPI_MAX_STACK_DEPTH .. + user_depth) */
 	struct ecpi_sample_key key;
+	__u64 time_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC): user space names the frames with the
+	                * mappings of that moment (a mapping replaced after it still names them) */
 	__u64 ips[ECPI_MAX_STACK_DEPTH + ECPI_MAX_USER_STACK_DEPTH]; /* leaf first on each side */
 };
 /* ECPI_RECORD_STACK_PACKED: the same record, but the user frames follow the
  * kernel ones in ips[kernel_depth .. kernel_depth + user_depth), and the
  * record is sent only that long (offsetof(ips) + 8 * (kernel_depth + user_depth)
- * bytes): a 30-frame user stack is 264 bytes instead of 1,560. */
+ * bytes): a 30-frame user stack is 272 bytes instead of 1,568. */
 
 /* ---- CFI unwinding of user stacks (-g, --call-graph cfi) ---------------
  * User space compiles each image's .eh_frame/.debug_frame into sorted rows
@@ -148,6 +150,7 @@ struct ecpi_stack_copy_record {
 	__u16 kernel_depth; /* frames in kernel_ips[0 .. kernel_depth) */
 	__u16 stack_bytes;  /* bytes in stack[], copied from sp up */
 	struct ecpi_sample_key key;
+	__u64 time_ns; /* bpf_ktime_get_ns(), as ecpi_stack_record's */
 	__u64 pc;
 	__u64 sp;
 	__u64 bp;

@@ -251,7 +251,8 @@ static __always_inline int aggregate(void *table, const struct ecpi_sample_key *
 	return spill_sample(key);
 }
 
-static __always_inline int record_stack(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key)
+static __always_inline int record_stack(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key,
+					__u64 now)
 {
 	struct ecpi_stack_record *rec;
 	long n;
@@ -263,6 +264,7 @@ static __always_inline int record_stack(struct bpf_perf_event_data *ctx, const s
 	}
 	rec->kind = ECPI_RECORD_STACK_SAMPLE;
 	rec->key = *key;
+	rec->time_ns = now;
 	rec->kernel_depth = 0;
 	rec->user_depth = 0;
 	if (key->kernel) {
@@ -687,6 +689,7 @@ static __always_inline bool send_stack_copy(const struct ecpi_sample_key *key, c
 	rec->kernel_depth = walked->kernel_depth;
 	rec->stack_bytes = size;
 	rec->key = *key;
+	rec->time_ns = walked->time_ns;
 	rec->pc = w->pc;
 	rec->sp = w->sp;
 	rec->bp = w->bp;
@@ -695,7 +698,8 @@ static __always_inline bool send_stack_copy(const struct ecpi_sample_key *key, c
 	return bpf_ringbuf_output(&samples_rb, rec, header + size, BPF_RB_NO_WAKEUP) == 0;
 }
 
-static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key)
+static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key,
+					    __u64 now)
 {
 	struct walk_state w = {};
 	struct ecpi_stack_record *rec;
@@ -707,6 +711,7 @@ static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, con
 		return 0;
 	rec->kind = ECPI_RECORD_STACK_PACKED;
 	rec->key = *key;
+	rec->time_ns = now;
 	rec->kernel_depth = 0;
 	rec->user_depth = 0;
 	if (key->kernel) {
@@ -755,7 +760,7 @@ static __always_inline bool registers_turn(void)
 
 
 static __always_inline void record_registers(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key,
-					     __u64 pid_tgid)
+					     __u64 pid_tgid, __u64 now)
 {
 	struct ecpi_register_record *rec;
 
@@ -771,7 +776,7 @@ static __always_inline void record_registers(struct bpf_perf_event_data *ctx, co
 	rec->pad = 0;
 	rec->tgid = key->tgid;
 	rec->tid = (__u32)pid_tgid;
-	rec->time_ns = bpf_ktime_get_ns();
+	rec->time_ns = now;
 	rec->pc = key->pc;
 	/* Hardware encoding order (ecpi_abi.h). */
 	rec->regs[0] = ECPI_REG(ctx, ax);
@@ -806,7 +811,7 @@ int ecpi_sample(struct bpf_perf_event_data *ctx)
 	struct ecpi_sample_key key;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
-	__u64 *idle;
+	__u64 *idle, now;
 
 #ifdef ECPI_TEST_HOOKS
 	if (test_sample_cost_ns) {
@@ -837,13 +842,16 @@ int ecpi_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 	count(key.event, ECPI_COUNTER_SAMPLES);
+	/* One clock read for the sample's records: user space names their pcs
+	 * with the mappings of that time (a mapping replaced later, issue 29). */
+	now = registers_every || capture_stacks ? bpf_ktime_get_ns() : 0;
 	if (registers_every && !key.kernel)
-		record_registers(ctx, &key, pid_tgid);
+		record_registers(ctx, &key, pid_tgid, now);
 
 	if (capture_stacks && unwind_cfi)
-		return record_stack_cfi(ctx, &key);
+		return record_stack_cfi(ctx, &key, now);
 	if (capture_stacks)
-		return record_stack(ctx, &key);
+		return record_stack(ctx, &key, now);
 	if (active_slot)
 		return aggregate(&counts_1, &key);
 	return aggregate(&counts_0, &key);

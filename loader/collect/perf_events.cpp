@@ -108,6 +108,12 @@ std::vector<std::string> known_event_names() {
     return names;
 }
 
+std::uint64_t monotonic_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 Result<EventSpec> parse_event(const std::string& name) {
     for (const auto& e : kKnownEvents) {
         if (name == e.name) return EventSpec{e.name, e.type, e.config, e.is_clock};
@@ -331,6 +337,10 @@ Result<SidebandReader> SidebandReader::open(const std::vector<int>& cpus, std::s
         attr.config = PERF_COUNT_SW_DUMMY;
         attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
         attr.sample_id_all = 1;  // every record ends with {pid, tid, time}
+        // Times on the samples' clock (bpf_ktime_get_ns): a sample taken before a
+        // mapping was replaced is named with the mapping of its time (issue 29).
+        attr.use_clockid = 1;
+        attr.clockid = CLOCK_MONOTONIC;
         attr.mmap = 1;
         attr.mmap2 = 1;
         attr.comm = 1;
@@ -418,7 +428,7 @@ void SidebandReader::drain(const SidebandHandler& handler) {
             if (!(prot & PROT_EXEC)) break;
             const char* name = reinterpret_cast<const char*>(body + kFixed);
             std::string path(name, strnlen(name, body_size - kFixed - kTrailer));
-            if (handler.mmap) handler.mmap(u32_at(0), u64_at(8), u64_at(16), u64_at(24), path, build_id);
+            if (handler.mmap) handler.mmap(u32_at(0), u64_at(8), u64_at(16), u64_at(24), path, build_id, p.time);
             break;
         }
         case PERF_RECORD_MMAP: {
@@ -427,7 +437,7 @@ void SidebandReader::drain(const SidebandHandler& handler) {
             if (body_size < kFixed + kTrailer) break;
             const char* name = reinterpret_cast<const char*>(body + kFixed);
             std::string path(name, strnlen(name, body_size - kFixed - kTrailer));
-            if (handler.mmap) handler.mmap(u32_at(0), u64_at(8), u64_at(16), u64_at(24), path, "");
+            if (handler.mmap) handler.mmap(u32_at(0), u64_at(8), u64_at(16), u64_at(24), path, "", p.time);
             break;
         }
         case PERF_RECORD_COMM: {

@@ -22,6 +22,11 @@ namespace {
 // execs); with 2 kept, its first programs' samples were [unknown].
 constexpr std::size_t kMaxOldSpaces = 8;
 
+// Replaced mappings kept per address space for the samples still to be
+// drained (a drain's worth of dlclose/dlopen: a plugin host reloading in a
+// loop replaces a few per reload); beyond, the oldest go first.
+constexpr std::size_t kMaxReplaced = 1024;
+
 std::string to_hex(const unsigned char* data, std::size_t size) {
     static const char* digits = "0123456789abcdef";
     std::string out;
@@ -201,13 +206,14 @@ std::uint32_t ProcessTable::intern_image(std::uint32_t pid, const std::string& p
 }
 
 void ProcessTable::on_mmap(std::uint32_t pid, std::uint64_t start, std::uint64_t len, std::uint64_t pgoff,
-                           const std::string& path, const std::string& build_id) {
+                           const std::string& path, const std::string& build_id, std::uint64_t time_ns) {
     if (len == 0) return;
     std::uint64_t end = start + len;
     std::uint32_t image = intern_image(pid, path, build_id, start, end);
     auto& space = process(pid).spaces.back();
     auto& maps = space.mappings;
-    // A new mapping replaces whatever it overlaps (munmap is not reported).
+    // A new mapping replaces whatever it overlaps (munmap is not reported);
+    // the part it replaces names the samples taken before time_ns.
     std::vector<Mapping> kept;
     kept.reserve(maps.size() + 2);
     for (const auto& m : maps) {
@@ -217,6 +223,13 @@ void ProcessTable::on_mmap(std::uint32_t pid, std::uint64_t start, std::uint64_t
         }
         if (m.start < start) kept.push_back({m.start, start, m.pgoff, m.image});
         if (m.end > end) kept.push_back({end, m.end, m.pgoff + (end - m.start), m.image});
+        const std::uint64_t from = std::max(m.start, start);
+        if (time_ns != 0)
+            space.replaced.push_back({{from, std::min(m.end, end), m.pgoff + (from - m.start), m.image}, time_ns});
+    }
+    if (space.replaced.size() > kMaxReplaced) {
+        const auto excess = static_cast<std::ptrdiff_t>(space.replaced.size() - kMaxReplaced);
+        space.replaced.erase(space.replaced.begin(), space.replaced.begin() + excess);
     }
     kept.push_back({start, end, pgoff, image});
     std::sort(kept.begin(), kept.end(), [](const Mapping& a, const Mapping& b) { return a.start < b.start; });
@@ -293,28 +306,48 @@ void ProcessTable::scan_all_proc() {
     }
 }
 
-std::optional<ResolvedPc> ProcessTable::resolve_in(const AddressSpace& space, std::uint64_t pc) {
+// The mapping at `pc` when the sample was taken: the earliest replaced one
+// whose replacement came after time_ns, else the current one.
+std::optional<ResolvedPc> ProcessTable::resolve_in(const AddressSpace& space, std::uint64_t pc,
+                                                   std::uint64_t time_ns) {
+    const Replaced* then = nullptr;
+    for (const auto& r : space.replaced) {
+        if (r.until_ns <= time_ns || pc < r.mapping.start || pc >= r.mapping.end) continue;
+        if (!then || r.until_ns < then->until_ns) then = &r;
+    }
+    if (then) return resolve_mapping(then->mapping, pc);
     const auto& maps = space.mappings;
     auto it = std::upper_bound(maps.begin(), maps.end(), pc,
                                [](std::uint64_t v, const Mapping& m) { return v < m.start; });
     if (it == maps.begin()) return std::nullopt;
     --it;
     if (pc >= it->end) return std::nullopt;
-    ImageInfo& image = images_[it->image];
-    // JIT code is looked up by absolute address (as perf-PID.map files do);
-    // other pseudo images ([vdso]) relative to where they were mapped.
-    if (image.id.path == "[anon]") return ResolvedPc{it->image, pc};
-    if (image.id.path.starts_with('[')) return ResolvedPc{it->image, pc - it->start + it->pgoff};
-    std::uint64_t file_offset = pc - it->start + it->pgoff;
-    for (const auto& seg : image.segments) {
-        if (file_offset >= seg.offset && file_offset < seg.offset + seg.filesz)
-            return ResolvedPc{it->image, file_offset - seg.offset + seg.vaddr};
-    }
-    // No executable segment covers it (unreadable file): keep the file offset.
-    return ResolvedPc{it->image, file_offset};
+    return resolve_mapping(*it, pc);
 }
 
-std::optional<ResolvedPc> ProcessTable::resolve(std::uint32_t pid, std::uint64_t pc) {
+ResolvedPc ProcessTable::resolve_mapping(const Mapping& m, std::uint64_t pc) {
+    const ImageInfo& image = images_[m.image];
+    // JIT code is looked up by absolute address (as perf-PID.map files do);
+    // other pseudo images ([vdso]) relative to where they were mapped.
+    if (image.id.path == "[anon]") return ResolvedPc{m.image, pc};
+    if (image.id.path.starts_with('[')) return ResolvedPc{m.image, pc - m.start + m.pgoff};
+    std::uint64_t file_offset = pc - m.start + m.pgoff;
+    for (const auto& seg : image.segments) {
+        if (file_offset >= seg.offset && file_offset < seg.offset + seg.filesz)
+            return ResolvedPc{m.image, file_offset - seg.offset + seg.vaddr};
+    }
+    // No executable segment covers it (unreadable file): keep the file offset.
+    return ResolvedPc{m.image, file_offset};
+}
+
+void ProcessTable::forget_replaced_before(std::uint64_t horizon_ns) {
+    for (auto& [pid, p] : processes_)
+        for (auto& space : p.spaces)
+            std::erase_if(space.replaced, [&](const Replaced& r) { return r.until_ns <= horizon_ns; });
+}
+
+std::optional<ResolvedPc> ProcessTable::resolve(std::uint32_t pid, std::uint64_t pc, std::uint64_t time_ns) {
+    if (time_ns == 0) time_ns = kNow;  // no time known (never a kernel's: its clock starts at boot)
     auto it = processes_.find(pid);
     if (it == processes_.end()) {
         // Never seen (records lost?): the process may still be alive.
@@ -324,7 +357,7 @@ std::optional<ResolvedPc> ProcessTable::resolve(std::uint32_t pid, std::uint64_t
     }
     const auto& spaces = it->second.spaces;
     for (auto s = spaces.rbegin(); s != spaces.rend(); ++s) {
-        if (auto r = resolve_in(*s, pc)) return r;
+        if (auto r = resolve_in(*s, pc, time_ns)) return r;
     }
     return std::nullopt;
 }

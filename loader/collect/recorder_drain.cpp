@@ -8,9 +8,11 @@
 
 namespace ecpi::loader::detail {
 
-std::pair<std::uint32_t, std::uint64_t> Session::resolve_pc(std::uint32_t pid, std::uint64_t pc, bool kernel) {
+// `time_ns`: when the sample was taken (a mapping replaced since still names it).
+std::pair<std::uint32_t, std::uint64_t> Session::resolve_pc(std::uint32_t pid, std::uint64_t pc, bool kernel,
+                                                            std::uint64_t time_ns) {
     if (kernel || pc >= kKernelSpaceStart) return {kKernelImageIndex, pc - kernel_.text};
-    if (auto r = processes_.resolve(pid, pc)) return {r->image, r->offset};
+    if (auto r = processes_.resolve(pid, pc, time_ns)) return {r->image, r->offset};
     return {kUnknownImageIndex, pc};
 }
 
@@ -25,8 +27,9 @@ void Session::resolve_pending() {
     std::sort(pending_flat_.begin(), pending_flat_.end(), [](const RawSample& a, const RawSample& b) {
         return std::tie(a.tgid, a.pc) < std::tie(b.tgid, b.pc);
     });
-    auto add_flat = [&](std::uint16_t event, std::uint32_t pid, std::uint64_t pc, bool kernel, std::uint64_t n) {
-        auto [image, offset] = resolve_pc(pid, pc, kernel);
+    auto add_flat = [&](std::uint16_t event, std::uint32_t pid, std::uint64_t pc, bool kernel, std::uint64_t n,
+                        std::uint64_t time_ns) {
+        auto [image, offset] = resolve_pc(pid, pc, kernel, time_ns);
         flat_[{event, image, pid, offset}] += n;
         auto& meta = unflushed_meta_[event];
         meta.samples += n;
@@ -36,19 +39,19 @@ void Session::resolve_pending() {
     };
     for (const auto& s : pending_flat_) {
         if (s.event >= events_.size()) continue;
-        add_flat(s.event, s.tgid, s.pc, s.kernel, s.count);
+        add_flat(s.event, s.tgid, s.pc, s.kernel, s.count, s.time_ns);
     }
     pending_flat_.clear();
 
     std::unordered_set<StackKey, StackKeyHash> distinct;
     for (const auto& s : pending_stacks_) {
         if (s.event >= events_.size()) continue;
-        add_flat(s.event, s.tgid, s.pc, s.kernel, 1);
+        add_flat(s.event, s.tgid, s.pc, s.kernel, 1, s.time_ns);
         StackKey key{s.event, s.tgid, {}};
         key.frames.reserve(s.kernel_ips.size() + s.user_ips.size());
-        for (auto ip : s.kernel_ips) key.frames.push_back(resolve_pc(s.tgid, ip, true));
-        for (auto ip : s.user_ips) key.frames.push_back(resolve_pc(s.tgid, ip, false));
-        if (key.frames.empty()) key.frames.push_back(resolve_pc(s.tgid, s.pc, s.kernel));
+        for (auto ip : s.kernel_ips) key.frames.push_back(resolve_pc(s.tgid, ip, true, s.time_ns));
+        for (auto ip : s.user_ips) key.frames.push_back(resolve_pc(s.tgid, ip, false, s.time_ns));
+        if (key.frames.empty()) key.frames.push_back(resolve_pc(s.tgid, s.pc, s.kernel, s.time_ns));
         distinct.insert(key);
         stacks_[std::move(key)] += 1;
         ++summary_.stack_samples;
@@ -71,7 +74,7 @@ void Session::resolve_registers() {
         s.pid = raw.tgid;
         s.tid = raw.tid;
         s.time_ns = raw.time_ns;
-        std::tie(s.image, s.offset) = resolve_pc(raw.tgid, raw.pc, false);
+        std::tie(s.image, s.offset) = resolve_pc(raw.tgid, raw.pc, false, raw.time_ns);
         s.regs = raw.regs;
         registers_[raw.event].push_back(s);
     }
@@ -84,8 +87,8 @@ void Session::resolve_registers() {
 void Session::drain_sideband() {
     sideband_->drain({
         [this](std::uint32_t pid, std::uint64_t start, std::uint64_t len, std::uint64_t pgoff, const std::string& path,
-               const std::string& build_id) {
-            processes_.on_mmap(pid, start, len, pgoff, path, build_id);
+               const std::string& build_id, std::uint64_t time_ns) {
+            processes_.on_mmap(pid, start, len, pgoff, path, build_id, time_ns);
             if (unwinder_) unwinder_->note(pid);
         },
         [this](std::uint32_t pid, const std::string& comm, bool exec) {
@@ -123,9 +126,24 @@ std::string Session::process_cmdline(std::uint32_t pid) const {
     return now.empty() ? processes_.cmdline(pid) : now;
 }
 
+// Mappings replaced before the previous drain began name no sample still to
+// come: every sample taken before then was in the kernel's ring when this
+// drain read it (a handler takes microseconds; a second is kept to spare),
+// except stack copies still held for their tables.
+void Session::forget_replaced_mappings(std::uint64_t drain_began_ns) {
+    std::uint64_t horizon =
+        previous_drain_began_ns_ > kReplacedSpareNs ? previous_drain_began_ns_ - kReplacedSpareNs : 0;
+    if (unwinder_) horizon = std::min(horizon, unwinder_->oldest_held_ns());
+    processes_.forget_replaced_before(horizon);
+    previous_drain_began_ns_ = drain_began_ns;
+}
+
 Result<void> Session::drain_cycle() {
     // Order matters: flip the table first, then read the side-band records,
     // so every drained sample's mmap has been seen (it happened before).
+    // The mmaps read after a sample was taken do not name it: samples carry
+    // their time (resolve_pc).
+    const std::uint64_t began = monotonic_ns();
     auto r = sampler_->drain_table(pending_flat_);
     consume_ringbuf();
     drain_sideband();
@@ -147,6 +165,7 @@ Result<void> Session::drain_cycle() {
         if (meta.cmdline.empty()) meta.cmdline = process_cmdline(pid);
     }
     processes_.reap_exited();
+    forget_replaced_mappings(began);
     ++summary_.drains;
     auto now = Clock::now();
     last_interval_s_ = std::chrono::duration<double>(now - last_drain_).count();

@@ -199,7 +199,11 @@ private:
     void check_cgroups();
     std::vector<std::uint64_t> total_samples_;      // per event, resolved so far
     std::vector<std::uint64_t> interval_base_;      // total_samples_ at the previous drain
-    std::pair<std::uint32_t, std::uint64_t> resolve_pc(std::uint32_t pid, std::uint64_t pc, bool kernel);
+    std::pair<std::uint32_t, std::uint64_t> resolve_pc(std::uint32_t pid, std::uint64_t pc, bool kernel,
+                                                       std::uint64_t time_ns);
+    void forget_replaced_mappings(std::uint64_t drain_began_ns);
+    static constexpr std::uint64_t kReplacedSpareNs = 1'000'000'000;
+    std::uint64_t previous_drain_began_ns_ = 0;  // monotonic_ns() (issue 29)
 
     const RecordOptions& options_;
     const std::atomic<bool>& stop_;

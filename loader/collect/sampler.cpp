@@ -26,15 +26,16 @@ static_assert(sizeof(ecpi_sample_key) == 16, "ABI: ecpi_sample_key");
 static_assert(offsetof(ecpi_sample_key, pc) == 8, "ABI: ecpi_sample_key.pc");
 static_assert(sizeof(ecpi_sample_record) == 24, "ABI: ecpi_sample_record");
 static_assert(offsetof(ecpi_stack_record, key) == 8, "ABI: ecpi_stack_record.key");
-static_assert(offsetof(ecpi_stack_record, ips) == 24, "ABI: ecpi_stack_record.ips");
-static_assert(sizeof(ecpi_stack_record) == 24 + (ECPI_MAX_STACK_DEPTH + ECPI_MAX_USER_STACK_DEPTH) * 8,
+static_assert(offsetof(ecpi_stack_record, time_ns) == 24, "ABI: ecpi_stack_record.time_ns");
+static_assert(offsetof(ecpi_stack_record, ips) == 32, "ABI: ecpi_stack_record.ips");
+static_assert(sizeof(ecpi_stack_record) == 32 + (ECPI_MAX_STACK_DEPTH + ECPI_MAX_USER_STACK_DEPTH) * 8,
               "ABI: ecpi_stack_record");
 static_assert(offsetof(ecpi_register_record, time_ns) == 16, "ABI: ecpi_register_record.time_ns");
 static_assert(offsetof(ecpi_register_record, regs) == 32, "ABI: ecpi_register_record.regs");
 static_assert(sizeof(ecpi_register_record) == 32 + ECPI_GP_REGISTERS * 8, "ABI: ecpi_register_record");
 static_assert(ECPI_GP_REGISTERS == std::tuple_size_v<decltype(RawRegisterSample::regs)>, "ABI: register count");
 static_assert(offsetof(ecpi_exec_record, args) == 16, "ABI: ecpi_exec_record.args");
-static_assert(ECPI_ABI_VERSION == 6, "update the loader for the new ABI");
+static_assert(ECPI_ABI_VERSION == 7, "update the loader for the new ABI");
 static_assert(ECPI_COUNTER_MAX - ECPI_COUNTER_STACK_ROOT == kStackEndNames.size(), "ABI: stack end counters");
 
 namespace {
@@ -288,6 +289,7 @@ Result<void> Sampler::drain_table(std::vector<RawSample>& out) {
     std::uint32_t old_slot = bss->active_slot;
     __atomic_store_n(&bss->active_slot, old_slot ^ 1u, __ATOMIC_SEQ_CST);
     wait_for_handlers();
+    const std::uint64_t taken_by = monotonic_ns();  // every sample in the old table was taken before
     bpf_map* table = old_slot ? impl_->skel->maps.counts_1 : impl_->skel->maps.counts_0;
     int fd = bpf_map__fd(table);
     const std::uint32_t capacity = bpf_map__max_entries(table);
@@ -309,7 +311,7 @@ Result<void> Sampler::drain_table(std::vector<RawSample>& out) {
             for (int c = 0; c < ncpus; ++c) total += values[static_cast<std::size_t>(i) * ncpus + c];
             if (total == 0) continue;
             const auto& k = keys[i];
-            out.push_back({k.tgid, k.event, k.kernel != 0, k.pc, total});
+            out.push_back({k.tgid, k.event, k.kernel != 0, k.pc, total, taken_by});
         }
         if (err) {
             if (saved == ENOENT) break;  // table empty
@@ -326,7 +328,10 @@ Result<void> Sampler::drain_ringbuf(std::vector<RawSample>& flat, std::vector<Ra
     impl_->flat_out = &flat;
     impl_->stack_out = &stacks;
     impl_->register_out = &registers;
+    const std::size_t flat_before = flat.size();
     int n = ring_buffer__consume(impl_->rb);
+    const std::uint64_t taken_by = monotonic_ns();  // the spilled samples carry no time of their own
+    for (std::size_t i = flat_before; i < flat.size(); ++i) flat[i].time_ns = taken_by;
     impl_->flat_out = nullptr;
     impl_->stack_out = nullptr;
     impl_->register_out = nullptr;

@@ -10,10 +10,12 @@ namespace ecpi::loader {
 
 namespace {
 
-// A stack record's key and kernel frames (kernel_depth <= ECPI_MAX_STACK_DEPTH, checked by the caller).
-RawStackSample stack_sample_head(const ecpi_sample_key& key, const __u64* kernel_ips, std::size_t kernel_depth) {
+// A stack record's key, time and kernel frames (kernel_depth <= ECPI_MAX_STACK_DEPTH, checked by the caller).
+RawStackSample stack_sample_head(const ecpi_sample_key& key, std::uint64_t time_ns, const __u64* kernel_ips,
+                                 std::size_t kernel_depth) {
     RawStackSample s;
     s.tgid = key.tgid;
+    s.time_ns = time_ns;
     s.event = key.event;
     s.kernel = key.kernel != 0;
     s.pc = key.pc;
@@ -32,7 +34,7 @@ StackRecordFault decode_packed_stack(const void* data, std::size_t size, std::ve
     if (kd > ECPI_MAX_STACK_DEPTH || ud > ECPI_MAX_USER_STACK_DEPTH) return StackRecordFault::kDepthOverLimit;
     if (size < header + 8 * (kd + ud)) return StackRecordFault::kShortFrames;
     std::memcpy(rec.ips, static_cast<const std::uint8_t*>(data) + header, 8 * (kd + ud));
-    RawStackSample s = stack_sample_head(rec.key, rec.ips, kd);
+    RawStackSample s = stack_sample_head(rec.key, rec.time_ns, rec.ips, kd);
     s.user_ips.assign(rec.ips + kd, rec.ips + kd + ud);
     out.push_back(std::move(s));
     return StackRecordFault::kNone;
@@ -43,7 +45,7 @@ StackRecordFault decode_full_stack(const void* data, std::size_t size, std::vect
     const auto* rec = static_cast<const ecpi_stack_record*>(data);
     const std::size_t kd = std::min<std::size_t>(rec->kernel_depth, ECPI_MAX_STACK_DEPTH);
     const std::size_t ud = std::min<std::size_t>(rec->user_depth, ECPI_MAX_USER_STACK_DEPTH);
-    RawStackSample s = stack_sample_head(rec->key, rec->ips, kd);
+    RawStackSample s = stack_sample_head(rec->key, rec->time_ns, rec->ips, kd);
     s.user_ips.assign(rec->ips + ECPI_MAX_STACK_DEPTH, rec->ips + ECPI_MAX_STACK_DEPTH + ud);
     out.push_back(std::move(s));
     return StackRecordFault::kNone;
@@ -54,7 +56,7 @@ StackRecordFault decode_stack_copy(const void* data, std::size_t size, std::vect
     if (size < header) return StackRecordFault::kShortHeader;
     const auto* rec = static_cast<const ecpi_stack_copy_record*>(data);
     const std::size_t kd = std::min<std::size_t>(rec->kernel_depth, ECPI_MAX_STACK_DEPTH);
-    RawStackSample s = stack_sample_head(rec->key, rec->kernel_ips, kd);
+    RawStackSample s = stack_sample_head(rec->key, rec->time_ns, rec->kernel_ips, kd);
     const std::size_t bytes = std::min<std::size_t>({rec->stack_bytes, size - header, ECPI_STACK_COPY_BYTES});
     s.copy = UserStackCopy{rec->pc, rec->sp, rec->bp, std::vector<std::uint8_t>(rec->stack, rec->stack + bytes)};
     out.push_back(std::move(s));

@@ -34,7 +34,7 @@ static_assert(sizeof(ecpi_probe_exit_record) == 40, "ABI: ecpi_probe_exit_record
 static_assert(offsetof(ecpi_probe_stack, data) == 32, "ABI: ecpi_probe_stack.data");
 static_assert(sizeof(ecpi_probe_open_call) == 40, "ABI: ecpi_probe_open_call");
 static_assert(sizeof(ecpi_probe_active) == 16 + 40 * ECPI_PROBE_MAX_ACTIVE, "ABI: ecpi_probe_active");
-static_assert(ECPI_ABI_VERSION == 6, "update the probe loader for the new ABI");
+static_assert(ECPI_ABI_VERSION == 7, "update the probe loader for the new ABI");
 
 namespace {
 
@@ -803,7 +803,7 @@ Result<void> ProbeSession::poll() {
     const std::uint32_t target = impl.pid;
     SidebandHandler handler;
     handler.mmap = [&](std::uint32_t pid, std::uint64_t start, std::uint64_t len, std::uint64_t pgoff,
-                       const std::string& path, const std::string& build_id) {
+                       const std::string& path, const std::string& build_id, std::uint64_t /*time_ns*/) {
         if (pid == target) impl.processes.on_mmap(pid, start, len, pgoff, path, build_id);
     };
     handler.comm = [&](std::uint32_t pid, const std::string& comm, bool exec) {

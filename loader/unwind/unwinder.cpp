@@ -472,6 +472,12 @@ void Unwinder::complete(std::vector<RawStackSample>& samples) {
     purge_gone_locked(now);
 }
 
+std::uint64_t Unwinder::oldest_held_ns() const {
+    std::uint64_t oldest = ~0ull;
+    for (const auto& h : held_) oldest = std::min(oldest, h.sample.time_ns);
+    return oldest;
+}
+
 void Unwinder::finish(double wait_s) {
     std::unique_lock<std::mutex> lock(mu_);
     idle_.wait_for(lock, std::chrono::duration<double>(wait_s), [this] { return pending_.empty() && !busy_; });

@@ -27,6 +27,11 @@ struct EventSpec {
 [[nodiscard]] Result<EventSpec> parse_event(const std::string& name);
 std::vector<std::string> known_event_names();
 
+// CLOCK_MONOTONIC in nanoseconds: the clock of bpf_ktime_get_ns() and of the
+// side-band records' times (SidebandReader asks the kernel for it), so a
+// sample and a mapping can be put in the order they happened.
+std::uint64_t monotonic_ns();
+
 // Mean sampling period for `hz` samples per second per CPU: nanoseconds for
 // the clocks, events for hardware counters (cycles from the CPU clock rate).
 std::uint64_t mean_period(const EventSpec& event, std::uint64_t hz, double cpu_mhz);
@@ -135,8 +140,9 @@ private:
 };
 
 struct SidebandHandler {
+    // time_ns: when it was mapped (CLOCK_MONOTONIC, monotonic_ns()).
     std::function<void(std::uint32_t pid, std::uint64_t start, std::uint64_t len, std::uint64_t pgoff,
-                       const std::string& path, const std::string& build_id)> mmap;
+                       const std::string& path, const std::string& build_id, std::uint64_t time_ns)> mmap;
     std::function<void(std::uint32_t pid, const std::string& comm, bool exec)> comm;
     std::function<void(std::uint32_t pid, std::uint32_t ppid)> fork;
     std::function<void(std::uint32_t pid)> exit;

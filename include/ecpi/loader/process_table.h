@@ -44,8 +44,12 @@ class ProcessTable {
 public:
     // Records from the kernel (or a /proc scan), in the order they happened.
     // `path` is as the kernel reports it; `build_id` may be empty (read later).
+    // `time_ns` (CLOCK_MONOTONIC) is when it was mapped: what it replaces
+    // still names the samples taken before then (resolve's time_ns), until
+    // forget_replaced_before; 0 (a /proc scan, a caller without times): the
+    // replaced mappings are forgotten at once.
     void on_mmap(std::uint32_t pid, std::uint64_t start, std::uint64_t len, std::uint64_t pgoff,
-                 const std::string& path, const std::string& build_id);
+                 const std::string& path, const std::string& build_id, std::uint64_t time_ns = 0);
     void on_comm(std::uint32_t pid, const std::string& comm, bool exec);
     void on_fork(std::uint32_t pid, std::uint32_t parent_pid);
     void on_exit(std::uint32_t pid);
@@ -55,10 +59,19 @@ public:
     void scan_proc(std::uint32_t pid);
     void scan_all_proc();
 
-    // (pid, pc) of a user-mode sample. Looks in the current address space
-    // first, then in the ones the process had before exec (a sample taken
-    // before exec may be drained after it).
-    std::optional<ResolvedPc> resolve(std::uint32_t pid, std::uint64_t pc);
+    // (pid, pc) of a user-mode sample taken at `time_ns` (CLOCK_MONOTONIC;
+    // kNow or 0, no time known: with the mappings as they are). Looks in the current address
+    // space first, then in the ones the process had before exec (a sample
+    // taken before exec may be drained after it). In each space, a mapping
+    // replaced after time_ns at that pc names it, not its replacement: the
+    // samples drained from the ring buffer are older than the mmap records
+    // read after them.
+    static constexpr std::uint64_t kNow = ~0ull;
+    std::optional<ResolvedPc> resolve(std::uint32_t pid, std::uint64_t pc, std::uint64_t time_ns = kNow);
+
+    // Forgets the mappings replaced at or before `horizon_ns`: every sample
+    // taken before then has been resolved.
+    void forget_replaced_before(std::uint64_t horizon_ns);
 
     // Processes that exited before the previous call are forgotten: their
     // samples were all drained by then (exit is seen after a drain flip, and
@@ -89,7 +102,15 @@ public:
     void set_proc_root(std::filesystem::path root) { proc_root_ = std::move(root); }
 
 private:
-    struct AddressSpace { std::vector<Mapping> mappings; };  // sorted by start
+    // A mapping (or the part of one) that a later mmap replaced at until_ns.
+    struct Replaced {
+        Mapping mapping;
+        std::uint64_t until_ns = 0;
+    };
+    struct AddressSpace {
+        std::vector<Mapping> mappings;  // sorted by start
+        std::vector<Replaced> replaced;  // in the order they were replaced
+    };
     struct Process {
         std::string comm;
         std::string cmdline;
@@ -101,7 +122,8 @@ private:
     Process& process(std::uint32_t pid);
     std::uint32_t intern_image(std::uint32_t pid, const std::string& path, const std::string& build_id,
                                std::uint64_t start, std::uint64_t end);
-    std::optional<ResolvedPc> resolve_in(const AddressSpace& space, std::uint64_t pc);
+    std::optional<ResolvedPc> resolve_in(const AddressSpace& space, std::uint64_t pc, std::uint64_t time_ns);
+    ResolvedPc resolve_mapping(const Mapping& m, std::uint64_t pc);
     void read_elf(ImageInfo& image);
     bool in_foreign_namespace(std::uint32_t pid);
 

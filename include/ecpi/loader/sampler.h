@@ -26,6 +26,9 @@ struct RawSample {
     bool kernel = false;
     std::uint64_t pc = 0;
     std::uint64_t count = 0;
+    // CLOCK_MONOTONIC by which the samples were taken (they carry no time of
+    // their own): the table's flip, or the end of the ring buffer's read.
+    std::uint64_t time_ns = 0;
 };
 
 // The user registers and stack bytes (from sp up) of a -g sample taken
@@ -41,6 +44,7 @@ struct RawStackSample {
     std::uint16_t event = 0;
     bool kernel = false;
     std::uint64_t pc = 0;
+    std::uint64_t time_ns = 0;  // when it was taken (bpf_ktime_get_ns: CLOCK_MONOTONIC)
     std::vector<std::uint64_t> kernel_ips;
     std::vector<std::uint64_t> user_ips;
     std::optional<UserStackCopy> copy;  // set: user_ips are still to be walked (Unwinder::complete)

@@ -85,6 +85,10 @@ public:
     // One line per image refused since the last call.
     std::vector<std::string> take_warnings();
 
+    // The time (RawStackSample::time_ns) of the oldest stack copy complete()
+    // still holds for its tables; ~0 when none.
+    std::uint64_t oldest_held_ns() const;
+
 private:
     struct UserMapping {
         std::uint64_t start = 0, end = 0, bias = 0;

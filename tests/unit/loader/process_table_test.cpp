@@ -125,6 +125,48 @@ TEST_CASE("a new mapping replaces the part of an old one it overlaps") {
     CHECK(hi->offset == 0x2800);  // still relative to the original mapping start
 }
 
+// Issue 29: a plugin host dlclose()s one plugin and dlopen()s another at the
+// same address. The drain reads the samples from the ring buffer first, then
+// the side-band records, so the replacing mmap record (and every other one of
+// that drain) is applied before samples taken earlier are named. Each sample
+// must be named with the mapping of the moment it was taken.
+TEST_CASE("a sample taken before its mapping was replaced at the same address is named by the replaced one") {
+    ProcessTable table;
+    auto path_at = [&](std::uint64_t pc, std::uint64_t time_ns) {
+        auto r = table.resolve(7, pc, time_ns);
+        return r ? table.images()[r->image].id.path : std::string("(none)");
+    };
+    // The drain's order: the mmap records of the whole drain first ...
+    table.on_mmap(7, 0x7f0000, 0x3000, 0x1000, "/opt/host/plugins/libalpha.so", "", 1'000);
+    table.on_mmap(7, 0x7f0000, 0x2000, 0x1000, "/opt/host/plugins/libbeta.so", "", 2'000);   // beta over alpha's start
+    table.on_mmap(7, 0x7f1000, 0x1000, 0x2000, "/opt/host/plugins/libgamma.so", "", 3'000);  // gamma over beta's end
+    // ... then the samples, taken at various times in between.
+    CHECK(path_at(0x7f0010, 1'500) == "/opt/host/plugins/libalpha.so");
+    CHECK(path_at(0x7f1010, 1'999) == "/opt/host/plugins/libalpha.so");
+    CHECK(path_at(0x7f1010, 2'000) == "/opt/host/plugins/libbeta.so");  // taken as the mapping changed: the new one
+    CHECK(path_at(0x7f1010, 2'500) == "/opt/host/plugins/libbeta.so");
+    CHECK(path_at(0x7f1010, 3'500) == "/opt/host/plugins/libgamma.so");
+    CHECK(path_at(0x7f0010, 2'500) == "/opt/host/plugins/libbeta.so");
+    CHECK(path_at(0x7f2010, 2'500) == "/opt/host/plugins/libalpha.so");  // alpha's tail was never replaced
+    CHECK(path_at(0x7f1010, ProcessTable::kNow) == "/opt/host/plugins/libgamma.so");
+    CHECK(path_at(0x7f1010, 0) == "/opt/host/plugins/libgamma.so");  // no time: as mapped now
+    // The offset is the replaced mapping's: alpha's 0x7f1010 is file offset 0x2010.
+    auto alpha = table.resolve(7, 0x7f1010, 1'500);
+    REQUIRE(alpha.has_value());
+    CHECK(alpha->offset == 0x2010);
+
+    // Once every sample taken before a replacement is drained, the replaced mapping goes.
+    table.forget_replaced_before(2'000);
+    CHECK(path_at(0x7f1010, 1'500) == "/opt/host/plugins/libbeta.so");
+    CHECK(path_at(0x7f1010, 2'500) == "/opt/host/plugins/libbeta.so");
+    table.forget_replaced_before(3'000);
+    CHECK(path_at(0x7f1010, 2'500) == "/opt/host/plugins/libgamma.so");
+
+    // A mapping without a time (a /proc scan) keeps nothing of what it replaced.
+    table.on_mmap(7, 0x7f0000, 0x1000, 0, "/opt/host/plugins/libdelta.so", "");
+    CHECK(path_at(0x7f0010, 2'500) == "/opt/host/plugins/libdelta.so");
+}
+
 TEST_CASE("scan_proc reads this process's own mappings") {
     ProcessTable table;
     auto self = static_cast<std::uint32_t>(getpid());

@@ -1,5 +1,5 @@
 // Decoding of the sampler's -g stack records (loader/collect/stack_records.cpp):
-// the packed CFI record (ECPI_RECORD_STACK_PACKED, ABI 6) must give back the
+// the packed CFI record (ECPI_RECORD_STACK_PACKED, ABI 7) must give back the
 // frames the handler wrote, and a truncated or forged record must be
 // rejected with its reason, never read past its size.
 #include "ecpi/loader/stack_records.h"
@@ -28,6 +28,7 @@ std::vector<std::uint8_t> packed_record(const std::vector<std::uint64_t>& kernel
     head.key.event = 3;
     head.key.kernel = kernel.empty() ? 0 : 1;
     head.key.pc = kernel.empty() ? (user.empty() ? 0 : user[0]) : kernel[0];
+    head.time_ns = 987'654'321'000ull;
     const std::size_t header = offsetof(ecpi_stack_record, ips);
     std::vector<std::uint8_t> out(header + 8 * (kernel.size() + user.size()));
     std::memcpy(out.data(), &head, header);
@@ -54,6 +55,7 @@ TEST_CASE("a packed stack record gives back its kernel and user frames, leaf fir
     CHECK(out[0].event == 3);
     CHECK(out[0].kernel);
     CHECK(out[0].pc == kernel[0]);
+    CHECK(out[0].time_ns == 987'654'321'000ull);  // names the frames with the mappings of its time
     CHECK(out[0].kernel_ips == kernel);
     CHECK(out[0].user_ips == user);
     CHECK_FALSE(out[0].copy.has_value());
@@ -123,12 +125,14 @@ TEST_CASE("a stack copy record shorter than its fixed part is rejected; its byte
     head.kernel_depth = 2;
     head.stack_bytes = 4096;  // forged: the record holds 64
     head.key.tgid = 7;
+    head.time_ns = 123'456'789ull;
     std::memcpy(rec.data(), &head, offsetof(ecpi_stack_copy_record, kernel_ips));
     CHECK(decode_stack_copy(rec.data(), offsetof(ecpi_stack_copy_record, stack) - 1, out) ==
           StackRecordFault::kShortHeader);
     REQUIRE(decode_stack_copy(rec.data(), rec.size(), out) == StackRecordFault::kNone);
     REQUIRE(out.size() == 1);
     CHECK(out[0].tgid == 7);
+    CHECK(out[0].time_ns == 123'456'789ull);
     CHECK(out[0].kernel_ips.size() == 2);
     REQUIRE(out[0].copy.has_value());
     CHECK(out[0].copy->bytes.size() == 64);

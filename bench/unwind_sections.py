@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Where the CFI handler's time goes (issue 29, docs/UNWIND.md): adds timing
+sections to bpf/sampler.bpf.c in place, for a measurement build only (never
+commit the result; `git checkout bpf/sampler.bpf.c` undoes it). Each section's
+nanoseconds (bpf_ktime_get_ns) and a few counts are summed per CPU in the map
+prof_ns, which bench/unwind_sections.sh reads while a recording runs:
+  0 samples walked, 1 entry .. the register snapshot, 2 the register snapshot,
+  3 the walk's setup (kernel stack, process entry, per-CPU lookups),
+  4 the walk (bpf_loop), 5 the ring-buffer record, 6 frames,
+  7 row-cache lookups (frames not in the last row's range), 8 row-cache hits,
+  9 stack window reads.
+The clock reads themselves (about 6 a sample) are inside the sections.
+Usage: python3 bench/unwind_sections.py [bpf/sampler.bpf.c]"""
+import sys
+
+path = sys.argv[1] if len(sys.argv) > 1 else "bpf/sampler.bpf.c"
+text = open(path).read()
+
+
+def insert(anchor, replacement):
+    global text
+    if anchor not in text:
+        sys.exit(f"unwind_sections.py: {path} changed, this anchor is gone:\n{anchor}")
+    text = text.replace(anchor, replacement, 1)
+
+
+insert("static __always_inline void count(__u32 event, __u32 counter)",
+       """struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 16);
+	__type(key, __u32);
+	__type(value, __u64);
+} prof_ns SEC(".maps");
+
+static __always_inline void prof_add(__u32 slot, __u64 v)
+{
+	__u64 *p = bpf_map_lookup_elem(&prof_ns, &slot);
+
+	if (p)
+		*p += v;
+}
+
+static __always_inline void count(__u32 event, __u32 counter)""")
+insert("""	hit->start = hit->end = 0;
+	slot = ((pc""", """	hit->start = hit->end = 0;
+	prof_add(7, 1);
+	slot = ((pc""")
+insert("""		hit->end = c->end;
+		return 0;
+	}""", """		hit->end = c->end;
+		prof_add(8, 1);
+		return 0;
+	}""")
+insert("""		w->win_len = 0;
+		if (bpf_probe_read_user(win->words, len, (void *)addr))""", """		w->win_len = 0;
+		prof_add(9, 1);
+		if (bpf_probe_read_user(win->words, len, (void *)addr))""")
+insert("""	__u32 zero = 0, frames;
+	long n;
+""", """	__u32 zero = 0, frames;
+	long n;
+	__u64 t0 = bpf_ktime_get_ns(), t1, t2;
+""")
+insert("""		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
+		rec->user_depth = w.depth;""", """		t1 = bpf_ktime_get_ns();
+		prof_add(3, t1 - t0);
+		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
+		rec->user_depth = w.depth;
+		t0 = bpf_ktime_get_ns();
+		prof_add(4, t0 - t1);
+		prof_add(6, w.depth);
+		prof_add(0, 1);""")
+insert("""			       BPF_RB_NO_WAKEUP))
+		count(key->event, ECPI_COUNTER_RINGBUF_LOST);
+	return 0;
+}""", """			       BPF_RB_NO_WAKEUP))
+		count(key->event, ECPI_COUNTER_RINGBUF_LOST);
+	t2 = bpf_ktime_get_ns();
+	prof_add(5, t2 - t0);
+	return 0;
+}""")
+insert("""	__u64 *idle, now;
+""", """	__u64 *idle, now, p0 = bpf_ktime_get_ns(), p1;
+""")
+insert("""	if (registers_every && !key.kernel)
+		record_registers(ctx, &key, pid_tgid, now);
+""", """	prof_add(1, now - p0);
+	if (registers_every && !key.kernel)
+		record_registers(ctx, &key, pid_tgid, now);
+	p1 = bpf_ktime_get_ns();
+	prof_add(2, p1 - now);
+""")
+open(path, "w").write(text)

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Where the CFI handler's time goes, by section (issue 29, docs/UNWIND.md):
+# runs ecpi_bench_unwind_depth under a recording made by an ecpi built with
+# bench/unwind_sections.py's timing sections, reads their per-CPU sums
+# (map prof_ns) just before the recording ends, and prints each per walked
+# sample, then the whole handler's time (kernel.bpf_stats_enabled). A time:
+# take the exclusive lock on a shared machine.
+#
+# Usage: bash bench/unwind_sections.sh ECPI_WITH_SECTIONS [SECONDS] [SHAPE:DEPTH...]   (as root)
+#   e.g. python3 bench/unwind_sections.py && cmake --build build --target ecpi &&
+#        cp build/loader/ecpi /tmp/ecpi-sections && git checkout bpf/sampler.bpf.c &&
+#        bash bench/unwind_sections.sh /tmp/ecpi-sections 3 chain:30 recursion:30
+# Environment: BUILD=<repo>/build (for bench/ecpi_bench_unwind_depth), RECORD_ARGS.
+set -euo pipefail
+[ $# -ge 1 ] || { echo "usage: bench/unwind_sections.sh ECPI [SECONDS] [SHAPE:DEPTH...]" >&2; exit 2; }
+ECPI=$1 SECS=${2:-3}
+shift $(($# >= 2 ? 2 : 1))
+CASES=("${@:-chain:30}")
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$HERE/build}
+command -v bpftool >/dev/null || { echo "bench/unwind_sections.sh: needs bpftool" >&2; exit 1; }
+W=$(mktemp -d /tmp/ecpi-unwind-sections.XXXXXX)
+old=$(sysctl -n kernel.bpf_stats_enabled)
+trap 'sysctl -q kernel.bpf_stats_enabled="$old"; rm -rf "$W"' EXIT
+sysctl -q kernel.bpf_stats_enabled=1
+for c in "${CASES[@]}"; do
+	shape=${c%%:*} depth=${c##*:}
+	"$ECPI" record --call-graph cfi -F 999 ${RECORD_ARGS:-} -o "$W/db-$shape-$depth" --format json \
+		--report-file "$W/$shape-$depth.json" -- "$BUILD/bench/ecpi_bench_unwind_depth" "$depth" "$SECS" "$shape" \
+		>/dev/null 2>&1 &
+	pid=$!
+	sleep "$(python3 -c "print(max(0.5, $SECS - 0.6))")"
+	echo "== $shape, $depth frames"
+	bpftool map dump name prof_ns -j | python3 -c '
+import json, sys
+def number(v):
+    return v if isinstance(v, int) else int.from_bytes(bytes(int(x, 16) for x in v), "little")
+sums = {number(e["key"]): sum(number(v["value"]) for v in e.get("values", [])) for e in json.load(sys.stdin)}
+n = sums.get(0, 0) or 1
+names = ["samples walked", "entry..registers", "register snapshot", "walk setup", "walk",
+         "ring-buffer record", "frames", "row-cache lookups", "row-cache hits", "window reads"]
+for k, name in enumerate(names):
+    unit = "ns" if k in (1, 2, 3, 4, 5) else ""
+    print(f"  {name:20} {sums.get(k, 0) / n:8.1f} {unit}" if k else f"  {name:20} {sums.get(0, 0):8d}")'
+	wait "$pid" || true
+	python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+n, t = d.get("bpf_run_count", 0), d.get("bpf_run_time_ns", 0)
+print(f"  whole handler        {t / n:8.0f} ns over {n} samples" if n else "  no bpf stats")' "$W/$shape-$depth.json"
+done
