@@ -39,6 +39,11 @@ struct ProgressQuery {
     std::uint8_t width = 8;
     std::vector<int> invariant;                      // registers that must not change
     double max_gap_ns = 0;                           // pairs further apart are not used (0: no limit)
+    // A loop that calls other code: a pair runs from a snapshot in the loop
+    // to the thread's next one in the loop, over the snapshots in between
+    // (in the calls; each hop within max_gap_ns), so that the pairs tile the
+    // trip's time, calls included (see CalleeShare).
+    bool through_calls = false;
 };
 
 struct PairCounts {
@@ -97,25 +102,19 @@ inline constexpr std::uint32_t kMinPairs = 8;
 LoopRate loop_rate(const ProgressQuery& query);
 
 // A loop that calls other code: how much of its thread's time went to the
-// calls. The rate from pairs leaves out a pair whose next snapshot is outside
-// the loop, but a call too short to be sampled stays inside a pair and slows
-// its rate; the loop's own samples hold none of the callee's time. The
-// callee's share of the loop's time bounds that error: it is measured as the
-// snapshots of the thread taken outside the loop between two of its
-// snapshots in the same trip (invariants unchanged, the induction register
-// moved forward), over the snapshots in the loop.
+// calls. The calls' time is in their own samples, not in the loop's, while
+// the pairs (through_calls) see the loop's iterations over its time and the
+// calls' together: the loop's count is the rate times its own time times
+// (in_loop + away) / in_loop. The calls' time is measured as the snapshots
+// of the thread taken outside the loop between two of its snapshots in the
+// same trip (invariants unchanged, the induction register moved forward),
+// against the snapshots in the loop.
 struct CalleeShare {
     std::uint32_t in_loop = 0;           // snapshots in the loop
     std::uint32_t away = 0;              // snapshots outside it, within one trip
     double share = 0;                    // away / in_loop
-    double high = 0;                     // upper bound (Poisson, about 2 sigma) of the share
+    double low = 0, high = 0;            // bounds (Poisson, about 2 sigma) of the share
 };
 CalleeShare callee_share(const ProgressQuery& query);
-
-// A loop with calls is measured when the callee's share (its upper bound)
-// is at most this: its count is then the rate times the loop's own time, and
-// its upper end widens by the share (the time the calls may have hidden in
-// pairs).
-inline constexpr double kMaxCalleeShare = 0.05;
 
 }  // namespace ecpi::analyze
