@@ -133,6 +133,11 @@ ProgressQuery loop_query(const Analysis& a, const ProcedureInput& input, std::ui
 // Why a loop's rate cannot be used ("" when it can).
 std::string rate_refusal(const LoopRate& best, const CalcLoop& r) {
     const auto& c = best.pairs;
+    if (best.interrupted && best.hops > 0)
+        return std::to_string(best.gap_hops) + " of " + std::to_string(best.hops) +
+               " hops between register snapshots of the loop's thread within its trips had samples without "
+               "registers between them (the thread in the kernel, e.g. page faults, or off the CPU): the loop's "
+               "time is not all in its samples";
     if (best.interrupted)
         return std::to_string(c.gap) + " of " + std::to_string(c.used + c.outlier + c.gap) +
                " pairs of register snapshots in the loop had samples without registers between them (the "
@@ -161,7 +166,10 @@ std::string rate_refusal(const LoopRate& best, const CalcLoop& r) {
 // its trips (register_progress.h, CalleeShare).
 std::string call_refusal(const CalleeShare& share) {
     if (share.in_loop == 0) return "the loop calls other code and no register snapshot fell in it";
-    return "";
+    if (1 + share.high <= kMaxCalleeSpread * (1 + share.low)) return "";
+    return "the loop calls other code, and its trips are too short for the snapshots to tell which of the " +
+           std::to_string(share.away + share.crossing) + " in calls were its own: the calls took " +
+           fmt_count(100 * share.low) + "% to " + fmt_count(100 * share.high) + "% of the loop's own time";
 }
 
 // Register progress per loop (register_progress.h): the loop's rate from
