@@ -133,6 +133,11 @@ ProgressQuery loop_query(const Analysis& a, const ProcedureInput& input, std::ui
 // Why a loop's rate cannot be used ("" when it can).
 std::string rate_refusal(const LoopRate& best, const CalcLoop& r) {
     const auto& c = best.pairs;
+    if (best.interrupted && best.hops > 0)
+        return std::to_string(best.gap_hops) + " of " + std::to_string(best.hops) +
+               " hops between register snapshots of the loop's thread within its trips had samples without "
+               "registers between them (the thread in the kernel, e.g. page faults, or off the CPU): the loop's "
+               "time is not all in its samples";
     if (best.interrupted)
         return std::to_string(c.gap) + " of " + std::to_string(c.used + c.outlier + c.gap) +
                " pairs of register snapshots in the loop had samples without registers between them (the "
@@ -156,18 +161,15 @@ std::string rate_refusal(const LoopRate& best, const CalcLoop& r) {
 
 // A loop that calls other code is measured only when its induction
 // register survives the calls (callee-saved: loops.cpp drops caller-saved
-// ones) and the calls took a small share of its thread's time
-// (register_progress.h, CalleeShare); "" when it may be measured.
+// ones) and snapshots fell in it; "" when it may be measured. Its pairs run
+// through the calls, and its time is its own samples' and the calls' within
+// its trips (register_progress.h, CalleeShare).
 std::string call_refusal(const CalleeShare& share) {
-    if (share.high <= kMaxCalleeShare) return "";
     if (share.in_loop == 0) return "the loop calls other code and no register snapshot fell in it";
-    if (3.0 / static_cast<double>(share.in_loop) > kMaxCalleeShare)  // the bound with none away
-        return "the loop calls other code and only " + std::to_string(share.in_loop) +
-               " register snapshots fell in it: too few to bound the calls' share of its time";
-    return "the loop calls other code: " + std::to_string(share.away) + " snapshots of its thread were in the "
-           "calls against " + std::to_string(share.in_loop) + " in the loop (up to " +
-           fmt_count(100 * share.high) + "% of its time, above " + fmt_count(100 * kMaxCalleeShare) +
-           "%), time its own samples do not hold";
+    if (1 + share.high <= kMaxCalleeSpread * (1 + share.low)) return "";
+    return "the loop calls other code, and its trips are too short for the snapshots to tell which of the " +
+           std::to_string(share.away + share.crossing) + " in calls were its own: the calls took " +
+           fmt_count(100 * share.low) + "% to " + fmt_count(100 * share.high) + "% of the loop's own time";
 }
 
 // Register progress per loop (register_progress.h): the loop's rate from
@@ -212,7 +214,9 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
         LoopRate best;
         const InductionVariable* best_iv = nullptr;
         for (const auto* iv : ivs) {
-            LoopRate rate = loop_rate(loop_query(a, input, l, in_loop, *iv));
+            ProgressQuery q = loop_query(a, input, l, in_loop, *iv);
+            q.through_calls = loop.has_call;
+            LoopRate rate = loop_rate(q);
             if (!best_iv || rate.pairs.used > best.pairs.used) {
                 best = rate;
                 best_iv = iv;
@@ -230,11 +234,12 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
         }
         r.why_not = rate_refusal(best, r);
         if (!r.why_not.empty()) continue;
+        // The loop's time: its own samples', and the calls' within its trips.
         const double loop_ns = static_cast<double>(r.samples) * input.registers->period_ns;
         r.anchored = true;
         r.iterations_per_second = best.iterations_per_ns * 1e9;
-        r.iterations = best.iterations_per_ns * loop_ns;
-        r.iterations_min = best.low * loop_ns;
+        r.iterations = best.iterations_per_ns * loop_ns * (1 + calls.share);
+        r.iterations_min = best.low * loop_ns * (1 + calls.low);
         r.iterations_max = best.high * loop_ns * (1 + calls.high);
         a.loop_anchor[l] = r.iterations / period_cycles;
         a.options.anchors.push_back({best_iv->block, a.loop_anchor[l], false});

@@ -18,13 +18,15 @@ struct Pair {
 // Why a pair cannot be used, or how many iterations it saw.
 enum class Verdict { kUse, kOtherThread, kLeftLoop, kInvariant, kDirection, kTooFar, kGap };
 
-Verdict judge(const ProgressQuery& q, const store::RegisterSample& a, const store::RegisterSample& b, double& iterations) {
+// max_gap_ns: 0 when the hops between a and b were checked already.
+Verdict judge(const ProgressQuery& q, const store::RegisterSample& a, const store::RegisterSample& b,
+              double max_gap_ns, double& iterations) {
     if (a.tid != b.tid || a.pid != b.pid) return Verdict::kOtherThread;
     if (b.image != q.image || !q.in_loop(b.offset)) return Verdict::kLeftLoop;
     for (int r : q.invariant)
         if (a.regs[static_cast<std::size_t>(r)] != b.regs[static_cast<std::size_t>(r)]) return Verdict::kInvariant;
     const double ns = static_cast<double>(b.time_ns) - static_cast<double>(a.time_ns);
-    if (ns <= 0 || (q.max_gap_ns > 0 && ns > q.max_gap_ns)) return Verdict::kGap;
+    if (ns <= 0 || (max_gap_ns > 0 && ns > max_gap_ns)) return Verdict::kGap;
     // The register's movement in its own width, as a signed number (a
     // 32-bit counter wraps at 2^32; a 64-bit one at 2^64).
     const auto r = static_cast<std::size_t>(q.gp);
@@ -73,16 +75,44 @@ struct Span {
     double width() const { return high >= low ? high - low : 0; }
 };
 
-std::vector<Pair> collect_pairs(const ProgressQuery& q, PairCounts& counts, Span& span) {
+bool in_loop(const ProgressQuery& q, const store::RegisterSample& s) {
+    return s.image == q.image && q.in_loop(s.offset);
+}
+
+// The pair's end for the snapshot at p: the next one (through_calls: the
+// thread's next one in the loop, kGap if a hop on the way is too long, or
+// the first of another thread). Returns the end's position.
+std::size_t pair_end(const ProgressQuery& q, std::size_t p, bool& gap, LoopRate& out) {
+    gap = false;
+    std::size_t j = p + 1;
+    if (!q.through_calls) return j;
+    const auto& a = q.stream[p];
+    while (j < q.stream.size() && q.stream[j].tid == a.tid && q.stream[j].pid == a.pid) {
+        const double hop = static_cast<double>(q.stream[j].time_ns) - static_cast<double>(q.stream[j - 1].time_ns);
+        ++out.hops;
+        if (q.max_gap_ns > 0 && hop > q.max_gap_ns) {
+            ++out.gap_hops;
+            gap = true;
+            return j;
+        }
+        if (in_loop(q, q.stream[j])) return j;
+        ++j;
+    }
+    return std::min(j, q.stream.size() - 1);
+}
+
+std::vector<Pair> collect_pairs(const ProgressQuery& q, LoopRate& out, Span& span) {
+    PairCounts& counts = out.pairs;
     std::vector<Pair> pairs;
     auto consider = [&](std::size_t p) {
         const auto& a = q.stream[p];
-        if (a.image != q.image || !q.in_loop(a.offset)) return;
+        if (!in_loop(q, a)) return;
         span.add(position(q, a));
         if (p + 1 >= q.stream.size()) return;
-        const auto& b = q.stream[p + 1];
+        bool gap = false;
+        const auto& b = q.stream[pair_end(q, p, gap, out)];
         double iterations = 0;
-        Verdict v = judge(q, a, b, iterations);
+        Verdict v = gap ? Verdict::kGap : judge(q, a, b, q.through_calls ? 0 : q.max_gap_ns, iterations);
         count(counts, v);
         if (v == Verdict::kUse)
             pairs.push_back({iterations, static_cast<double>(b.time_ns) - static_cast<double>(a.time_ns)});
@@ -142,18 +172,23 @@ bool same_trip(const ProgressQuery& q, const store::RegisterSample& a, const sto
 CalleeShare callee_share(const ProgressQuery& q) {
     CalleeShare out;
     if (q.gp < 0 || q.gp >= 16 || q.step == 0 || !q.in_loop) return out;
-    auto in_loop = [&q](const store::RegisterSample& s) { return s.image == q.image && q.in_loop(s.offset); };
     // Each run of snapshots outside the loop is walked once: from the
     // snapshot in the loop just before it.
     auto consider = [&](std::size_t p) {
         const auto& a = q.stream[p];
-        if (!in_loop(a)) return;
+        if (!in_loop(q, a)) return;
         ++out.in_loop;
         std::size_t j = p + 1;
-        while (j < q.stream.size() && q.stream[j].tid == a.tid && q.stream[j].pid == a.pid && !in_loop(q.stream[j]))
+        while (j < q.stream.size() && q.stream[j].tid == a.tid && q.stream[j].pid == a.pid && !in_loop(q, q.stream[j]))
             ++j;
-        if (j == p + 1 || j >= q.stream.size() || q.stream[j].tid != a.tid || q.stream[j].pid != a.pid) return;
-        if (same_trip(q, a, q.stream[j])) out.away += static_cast<std::uint32_t>(j - p - 1);
+        if (j >= q.stream.size() || q.stream[j].tid != a.tid || q.stream[j].pid != a.pid) return;
+        const auto between = static_cast<std::uint32_t>(j - p - 1);
+        if (same_trip(q, a, q.stream[j])) {
+            out.away += between;
+            ++out.same_trip;
+        } else {
+            out.crossing += between;
+        }
     };
     if (q.candidates.empty()) {
         for (std::size_t p = 0; p < q.stream.size(); ++p) consider(p);
@@ -167,7 +202,9 @@ CalleeShare callee_share(const ProgressQuery& q) {
     }
     const double n = static_cast<double>(out.in_loop), k = static_cast<double>(out.away);
     out.share = k / n;
-    out.high = (k + 1 + 2 * std::sqrt(k + 1)) / n;
+    out.low = std::max(0.0, k - 2 * std::sqrt(k)) / n;
+    const double all = k + static_cast<double>(out.crossing);
+    out.high = (all + 1 + 2 * std::sqrt(all + 1)) / std::max(static_cast<double>(out.same_trip), 1.0);
     return out;
 }
 
@@ -175,14 +212,17 @@ LoopRate loop_rate(const ProgressQuery& q) {
     LoopRate out;
     if (q.gp < 0 || q.gp >= 16 || q.step == 0 || !q.in_loop) return out;
     Span span;
-    std::vector<Pair> pairs = collect_pairs(q, out.pairs, span);
+    std::vector<Pair> pairs = collect_pairs(q, out, span);
     trim(pairs, out.pairs);
     if (pairs.size() < kMinPairs) return out;
     const auto& c = out.pairs;
     const std::uint32_t considered = c.used + c.outlier + c.other_thread + c.left_loop + c.invariant_changed +
                                      c.wrong_direction + c.too_far + c.gap;
     const std::uint32_t stayed = c.used + c.outlier + c.gap;
-    if (static_cast<double>(c.gap) > kMaxInterruptedShare * static_cast<double>(stayed)) {
+    const bool long_hops = q.through_calls
+                               ? static_cast<double>(out.gap_hops) > kMaxInterruptedShare * static_cast<double>(out.hops)
+                               : static_cast<double>(c.gap) > kMaxInterruptedShare * static_cast<double>(stayed);
+    if (long_hops) {
         out.interrupted = true;
         return out;
     }
