@@ -71,9 +71,9 @@ static void span_end(struct ecpi_rt_thread *t, uint64_t end_tsc)
 		uint64_t at = t->head, mask = t->mask;
 		rec[at++ & mask] = (struct ecpi_rt_record){kind(ECPI_RT_REC_SPAN) | context << 16 | blocks, t->span_start_tsc};
 		for (uint64_t i = first; i <= last; i += 2) {
-			uint64_t next = i < last ? t->log[(i + 1) % ECPI_RT_LOG_ENTRIES] & ECPI_RT_PAYLOAD_MASK : 0;
+			uint64_t next = i < last ? ecpi_rt_log_at(t, last, i + 1) & ECPI_RT_PAYLOAD_MASK : 0;
 			rec[at++ & mask] = (struct ecpi_rt_record){
-			    kind(ECPI_RT_REC_SPAN_BLOCK) | (t->log[i % ECPI_RT_LOG_ENTRIES] & ECPI_RT_PAYLOAD_MASK), next};
+			    kind(ECPI_RT_REC_SPAN_BLOCK) | (ecpi_rt_log_at(t, last, i) & ECPI_RT_PAYLOAD_MASK), next};
 		}
 		rec[at & mask] = (struct ecpi_rt_record){kind(ECPI_RT_REC_SPAN_END), end_tsc};
 		ecpi_rt_ring_commit(t, n);
@@ -106,10 +106,10 @@ static void count_burst_block(struct ecpi_rt_thread *t)
 	t->span_blocks = ECPI_RT_SPANS_PER_BURST_BLOCK_LATE;
 }
 
-void ecpi_rt_span_slow(uint64_t pc)
+/* What the countdown's run-out at this block means: a span's end or
+ * start, or a burst's entry (or a thread's first event). */
+static void decide(struct ecpi_rt_thread *t, uint64_t pc, uint64_t now)
 {
-	uint64_t now = ecpi_rt_rdtsc(); /* first: the span's end, before the runtime's own work */
-	struct ecpi_rt_thread *t = &ecpi_rt_tls;
 	if (t->span_open) {
 		span_end(t, now);
 		return;
@@ -123,4 +123,13 @@ void ecpi_rt_span_slow(uint64_t pc)
 	ecpi_rt_block_slow(pc);
 	if (was_on || t->path_sampler.on_left != 0)
 		count_burst_block(t);
+}
+
+void ecpi_rt_span_slow(uint64_t pc)
+{
+	uint64_t now = ecpi_rt_rdtsc(); /* first: the span's end, before the runtime's own work */
+	struct ecpi_rt_thread *t = &ecpi_rt_tls;
+	t->log_pos += t->log_armed; /* the entries logged since the countdown was set */
+	decide(t, pc, now);
+	ecpi_rt_log_rearm(t);
 }
