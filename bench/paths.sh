@@ -50,8 +50,8 @@
 #   OVERHEAD_REQUESTS (5000000), ABLATION_ROUNDS (7), CHANNEL_ROUNDS (2000000), SQLITE_SAMPLE (1/100),
 #   SQLITE_INLINE (1: SQLite built with `flags paths --inline`, timed by the span fit),
 #   ABLATION_FENCE (1: channels built with -DFENCE_TURNS), BEFORE_RUNTIME (a directory holding another
-#   build's runtime/ecpi_rt_paths_inline.o and libecpi_rt.a: the reader part records channels
-#   linked with it too, interleaved), ECPI_QUIET_LOCK (the lock file timed parts
+#   build's runtime/ecpi_rt_paths_inline.o and libecpi_rt.a: the reader part runs channels
+#   linked with it too, idle and recorded, interleaved), ECPI_QUIET_LOCK (the lock file timed parts
 #   take exclusively; default /tmp/ecpi-quiet.lock), OUT (keep the reports there; default a
 #   temporary directory), ECPI_BENCH_CACHE (SQLite's sources and objects;
 #   default ~/.cache/ecpi-bench).
@@ -236,6 +236,7 @@ $(sed -n 's/.*waited \([0-9.]*\) s.*/\1/p' "$T/reader.txt" | head -1 | grep . ||
 		# BEFORE_RUNTIME: the same recording of channels linked with another
 		# runtime (a before/after in one hold).
 		if [ -n "${BEFORE_RUNTIME:-}" ]; then
+			echo "before_idle $("$T/channels.inline_before" "$CHANNEL_ROUNDS" | loop_seconds)" >>"$OUT/reader.times"
 			/usr/bin/time -f "%U %S" -o "$T/reader.cpu" "$ECPI" paths record --no-save --sample 1/10 --seed "$r" --limit 1 \
 				-- "$T/channels.inline_before" "$CHANNEL_ROUNDS" >"$T/reader.txt"
 			echo "before_1/10 $(loop_seconds <"$T/reader.txt") $(awk '{print $1 + $2}' "$T/reader.cpu") \

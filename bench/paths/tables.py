@@ -283,6 +283,9 @@ def part_reader():
     print("|---|---:|---:|---:|---:|---:|")
     print(f"| plain | {plain:.3f} s | 1.00x | 1.00x | | |")
     print(f"| inline, idle | {idle:.3f} s | {idle / plain:.2f}x | {paired('inline_idle'):.2f}x | | |")
+    if "before_idle" in t:
+        before_idle = median([float(v[0]) for v in t["before_idle"]])
+        print(f"| inline with BEFORE_RUNTIME, idle | {before_idle:.3f} s | {before_idle / plain:.2f}x | {paired('before_idle'):.2f}x | | |")
     for key, what in (("inline_1/10", "inline, recorded at 1/10"),
                       ("before_1/10", "inline with BEFORE_RUNTIME, recorded at 1/10")):
         rec = t.get(key, [])
