@@ -50,8 +50,8 @@
 #   OVERHEAD_REQUESTS (5000000), ABLATION_ROUNDS (7), CHANNEL_ROUNDS (2000000), SQLITE_SAMPLE (1/100),
 #   SQLITE_INLINE (1: SQLite built with `flags paths --inline`, timed by the span fit),
 #   ABLATION_FENCE (1: channels built with -DFENCE_TURNS), BEFORE_RUNTIME (a directory holding another
-#   build's runtime/ecpi_rt_paths_inline.o and libecpi_rt.a: the reader part records channels
-#   linked with it too, interleaved), ECPI_QUIET_LOCK (the lock file timed parts
+#   build's runtime/ecpi_rt_paths_inline.o and libecpi_rt.a, as bench/paths/build_runtime.sh REV DIR
+#   makes them: the reader part runs channels linked with it too, idle and recorded, interleaved), ECPI_QUIET_LOCK (the lock file timed parts
 #   take exclusively; default /tmp/ecpi-quiet.lock), OUT (keep the reports there; default a
 #   temporary directory), ECPI_BENCH_CACHE (SQLite's sources and objects;
 #   default ~/.cache/ecpi-bench).
@@ -221,6 +221,18 @@ part_ablation() {
 }
 
 # --- 5. reader: the inline build's recording cost at 1/10 ---
+# One configuration's runs in a round: LABEL_idle (not recorded) and
+# LABEL_1/10 (loop seconds, CPU seconds of ecpi and the program, seconds
+# waited for ring space).
+reader_runs() {
+	local label=$1 binary=$2 seed=$3
+	echo "${label}_idle $("$binary" "$CHANNEL_ROUNDS" | loop_seconds)" >>"$OUT/reader.times"
+	/usr/bin/time -f "%U %S" -o "$T/reader.cpu" "$ECPI" paths record --no-save --sample 1/10 --seed "$seed" --limit 1 \
+		-- "$binary" "$CHANNEL_ROUNDS" >"$T/reader.txt"
+	echo "${label}_1/10 $(loop_seconds <"$T/reader.txt") $(awk '{print $1 + $2}' "$T/reader.cpu") \
+$(sed -n 's/.*waited \([0-9.]*\) s.*/\1/p' "$T/reader.txt" | head -1 | grep . || echo 0)" >>"$OUT/reader.times"
+}
+
 part_reader() {
 	local r
 	flock -x 9
@@ -228,18 +240,15 @@ part_reader() {
 	rm -f "$OUT/reader.times"
 	for r in $(seq "$ABLATION_ROUNDS"); do
 		echo "plain $("$T/channels.whole" "$CHANNEL_ROUNDS" | loop_seconds)" >>"$OUT/reader.times"
-		echo "inline_idle $("$T/channels.inline" "$CHANNEL_ROUNDS" | loop_seconds)" >>"$OUT/reader.times"
-		/usr/bin/time -f "%U %S" -o "$T/reader.cpu" "$ECPI" paths record --no-save --sample 1/10 --seed "$r" --limit 1 \
-			-- "$T/channels.inline" "$CHANNEL_ROUNDS" >"$T/reader.txt"
-		echo "inline_1/10 $(loop_seconds <"$T/reader.txt") $(awk '{print $1 + $2}' "$T/reader.cpu") \
-$(sed -n 's/.*waited \([0-9.]*\) s.*/\1/p' "$T/reader.txt" | head -1 | grep . || echo 0)" >>"$OUT/reader.times"
-		# BEFORE_RUNTIME: the same recording of channels linked with another
-		# runtime (a before/after in one hold).
-		if [ -n "${BEFORE_RUNTIME:-}" ]; then
-			/usr/bin/time -f "%U %S" -o "$T/reader.cpu" "$ECPI" paths record --no-save --sample 1/10 --seed "$r" --limit 1 \
-				-- "$T/channels.inline_before" "$CHANNEL_ROUNDS" >"$T/reader.txt"
-			echo "before_1/10 $(loop_seconds <"$T/reader.txt") $(awk '{print $1 + $2}' "$T/reader.cpu") \
-$(sed -n 's/.*waited \([0-9.]*\) s.*/\1/p' "$T/reader.txt" | head -1 | grep . || echo 0)" >>"$OUT/reader.times"
+		# BEFORE_RUNTIME: the same runs of channels linked with another
+		# runtime (a before/after in one hold), first in every other round
+		# (a drift within a round weighs on both alike).
+		if [ -n "${BEFORE_RUNTIME:-}" ] && [ $((r % 2)) = 0 ]; then
+			reader_runs before "$T/channels.inline_before" "$r"
+			reader_runs inline "$T/channels.inline" "$r"
+		else
+			reader_runs inline "$T/channels.inline" "$r"
+			[ -z "${BEFORE_RUNTIME:-}" ] || reader_runs before "$T/channels.inline_before" "$r"
 		fi
 		# The same recording with a reader that discards the records unread,
 		# and one that reads them without decoding (bench/paths/null_reader.c).

@@ -24,6 +24,7 @@ __thread struct ecpi_rt_thread ecpi_rt_tls __attribute__((tls_model("initial-exe
 	/* the first event of every thread asks the slow path what to do */
 	.sampler = {.countdown = 1},
 	.path_sampler = {.countdown = 1},
+	.log_armed = 1,
 	.set_bitmap = 0, /* no set sampling until the thread claims a ring */
 };
 

@@ -43,7 +43,8 @@ struct ecpi_rt_thread {
 	/* Spans (`ecpi flags paths --inline`, rt_paths_inline.c): every block
 	 * entry appends its address to `log`, inside a span or not; a span is
 	 * timed by two unfenced clock reads only (rt_spans.c). */
-	uint64_t log_pos;         /* block entries logged (the next slot is log_pos % ECPI_RT_LOG_ENTRIES) */
+	uint64_t log_pos;         /* block entries logged up to the countdown's last run-out */
+	uint64_t log_armed;       /* what the countdown was set to then (the entries logged since, once it runs out) */
 	uint64_t span_first;      /* log position of the span's first block (open span) */
 	uint64_t span_start_tsc;  /* its start stamp */
 	uint64_t span_blocks;     /* block entries timed in spans so far */
@@ -57,10 +58,55 @@ struct ecpi_rt_thread {
  * span (ECPI_RT_SPAN_MAX) plus the blocks before it that a span's records
  * carry for context (ECPI_RT_SPAN_CONTEXT) plus its end block. */
 #define ECPI_RT_LOG_ENTRIES 256
+/* One counter is both the path countdown and the log's cursor, running
+ * down: the entry that finds the countdown at `left` (before its
+ * decrement) takes slot ECPI_RT_LOG_SLOT(left). So the entry that runs the
+ * countdown out is always in slot 1, and the k-th entry before it in slot
+ * 1 + k, as long as the slow path, whenever it sets the countdown anew,
+ * moves the last entries to the slots just above the next one's
+ * (ecpi_rt_log_rearm). A separate cursor cost every block a second
+ * load-increment-store of memory. */
+#define ECPI_RT_LOG_SLOT(left) ((uint64_t)(left) % ECPI_RT_LOG_ENTRIES)
 #define ECPI_RT_SPAN_MIN 48
 #define ECPI_RT_SPAN_MAX 176
 #define ECPI_RT_SPAN_CONTEXT 4
 _Static_assert(ECPI_RT_SPAN_MAX + ECPI_RT_SPAN_CONTEXT + 1 < ECPI_RT_LOG_ENTRIES, "the log must hold a span and its context");
+
+/* A block entry of an inline build (rt_paths_inline.c, inlined into the
+ * program): logs pc and returns the countdown left (0: the slow path's
+ * turn). */
+static inline int64_t ecpi_rt_log_step(struct ecpi_rt_thread *t, uint64_t pc)
+{
+	int64_t left = t->path_sampler.countdown;
+	t->log[ECPI_RT_LOG_SLOT(left)] = pc;
+	t->path_sampler.countdown = --left;
+	return left;
+}
+
+/* After the countdown ran out (log_pos entries logged, the last in slot 1)
+ * and was set anew: the next entry takes its slot, and the entry just
+ * logged and those a span begun at the next run-out takes for context move
+ * to the slots above it, all read before any is written (a countdown under
+ * 5 moves them onto each other). A countdown of 252-255 (mod the log's
+ * length) wraps them past slot 0 and its own entries overwrite them: they
+ * are needed only when the countdown is under 5. */
+static inline void ecpi_rt_log_rearm(struct ecpi_rt_thread *t)
+{
+	uint64_t left = (uint64_t)t->path_sampler.countdown, kept[ECPI_RT_SPAN_CONTEXT + 1];
+	for (uint64_t k = 0; k <= ECPI_RT_SPAN_CONTEXT; k++)
+		kept[k] = t->log[1 + k];
+	for (uint64_t k = 0; k <= ECPI_RT_SPAN_CONTEXT; k++)
+		t->log[ECPI_RT_LOG_SLOT(left + 1 + k)] = kept[k];
+	t->log_armed = left;
+}
+
+/* The entry at log position i (counted as log_pos counts), when the
+ * countdown has just run out at position last (i <= last, last - i under
+ * ECPI_RT_LOG_ENTRIES - 1, and no re-arm in between but one that kept it). */
+static inline uint64_t ecpi_rt_log_at(const struct ecpi_rt_thread *t, uint64_t last, uint64_t i)
+{
+	return t->log[ECPI_RT_LOG_SLOT(1 + last - i)];
+}
 
 /* Records a burst stages before copying them to the ring: 4 KiB, which
  * stays in the L1 cache. Writing each block entry straight into the ring

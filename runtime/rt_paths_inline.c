@@ -6,12 +6,15 @@
  *
  * Every entry does the same work whether or not a span is being timed
  * (rt_spans.c): it takes an address in its block (`lea 0(%rip)`: an
- * inlined callback has no return address), appends it to the thread's
- * log, and decrements the path countdown; the entry that brings the
- * countdown to zero calls a cold function that saves every register it
- * uses (preserve_most), so the program's code around it is not changed for
- * a call. The `lea` with a zero displacement is also how the analysis finds
- * the blocks that log their entries (analyze/paths/branch_paths.cpp). */
+ * inlined callback has no return address), stores it in the thread's log
+ * at the slot the path countdown names, and decrements the countdown; the
+ * entry that brings the countdown to zero calls a cold function that saves
+ * every register it uses (preserve_most), so the program's code around it
+ * is not changed for a call. One counter is both the log's cursor and the
+ * countdown (ECPI_RT_LOG_SLOT): a block costs one load and two stores
+ * (ecpi_rt_log_step). The `lea` with a zero displacement is
+ * also how the analysis finds the blocks that log their entries
+ * (analyze/paths/branch_paths.cpp). */
 #include "rt_internal.h"
 
 __attribute__((noinline, cold, preserve_most)) void ecpi_rt_block_cold(uint64_t pc)
@@ -31,10 +34,7 @@ __attribute__((always_inline)) void __sanitizer_cov_trace_pc_guard(uint32_t *gua
 	 * unique: identical copies at the start of two sibling blocks would be
 	 * hoisted into their parent, and the siblings would log nothing. */
 	__asm__ volatile("leaq 0(%%rip), %0" : "=r"(pc) : "m"(*guard));
-	uint64_t i = ecpi_rt_tls.log_pos;
-	ecpi_rt_tls.log[i % ECPI_RT_LOG_ENTRIES] = pc;
-	ecpi_rt_tls.log_pos = i + 1;
-	if (__builtin_expect(--ecpi_rt_tls.path_sampler.countdown == 0, 0))
+	if (__builtin_expect(ecpi_rt_log_step(&ecpi_rt_tls, pc) == 0, 0))
 		ecpi_rt_block_cold(pc);
 }
 

@@ -51,8 +51,7 @@ static void span_begin(struct ecpi_rt_thread *t)
 	uint64_t length = ECPI_RT_SPAN_MIN + ecpi_rt_rng_next(&s->rng) % (ECPI_RT_SPAN_MAX - ECPI_RT_SPAN_MIN + 1);
 	t->span_first = t->log_pos - 1; /* this block, logged before its countdown ran out */
 	t->span_open = 1;
-	s->countdown = (int64_t)length;
-	t->span_start_tsc = ecpi_rt_rdtsc(); /* last: the block's own work follows */
+	s->countdown = (int64_t)length; /* its start stamp: ecpi_rt_span_slow, last */
 }
 
 /* The span ends at this block's entry (logged at log_pos - 1): its records
@@ -71,9 +70,9 @@ static void span_end(struct ecpi_rt_thread *t, uint64_t end_tsc)
 		uint64_t at = t->head, mask = t->mask;
 		rec[at++ & mask] = (struct ecpi_rt_record){kind(ECPI_RT_REC_SPAN) | context << 16 | blocks, t->span_start_tsc};
 		for (uint64_t i = first; i <= last; i += 2) {
-			uint64_t next = i < last ? t->log[(i + 1) % ECPI_RT_LOG_ENTRIES] & ECPI_RT_PAYLOAD_MASK : 0;
+			uint64_t next = i < last ? ecpi_rt_log_at(t, last, i + 1) & ECPI_RT_PAYLOAD_MASK : 0;
 			rec[at++ & mask] = (struct ecpi_rt_record){
-			    kind(ECPI_RT_REC_SPAN_BLOCK) | (t->log[i % ECPI_RT_LOG_ENTRIES] & ECPI_RT_PAYLOAD_MASK), next};
+			    kind(ECPI_RT_REC_SPAN_BLOCK) | (ecpi_rt_log_at(t, last, i) & ECPI_RT_PAYLOAD_MASK), next};
 		}
 		rec[at & mask] = (struct ecpi_rt_record){kind(ECPI_RT_REC_SPAN_END), end_tsc};
 		ecpi_rt_ring_commit(t, n);
@@ -106,21 +105,34 @@ static void count_burst_block(struct ecpi_rt_thread *t)
 	t->span_blocks = ECPI_RT_SPANS_PER_BURST_BLOCK_LATE;
 }
 
-void ecpi_rt_span_slow(uint64_t pc)
+/* What the countdown's run-out at this block means: a span's end or
+ * start, or a burst's entry (or a thread's first event). 1 when a span
+ * begins. */
+static int decide(struct ecpi_rt_thread *t, uint64_t pc, uint64_t now)
 {
-	uint64_t now = ecpi_rt_rdtsc(); /* first: the span's end, before the runtime's own work */
-	struct ecpi_rt_thread *t = &ecpi_rt_tls;
 	if (t->span_open) {
 		span_end(t, now);
-		return;
+		return 0;
 	}
 	if (t->state == ECPI_RT_THREAD_ACTIVE && !t->in_runtime && (ecpi_rt_features & ECPI_RT_FEATURE_PATHS) &&
 	    wants_span(t)) {
 		span_begin(t);
-		return;
+		return 1;
 	}
 	int was_on = t->path_sampler.on_left != 0;
 	ecpi_rt_block_slow(pc);
 	if (was_on || t->path_sampler.on_left != 0)
 		count_burst_block(t);
+	return 0;
+}
+
+void ecpi_rt_span_slow(uint64_t pc)
+{
+	uint64_t now = ecpi_rt_rdtsc(); /* first: the span's end, before the runtime's own work */
+	struct ecpi_rt_thread *t = &ecpi_rt_tls;
+	t->log_pos += t->log_armed; /* the entries logged since the countdown was set */
+	int begins = decide(t, pc, now);
+	ecpi_rt_log_rearm(t);
+	if (begins)
+		t->span_start_tsc = ecpi_rt_rdtsc(); /* last: the block's own work follows */
 }

@@ -283,6 +283,9 @@ def part_reader():
     print("|---|---:|---:|---:|---:|---:|")
     print(f"| plain | {plain:.3f} s | 1.00x | 1.00x | | |")
     print(f"| inline, idle | {idle:.3f} s | {idle / plain:.2f}x | {paired('inline_idle'):.2f}x | | |")
+    if "before_idle" in t:
+        before_idle = median([float(v[0]) for v in t["before_idle"]])
+        print(f"| inline with BEFORE_RUNTIME, idle | {before_idle:.3f} s | {before_idle / plain:.2f}x | {paired('before_idle'):.2f}x | | |")
     for key, what in (("inline_1/10", "inline, recorded at 1/10"),
                       ("before_1/10", "inline with BEFORE_RUNTIME, recorded at 1/10")):
         rec = t.get(key, [])
@@ -297,6 +300,15 @@ def part_reader():
         if key in t:
             m = median([float(v[0]) for v in t[key]])
             print(f"| inline, recorded at 1/10, {what} | {m:.3f} s | {m / plain:.2f}x | {paired(key):.2f}x | | |")
+    # This build against BEFORE_RUNTIME's directly, run against run of one
+    # round (back to back, in alternating order): finer than either's ratio
+    # to the plain build of the round.
+    for key, what in (("idle", "idle"), ("1/10", "recorded at 1/10")):
+        ratios = sorted(float(a[0]) / float(b[0]) for a, b in zip(t.get("inline_" + key, []), t.get("before_" + key, [])))
+        if ratios:
+            q = len(ratios) // 4
+            print(f"\ninline ÷ BEFORE_RUNTIME, {what}, paired per round: median {median(ratios):.3f} "
+                  f"(quartiles {ratios[q]:.3f}-{ratios[-1 - q]:.3f}, {len(ratios)} rounds)")
     print("all runs: " + "; ".join(f"{k} " + ", ".join(v[0] for v in vs) for k, vs in t.items()))
 
 
