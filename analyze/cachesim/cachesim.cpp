@@ -464,8 +464,6 @@ struct CacheSimulator::Impl {
     std::vector<BinCounts> set_groups;          // set sampling: per group of sets (index: line & sample_mask)
     std::uint64_t rotate_step = 0;              // rotating set sampling: groups per turn's shift (0: fixed)
     std::vector<std::vector<BinCounts>> set_turns;  // each closed turn's groups' counts
-    std::vector<BinCounts> window_groups;       // count_groups: per window parity and group of sets, the levels below the first
-    std::uint64_t window_group_mask = 0;        // groups - 1 (count_groups)
     // Per pc and per data object: dense ids, and counts at [id * levels + level].
     DenseIds pc_ids;
     std::vector<std::uint64_t> pc_of_id;
@@ -744,21 +742,6 @@ struct CacheSimulator::Impl {
         return ok();
     }
 
-    // SimulatorOptions::count_groups: the groups as choose_sets makes them.
-    Result<void> count_window_groups(const SimulatorOptions& o) {
-        if (sample_mask != 0) return Error("counting the windows' groups of sets is not for a set-sampled simulator");
-        std::uint64_t min_sets = UINT64_MAX;
-        for (const auto& g : o.levels) {
-            if (g.line != o.levels[0].line) return ok();  // no groups common to all levels: nothing to count
-            min_sets = std::min(min_sets, g.sets());
-        }
-        std::uint64_t groups = std::min<std::uint64_t>(min_sets, kMaxSetGroups);
-        window_group_mask = groups - 1;
-        window_groups.assign(2 * groups, BinCounts{});
-        for (auto& b : window_groups) b.levels.resize(o.levels.size());
-        return ok();
-    }
-
     static std::vector<std::uint8_t> named_groups(std::uint64_t map, std::uint64_t groups) {
         std::vector<std::uint8_t> out(groups, 0);
         for (std::uint64_t g = 0; g < groups; g++) out[g] = (map >> g) & 1;
@@ -857,7 +840,6 @@ Result<CacheSimulator> CacheSimulator::create(SimulatorOptions options) {
         impl->levels.push_back(l);
     }
     if (options.set_sample > 1 || options.set_groups) ECPI_RETURN_IF_ERROR(impl->choose_sets(options));
-    if (options.count_groups) ECPI_RETURN_IF_ERROR(impl->count_window_groups(options));
     impl->totals.counts.levels.resize(options.levels.size());
     impl->plain = !options.classes;
     impl->options = std::move(options);
@@ -977,9 +959,6 @@ void CacheSimulator::Impl::access(Stream& s, const MemRef& ref) {
         }
         count(totals.counts.levels[l], worst);
         count(s.window_counts.levels[l], worst);
-        if (l > 0 && window_group_mask != 0)
-            count(window_groups[(s.window & 1) * (window_group_mask + 1) + ((ref.address >> levels[0].line_shift) & window_group_mask)].levels[l],
-                  worst);
         count(pc_levels[l], worst);
         if (group) count(group->levels[l], worst);
         if (worst != Outcome::kKnownHit) {
@@ -1010,7 +989,6 @@ const CacheSimulator::Totals& CacheSimulator::totals() const { return impl_->tot
 const std::vector<BinCounts>& CacheSimulator::windows() const { return impl_->windows; }
 const std::vector<BinCounts>& CacheSimulator::set_groups() const { return impl_->set_groups; }
 const std::vector<std::vector<BinCounts>>& CacheSimulator::set_turns() const { return impl_->set_turns; }
-const std::vector<BinCounts>& CacheSimulator::window_group_counts() const { return impl_->window_groups; }
 bool CacheSimulator::in_sampled_sets(std::uint64_t address) const { return impl_->in_sampled_sets(address); }
 std::optional<SetFilter> CacheSimulator::set_filter() const { return impl_->filter; }
 
@@ -1178,102 +1156,6 @@ MissRateEstimate estimate_miss_rate(const CacheSimulator& sim, std::size_t level
     } else {
         r.sampling_error = std::nan("");  // one window or one set group: the sampling error cannot be estimated
     }
-    double se = std::isnan(r.sampling_error) ? 1.0 : r.sampling_error;
-    r.low = std::clamp(std::min(r.unknown_low, r.rate) - se, 0.0, 1.0);
-    r.high = std::clamp(std::max(r.unknown_high, r.rate) + se, 0.0, 1.0);
-    r.bound = std::max(r.rate - r.low, r.high - r.rate);
-    return r;
-}
-
-}  // namespace ecpi::analyze
-
-namespace ecpi::analyze {
-
-std::optional<GroupCorrection> window_group_correction(const std::vector<BinCounts>& window_groups, const std::vector<BinCounts>& set_groups,
-                                                       std::size_t level, UnknownEstimate e, double alpha) {
-    auto refs = [level](const BinCounts& b) { return b.levels.size() > level ? double(b.levels[level].references) : 0.0; };
-    auto misses = [&](const BinCounts& b) { return b.levels.size() > level ? estimated_misses(b.levels[level], e, alpha) : 0.0; };
-    auto sampled = [&](std::size_t g) { return g < set_groups.size() && refs(set_groups[g]) > 0; };
-    // Each group's counts in all windows, and in the even and odd ones.
-    std::size_t groups = window_groups.size() / 2;
-    struct Group {
-        double n = 0, m = 0, n_even = 0, m_even = 0, n_odd = 0, m_odd = 0;
-    };
-    std::vector<Group> gs(groups);
-    double n_all = 0, m_all = 0, n_s = 0, m_s = 0;
-    for (std::size_t g = 0; g < groups; g++) {
-        Group& x = gs[g];
-        x.n_even = refs(window_groups[g]), x.m_even = misses(window_groups[g]);
-        x.n_odd = refs(window_groups[groups + g]), x.m_odd = misses(window_groups[groups + g]);
-        x.n = x.n_even + x.n_odd, x.m = x.m_even + x.m_odd;
-        n_all += x.n, m_all += x.m;
-        if (sampled(g)) n_s += x.n, m_s += x.m;
-    }
-    // Reliability from split halves: the groups' rates in the even windows
-    // against the odd ones' (their covariance over groups is the spread the
-    // groups share, not the counts' noise, nor a hot group that only some
-    // windows met), over the spread of the rates in all windows.
-    double r_all = n_all > 0 ? m_all / n_all : 0, r_even_all = 0, r_odd_all = 0, w_sum = 0;
-    std::size_t halves_reached = 0;
-    for (const auto& x : gs)
-        if (x.n_even > 0 && x.n_odd > 0) {
-            halves_reached++;
-            w_sum += x.n;
-            r_even_all += x.n * x.m_even / x.n_even;
-            r_odd_all += x.n * x.m_odd / x.n_odd;
-        }
-    if (halves_reached < 2 || n_s <= 0) return std::nullopt;
-    r_even_all /= w_sum, r_odd_all /= w_sum;
-    double cov = 0, var = 0;
-    for (const auto& x : gs)
-        if (x.n_even > 0 && x.n_odd > 0) {
-            double w = x.n / w_sum, r = x.m / x.n;
-            cov += w * (x.m_even / x.n_even - r_even_all) * (x.m_odd / x.n_odd - r_odd_all);
-            var += w * (r - r_all) * (r - r_all);
-        }
-    GroupCorrection c;
-    c.delta = r_all - m_s / n_s;
-    c.beta = var > 0 ? std::clamp(cov / var, 0.0, 1.0) : 0.0;
-    // The corrected estimate's spread over the choice of groups: the
-    // sampled groups' own rate less beta times their windows'.
-    std::vector<double> d;
-    std::size_t reached = 0;
-    for (std::size_t g = 0; g < groups; g++) {
-        if (gs[g].n <= 0) continue;
-        reached++;
-        if (sampled(g)) d.push_back(misses(set_groups[g]) / refs(set_groups[g]) - c.beta * gs[g].m / gs[g].n);
-    }
-    c.groups = d.size();
-    c.spread = std::nan("");
-    if (d.size() >= 2) {
-        double mean = 0, ss = 0;
-        for (double x : d) mean += x / double(d.size());
-        for (double x : d) ss += (x - mean) * (x - mean);
-        double fraction = double(d.size()) / double(reached);
-        c.spread = std::sqrt(ss / double(d.size() - 1) / double(d.size()) * std::max(0.0, 1.0 - fraction));
-    }
-    return c;
-}
-
-MissRateEstimate estimate_miss_rate(const CacheSimulator& sets, std::size_t level, UnknownEstimate e, const CacheSimulator& windows) {
-    MissRateEstimate r = estimate_miss_rate(sets, level, e);
-    if (sets.totals().set_scale <= 1 || !sets.set_turns().empty()) return r;
-    double alpha = windows.wood_alpha(level).value_or(0.5);
-    auto c = window_group_correction(windows.window_group_counts(), sets.set_groups(), level, e, alpha);
-    if (!c || (r.rate <= 0 && r.unknown_high <= 0)) return r;
-    double shift = c->beta * c->delta;
-    double scale = r.rate > 0 ? (r.rate + shift) / r.rate : 1.0;
-    r.rate = std::clamp(r.rate + shift, 0.0, 1.0);
-    r.global_rate *= scale;
-    r.unknown_low = std::clamp(r.unknown_low + shift, 0.0, 1.0);
-    r.unknown_high = std::clamp(r.unknown_high + shift, 0.0, 1.0);
-    // The set part of the sampling error is now the corrected estimate's.
-    double set_z = student_t95(c->groups - 1);
-    double time_part = std::isnan(r.sampling_error) || std::isnan(r.set_spread)
-                           ? std::nan("")
-                           : std::sqrt(std::max(0.0, r.sampling_error * r.sampling_error - r.set_spread * r.set_spread));
-    r.set_spread = std::isnan(c->spread) ? std::nan("") : set_z * c->spread;
-    r.sampling_error = std::isnan(time_part) || std::isnan(r.set_spread) ? std::nan("") : std::hypot(time_part, r.set_spread);
     double se = std::isnan(r.sampling_error) ? 1.0 : r.sampling_error;
     r.low = std::clamp(std::min(r.unknown_low, r.rate) - se, 0.0, 1.0);
     r.high = std::clamp(std::max(r.unknown_high, r.rate) + se, 0.0, 1.0);

@@ -334,14 +334,6 @@ const CacheSimulator& source_of(const CacheSimulator& time_sim, const CachesimRe
     return from_sets(in, l) ? *in.sets : time_sim;
 }
 
-// A level's miss rate from its own simulator; a set-sampled one corrected
-// by the windows' view of its groups (window_group_correction) when the
-// windows simulated it.
-MissRateEstimate level_estimate(const CacheSimulator& time_sim, const CachesimReportInput& in, std::size_t l, UnknownEstimate e) {
-    if (from_sets(in, l) && !time_sim.window_group_counts().empty()) return estimate_miss_rate(*in.sets, l, e, time_sim);
-    return estimate_miss_rate(source_of(time_sim, in, l), l, e);
-}
-
 // Under combined sampling, the share of all references that reach level l:
 // the product of the levels above's local miss rates, each from its own
 // simulator (the sampled sets' own share of references and of first-level
@@ -350,7 +342,7 @@ MissRateEstimate level_estimate(const CacheSimulator& time_sim, const CachesimRe
 // rate 5 points off).
 double reaching_share(const CacheSimulator& time_sim, const CachesimReportInput& in, std::size_t l, UnknownEstimate e) {
     double share = 1;
-    for (std::size_t j = 0; j < l; j++) share *= level_estimate(time_sim, in, j, e).rate;
+    for (std::size_t j = 0; j < l; j++) share *= estimate_miss_rate(source_of(time_sim, in, j), j, e).rate;
     return share;
 }
 
@@ -358,7 +350,7 @@ nlohmann::json level_json(const CacheSimulator& time_sim, std::size_t l, const S
     const CacheSimulator& sim = source_of(time_sim, in, l);
     const auto& g = sim.options().levels[l];
     const auto& c = sim.totals().counts.levels[l];
-    auto e = level_estimate(time_sim, in, l, s.estimate);
+    auto e = estimate_miss_rate(sim, l, s.estimate);
     double references = double(c.references) * s.scale[l];
     double misses = estimated_misses(c, s.estimate, s.alpha[l]) * s.scale[l];
     if (in.sets && from_sets(in, l) != from_sets(in, 0)) {

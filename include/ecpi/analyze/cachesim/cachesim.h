@@ -102,12 +102,6 @@ struct SimulatorOptions {
     // long ago, or nothing): simulated, not counted (Totals::warming). Less
     // than set_rotate_windows.
     std::uint32_t set_warm_windows = 0;
-    // Count each group of sets apart (the line number's low bits, as set
-    // sampling's groups) at the levels below the first, without sampling
-    // sets: the windows' own view of the set-sampled levels' groups, the
-    // auxiliary of the set estimate's correction (window_group_counts,
-    // MissRateEstimate). Not with set sampling.
-    bool count_groups = false;
     std::uint64_t seed = 1;
     bool classes = false;           // compulsory/capacity/conflict from a fully associative shadow
 };
@@ -196,11 +190,6 @@ public:
     // groups of a turn are a stratum (one choice among the groups, for one
     // stretch of time). Empty without rotation.
     const std::vector<std::vector<BinCounts>>& set_turns() const;
-    // Under SimulatorOptions::count_groups: each group of sets' counts at
-    // the levels below the first (the first level's stay zero), in the
-    // even windows of a stream at [group], in the odd ones at [groups +
-    // group] (group indexed as set_groups()); empty otherwise.
-    const std::vector<BinCounts>& window_group_counts() const;
     // Under set sampling: whether an address lies in a sampled set, and the
     // choice as address bits (nullopt when K does not divide the groups, or
     // without set sampling).
@@ -256,35 +245,5 @@ struct MissRateEstimate {
     double bound = 0;         // max(rate - low, high - rate)
 };
 MissRateEstimate estimate_miss_rate(const CacheSimulator& sim, std::size_t level, UnknownEstimate e);
-
-// The set estimate's correction from the windows (a difference estimator,
-// MemSpy 7.3's non-representative sets with an auxiliary known for every
-// group): the windows see every group of sets, so the sampled groups'
-// share of a level's misses in the windows against all groups' says how
-// unrepresentative the sampled groups are. The set estimate moves by
-// beta * (windows' rate over all groups - windows' rate over the sampled
-// groups); beta is the reliability of the windows' per-group rates, 0 to
-// 1: the covariance over groups of their rates in the even windows and in
-// the odd ones, over the variance of their rates in all windows (split
-// halves). Where the windows' per-group rates are noise (hashtable) or a
-// stretch of time's hot groups that other windows do not share
-// (transpose's columns) beta is near 0 and the set estimate stands; where
-// the groups differ alike in every window (tree) it is near 1. `spread`: the standard error of the corrected estimate over
-// the choice of groups (the spread of the sampled groups' rate minus beta
-// times their windows' rate), with its finite-population correction;
-// `groups`: the sampled groups that reached the level. nullopt when the
-// windows reach fewer than two groups or no sampled one.
-struct GroupCorrection {
-    double beta = 0;
-    double delta = 0;   // windows' rate over all groups minus over the sampled ones
-    double spread = 0;  // standard error over the choice of groups (NaN: under two sampled groups)
-    std::size_t groups = 0;
-};
-std::optional<GroupCorrection> window_group_correction(const std::vector<BinCounts>& window_groups, const std::vector<BinCounts>& set_groups,
-                                                       std::size_t level, UnknownEstimate e, double alpha);
-// estimate_miss_rate of a set-sampled level, corrected from `windows`'
-// window_group_counts() (a simulator with count_groups): the rate and its
-// interval move by beta * delta, the set spread is the correction's.
-MissRateEstimate estimate_miss_rate(const CacheSimulator& sets, std::size_t level, UnknownEstimate e, const CacheSimulator& windows);
 
 }  // namespace ecpi::analyze
