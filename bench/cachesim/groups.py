@@ -37,9 +37,24 @@ def schemes(keep):
         'random (any K of 64)': (None, lambda r: r.sample(range(GROUPS), keep)),
         'one per block of consecutive groups': (None, lambda r: [b * stride + r.randrange(stride) for b in range(keep)]),
         'one per residue mod K': (None, lambda r: [r.randrange(stride) * keep + b for b in range(keep)]),
+        'one per residue, balanced (the default)': (None, lambda r: balanced(r, keep, stride)),
         'evenly spaced (g, g+64/K, ...)': ([[g + i * stride for i in range(keep)] for g in range(stride)], None),
         'contiguous block': ([[b * keep + i for i in range(keep)] for b in range(stride)], None),
     }
+
+
+def balanced(rng, keep, stride):
+    """One group per residue mod K, each bit of the high part (group // K)
+    set in half of the K groups (analyze/cachesim's balanced_high_bits)."""
+    high = [0] * keep
+    bit = 1
+    while bit < stride:
+        half = [1] * (keep // 2) + [0] * (keep - keep // 2) if keep > 1 else [rng.randrange(2)]
+        rng.shuffle(half)
+        for i in range(keep):
+            high[i] |= bit if half[i] else 0
+        bit <<= 1
+    return [high[b] * keep + b for b in range(keep)]
 
 
 def error(level, choice, full):
