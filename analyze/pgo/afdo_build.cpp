@@ -86,18 +86,10 @@ public:
     // One procedure's instructions at their blocks' counts, under the
     // DWARF subprogram they belong to (a function's split-off cold part
     // joins the function).
-    // Only blocks with evidence (afdo_evidenced_blocks) get line records;
-    // the entry block's count is the function's head either way.
     void add(const CalcProcedure& p, const std::vector<double>& block_counts) {
-        const std::vector<bool> evidenced = afdo_evidenced_blocks(p.blocks);
-        for (std::size_t i = 0; i < p.blocks.size(); ++i) {
-            const CalcBlock& b = p.blocks[i];
+        for (const CalcBlock& b : p.blocks) {
             const double count = b.index < block_counts.size() ? block_counts[b.index] : 0;
             if (count < 0.5) continue;  // no execution to write (and DWARF look-ups cost)
-            if (!evidenced[i]) {
-                if (b.address == p.start) add_head(p, count);
-                continue;
-            }
             for (std::uint32_t k = b.first; k < b.first + b.count && k < p.instructions.size(); ++k)
                 add_instruction(p, p.instructions[k], count);
         }
@@ -128,12 +120,6 @@ public:
     }
 
 private:
-    // The entry count of an entry block without line records.
-    void add_head(const CalcProcedure& p, double count) {
-        const std::string name = function_at(p.start);
-        if (!name.empty() && entry_of(p.start, name)) functions_[name].head += count;
-    }
-
     void add_instruction(const CalcProcedure& p, const CalcInstruction& insn, double count) {
         AfdoInstruction out;
         out.frames = afdo_frames(debug_, insn.address);

@@ -2,7 +2,6 @@
 // and LLVM's text format. Contracts: include/ecpi/analyze/pgo/afdo.h.
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "ecpi/analyze/pgo/afdo.h"
 
@@ -98,16 +97,6 @@ AfdoFunction afdo_function(const std::string& name, double head, const std::vect
     }
     sum_totals(top);
     return top;
-}
-
-std::vector<bool> afdo_evidenced_blocks(const std::vector<CalcBlock>& blocks) {
-    std::set<std::uint32_t> sampled_classes;
-    for (const CalcBlock& b : blocks)
-        if (b.samples > 0) sampled_classes.insert(b.frequency_class);
-    std::vector<bool> out(blocks.size());
-    for (std::size_t i = 0; i < blocks.size(); ++i)
-        out[i] = blocks[i].samples > 0 || sampled_classes.contains(blocks[i].frequency_class);
-    return out;
 }
 
 bool afdo_shares_name(const std::vector<AfdoInstruction>& instructions) {

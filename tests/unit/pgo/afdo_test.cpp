@@ -215,24 +215,3 @@ TEST_CASE("an indirect call site lists its targets, and counts at least their ca
           " 4: 1000 op_add:950 op_mul:250\n"  // op_neg's 0.3 calls round to none
           " 6: 120 op_add:90 op_mul:30\n");
 }
-
-TEST_CASE("only blocks with samples, or equivalent to a sampled block, get line records") {
-    // A loop body (blocks 0-1, class 0, block 1 sampled), a branch to an
-    // error path no sample reached (block 2, class 1; the flow may still
-    // route counts through it), and the return (block 3, class 0, equivalent
-    // to the sampled body though not sampled itself).
-    std::vector<CalcBlock> blocks(4);
-    for (std::uint32_t i = 0; i < blocks.size(); ++i) blocks[i].index = i;
-    blocks[0].frequency_class = 0;
-    blocks[1].frequency_class = 0;
-    blocks[1].samples = 12;
-    blocks[2].frequency_class = 1;
-    blocks[3].frequency_class = 0;
-    CHECK(afdo_evidenced_blocks(blocks) == std::vector<bool>{true, true, false, true});
-    // A class whose own block was sampled keeps its record.
-    blocks[2].samples = 1;
-    CHECK(afdo_evidenced_blocks(blocks) == std::vector<bool>{true, true, true, true});
-    // No samples at all: nothing has evidence.
-    for (CalcBlock& b : blocks) b.samples = 0;
-    CHECK(afdo_evidenced_blocks(blocks) == std::vector<bool>(4, false));
-}

@@ -27,7 +27,6 @@
 #include <utility>
 #include <vector>
 
-#include "ecpi/analyze/calc/calc.h"
 #include "ecpi/analyze/symbols/symbolizer.h"
 #include "ecpi/result.h"
 #include "ecpi/store/profile.h"
@@ -90,17 +89,6 @@ std::uint32_t afdo_base_discriminator(std::uint32_t encoded);
 // up (the targets' entries say the call ran that often). `head` is the
 // function's entry count.
 AfdoFunction afdo_function(const std::string& name, double head, const std::vector<AfdoInstruction>& instructions);
-
-// Which blocks' flow counts the profile writes (indexed like `blocks`): a
-// block with samples, or one cycle-equivalent to a sampled block (the same
-// frequency class: it runs exactly as often). The flow also routes counts
-// through blocks no sample reached where the CFG leaves it a choice, and on
-// SQLite it chose error paths (sqlite3CorruptError, sqlite3VdbeList and
-// sqlite3OomFault inlined into hot functions at 0.2-0.5 M executions that
-// callgrind says never happen); such a block gets no record, so clang infers
-// it from its neighbours (SampleProfileLoader's weight propagation), as
-// AutoFDO leaves unsampled blocks to it.
-std::vector<bool> afdo_evidenced_blocks(const std::vector<CalcBlock>& blocks);
 
 // Whether instructions gathered under one name belong to distinct functions
 // (their outermost frames differ in declaring file or first line): static
