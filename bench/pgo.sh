@@ -120,11 +120,8 @@ build() {
 	}
 	build_daemon "$p" || return 1
 	# Every build prints the same answer.
-	local want
-	want=$("$out.plain" ${ARGS[$p]} 2>/dev/null | md5sum)
-	for v in instr ecpi bolt daemon; do
-		[ "$("$out.$v" ${ARGS[$p]} 2>/dev/null | md5sum)" = "$want" ] || { echo "bench/pgo.sh: $p.$v prints something else" >&2; return 1; }
-	done
+	local v
+	for v in instr ecpi bolt daemon; do check_same "$p" "$v" || return 1; done
 	echo "# $p: built; profile $(wc -l <"$out.afdo") lines, $(grep -c '^[^ ]' "$out.afdo") functions"
 }
 
@@ -146,11 +143,8 @@ build_extra() {
 		"$ECPI" export "$out.f20k.db" --format afdo --image "$out.plain" -o "$out.f20k.afdo"
 		clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.f20k.afdo" -Wl,-q -o "$out.f20k" $src
 	}
-	local want v
-	want=$("$out.plain" ${ARGS[$p]} 2>/dev/null | md5sum)
-	for v in accurate f20k; do
-		[ "$("$out.$v" ${ARGS[$p]} 2>/dev/null | md5sum)" = "$want" ] || { echo "bench/pgo.sh: $p.$v prints something else" >&2; return 1; }
-	done
+	local v
+	for v in accurate f20k; do check_same "$p" "$v" || return 1; done
 	echo "# $p: accurate and f20k built"
 }
 
@@ -164,7 +158,7 @@ build_now() {
 	"$ECPI" export "$out.db" --format afdo --image "$out.plain" -o "$out.now.afdo"
 	# shellcheck disable=SC2086
 	clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.now.afdo" -Wl,-q -o "$out.now" $src
-	check_same "$p" now
+	check_same "$p" now || return 1
 	python3 "$here/pgo/compare_afdo.py" "$out.now.afdo" "$out.exact.afdo" >"$out.now.compare" 2>/dev/null || true
 	echo "# $p: now built from $out.db"
 }
@@ -186,7 +180,7 @@ build_exact() {
 	python3 "$here/pgo/exact_afdo.py" "$T/$p.callgrind" "$out.plain" "$p.nodebug" >"$out.exact.afdo"
 	# shellcheck disable=SC2086
 	clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.exact.afdo" -Wl,-q -o "$out.exact" $src
-	check_same "$p" exact
+	check_same "$p" exact || return 1
 	python3 "$here/pgo/compare_afdo.py" "$out.afdo" "$out.exact.afdo" >"$out.compare"
 	echo "# $p: exact built; $(head -1 "$out.compare")"
 }
