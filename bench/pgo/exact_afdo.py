@@ -2,7 +2,13 @@
 """An AutoFDO text profile from exact counts: callgrind's per-instruction
 execution counts (--dump-instr=yes --compress-strings=no --compress-pos=no)
 and its call counts, placed on lines by llvm-symbolizer (JSON, inlining),
-with the rules of ecpi's writer (analyze/pgo/afdo_profile.cpp)."""
+with the rules of ecpi's writer (analyze/pgo/afdo_profile.cpp); bench/pgo.sh exact.
+
+    exact_afdo.py CALLGRIND_OUT BINARY OBJECT_NAME > PROFILE.afdo
+
+BINARY is the build with DWARF (the one callgrind ran without it, at the
+same addresses); OBJECT_NAME ends the `ob=` path of its callgrind copy.
+Heads are the calls into each function, as AutoFDO counts them."""
 import collections, json, re, subprocess, sys
 
 cg_path, binary, image_name = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -81,7 +87,7 @@ for a in addrs:
     for callee, n in by_site.get(a, ()):
         if callee in syms:
             at['calls'][L][callee] += n
-# index calls by site for speed was skipped above; heads from entries
+# heads: the calls into each function (AutoFDO counts calls to its start)
 for name, t in top.items():
     t['head'] = entries.get(name, 0)
 
