@@ -29,6 +29,9 @@
 #   bash bench/pgo.sh build            # compile, train, record, export (shared lock: CPU, no timing)
 #   bash bench/pgo.sh daemon           # (re)build only the daemon variant (shared lock)
 #   bash bench/pgo.sh extra            # the accurate and f20k builds (build_extra; shared lock)
+#   bash bench/pgo.sh exact            # a profile from exact counts (callgrind; build_exact) and
+#                                      # ecpi's compared with it (PGO_DIR/PROGRAM.compare)
+#   bash bench/pgo.sh now              # the stored recording exported with this ecpi (build_now)
 #   bash bench/pgo.sh time [ROUNDS=7]  # ROUNDS rounds per program, each running every build once
 #                                      # in a shuffled order, appended to PGO_DIR/times
 #                                      # (exclusive lock; one hold per call), then the table
@@ -117,11 +120,8 @@ build() {
 	}
 	build_daemon "$p" || return 1
 	# Every build prints the same answer.
-	local want
-	want=$("$out.plain" ${ARGS[$p]} 2>/dev/null | md5sum)
-	for v in instr ecpi bolt daemon; do
-		[ "$("$out.$v" ${ARGS[$p]} 2>/dev/null | md5sum)" = "$want" ] || { echo "bench/pgo.sh: $p.$v prints something else" >&2; return 1; }
-	done
+	local v
+	for v in instr ecpi bolt daemon; do check_same "$p" "$v" || return 1; done
 	echo "# $p: built; profile $(wc -l <"$out.afdo") lines, $(grep -c '^[^ ]' "$out.afdo") functions"
 }
 
@@ -143,12 +143,54 @@ build_extra() {
 		"$ECPI" export "$out.f20k.db" --format afdo --image "$out.plain" -o "$out.f20k.afdo"
 		clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.f20k.afdo" -Wl,-q -o "$out.f20k" $src
 	}
-	local want v
-	want=$("$out.plain" ${ARGS[$p]} 2>/dev/null | md5sum)
-	for v in accurate f20k; do
-		[ "$("$out.$v" ${ARGS[$p]} 2>/dev/null | md5sum)" = "$want" ] || { echo "bench/pgo.sh: $p.$v prints something else" >&2; return 1; }
-	done
+	local v
+	for v in accurate f20k; do check_same "$p" "$v" || return 1; done
 	echo "# $p: accurate and f20k built"
+}
+
+# build_now PROGRAM: the stored recording (PROGRAM.db) exported again with
+# this ecpi (PROGRAM.now.afdo) and built (PROGRAM.now): the writer's and calc's
+# changes measured on the same samples.
+build_now() {
+	local p=$1 src out=$PGO_DIR/$1
+	src=$(sources "$p") || return 1
+	[ -d "$out.db" ] || { echo "bench/pgo.sh: no $out.db: run bench/pgo.sh build first" >&2; return 1; }
+	"$ECPI" export "$out.db" --format afdo --image "$out.plain" -o "$out.now.afdo"
+	# shellcheck disable=SC2086
+	clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.now.afdo" -Wl,-q -o "$out.now" $src
+	check_same "$p" now || return 1
+	python3 "$here/pgo/compare_afdo.py" "$out.now.afdo" "$out.exact.afdo" >"$out.now.compare" 2>/dev/null || true
+	echo "# $p: now built from $out.db"
+}
+
+# build_exact PROGRAM: the format's ceiling, a profile from exact counts:
+# callgrind's executions of every instruction and its calls of the plain
+# build, placed on lines by llvm-symbolizer with the writer's rules
+# (bench/pgo/exact_afdo.py), then -fprofile-sample-use (PROGRAM.exact), and
+# ecpi's profile compared with it (bench/pgo/compare_afdo.py: PROGRAM.compare).
+build_exact() {
+	local p=$1 src out=$PGO_DIR/$1
+	command -v valgrind >/dev/null || { echo "bench/pgo.sh: valgrind is not installed (scripts/install-deps.sh)" >&2; return 1; }
+	src=$(sources "$p") || return 1
+	# valgrind 3.19 stops at clang 14's DWARF 5: callgrind runs a copy without it (same addresses).
+	objcopy --strip-debug "$out.plain" "$T/$p.nodebug"
+	# shellcheck disable=SC2086
+	valgrind --tool=callgrind --dump-instr=yes --compress-strings=no --compress-pos=no \
+		--callgrind-out-file="$T/$p.callgrind" "$T/$p.nodebug" ${ARGS[$p]} >/dev/null 2>"$out.callgrind.log"
+	python3 "$here/pgo/exact_afdo.py" "$T/$p.callgrind" "$out.plain" "$p.nodebug" >"$out.exact.afdo"
+	# shellcheck disable=SC2086
+	clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.exact.afdo" -Wl,-q -o "$out.exact" $src
+	check_same "$p" exact || return 1
+	python3 "$here/pgo/compare_afdo.py" "$out.afdo" "$out.exact.afdo" >"$out.compare"
+	echo "# $p: exact built; $(head -1 "$out.compare")"
+}
+
+# check_same PROGRAM VARIANT: the build prints what the plain one prints.
+check_same() {
+	local out=$PGO_DIR/$1
+	# shellcheck disable=SC2086
+	[ "$("$out.$2" ${ARGS[$1]} 2>/dev/null | md5sum)" = "$("$out.plain" ${ARGS[$1]} 2>/dev/null | md5sum)" ] ||
+		{ echo "bench/pgo.sh: $1.$2 prints something else" >&2; return 1; }
 }
 
 # build_daemon PROGRAM: the daemon variant. A fresh database, so that its
@@ -210,10 +252,12 @@ case $MODE in
 build) for p in $PROGRAMS; do build "$p"; done ;;
 daemon) for p in $PROGRAMS; do build_daemon "$p"; done ;;
 extra) for p in $PROGRAMS; do build_extra "$p"; done ;;
+exact) for p in $PROGRAMS; do build_exact "$p"; done ;;
+now) for p in $PROGRAMS; do build_now "$p"; done ;;
 time | report | reset)
 	[ "$MODE" = reset ] && { rm -f "$PGO_DIR/times"; exit 0; }
 	if [ "$MODE" = time ]; then for p in $PROGRAMS; do time_rounds "$p"; done; fi
 	report
 	;;
-*) echo "usage: bash bench/pgo.sh build | daemon | extra | time [ROUNDS] | report | reset" >&2; exit 2 ;;
+*) echo "usage: bash bench/pgo.sh build | daemon | extra | exact | now | time [ROUNDS] | report | reset" >&2; exit 2 ;;
 esac

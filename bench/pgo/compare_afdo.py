@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Compare two AutoFDO text profiles (bench/pgo.sh exact):
+
+    compare_afdo.py OURS.afdo EXACT.afdo
+
+First a summary over every location of functions in both: the exact
+profile's counts on locations ours leaves out, ours on locations the exact
+one does not have (code that did not run), and the weighted mean |ln ratio|
+of the counts both have (weights: exact counts). Then functions missing from
+ours, per hot function head/total/lines, the largest locations missing, and
+the largest over- and under-estimates."""
+import sys, collections, math
+
+def parse(path):
+    funcs = {}
+    stack = []
+    for line in open(path):
+        line = line.rstrip('\n')
+        if not line.strip(): continue
+        depth = len(line) - len(line.lstrip(' '))
+        body = line.strip()
+        if depth == 0:
+            name, total, head = body.rsplit(':', 2)
+            f = {'name': name, 'total': int(total), 'head': int(head), 'body': {}, 'calls': {}, 'inl': {}}
+            funcs[name] = f; stack = [f]; continue
+        stack = stack[:depth]
+        loc, rest = body.split(':', 1)
+        rest = rest.strip().split()
+        if len(rest) == 1 and ':' in rest[0] and not rest[0][0].isdigit():
+            callee, total = rest[0].rsplit(':', 1)
+            g = {'name': callee, 'total': int(total), 'head': 0, 'body': {}, 'calls': {}, 'inl': {}}
+            stack[-1]['inl'][(loc, callee)] = g; stack.append(g)
+        else:
+            stack[-1]['body'][loc] = int(rest[0])
+            stack[-1]['calls'][loc] = {t.rsplit(':', 1)[0]: int(t.rsplit(':', 1)[1]) for t in rest[1:]}
+    return funcs
+
+A, B = parse(sys.argv[1]), parse(sys.argv[2])
+ta, tb = sum(f['total'] for f in A.values()), sum(f['total'] for f in B.values())
+print(f'totals: ours {ta:,} exact {tb:,}; functions ours {len(A)} exact {len(B)}')
+miss = sorted(((f['total'], n, f['head']) for n, f in B.items() if n not in A), reverse=True)
+print(f'exact functions missing from ours: {len(miss)}, {sum(m[0] for m in miss)/tb:.1%} of exact total')
+for t, n, h in miss[:25]: print(f'   {n:40s} total {t:>12,} head {h:>10,}')
+extra = [n for n in A if n not in B]
+print('ours only:', extra[:20])
+print(f'\n{"function":38s} {"head o/e":>22s} {"total o/e":>28s}  lines(o only/e only/both)  wlogratio')
+def lines(f, pre=''):
+    out = {}
+    for loc, c in f['body'].items(): out[pre + loc] = c
+    for (loc, callee), g in f['inl'].items(): out.update(lines(g, pre + loc + '>' + callee + '/'))
+    return out
+eo = oo = w = wl = 0
+for n, fb in B.items():
+    fa = A.get(n)
+    if not fa: continue
+    la, lb = lines(fa), lines(fb)
+    eo += sum(c for k, c in lb.items() if k not in la)
+    oo += sum(c for k, c in la.items() if k not in lb)
+    for k in lb:
+        if k in la: w += lb[k]; wl += lb[k] * abs(math.log((la[k] + 1) / (lb[k] + 1)))
+print(f'summary: exact counts on locations ours lacks {eo:,} ({eo/tb:.1%} of exact total); '
+      f'ours on locations that did not run {oo:,} ({oo/ta:.1%} of ours); '
+      f'weighted mean |ln(ours/exact)| on shared locations {wl/max(w,1):.3f}')
+rows = []
+for n, fb in sorted(B.items(), key=lambda kv: -kv[1]['total'])[:40]:
+    fa = A.get(n)
+    if not fa: continue
+    la, lb = lines(fa), lines(fb)
+    both = [k for k in lb if k in la]
+    w = sum(lb[k] for k in both)
+    wl = sum(lb[k] * abs(math.log((la[k] + 1) / (lb[k] + 1))) for k in both) / max(w, 1)
+    print(f'{n:38s} {fa["head"]:>10,}/{fb["head"]:<10,} {fa["total"]:>13,}/{fb["total"]:<13,} {len([k for k in la if k not in lb]):>4}/{len([k for k in lb if k not in la]):>4}/{len(both):>4}  {wl:.2f}')
+
+print('\nlargest exact lines missing from ours (function, loc, exact count)')
+miss = []
+for n, fb in B.items():
+    fa = A.get(n)
+    if not fa: continue
+    la, lb = lines(fa), lines(fb)
+    for k, c in lb.items():
+        if k not in la: miss.append((c, n, k))
+miss.sort(reverse=True)
+for c, n, k in miss[:25]: print(f'  {n:34s} {k:40s} {c:>12,}')
+print(f'  sum of missing-line counts: {sum(m[0] for m in miss):,}')
+print('\nlargest over/under estimates (both present), by |log ratio| * exact count')
+d = []
+for n, fb in B.items():
+    fa = A.get(n)
+    if not fa: continue
+    la, lb = lines(fa), lines(fb)
+    for k in lb:
+        if k in la: d.append((lb[k] * abs(math.log((la[k] + 1) / (lb[k] + 1))), n, k, la[k], lb[k]))
+d.sort(reverse=True)
+for s, n, k, a, b in d[:25]: print(f'  {n:34s} {k:40s} ours {a:>12,} exact {b:>12,}')
