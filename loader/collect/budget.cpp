@@ -3,23 +3,19 @@
 #include <linux/perf_event.h>
 #include <sched.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <time.h>
 
 #include <algorithm>
-#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <cerrno>
 #include <cmath>
-#include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ecpi/loader/perf_events.h"
@@ -133,23 +129,8 @@ public:
         table_.resize(kSlots);
         for (std::size_t i = 0; i < kSlots; ++i) table_[i] = mix(i + 1);
     }
-    // Wall seconds for `iterations` rounds; `switched_out` is set where the
-    // thread was switched out meanwhile (the time is then another task's
-    // too: on a busy machine such runs read a sample's cost as anything from
-    // -70 to +250 us).
-    double seconds(long iterations, bool* switched_out = nullptr) {
-        const long switched_before = involuntary_switches();
-        const double s = run(iterations);
-        if (switched_out && involuntary_switches() != switched_before) *switched_out = true;
-        return s;
-    }
-
-private:
-    static long involuntary_switches() {
-        rusage usage{};
-        return getrusage(RUSAGE_THREAD, &usage) == 0 ? usage.ru_nivcsw : -1;
-    }
-    double run(long iterations) {
+    // Wall seconds for `iterations` rounds.
+    double seconds(long iterations) {
         if (add_chain_only_) return add_chain_wall_seconds(iterations * 8);
         timespec a{}, b{};
         clock_gettime(CLOCK_MONOTONIC, &a);
@@ -167,6 +148,7 @@ private:
         return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_nsec - a.tv_nsec) * 1e-9;
     }
 
+private:
     static constexpr std::size_t kSlots = (1u << 20) / sizeof(std::uint64_t);
     bool add_chain_only_;
     std::vector<std::uint64_t> table_;
@@ -185,7 +167,7 @@ public:
         ECPI_RETURN_IF_ERROR(sampler.attach_calibration(std::move(owned)));
         return std::unique_ptr<CalibrationEvent>(new CalibrationEvent(sampler, fd, period_ns));
     }
-    ~CalibrationEvent() { sampler_.detach_calibration(fd_); }
+    ~CalibrationEvent() { sampler_.detach_calibration(); }
     CalibrationEvent(const CalibrationEvent&) = delete;
     CalibrationEvent& operator=(const CalibrationEvent&) = delete;
     // Runs `run` with the event enabled; the samples it took.
@@ -211,25 +193,19 @@ private:
 struct Pair {
     double cost_us = 0;
     double loss = 0;
-    bool switched_out = false;  // another task ran on the CPU during a half
 };
-template <typename BetweenHalves>
-Result<std::optional<Pair>> measure_pair(CalibrationEvent& event, Workload& work, long iterations, bool sampled_first,
-                                         BetweenHalves&& between_halves) {
+Result<std::optional<Pair>> measure_pair(CalibrationEvent& event, Workload& work, long iterations, bool sampled_first) {
     double unsampled = 0, sampled = 0;
     std::uint64_t samples = 0;
-    bool switched_out = false;
     for (int half = 0; half < 2; ++half) {
-        if (half == 1) between_halves();
         if ((half == 0) != sampled_first) {
-            unsampled = work.seconds(iterations, &switched_out);
+            unsampled = work.seconds(iterations);
             continue;
         }
-        ECPI_ASSIGN_OR_RETURN(samples, event.sampled([&] { sampled = work.seconds(iterations, &switched_out); }));
+        ECPI_ASSIGN_OR_RETURN(samples, event.sampled([&] { sampled = work.seconds(iterations); }));
     }
     if (samples == 0 || unsampled <= 0 || sampled <= 0) return std::optional<Pair>();
-    return std::optional<Pair>(
-        Pair{(sampled - unsampled) / static_cast<double>(samples) * 1e6, (sampled - unsampled) / sampled, switched_out});
+    return std::optional<Pair>(Pair{(sampled - unsampled) / static_cast<double>(samples) * 1e6, (sampled - unsampled) / sampled});
 }
 
 // The fastest the calibration may sample: kCalibrationMaxHz, or half the
@@ -270,139 +246,45 @@ CpuCost summarize_cpu(int cpu, std::uint64_t hz, std::vector<double> costs, cons
     return c;
 }
 
-// Issue 35: the CPUs measured run their pairs at once, each CPU's sampled
-// half at the same time as every other's, as the daemon samples them: a
-// calibration on four CPUs gets four CPUs' pairs in the time one took, and
-// a cost that one CPU's samples put on another (a host core shared by two
-// vCPUs) is in the pairs. On the 2-CPU VM no such cross cost showed: a
-// program's loss on one CPU was the same whether the other CPU's sampling
-// was switched with it, left on or left off (docs/PERFORMANCE.md).
-struct Concurrent {
-    Concurrent(const CalibrationOptions& o, std::size_t cpus) : options(o), costs(cpus), switched(cpus), losses(cpus), errors(cpus) {}
-
-    // A CPU's pairs: those the thread ran through where there are enough of
-    // them; on a busy machine (fewer than min_pairs) every pair, noisy as
-    // they are, rather than none.
-    std::vector<double> usable(std::size_t cpu) const {
-        if (static_cast<int>(costs[cpu].size()) >= options.min_pairs) return costs[cpu];
-        std::vector<double> all = costs[cpu];
-        all.insert(all.end(), switched[cpu].begin(), switched[cpu].end());
-        return all;
-    }
-    const CalibrationOptions& options;
-    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-    std::uint64_t hz = 1;
-    bool piloted = false;
-    bool stop = false;
-    std::vector<std::vector<double>> costs;     // per CPU, at `hz`: pairs the thread ran through
-    std::vector<std::vector<double>> switched;  // per CPU, at `hz`: pairs during which another task ran
-    std::vector<std::vector<double>> losses;  // per CPU, the pilot's
-    std::vector<std::string> errors;          // per CPU
-
-    bool all_have(std::size_t pairs) const {
-        for (std::size_t i = 0; i < costs.size(); ++i)
-            if (costs[i].size() + switched[i].size() < pairs) return false;
-        return true;
-    }
-    bool all_precise() const {
-        for (std::size_t i = 0; i < costs.size(); ++i) {
-            const auto c = usable(i);
-            if (static_cast<int>(c.size()) < options.min_pairs || !precise_enough(median_bound(c, options.confidence), options))
-                return false;
-        }
-        return true;
-    }
-    // After four pairs on every CPU, the rate for the rest: faster where every
-    // pilot pair lost little (a noisy pilot, a busy machine, keeps the rate,
-    // so the kernel's sample-rate throttle is never provoked by a cost hidden
-    // in the noise); the pilot's pairs were measured at the old rate.
-    void pilot() {
-        piloted = true;
-        double worst = 0;
-        for (const auto& l : losses)
-            for (double v : l) worst = std::max(worst, v);
-        const std::uint64_t faster = faster_rate(hz, worst);
-        if (faster == hz) return;
-        hz = faster;
-        for (auto& c : costs) c.clear();
-        for (auto& c : switched) c.clear();
-    }
-    // Between pairs, while every CPU's thread waits: whether to go on.
-    void decide() noexcept {
-        int most = 0;
-        for (std::size_t i = 0; i < costs.size(); ++i) most = std::max(most, static_cast<int>(costs[i].size() + switched[i].size()));
-        if (seconds_since(t0) >= options.max_seconds || most >= options.max_pairs) stop = true;
-        else if (!piloted && !options.fixed_rate && all_have(4)) pilot();
-        else if (all_precise()) stop = true;
-    }
-};
-
-using PairBarrier = std::barrier<std::function<void()>>;
-
-// One CPU's thread: pinned there, it times pairs in step with the others
-// (a barrier before each half) until they decide to stop.
-void measure_in_step(Sampler& sampler, int cpu, std::size_t slot, Concurrent& shared, PairBarrier& barrier) {
-    IdlePriority priority(shared.options.low_priority);
+// Measures on one CPU for at most `seconds`: a pilot of four pairs decides
+// the rate, then pairs until the interval is narrow enough.
+Result<CpuCost> measure_on_cpu(Sampler& sampler, int cpu, const CalibrationOptions& options, double seconds, Workload& work) {
+    const auto t0 = std::chrono::steady_clock::now();
     PinnedToCpu pin(cpu);
-    Workload work(shared.options.add_chain_only);
-    auto fail = [&](std::string message) {
-        shared.errors[slot] = std::move(message);
-        barrier.arrive_and_drop();
-    };
-    if (!pin.pinned()) return fail("cannot run on CPU " + std::to_string(cpu) + " to calibrate the overhead budget");
-    // Runs of about 25 ms unsampled (~125 samples at 4999 Hz) unless asked longer.
+    if (!pin.pinned()) return Error("cannot run on CPU " + std::to_string(cpu) + " to calibrate the overhead budget");
+    // Runs of about 25 ms unsampled: ~125 samples at 4999 Hz.
     const double probe_s = work.seconds(20'000);
-    if (probe_s <= 0) return fail("calibrating the overhead budget needs the x86-64 add chain; use -F to set the rate");
-    const auto iterations = std::max<long>(1000, static_cast<long>(20'000 * shared.options.run_seconds / probe_s));
-    const int event_cpu = shared.options.per_cpu_event ? cpu : -1;
-    std::unique_ptr<CalibrationEvent> event;
-    std::uint64_t event_hz = 0;
-    for (int p = 0;; ++p) {
-        barrier.arrive_and_wait();  // shared.decide() ran: the rate and whether to stop
-        if (shared.stop) break;
-        if (event_hz != shared.hz) {
-            event.reset();
-            auto opened = CalibrationEvent::open(sampler, shared.hz, event_cpu);
-            if (!opened.ok()) return fail(opened.error().message());
-            event = std::move(*opened);
-            event_hz = shared.hz;
+    if (probe_s <= 0) return Error("calibrating the overhead budget needs the x86-64 add chain; use -F to set the rate");
+    const auto iterations = std::max<long>(1000, static_cast<long>(20'000 * 0.025 / probe_s));
+    std::uint64_t hz = std::max<std::uint64_t>(options.hz, 1);
+    const int event_cpu = options.per_cpu_event ? cpu : -1;
+    ECPI_ASSIGN_OR_RETURN(auto event, CalibrationEvent::open(sampler, hz, event_cpu));
+    std::vector<double> costs, losses;
+    bool piloted = false;
+    for (int p = 0; p < options.max_pairs && seconds_since(t0) < seconds; ++p) {
+        ECPI_ASSIGN_OR_RETURN(auto pair, measure_pair(*event, work, iterations, p % 2 == 1));
+        if (!pair) continue;
+        costs.push_back(pair->cost_us);
+        losses.push_back(pair->loss);
+        if (!piloted && costs.size() == 4 && !options.fixed_rate) {
+            piloted = true;
+            // Only where every pilot pair lost little: a noisy pilot (a busy
+            // machine) keeps the rate, so the kernel's sample-rate throttle
+            // is never provoked by a cost that was hidden in the noise.
+            const std::uint64_t faster = faster_rate(hz, *std::max_element(losses.begin(), losses.end()));
+            if (faster != hz) {  // the pilot's pairs were measured at the old rate
+                event.reset();
+                hz = faster;
+                ECPI_ASSIGN_OR_RETURN(event, CalibrationEvent::open(sampler, hz, event_cpu));
+                costs.clear();
+            }
         }
-        auto pair = measure_pair(*event, work, iterations, p % 2 == 1, [&] { barrier.arrive_and_wait(); });
-        if (!pair.ok()) return fail(pair.error().message());
-        if (!*pair) continue;
-        ((*pair)->switched_out ? shared.switched : shared.costs)[slot].push_back((*pair)->cost_us);
-        if (!shared.piloted) shared.losses[slot].push_back((*pair)->loss);
+        if (static_cast<int>(costs.size()) >= options.min_pairs && precise_enough(median_bound(costs, options.confidence), options))
+            break;
     }
-    event.reset();
-    barrier.arrive_and_drop();
-}
-
-// Every CPU of `cpus` measured at once; per CPU what it measured, or the
-// first error where none measured.
-Result<std::vector<CpuCost>> measure_cpus_in_step(Sampler& sampler, const std::vector<int>& cpus, const CalibrationOptions& options) {
-    Concurrent shared(options, cpus.size());
-    shared.hz = std::max<std::uint64_t>(options.hz, 1);
-    PairBarrier barrier(static_cast<std::ptrdiff_t>(cpus.size()), std::function<void()>([&shared, phase = 0]() mutable noexcept {
-                            // Phases alternate: before a pair (decide), before its second half (nothing).
-                            if (phase++ % 2 == 0) shared.decide();
-                        }));
-    std::vector<std::thread> threads;
-    for (std::size_t i = 0; i < cpus.size(); ++i)
-        threads.emplace_back([&, i] { measure_in_step(sampler, cpus[i], i, shared, barrier); });
-    for (auto& t : threads) t.join();
-    std::vector<CpuCost> measured;
-    std::string failed;
-    for (std::size_t i = 0; i < cpus.size(); ++i) {
-        if (!shared.errors[i].empty() && failed.empty()) failed = shared.errors[i];
-        std::vector<double> pairs = shared.usable(i);
-        if (pairs.empty()) continue;
-        CpuCost c = summarize_cpu(cpus[i], shared.hz, std::move(pairs), options);
-        c.seconds = seconds_since(shared.t0);
-        measured.push_back(std::move(c));
-    }
-    if (measured.empty())
-        return Error(failed.empty() ? "the overhead budget's calibration took no samples; use -F to set the rate" : failed);
-    return measured;
+    CpuCost c = summarize_cpu(cpu, hz, std::move(costs), options);
+    c.seconds = seconds_since(t0);
+    return c;
 }
 
 }  // namespace
@@ -505,26 +387,19 @@ Result<SampleCost> measure_sample_cost(Sampler& sampler, const CalibrationOption
     if (options.min_pairs < 1 || options.hz == 0) return Error("calibrating the overhead budget needs at least one pair at a rate above 0 Hz");
     std::vector<int> cpus = options.cpus;
     if (cpus.empty()) cpus.push_back(std::max(sched_getcpu(), 0));
-    ECPI_ASSIGN_OR_RETURN(std::vector<CpuCost> measured, measure_cpus_in_step(sampler, cpus, options));
+    const double per_cpu_s = std::max(0.5, options.max_seconds / static_cast<double>(cpus.size()));
+    IdlePriority priority(options.low_priority);
+    Workload work(options.add_chain_only);
+    std::vector<CpuCost> measured;
+    std::string failed;
+    for (int cpu : cpus) {
+        auto c = measure_on_cpu(sampler, cpu, options, per_cpu_s, work);
+        if (!c.ok()) failed = c.error().message();
+        else if (c->pairs > 0) measured.push_back(std::move(*c));
+    }
+    if (measured.empty())
+        return Error(failed.empty() ? "the overhead budget's calibration took no samples; use -F to set the rate" : failed);
     return summarize_costs(std::move(measured), options.confidence);
-}
-
-Result<SampleCost> calibrate_budget(Sampler& sampler, const CalibrationOptions& options, double budget_percent,
-                                    std::size_t events, double near_seconds) {
-    ECPI_ASSIGN_OR_RETURN(SampleCost fast, measure_sample_cost(sampler, options));
-    const std::uint64_t chosen = choose_rate(fast, budget_percent, events).hz * std::max<std::size_t>(events, 1);
-    CalibrationOptions near = options;
-    near.hz = chosen;
-    near.fixed_rate = true;
-    near.max_seconds = near_seconds;
-    // At least ~50 samples a run, so that a slow rate still shows in a pair.
-    near.run_seconds = std::clamp(50.0 / static_cast<double>(chosen), options.run_seconds, 0.25);
-    ECPI_ASSIGN_OR_RETURN(SampleCost slow, measure_sample_cost(sampler, near));
-    slow.fast_bound_us = fast.bound_us;
-    slow.fast_hz = fast.hz;
-    // Noise may read the slower rate cheaper; it never costs less here.
-    slow.bound_us = std::max(slow.bound_us, fast.bound_us);
-    return slow;
 }
 
 RateChoice choose_rate(const SampleCost& cost, double budget_percent, std::size_t events) {

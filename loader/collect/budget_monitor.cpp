@@ -21,7 +21,6 @@ nlohmann::json sample_cost_json(const SampleCost& cost) {
             {"upper_bound", cost.bound_us}, {"confidence", cost.confidence}, {"precise", cost.precise},
             {"pairs", cost.pairs},       {"calibration_hz", cost.hz},   {"cpu", cost.cpu},
             {"pooled", cost.pooled},
-            {"fast_upper_bound", cost.fast_bound_us}, {"fast_calibration_hz", cost.fast_hz},
             {"per_cpu", per_cpu}};
 }
 

@@ -42,14 +42,7 @@ void Session::log_calibration(const SampleCost& cost, double budget) {
                   cost.per_cpu.size(), cost.per_cpu.size() == 1 ? "" : "s", static_cast<unsigned long long>(cost.hz),
                   cost.precise ? "within 10%" : "short of 10% in the time allowed", whose_bound(cost).c_str(),
                   static_cast<unsigned long long>(rate_choice_.hz), rate_choice_.overhead_percent);
-    if (cost.fast_hz != 0) {
-        std::string with_fast = line;
-        std::snprintf(line, sizeof line, " (the first step, at %llu Hz, read at most %.1f us)",
-                      static_cast<unsigned long long>(cost.fast_hz), cost.fast_bound_us);
-        log(with_fast + line);
-    } else {
-        log(line);
-    }
+    log(line);
     if (!cpus_agree(cost.per_cpu)) {
         std::string per_cpu = "the CPUs differ:";
         for (const auto& c : cost.per_cpu) {

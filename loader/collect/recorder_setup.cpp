@@ -232,9 +232,8 @@ void Session::measure_sampled_clock() {
 }
 
 // Issue 20: measures what one sample costs on this machine and sets the
-// rate the budget affords; issue 35: on up to four CPUs at once, until the
-// cost is known to 10% (at most 3 s), then at the rate that gives (at most
-// 4 s more), the rate chosen from the 95% upper bound. The
+// rate the budget affords; issue 35: on up to four CPUs, until the cost is
+// known to 10% (at most 3 s), the rate chosen from the 95% upper bound. The
 // handler must not filter the calibration out, so this process is tracked
 // while it runs.
 Result<void> Session::calibrate_budget() {
@@ -245,12 +244,12 @@ Result<void> Session::calibrate_budget() {
     CalibrationOptions calibration;
     calibration.cpus = calibration_cpus(cpus_);
     const double cpu_before = cpu_seconds();
-    const double budget = *options_.overhead_budget_percent;
-    auto cost = loader::calibrate_budget(*sampler_, calibration, budget, events_.size());
+    auto cost = measure_sample_cost(*sampler_, calibration);
     calibration_cpu_s_ += cpu_seconds() - cpu_before;  // reported apart from the daemon's own CPU
     if (filtering) ECPI_RETURN_IF_ERROR(sampler_->untrack_tgid(self));
     if (!cost.ok()) return Error("calibrating the overhead budget: " + cost.error().message());
     sample_cost_ = *cost;
+    const double budget = *options_.overhead_budget_percent;
     rate_choice_ = choose_rate(*cost, budget, events_.size());
     calibrated_unix_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     next_calibration_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.calibration_interval_s));

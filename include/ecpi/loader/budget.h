@@ -50,7 +50,6 @@ struct CalibrationOptions {
     // only (the check while running: at idle priority, a program that
     // preempts it must not be sampled at the calibration's rate).
     bool per_cpu_event = true;
-    double run_seconds = 0.025;         // each half of a pair, unsampled
 };
 
 // A median with a distribution-free confidence interval from order
@@ -97,10 +96,6 @@ struct SampleCost {
     int cpu = -1;         // the CPU of the bound
     bool pooled = false;  // the CPUs agreed: median, quartiles and bound are of every CPU's pairs together
     std::vector<CpuCost> per_cpu;
-    // The budget's calibration in two steps (calibrate_budget): what the
-    // first, fast step measured at its own rate (0: one step only).
-    double fast_bound_us = 0;
-    std::uint64_t fast_hz = 0;
 };
 
 // The CPUs a calibration measures on: all of them up to `at_most`, else that
@@ -127,21 +122,6 @@ SampleCost summarize_costs(std::vector<CpuCost> per_cpu, double confidence);
 // are restored afterwards. The caller makes sure the handler does not filter
 // this process out (tracks it when the sampler filters by process).
 [[nodiscard]] Result<SampleCost> measure_sample_cost(Sampler& sampler, const CalibrationOptions& options = {});
-
-struct RateChoice;
-
-// The budget's calibration (issue 35): on this VM a sample costs a program
-// more the slower the rate (7.7 us at 4,000 Hz, 8.1 at 2,000, 10.2 at 1,000
-// against about 4 us at the 5,000-20,000 Hz the first step measures at: the
-// handler's code and data and the program's own lines are colder between
-// samples), so a rate chosen from the fast step alone misses the budget by
-// that factor (+1.6% at 1%). First the fast step (measure_sample_cost at
-// `options`), then pairs at the rate it chose, for at most
-// `near_seconds`; the rate is chosen from the higher of the two bounds. The
-// result's fields are the second step's, fast_bound_us and fast_hz the
-// first's.
-[[nodiscard]] Result<SampleCost> calibrate_budget(Sampler& sampler, const CalibrationOptions& options, double budget_percent,
-                                                  std::size_t events, double near_seconds = 4.0);
 
 struct RateChoice {
     std::uint64_t hz = 0;              // per CPU and event

@@ -125,12 +125,8 @@ public:
     Result<void> attach(std::uint16_t event_index, std::vector<FileDescriptor> fds);
     // The overhead budget's calibration event (loader/collect/budget.cpp): the
     // handler runs on its overflows like on any event's, with the
-    // calibration cookie, whose samples the drain drops. Several at once
-    // (one per CPU measured, each attached and detached by its measuring
-    // thread: these two are thread-safe); detach_calibration(fd) detaches
-    // the one on `fd`, detach_calibration() all of them.
+    // calibration cookie, whose samples the drain drops. One at a time.
     Result<void> attach_calibration(FileDescriptor fd);
-    void detach_calibration(int fd);
     void detach_calibration();
     // Samples that found a CPU in its idle task, per event index and per
     // possible CPU, since load (cumulative).
