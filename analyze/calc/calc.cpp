@@ -479,6 +479,44 @@ void add_to_image_summary(CalcReport& report, const store::ImageId& image, const
     it->stalls.add(proc.stalls);
 }
 
+// Entry counts carried from callers (issue 36): a procedure whose direct
+// callers among those analyzed call it from blocks whose counts are
+// measured gets their sum as its entry count. Exact (a hard constraint
+// within the measured tolerance) where no caller's count is unknown: no
+// direct call to it from an unmeasured block and no indirect call in the
+// analyzed procedures of its image; else a lower bound. Callers with no samples at all are not
+// analyzed and count as never run.
+std::vector<std::pair<std::size_t, ProcedureInput::EntryCount>> entries_from_callers(
+    const SampledProcedures& sampled, const std::vector<std::pair<std::size_t, CalcProcedure>>& analyzed) {
+    struct Callers {
+        double measured = 0;
+        bool unknown = false;
+    };
+    std::map<std::pair<std::size_t, std::uint64_t>, Callers> by_callee;  // (image, start)
+    std::set<std::size_t> indirect;                                        // images with an indirect call
+    for (const auto& [i, proc] : analyzed)
+        for (const CalcCallSite& c : proc.call_sites) {
+            const std::size_t image = sampled.procs[i].image;
+            if (c.target == 0) {
+                indirect.insert(image);
+                continue;
+            }
+            Callers& callers = by_callee[{image, c.target}];
+            if (c.measured)
+                callers.measured += c.executions;
+            else
+                callers.unknown = true;
+        }
+    std::vector<std::pair<std::size_t, ProcedureInput::EntryCount>> out;
+    for (const auto& [i, proc] : analyzed) {
+        const SampledProcedure& sp = sampled.procs[i];
+        auto it = by_callee.find({sp.image, sp.start});
+        if (it == by_callee.end() || !(it->second.measured > 0)) continue;
+        out.push_back({i, {it->second.measured, it->second.unknown || indirect.count(sp.image) > 0}});
+    }
+    return out;
+}
+
 }  // namespace
 
 Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOptions& options, Symbolizer& symbolizer) {
@@ -499,24 +537,37 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
     ImageCache images(symbolizer, options.lines);
     std::map<std::pair<std::size_t, std::uint64_t>, bool> leaf_cache;
     const InputContext ctx{sampled, others, registers, report, !options.summary, leaf_cache};
-    for (auto i : *selected) {
+    const auto analyze = [&](std::size_t i, std::optional<ProcedureInput::EntryCount> entry) -> std::optional<CalcProcedure> {
         const auto& sp = sampled.procs[i];
         const store::ImageProfile& ip = *sampled.images[sp.image];
         const ImageBytes* bytes = images.bytes(sp.image, ip.image, report);
-        if (!bytes) continue;
-        const auto& table = symbolizer.table(ip.image);
-        auto proc = analyze_procedure(procedure_input(sp, bytes, *table, ctx), model, report.period_cycles);
+        if (!bytes) return std::nullopt;
+        ProcedureInput input = procedure_input(sp, bytes, *symbolizer.table(ip.image), ctx);
+        input.entry = entry;
+        auto proc = analyze_procedure(input, model, report.period_cycles);
         if (!proc.ok()) {
             report.warnings.push_back(proc.error().message());
-            continue;
+            return std::nullopt;
         }
-        proc->image = ip.image.path;
-        proc->build_id = ip.image.build_id;
-        if (options.all) add_to_image_summary(report, ip.image, *proc);
+        return std::move(proc).value();
+    };
+    std::vector<std::pair<std::size_t, CalcProcedure>> analyzed;
+    for (auto i : *selected)
+        if (auto proc = analyze(i, std::nullopt)) analyzed.emplace_back(i, std::move(*proc));
+    for (const auto& [i, entry] : entries_from_callers(sampled, analyzed))
+        for (auto& [j, proc] : analyzed)
+            if (j == i)
+                if (auto again = analyze(i, entry)) proc = std::move(*again);
+    for (auto& [i, proc] : analyzed) {
+        const auto& sp = sampled.procs[i];
+        const store::ImageProfile& ip = *sampled.images[sp.image];
+        proc.image = ip.image.path;
+        proc.build_id = ip.image.build_id;
+        if (options.all) add_to_image_summary(report, ip.image, proc);
         if (const LineTable* lines = images.lines(sp.image); lines && !options.summary)
-            for (auto& ci : proc->instructions) std::tie(ci.file, ci.line) = lines->at(ci.address);
+            for (auto& ci : proc.instructions) std::tie(ci.file, ci.line) = lines->at(ci.address);
         report.analyzed_bytes += sp.end - sp.start;
-        report.procedures.push_back(std::move(proc).value());
+        report.procedures.push_back(std::move(proc));
     }
     if (report.procedures.empty() && !options.all && !report.warnings.empty())
         return Error(report.warnings.back());

@@ -299,8 +299,12 @@ CulpritAnalysis culprits_at(const Analysis& a, const ProcedureInput& input, cons
     return find_culprits(in);
 }
 
-FlowCountsInput flow_input(const Analysis& a, double period_cycles) {
+FlowCountsInput flow_input(const Analysis& a, const ProcedureInput& input, double period_cycles) {
     FlowCountsInput in;
+    if (input.entry) {
+        in.entry_executions = input.entry->executions;
+        in.entry_lower_bound = input.entry->lower_bound;
+    }
     in.cfg = &a.cfg;
     in.classes = &a.classes;
     in.timing = &a.timing;
@@ -330,7 +334,7 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
     ri.loop_anchor = a.loop_anchor;
     a.ranges = class_ranges(ri);
     clamp_to_ranges(a.estimate, a.cfg, a.classes, a.ranges);
-    conserve_flow(a.estimate, a.ranges, flow_input(a, period_cycles));
+    conserve_flow(a.estimate, a.ranges, flow_input(a, input, period_cycles));
     a.culprits = culprits_at(a, input, model, period_cycles, a.estimate);
     if (std::none_of(a.ranges.begin(), a.ranges.end(), [](const ClassRange& r) { return r.ranged; })) return;
     // Both ends and points between, a factor of (max/min)^(1/8) apart.
@@ -472,8 +476,24 @@ CalcInstruction instruction_report(const Analysis& a, const CalcBlock& cb, std::
     return ci;
 }
 
+// Its calls at their blocks' counts: what its callees' entries take from it.
+std::vector<CalcCallSite> call_sites(const Analysis& a, double period_cycles) {
+    std::vector<CalcCallSite> out;
+    for (std::uint32_t b = 0; b < a.cfg.blocks.size(); ++b)
+        for (std::uint32_t k = a.cfg.blocks[b].first; k < a.cfg.blocks[b].first + a.cfg.blocks[b].count; ++k) {
+            const DecodedInstruction& d = a.cfg.instructions[k];
+            if (!is_call(d.flow)) continue;
+            out.push_back({d.address, d.flow == FlowKind::kCall ? d.target : 0,
+                           a.estimate.block_frequency[b] * period_cycles,
+                           a.estimate.block_confidence[b] == Confidence::kMeasured});
+        }
+    return out;
+}
+
 CalcProcedure procedure_report(const Analysis& a, const ProcedureInput& input, double period_cycles) {
     CalcProcedure proc;
+    proc.call_sites = call_sites(a, period_cycles);
+    proc.entry_from_callers = input.entry.has_value();
     proc.name = input.name;
     proc.start = input.start;
     proc.end = input.end;

@@ -419,6 +419,96 @@ TEST_CASE("a range the flow moves a count out of is widened to hold it") {
 
 namespace {
 
+// branchy's `search`: a loop with no induction register, its samples
+// putting it at the top of its range (the model's best case), its exit
+// odds known from its snapshots (10 of 130 left), and its callers' measured
+// call sites giving its entry count.
+//   entry -> P;  P -> H;  H -> L (stay), H -> X (leave);  L -> H;  X -> exit.
+struct SearchLoop {
+    test::HandCfg fx;
+    std::uint32_t p = 0, h = 0, l = 0, x = 0;
+    BranchOdds odds;
+    std::vector<std::uint64_t> samples;
+
+    SearchLoop() {
+        p = fx.add_block({1, 1});
+        h = fx.add_block({1, 1});
+        l = fx.add_block({1, 1, 1, 1});
+        x = fx.add_block({1, 1});
+        fx.edge(kEntryBlock, p, EdgeKind::kEntry);
+        fx.edge(p, h, EdgeKind::kFallThrough);
+        odds.block = h;
+        odds.fall_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
+        fx.edge(h, l, EdgeKind::kFallThrough);
+        odds.taken_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
+        fx.edge(h, x, EdgeKind::kBranch);
+        fx.edge(l, h, EdgeKind::kJump);
+        fx.edge(x, kExitBlock, EdgeKind::kReturn);
+        odds.total = 130;
+        odds.taken = 10;
+        samples.assign(fx.cfg.instructions.size(), 0);
+        fx.sample(samples, h, 700);
+        fx.sample(samples, l, 700);
+        fx.sample(samples, p, 2);
+        fx.sample(samples, x, 2);
+    }
+
+    // F per period of 1000 cycles; `entry` in executions (0: unknown).
+    FrequencyEstimate solve(double entry, bool lower_bound, std::vector<ClassRange>* out = nullptr) {
+        const FrequencyClasses fc = frequency_classes(fx.cfg);
+        FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, EstimatorOptions{});
+        std::vector<ClassRange> ranges(fc.count);
+        ranges[fc.block_class[h]] = {true, 50, 800};
+        ranges[fc.block_class[l]] = {true, 50, 800};
+        FlowCountsInput in;
+        in.cfg = &fx.cfg;
+        in.classes = &fc;
+        in.timing = &fx.timing;
+        in.samples = samples;
+        in.odds = std::span<const BranchOdds>(&odds, 1);
+        in.period_cycles = 1000;
+        in.entry_executions = entry;
+        in.entry_lower_bound = lower_bound;
+        conserve_flow(est, ranges, in);
+        check_conserved(fx.cfg, est);
+        if (out) *out = ranges;
+        return est;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a loop's entry count from its callers' measured call sites and its exit odds decide its count") {
+    SearchLoop g;
+    const FrequencyEstimate alone = g.solve(0, false);
+    REQUIRE(alone.block_frequency[g.h] > 300);
+    // Called 10 times a period (10,000 executions) by measured call sites:
+    // the exit odds (11 of 132, Laplace) put the loop at about 120.
+    std::vector<ClassRange> ranges;
+    const FrequencyEstimate est = g.solve(10'000, false, &ranges);
+    CHECK(est.invocations == doctest::Approx(10).epsilon(0.1));
+    CHECK(est.block_frequency[g.h] == doctest::Approx(120).epsilon(0.15));
+    CHECK(est.block_frequency[g.l] == doctest::Approx(110).epsilon(0.15));
+    // The range narrows to what a flow with that entry count allows.
+    const FrequencyClasses fc = frequency_classes(g.fx.cfg);
+    const ClassRange& r = ranges[fc.block_class[g.h]];
+    CHECK(r.min <= est.block_frequency[g.h]);
+    CHECK(r.max >= est.block_frequency[g.h]);
+}
+
+TEST_CASE("an entry count with other callers unknown is a floor, not a count") {
+    SearchLoop g;
+    const FrequencyEstimate alone = g.solve(0, false);
+    // A floor below what the procedure's own evidence says changes nothing.
+    const FrequencyEstimate low = g.solve(1'000, true);
+    CHECK(low.block_frequency[g.h] == doctest::Approx(alone.block_frequency[g.h]).epsilon(0.01));
+    // A floor above it raises the entry to it.
+    const FrequencyEstimate high = g.solve(10'000, true);
+    CHECK(high.invocations >= 10 * 0.999);
+}
+
+namespace {
+
 // Every function of a compiled test program or library.
 std::vector<std::string> real_binaries() {
     std::vector<std::string> files = {ECPI_CFGTEST_GCC, ECPI_CFGTEST_GCC_NOPIE};

@@ -125,6 +125,15 @@ struct CalcSwitch {
     std::string undecided;                    // why its snapshots decide nothing (empty: they do); see switch_odds.h
 };
 
+// A call in the procedure and its block's count: a measured call site's
+// count is its callee's entry count (run_calc carries it over).
+struct CalcCallSite {
+    std::uint64_t address = 0;
+    std::uint64_t target = 0;                 // 0: an indirect call
+    double executions = 0;
+    bool measured = false;                    // its block's count is measured (register progress)
+};
+
 struct CalcProcedure {
     std::string name;
     std::string image;                        // recorded path
@@ -147,6 +156,9 @@ struct CalcProcedure {
     std::vector<CalcBlock> blocks;
     std::vector<CalcInstruction> instructions;
     std::vector<CalcEdge> edges;
+    std::vector<CalcCallSite> call_sites;     // kept with or without details; not rendered
+    // Whether its entry count came from its callers' measured call sites.
+    bool entry_from_callers = false;
 };
 
 struct CalcImageSummary {
@@ -211,6 +223,14 @@ struct ProcedureInput {
         double max_gap_ns = 0;                // pairs further apart are not used
     };
     std::optional<Registers> registers;
+    // Its entry count from its callers' measured call sites (run_calc),
+    // when known: exact (within a measured count's tolerance) where every
+    // caller's count is measured, else a lower bound.
+    struct EntryCount {
+        double executions = 0;
+        bool lower_bound = false;
+    };
+    std::optional<EntryCount> entry;
 };
 [[nodiscard]] Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const MachineModel& model,
                                                       double period_cycles, const EstimatorOptions& options = {});

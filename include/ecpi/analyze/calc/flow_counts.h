@@ -45,6 +45,11 @@ struct FlowCountsInput {
     std::span<const BranchOdds> odds;            // snapshot odds (may be empty)
     std::span<const SwitchOdds> switches;        // jump tables' snapshot odds (may be empty)
     double period_cycles = 0;                    // F * period_cycles = executions
+    // The procedure's entry count from its callers' measured call sites
+    // (0: unknown): a measured count on the entry edge (hard within the
+    // measured tolerance), or with `entry_lower_bound` a hard floor.
+    double entry_executions = 0;
+    bool entry_lower_bound = false;
 };
 
 // The flow problem in executions: one soft count per block and edge, from
