@@ -4,9 +4,10 @@ sections to bpf/sampler.bpf.c in place, for a measurement build only (never
 commit the result; `git checkout bpf/sampler.bpf.c` undoes it). Each section's
 nanoseconds (bpf_ktime_get_ns) and a few counts are summed per CPU in the map
 prof_ns, which bench/unwind_sections.sh reads while a recording runs:
-  0 samples walked, 1 entry .. the register snapshot, 2 the register snapshot,
+  0 samples walked, 1 entry .. the walk, 2 the register snapshot's own ring
+  record (none since ABI 8: the registers go in section 5's record),
   3 the walk's setup (kernel stack, process entry, per-CPU lookups),
-  4 the walk (bpf_loop), 5 the ring-buffer record, 6 frames,
+  4 the walk (bpf_loop), 5 the ring-buffer record, registers included, 6 frames,
   7 row-cache lookups (frames not in the last row's range), 8 row-cache hits,
   9 stack window reads.
 The clock reads themselves (about 6 a sample) are inside the sections.
@@ -55,9 +56,11 @@ insert("""		w->win_len = 0;
 		if (bpf_probe_read_user(win->words, len, (void *)addr))""", """		w->win_len = 0;
 		prof_add(9, 1);
 		if (bpf_probe_read_user(win->words, len, (void *)addr))""")
-insert("""	__u32 zero = 0, frames;
+insert("""	struct ecpi_stack_record *rec;
+	__u32 zero = 0;
 	long n;
-""", """	__u32 zero = 0, frames;
+""", """	struct ecpi_stack_record *rec;
+	__u32 zero = 0;
 	long n;
 	__u64 t0 = bpf_ktime_get_ns(), t1, t2;
 """)
@@ -70,24 +73,20 @@ insert("""		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
 		prof_add(4, t0 - t1);
 		prof_add(6, w.depth);
 		prof_add(0, 1);""")
-insert("""			       BPF_RB_NO_WAKEUP))
-		count(key->event, ECPI_COUNTER_RINGBUF_LOST);
+insert("""	send_walked(ctx, both, key, pid_tgid, now);
 	return 0;
-}""", """			       BPF_RB_NO_WAKEUP))
-		count(key->event, ECPI_COUNTER_RINGBUF_LOST);
+}""", """	send_walked(ctx, both, key, pid_tgid, now);
 	t2 = bpf_ktime_get_ns();
 	prof_add(5, t2 - t0);
 	return 0;
 }""")
 insert("""	__u64 *idle, now;
-""", """	__u64 *idle, now, p0 = bpf_ktime_get_ns(), p1;
+""", """	__u64 *idle, now, p0 = bpf_ktime_get_ns();
 """)
-insert("""	if (registers_every && !key.kernel)
-		record_registers(ctx, &key, pid_tgid, now);
+insert("""	if (capture_stacks && unwind_cfi)
+		return record_stack_cfi(ctx, &key, pid_tgid, now);
 """, """	prof_add(1, now - p0);
-	if (registers_every && !key.kernel)
-		record_registers(ctx, &key, pid_tgid, now);
-	p1 = bpf_ktime_get_ns();
-	prof_add(2, p1 - now);
+	if (capture_stacks && unwind_cfi)
+		return record_stack_cfi(ctx, &key, pid_tgid, now);
 """)
 open(path, "w").write(text)

@@ -37,8 +37,8 @@ def number(v):
     return v if isinstance(v, int) else int.from_bytes(bytes(int(x, 16) for x in v), "little")
 sums = {number(e["key"]): sum(number(v["value"]) for v in e.get("values", [])) for e in json.load(sys.stdin)}
 n = sums.get(0, 0) or 1
-names = ["samples walked", "entry..registers", "register snapshot", "walk setup", "walk",
-         "ring-buffer record", "frames", "row-cache lookups", "row-cache hits", "window reads"]
+names = ["samples walked", "entry", "registers (own ring)", "walk setup", "walk",
+         "ring record (+regs)", "frames", "row-cache lookups", "row-cache hits", "window reads"]
 for k, name in enumerate(names):
     unit = "ns" if k in (1, 2, 3, 4, 5) else ""
     print(f"  {name:20} {sums.get(k, 0) / n:8.1f} {unit}" if k else f"  {name:20} {sums.get(0, 0):8d}")'

@@ -8,7 +8,7 @@
 #include <linux/types.h>
 #endif
 
-#define ECPI_ABI_VERSION 7
+#define ECPI_ABI_VERSION 8
 
 /* Events one recording may sample at once (-e ...). The event index travels
  * as the perf link's bpf cookie. */
@@ -34,6 +34,7 @@ enum ecpi_record_kind {
 	ECPI_RECORD_STACK_COPY = 6,   /* a -g sample whose process has no unwind tables yet: stack bytes */
 	ECPI_RECORD_EXEC_ARGS = 7,    /* a process's argument strings, read at its exec (own ring buffer) */
 	ECPI_RECORD_STACK_PACKED = 8, /* a CFI-walked -g sample: ecpi_stack_record, frames packed, sent short */
+	ECPI_RECORD_STACK_REGISTERS = 9, /* a CFI-walked -g sample with its registers: one record, not two */
 };
 
 /* DCPI 4.2.1: samples aggregate by (process, pc, event); we add the privilege
@@ -190,6 +191,18 @@ struct ecpi_register_record {
 	__u64 time_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
 	__u64 pc;
 	__u64 regs[ECPI_GP_REGISTERS];
+};
+
+/* ECPI_RECORD_STACK_REGISTERS: a CFI-walked -g sample that keeps its
+ * registers (--registers) sends both in one ring-buffer record instead of
+ * two (one reserve and commit a sample fewer): the register record (kind
+ * ECPI_RECORD_STACK_REGISTERS), then the packed stack record (kind
+ * ECPI_RECORD_STACK_PACKED), sent as long as its frames, that is
+ * sizeof(regs) + offsetof(ecpi_stack_record, ips) + 8 * (kernel_depth + user_depth)
+ * bytes. The handler builds it in a per-CPU scratch value. */
+struct ecpi_register_stack_record {
+	struct ecpi_register_record regs;
+	struct ecpi_stack_record stack;
 };
 
 /* Per-CPU counters, one block of ECPI_COUNTER_MAX per event:

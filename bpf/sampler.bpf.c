@@ -144,12 +144,13 @@ struct {
 	__type(value, __u32);
 } unwind_pages SEC(".maps");
 
-/* The record of a CFI-walked sample is built here, then copied to the ring. */
+/* The record of a CFI-walked sample is built here, then copied to the ring:
+ * the stack alone, or the registers and the stack in one record. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct ecpi_stack_record);
+	__type(value, struct ecpi_register_stack_record);
 } stack_scratch SEC(".maps");
 
 /* A window of the user stack the CFI walk reads its frames from: one
@@ -698,50 +699,6 @@ static __always_inline bool send_stack_copy(const struct ecpi_sample_key *key, c
 	return bpf_ringbuf_output(&samples_rb, rec, header + size, BPF_RB_NO_WAKEUP) == 0;
 }
 
-static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key,
-					    __u64 now)
-{
-	struct walk_state w = {};
-	struct ecpi_stack_record *rec;
-	__u32 zero = 0, frames;
-	long n;
-
-	rec = bpf_map_lookup_elem(&stack_scratch, &zero);
-	if (!rec)
-		return 0;
-	rec->kind = ECPI_RECORD_STACK_PACKED;
-	rec->key = *key;
-	rec->time_ns = now;
-	rec->kernel_depth = 0;
-	rec->user_depth = 0;
-	if (key->kernel) {
-		n = bpf_get_stack(ctx, rec->ips, ECPI_MAX_STACK_DEPTH * sizeof(__u64), 0);
-		if (n > 0)
-			rec->kernel_depth = n / sizeof(__u64);
-		else
-			count(key->event, ECPI_COUNTER_STACK_ERRORS);
-	}
-	if (user_registers(ctx, key->kernel, &w)) {
-		w.proc = bpf_map_lookup_elem(&unwind_processes, &key->tgid);
-		if (!w.proc && send_stack_copy(key, rec, &w))
-			return 0;
-		w.rec = rec;
-		w.win = bpf_map_lookup_elem(&unwind_window, &zero);
-		w.base = rec->kernel_depth;
-		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
-		rec->user_depth = w.depth;
-		count(key->event, w.end ? w.end : ECPI_COUNTER_CUT_DEPTH);
-	}
-	/* Only the frames written go to the ring (ECPI_RECORD_STACK_PACKED). */
-	frames = (__u32)rec->kernel_depth + rec->user_depth;
-	if (frames > ECPI_MAX_STACK_DEPTH + ECPI_MAX_USER_STACK_DEPTH)
-		frames = ECPI_MAX_STACK_DEPTH + ECPI_MAX_USER_STACK_DEPTH;
-	if (bpf_ringbuf_output(&samples_rb, rec, __builtin_offsetof(struct ecpi_stack_record, ips) + 8 * frames,
-			       BPF_RB_NO_WAKEUP))
-		count(key->event, ECPI_COUNTER_RINGBUF_LOST);
-	return 0;
-}
-
 /* Whether this sample is the one in registers_every that keeps its registers. */
 static __always_inline bool registers_turn(void)
 {
@@ -758,20 +715,12 @@ static __always_inline bool registers_turn(void)
 	return true;
 }
 
-
-static __always_inline void record_registers(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key,
-					     __u64 pid_tgid, __u64 now)
+/* A register record of the sample (kind: ECPI_RECORD_REGISTERS alone, or
+ * ECPI_RECORD_STACK_REGISTERS at the head of its stack's record). */
+static __always_inline void fill_registers(struct ecpi_register_record *rec, struct bpf_perf_event_data *ctx,
+					   const struct ecpi_sample_key *key, __u64 pid_tgid, __u64 now, __u32 kind)
 {
-	struct ecpi_register_record *rec;
-
-	if (!registers_turn())
-		return;
-	rec = bpf_ringbuf_reserve(&registers_rb, sizeof(*rec), 0);
-	if (!rec) {
-		count(key->event, ECPI_COUNTER_REGISTERS_LOST);
-		return;
-	}
-	rec->kind = ECPI_RECORD_REGISTERS;
+	rec->kind = kind;
 	rec->event = key->event;
 	rec->pad = 0;
 	rec->tgid = key->tgid;
@@ -795,7 +744,95 @@ static __always_inline void record_registers(struct bpf_perf_event_data *ctx, co
 	rec->regs[13] = ECPI_REG(ctx, r13);
 	rec->regs[14] = ECPI_REG(ctx, r14);
 	rec->regs[15] = ECPI_REG(ctx, r15);
+}
+
+/* --registers without -g's CFI walk: the snapshot has a ring of its own. */
+static __always_inline void record_registers(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key,
+					     __u64 pid_tgid, __u64 now)
+{
+	struct ecpi_register_record *rec;
+
+	if (!registers_turn())
+		return;
+	rec = bpf_ringbuf_reserve(&registers_rb, sizeof(*rec), 0);
+	if (!rec) {
+		count(key->event, ECPI_COUNTER_REGISTERS_LOST);
+		return;
+	}
+	fill_registers(rec, ctx, key, pid_tgid, now, ECPI_RECORD_REGISTERS);
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+}
+
+/* The walked sample to the ring: its stack record alone, or, when it keeps
+ * its registers, with them ahead of it (one record, ECPI_RECORD_STACK_REGISTERS).
+ * Only the frames written go (ECPI_RECORD_STACK_PACKED). The registers are
+ * taken here, after the walk, so that the verifier walks the loop once, not
+ * once per answer of registers_turn (it stops at 1M instructions). */
+static __always_inline void send_walked(struct bpf_perf_event_data *ctx, struct ecpi_register_stack_record *both,
+					const struct ecpi_sample_key *key, __u64 pid_tgid, __u64 now)
+{
+	bool regs = registers_every && !key->kernel && registers_turn();
+	struct ecpi_stack_record *rec = &both->stack;
+	__u32 frames = (__u32)rec->kernel_depth + rec->user_depth;
+	__u32 size;
+
+	if (frames > ECPI_MAX_STACK_DEPTH + ECPI_MAX_USER_STACK_DEPTH)
+		frames = ECPI_MAX_STACK_DEPTH + ECPI_MAX_USER_STACK_DEPTH;
+	size = __builtin_offsetof(struct ecpi_stack_record, ips) + 8 * frames;
+	if (!regs) {
+		if (bpf_ringbuf_output(&samples_rb, rec, size, BPF_RB_NO_WAKEUP))
+			count(key->event, ECPI_COUNTER_RINGBUF_LOST);
+		return;
+	}
+	fill_registers(&both->regs, ctx, key, pid_tgid, now, ECPI_RECORD_STACK_REGISTERS);
+	if (bpf_ringbuf_output(&samples_rb, both, sizeof(both->regs) + size, BPF_RB_NO_WAKEUP)) {
+		count(key->event, ECPI_COUNTER_RINGBUF_LOST);
+		count(key->event, ECPI_COUNTER_REGISTERS_LOST);
+	}
+}
+
+/* With --registers, the sample's registers travel in its stack's record. */
+static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key,
+					    __u64 pid_tgid, __u64 now)
+{
+	struct ecpi_register_stack_record *both;
+	struct walk_state w = {};
+	struct ecpi_stack_record *rec;
+	__u32 zero = 0;
+	long n;
+
+	both = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!both)
+		return 0;
+	rec = &both->stack;
+	rec->kind = ECPI_RECORD_STACK_PACKED;
+	rec->key = *key;
+	rec->time_ns = now;
+	rec->kernel_depth = 0;
+	rec->user_depth = 0;
+	if (key->kernel) {
+		n = bpf_get_stack(ctx, rec->ips, ECPI_MAX_STACK_DEPTH * sizeof(__u64), 0);
+		if (n > 0)
+			rec->kernel_depth = n / sizeof(__u64);
+		else
+			count(key->event, ECPI_COUNTER_STACK_ERRORS);
+	}
+	if (user_registers(ctx, key->kernel, &w)) {
+		w.proc = bpf_map_lookup_elem(&unwind_processes, &key->tgid);
+		if (!w.proc && send_stack_copy(key, rec, &w)) {
+			if (registers_every && !key->kernel)
+				record_registers(ctx, key, pid_tgid, now);
+			return 0;
+		}
+		w.rec = rec;
+		w.win = bpf_map_lookup_elem(&unwind_window, &zero);
+		w.base = rec->kernel_depth;
+		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
+		rec->user_depth = w.depth;
+		count(key->event, w.end ? w.end : ECPI_COUNTER_CUT_DEPTH);
+	}
+	send_walked(ctx, both, key, pid_tgid, now);
+	return 0;
 }
 
 #ifdef ECPI_TEST_HOOKS
@@ -845,11 +882,10 @@ int ecpi_sample(struct bpf_perf_event_data *ctx)
 	/* One clock read for the sample's records: user space names their pcs
 	 * with the mappings of that time (a mapping replaced later, issue 29). */
 	now = registers_every || capture_stacks ? bpf_ktime_get_ns() : 0;
+	if (capture_stacks && unwind_cfi)
+		return record_stack_cfi(ctx, &key, pid_tgid, now);
 	if (registers_every && !key.kernel)
 		record_registers(ctx, &key, pid_tgid, now);
-
-	if (capture_stacks && unwind_cfi)
-		return record_stack_cfi(ctx, &key, now);
 	if (capture_stacks)
 		return record_stack(ctx, &key, now);
 	if (active_slot)

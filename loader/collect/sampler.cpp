@@ -32,9 +32,11 @@ static_assert(sizeof(ecpi_stack_record) == 32 + (ECPI_MAX_STACK_DEPTH + ECPI_MAX
 static_assert(offsetof(ecpi_register_record, time_ns) == 16, "ABI: ecpi_register_record.time_ns");
 static_assert(offsetof(ecpi_register_record, regs) == 32, "ABI: ecpi_register_record.regs");
 static_assert(sizeof(ecpi_register_record) == 32 + ECPI_GP_REGISTERS * 8, "ABI: ecpi_register_record");
+static_assert(offsetof(ecpi_register_stack_record, stack) == sizeof(ecpi_register_record),
+              "ABI: ecpi_register_stack_record.stack");
 static_assert(ECPI_GP_REGISTERS == std::tuple_size_v<decltype(RawRegisterSample::regs)>, "ABI: register count");
 static_assert(offsetof(ecpi_exec_record, args) == 16, "ABI: ecpi_exec_record.args");
-static_assert(ECPI_ABI_VERSION == 7, "update the loader for the new ABI");
+static_assert(ECPI_ABI_VERSION == 8, "update the loader for the new ABI");
 static_assert(ECPI_COUNTER_MAX - ECPI_COUNTER_STACK_ROOT == kStackEndNames.size(), "ABI: stack end counters");
 
 namespace {
@@ -125,16 +127,10 @@ struct Sampler::Impl {
         } else if (kind == ECPI_RECORD_EXEC_ARGS && size >= offsetof(ecpi_exec_record, args)) {
             // A caller that never takes them (a calibration) must not grow without bound.
             if (self->exec_args.size() < kMaxPendingExecArgs) self->exec_args.push_back(exec_args_record(data, size));
+        } else if (kind == ECPI_RECORD_STACK_REGISTERS) {
+            self->count_fault(decode_register_stack(data, size, *self->stack_out, *self->register_out));
         } else if (kind == ECPI_RECORD_REGISTERS && size >= sizeof(ecpi_register_record)) {
-            ecpi_register_record rec;
-            std::memcpy(&rec, data, sizeof rec);
-            RawRegisterSample& s = self->register_out->emplace_back();
-            s.tgid = rec.tgid;
-            s.tid = rec.tid;
-            s.event = rec.event;
-            s.time_ns = rec.time_ns;
-            s.pc = rec.pc;
-            std::memcpy(s.regs.data(), rec.regs, sizeof rec.regs);
+            self->register_out->push_back(register_sample(data));
         } else {
             // A record this loader does not understand: count it, loudly, at the end.
             ++self->unknown_kinds;

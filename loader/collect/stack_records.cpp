@@ -40,6 +40,33 @@ StackRecordFault decode_packed_stack(const void* data, std::size_t size, std::ve
     return StackRecordFault::kNone;
 }
 
+RawRegisterSample register_sample(const void* data) {
+    ecpi_register_record rec;
+    std::memcpy(&rec, data, sizeof rec);
+    RawRegisterSample s;
+    s.tgid = rec.tgid;
+    s.tid = rec.tid;
+    s.event = rec.event;
+    s.time_ns = rec.time_ns;
+    s.pc = rec.pc;
+    std::memcpy(s.regs.data(), rec.regs, sizeof rec.regs);
+    return s;
+}
+
+StackRecordFault decode_register_stack(const void* data, std::size_t size, std::vector<RawStackSample>& out,
+                                       std::vector<RawRegisterSample>& registers) {
+    const std::size_t head = offsetof(ecpi_register_stack_record, stack);
+    if (size < head) return StackRecordFault::kShortHeader;
+    const auto* stack = static_cast<const std::uint8_t*>(data) + head;
+    std::uint32_t kind;
+    if (size < head + sizeof kind) return StackRecordFault::kShortHeader;
+    std::memcpy(&kind, stack, sizeof kind);
+    if (kind != ECPI_RECORD_STACK_PACKED) return StackRecordFault::kInnerKind;
+    const StackRecordFault fault = decode_packed_stack(stack, size - head, out);
+    if (fault == StackRecordFault::kNone) registers.push_back(register_sample(data));
+    return fault;
+}
+
 StackRecordFault decode_full_stack(const void* data, std::size_t size, std::vector<RawStackSample>& out) {
     if (size < sizeof(ecpi_stack_record)) return StackRecordFault::kShortHeader;
     const auto* rec = static_cast<const ecpi_stack_record*>(data);

@@ -34,7 +34,7 @@ static_assert(sizeof(ecpi_probe_exit_record) == 40, "ABI: ecpi_probe_exit_record
 static_assert(offsetof(ecpi_probe_stack, data) == 32, "ABI: ecpi_probe_stack.data");
 static_assert(sizeof(ecpi_probe_open_call) == 40, "ABI: ecpi_probe_open_call");
 static_assert(sizeof(ecpi_probe_active) == 16 + 40 * ECPI_PROBE_MAX_ACTIVE, "ABI: ecpi_probe_active");
-static_assert(ECPI_ABI_VERSION == 7, "update the probe loader for the new ABI");
+static_assert(ECPI_ABI_VERSION == 8, "update the probe loader for the new ABI");
 
 namespace {
 

@@ -18,6 +18,18 @@ json_check "$TMP/all.prof.json" 'd["totals"]["cpu-clock"]["register_snapshots"] 
 "$ECPI" prof "$TMP/all.db" | grep -E "^    Register snapshots: $stored \(one sample in 1\), lost 0$" >/dev/null ||
 	fail "prof's header does not count the register snapshots"
 
+# With -g (the CFI walk) a sample's registers travel in its stack's ring
+# record (ABI 8): as many kept, none lost, and the stack samples all there.
+"$ECPI" record -g -F 4999 -o "$TMP/g.db" --format json --report-file "$TMP/g.json" -- "$TESTPROGS/burn" 1500 >/dev/null
+json_check "$TMP/g.json" 'd["events"][0]["samples"] > 2000 and d["events"][0]["registers_lost"] == 0'
+json_check "$TMP/g.json" '0.9 * d["events"][0]["samples"] <= d["events"][0]["registers"] <= d["events"][0]["samples"]'
+"$ECPI" prof "$TMP/g.db" --format json >"$TMP/g.prof.json"
+stored=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["events"][0]["registers"])' "$TMP/g.json")
+json_check "$TMP/g.prof.json" 'd["totals"]["cpu-clock"]["register_snapshots"] == {"stored": '"$stored"', "every": 1, "lost": 0}'
+# --registers 4 with -g: one in four, through the same combined record.
+"$ECPI" record -g -F 4999 --registers 4 -o "$TMP/g4.db" --format json --report-file "$TMP/g4.json" -- "$TESTPROGS/burn" 1500 >/dev/null
+json_check "$TMP/g4.json" '0.2 * d["events"][0]["samples"] <= d["events"][0]["registers"] <= 0.3 * d["events"][0]["samples"]'
+
 # One in four (per CPU).
 "$ECPI" record -F 4999 --registers 4 -o "$TMP/quarter.db" --format json --report-file "$TMP/quarter.json" -- "$TESTPROGS/burn" 1500 >/dev/null
 json_check "$TMP/quarter.json" '0.2 * d["events"][0]["samples"] <= d["events"][0]["registers"] <= 0.3 * d["events"][0]["samples"]'

@@ -1,7 +1,8 @@
 // Decoding of the sampler's -g stack records (loader/collect/stack_records.cpp):
-// the packed CFI record (ECPI_RECORD_STACK_PACKED, ABI 7) must give back the
-// frames the handler wrote, and a truncated or forged record must be
-// rejected with its reason, never read past its size.
+// the packed CFI record (ECPI_RECORD_STACK_PACKED, ABI 7) and the one that
+// carries the sample's registers ahead of it (ECPI_RECORD_STACK_REGISTERS,
+// ABI 8) must give back what the handler wrote, and a truncated or forged
+// record must be rejected with its reason, never read past its size.
 #include "ecpi/loader/stack_records.h"
 
 #include <doctest/doctest.h>
@@ -34,6 +35,23 @@ std::vector<std::uint8_t> packed_record(const std::vector<std::uint64_t>& kernel
     std::memcpy(out.data(), &head, header);
     std::memcpy(out.data() + header, kernel.data(), 8 * kernel.size());
     std::memcpy(out.data() + header + 8 * kernel.size(), user.data(), 8 * user.size());
+    return out;
+}
+
+// A register-and-stack record as the handler sends it: the register record,
+// then the packed stack record.
+std::vector<std::uint8_t> register_stack_record(const std::vector<std::uint8_t>& packed) {
+    ecpi_register_record regs{};
+    regs.kind = ECPI_RECORD_STACK_REGISTERS;
+    regs.event = 3;
+    regs.tgid = 4242;
+    regs.tid = 4250;
+    regs.time_ns = 987'654'321'000ull;
+    regs.pc = 0x555555554321ull;
+    for (int i = 0; i < ECPI_GP_REGISTERS; ++i) regs.regs[i] = 0x1000u * static_cast<unsigned>(i) + 7;
+    std::vector<std::uint8_t> out(sizeof regs + packed.size());
+    std::memcpy(out.data(), &regs, sizeof regs);
+    std::memcpy(out.data() + sizeof regs, packed.data(), packed.size());
     return out;
 }
 
@@ -136,4 +154,46 @@ TEST_CASE("a stack copy record shorter than its fixed part is rejected; its byte
     CHECK(out[0].kernel_ips.size() == 2);
     REQUIRE(out[0].copy.has_value());
     CHECK(out[0].copy->bytes.size() == 64);
+}
+
+TEST_CASE("a register-and-stack record gives back the sample's registers and its frames") {
+    const auto user = frames(30, 0x555555554000ull);
+    const auto rec = register_stack_record(packed_record({}, user, 0, 30));
+    CHECK(rec.size() == sizeof(ecpi_register_record) + offsetof(ecpi_stack_record, ips) + 8 * 30);
+    std::vector<RawStackSample> out;
+    std::vector<RawRegisterSample> regs;
+    REQUIRE(decode_register_stack(rec.data(), rec.size(), out, regs) == StackRecordFault::kNone);
+    REQUIRE(out.size() == 1);
+    REQUIRE(regs.size() == 1);
+    CHECK(out[0].tgid == 4242);
+    CHECK(out[0].user_ips == user);
+    CHECK(out[0].time_ns == 987'654'321'000ull);
+    CHECK(regs[0].tgid == 4242);
+    CHECK(regs[0].tid == 4250);
+    CHECK(regs[0].event == 3);
+    CHECK(regs[0].time_ns == 987'654'321'000ull);
+    CHECK(regs[0].pc == 0x555555554321ull);
+    CHECK(regs[0].regs[0] == 7);
+    CHECK(regs[0].regs[15] == 0xf007);
+}
+
+TEST_CASE("a truncated or forged register-and-stack record is rejected whole: neither registers nor stack") {
+    const auto rec = register_stack_record(packed_record(frames(2, 0xffffffff81000000ull), frames(10, 0x401000), 2, 10));
+    std::vector<RawStackSample> out;
+    std::vector<RawRegisterSample> regs;
+    const std::size_t head = sizeof(ecpi_register_record);
+    for (std::size_t size = 0; size < rec.size(); ++size) {
+        std::vector<std::uint8_t> cut(rec.begin(), rec.begin() + static_cast<std::ptrdiff_t>(size));
+        const StackRecordFault want = size < head + offsetof(ecpi_stack_record, ips) ? StackRecordFault::kShortHeader
+                                                                                     : StackRecordFault::kShortFrames;
+        CAPTURE(size);
+        CHECK(decode_register_stack(cut.data(), cut.size(), out, regs) == want);
+    }
+    // The stack part must be a packed stack record (not a full one, not another register record).
+    auto forged = rec;
+    const std::uint32_t full = ECPI_RECORD_STACK_SAMPLE;
+    std::memcpy(forged.data() + head, &full, sizeof full);
+    CHECK(decode_register_stack(forged.data(), forged.size(), out, regs) == StackRecordFault::kInnerKind);
+    CHECK(out.empty());
+    CHECK(regs.empty());
 }
