@@ -481,7 +481,10 @@ struct CacheSimulator::Impl {
     std::array<PcMemo, 1024> pc_memo{};  // 16 KiB
     std::uint32_t last_stream_id = 0;
     Stream* last_stream = nullptr;  // streams' nodes do not move
-    HeapMap heap;
+    HeapMap heap;                       // this simulator's own (empty while it reads another's)
+    const HeapMap* read_heap = nullptr; // read_heap_of: another simulator's, kept by it
+    std::uint64_t heap_updates = 0;
+    const HeapMap& heap_map() const { return read_heap ? *read_heap : heap; }
     std::map<std::uint64_t, SiteInfo> sites;
     std::vector<Outcome> outcome_scratch;
 
@@ -629,7 +632,7 @@ struct CacheSimulator::Impl {
     // answer holds (empty when it is not known: a small heap block).
     ObjectKey object_of(const Stream& s, std::uint64_t address, std::pair<std::uint64_t, std::uint64_t>& range) const {
         range = {0, 0};
-        if (auto site = heap.find(address, &range)) return {ObjectKind::kHeap, *site};
+        if (auto site = heap_map().find(address, &range)) return {ObjectKind::kHeap, *site};
         if (address >= s.stack_low && address < s.stack_high) {
             range = {s.stack_low, s.stack_high};
             return {ObjectKind::kStack, s.tid};
@@ -972,7 +975,10 @@ void CacheSimulator::Impl::access(Stream& s, const MemRef& ref) {
 
 void CacheSimulator::allocate(const HeapAllocation& a) {
     if (a.size == 0) return;
-    impl_->heap.insert(Allocation{a.address, a.address + a.size, a.site});
+    if (!impl_->read_heap) {
+        impl_->heap.insert(Allocation{a.address, a.address + a.size, a.site});
+        impl_->heap_updates++;
+    }
     impl_->object_memo = {};
     auto& site = impl_->sites[a.site];
     site.allocations++;
@@ -981,9 +987,21 @@ void CacheSimulator::allocate(const HeapAllocation& a) {
 }
 
 void CacheSimulator::release(std::uint64_t address) {
-    impl_->heap.remove(address);
+    if (!impl_->read_heap) {
+        impl_->heap.remove(address);
+        impl_->heap_updates++;
+    }
     impl_->object_memo = {};
 }
+
+void CacheSimulator::read_heap_of(const CacheSimulator& keeper) {
+    if (&keeper == this) return;
+    impl_->read_heap = &keeper.impl_->heap_map();
+    impl_->heap = HeapMap{};
+    impl_->object_memo = {};
+}
+
+std::uint64_t CacheSimulator::heap_updates() const { return impl_->heap_updates; }
 
 const CacheSimulator::Totals& CacheSimulator::totals() const { return impl_->totals; }
 const std::vector<BinCounts>& CacheSimulator::windows() const { return impl_->windows; }

@@ -446,3 +446,72 @@ TEST_CASE("trace header: the sampling round-trips; a damaged record is refused; 
     CHECK(!old->has_value());
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("decoder: the set-sampled simulator reads the windows' simulator's heap map and names the same objects") {
+    // Every allocation and free of the program was recorded into both
+    // simulators' heap maps (hashtable's 300,000 allocations, twice);
+    // now the decoder gives them to the windows' simulator only.
+    auto levels = geometry({"L1d=48k:12:64", "L2=1m:8:64"});
+    SimulatorOptions time_options;
+    time_options.levels = {levels[0]};
+    auto sim = std::move(CacheSimulator::create(time_options)).value();
+    auto sets = make(levels, 16, 7);
+    auto alone = make(levels, 16, 7);  // fed directly, with a heap map of its own
+    const auto filter = sets.set_filter();
+    REQUIRE(filter);
+    RecordDecoder decoder(sim, &sets);
+    std::vector<ecpi_rt_record> recs = {{kind(ECPI_RT_REC_THREAD) | 1, 0x7000'0000}, {kind(ECPI_RT_REC_THREAD_STACK_END), 0x7010'0000}};
+    alone.begin_stream(0, 1);
+    alone.set_stack(0, 0x7000'0000, 0x7010'0000);
+    std::uint64_t heap_events = 0;
+    // Small blocks from two sites, one large block; a free; a block reusing the freed address.
+    auto allocate = [&](std::uint64_t address, std::uint64_t size, std::uint64_t site) {
+        recs.push_back({kind(ECPI_RT_REC_ALLOC) | size, address});
+        recs.push_back({kind(ECPI_RT_REC_ALLOC_SITE), site});
+        alone.allocate({address, size, site, 0});
+        heap_events++;
+    };
+    auto touch = [&](std::uint64_t first, std::uint64_t bytes) {
+        for (std::uint64_t a = first; a < first + bytes; a += 8) {
+            if (!filter->contains(a)) continue;
+            recs.push_back({kind(ECPI_RT_REC_MEMREF_SET) | (3ull << ECPI_RT_MEMREF_SIZE_SHIFT) | a, 0x1000});
+            alone.access(0, {a, 0x1000, 8, false});
+        }
+    };
+    for (std::uint64_t i = 0; i < 400; i++) allocate(0x2000'0000 + i * 48, 40, i % 2 ? 0x4010 : 0x4020);
+    allocate(0x3000'0000, 1 << 20, 0x4030);
+    touch(0x2000'0000, 400 * 48);
+    touch(0x3000'0000, 1 << 20);
+    // Free a block whose line is sampled, and allocate another there.
+    std::uint64_t freed = 0x2000'0000;
+    while (!filter->contains(freed) || !filter->contains(freed + 39)) freed += 48;
+    REQUIRE(freed < 0x2000'0000 + 400 * 48);
+    recs.push_back({kind(ECPI_RT_REC_FREE), freed});
+    alone.release(freed);
+    heap_events++;
+    allocate(freed, 40, 0x4040);
+    touch(0x2000'0000, 400 * 48);
+    touch(0x3800'0000, 4096);  // no object: static lines
+    recs.push_back({kind(ECPI_RT_REC_END), 0});
+    alone.end_stream(0, 0);
+    REQUIRE(decoder.feed(0, recs).ok());
+
+    CHECK(sim.heap_updates() == heap_events);
+    CHECK(sets.heap_updates() == 0);
+    CHECK(alone.heap_updates() == heap_events);
+    const auto& got = sets.by_object();
+    const auto want = alone.by_object();
+    REQUIRE(got.size() == want.size());
+    std::set<std::uint64_t> sites;
+    for (const auto& [key, counts] : want) {
+        auto it = got.find(key);
+        REQUIRE(it != got.end());
+        if (key.kind == ObjectKind::kHeap) sites.insert(key.id);
+        for (std::size_t l = 0; l < counts.levels.size(); l++) {
+            CHECK(it->second.levels[l].references == counts.levels[l].references);
+            CHECK(it->second.levels[l].known_misses == counts.levels[l].known_misses);
+        }
+    }
+    CHECK(sites == std::set<std::uint64_t>{0x4010, 0x4020, 0x4030, 0x4040});
+    CHECK(sets.sites().size() == 4);
+}

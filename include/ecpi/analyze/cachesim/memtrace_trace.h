@@ -39,8 +39,12 @@ struct TraceModule {
 // decoder's filter and `sets` to that window's turn, as the runtime did.
 class RecordDecoder {
 public:
+    // `sets` reads `sim`'s heap map (CacheSimulator::read_heap_of): the
+    // decoder gives `sim` every heap event first.
     explicit RecordDecoder(CacheSimulator& sim, CacheSimulator* sets = nullptr)
-        : sim_(sim), sets_(sets), sets_filter_(sets ? sets->set_filter() : std::nullopt) {}
+        : sim_(sim), sets_(sets), sets_filter_(sets ? sets->set_filter() : std::nullopt) {
+        if (sets_) sets_->read_heap_of(sim_);
+    }
     Result<void> feed(std::uint32_t stream, std::span<const ecpi_rt_record> records);
     std::uint64_t allocations() const { return allocations_; }
     // Streams that began but never sent END (the program died, or _exit).
