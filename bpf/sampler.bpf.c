@@ -252,6 +252,27 @@ static __always_inline int aggregate(void *table, const struct ecpi_sample_key *
 	return spill_sample(key);
 }
 
+/* A stack record's header, and the kernel stack where the sample was taken
+ * in the kernel (frame pointers: the kernel's own unwinder). */
+static __always_inline void start_stack_record(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key,
+						struct ecpi_stack_record *rec, __u32 kind, __u64 now)
+{
+	long n;
+
+	rec->kind = kind;
+	rec->key = *key;
+	rec->time_ns = now;
+	rec->kernel_depth = 0;
+	rec->user_depth = 0;
+	if (!key->kernel)
+		return;
+	n = bpf_get_stack(ctx, rec->ips, ECPI_MAX_STACK_DEPTH * sizeof(__u64), 0);
+	if (n > 0)
+		rec->kernel_depth = n / sizeof(__u64);
+	else
+		count(key->event, ECPI_COUNTER_STACK_ERRORS);
+}
+
 static __always_inline int record_stack(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key,
 					__u64 now)
 {
@@ -263,18 +284,7 @@ static __always_inline int record_stack(struct bpf_perf_event_data *ctx, const s
 		count(key->event, ECPI_COUNTER_RINGBUF_LOST);
 		return 0;
 	}
-	rec->kind = ECPI_RECORD_STACK_SAMPLE;
-	rec->key = *key;
-	rec->time_ns = now;
-	rec->kernel_depth = 0;
-	rec->user_depth = 0;
-	if (key->kernel) {
-		n = bpf_get_stack(ctx, rec->ips, ECPI_MAX_STACK_DEPTH * sizeof(__u64), 0);
-		if (n > 0)
-			rec->kernel_depth = n / sizeof(__u64);
-		else
-			count(key->event, ECPI_COUNTER_STACK_ERRORS);
-	}
+	start_stack_record(ctx, key, rec, ECPI_RECORD_STACK_SAMPLE, now);
 	n = bpf_get_stack(ctx, &rec->ips[ECPI_MAX_STACK_DEPTH], ECPI_MAX_STACK_DEPTH * sizeof(__u64),
 			  BPF_F_USER_STACK);
 	if (n > 0) {
@@ -799,24 +809,12 @@ static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, con
 	struct walk_state w = {};
 	struct ecpi_stack_record *rec;
 	__u32 zero = 0;
-	long n;
 
 	both = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!both)
 		return 0;
 	rec = &both->stack;
-	rec->kind = ECPI_RECORD_STACK_PACKED;
-	rec->key = *key;
-	rec->time_ns = now;
-	rec->kernel_depth = 0;
-	rec->user_depth = 0;
-	if (key->kernel) {
-		n = bpf_get_stack(ctx, rec->ips, ECPI_MAX_STACK_DEPTH * sizeof(__u64), 0);
-		if (n > 0)
-			rec->kernel_depth = n / sizeof(__u64);
-		else
-			count(key->event, ECPI_COUNTER_STACK_ERRORS);
-	}
+	start_stack_record(ctx, key, rec, ECPI_RECORD_STACK_PACKED, now);
 	if (user_registers(ctx, key->kernel, &w)) {
 		w.proc = bpf_map_lookup_elem(&unwind_processes, &key->tgid);
 		if (!w.proc && send_stack_copy(key, rec, &w)) {
