@@ -1125,6 +1125,8 @@ std::size_t samples_reaching(const std::vector<BinCounts>& samples, std::size_t 
     return k;
 }
 
+}  // namespace
+
 // The two-sided 95% quantile of Student's t with `df` degrees of freedom
 // (1.96 from 30 on; df 0 gives the df-1 value, unused: one sample has no spread).
 double student_t95(std::size_t df) {
@@ -1133,7 +1135,12 @@ double student_t95(std::size_t df) {
     return df < std::size(kT) ? kT[df] : 1.96;
 }
 
-}  // namespace
+void widen_to_bounds(MissRateEstimate& r) {
+    double se = std::isnan(r.sampling_error) ? 1.0 : r.sampling_error;
+    r.low = std::clamp(std::min(r.unknown_low, r.rate) - se, 0.0, 1.0);
+    r.high = std::clamp(std::max(r.unknown_high, r.rate) + se, 0.0, 1.0);
+    r.bound = std::max(r.rate - r.low, r.high - r.rate);
+}
 
 MissRateEstimate estimate_miss_rate(const CacheSimulator& sim, std::size_t level, UnknownEstimate e) {
     MissRateEstimate r;
@@ -1174,10 +1181,7 @@ MissRateEstimate estimate_miss_rate(const CacheSimulator& sim, std::size_t level
     } else {
         r.sampling_error = std::nan("");  // one window or one set group: the sampling error cannot be estimated
     }
-    double se = std::isnan(r.sampling_error) ? 1.0 : r.sampling_error;
-    r.low = std::clamp(std::min(r.unknown_low, r.rate) - se, 0.0, 1.0);
-    r.high = std::clamp(std::max(r.unknown_high, r.rate) + se, 0.0, 1.0);
-    r.bound = std::max(r.rate - r.low, r.high - r.rate);
+    widen_to_bounds(r);
     return r;
 }
 

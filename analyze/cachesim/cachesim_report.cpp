@@ -15,6 +15,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "ecpi/analyze/cachesim/set_sampling.h"
 #include "ecpi/analyze/symbols/symbolizer.h"
 #include "ecpi/analyze/text_table.h"
 
@@ -346,11 +347,34 @@ double reaching_share(const CacheSimulator& time_sim, const CachesimReportInput&
     return share;
 }
 
+// A set-sampled level below a time-sampled one: its accesses over all sets
+// as the windows estimate them (set_regression_estimate).
+AccessesAbove accesses_above(const CacheSimulator& time_sim, std::size_t l, const Scaling& s, const CachesimReportInput& in) {
+    AccessesAbove a;
+    a.references = double(time_sim.totals().events) * reaching_share(time_sim, in, l, s.estimate);
+    auto above = estimate_miss_rate(time_sim, l - 1, s.estimate);
+    a.relative_error = above.rate > 0 ? above.sampling_error / above.rate : std::nan("");
+    const auto& c = time_sim.totals().counts.levels[l - 1];
+    double misses = estimated_misses(c, s.estimate, time_sim.wood_alpha(l - 1).value_or(0.5));
+    a.unknown_share = misses > 0 ? (misses - double(c.known_misses)) / misses : 1.0;
+    return a;
+}
+
+SetEstimate level_estimate(const CacheSimulator& time_sim, std::size_t l, const Scaling& s, const CachesimReportInput& in) {
+    const CacheSimulator& sim = source_of(time_sim, in, l);
+    if (!in.sets || !from_sets(in, l) || l == 0 || from_sets(in, l - 1)) {
+        auto e = estimate_miss_rate(sim, l, s.estimate);
+        return {e, false, e.rate};
+    }
+    return set_regression_estimate(sim, l, s.estimate, accesses_above(time_sim, l, s, in));
+}
+
 nlohmann::json level_json(const CacheSimulator& time_sim, std::size_t l, const Scaling& s, const CachesimReportInput& in) {
     const CacheSimulator& sim = source_of(time_sim, in, l);
     const auto& g = sim.options().levels[l];
     const auto& c = sim.totals().counts.levels[l];
-    auto e = estimate_miss_rate(sim, l, s.estimate);
+    auto estimate = level_estimate(time_sim, l, s, in);
+    auto& e = estimate.estimate;
     double references = double(c.references) * s.scale[l];
     double misses = estimated_misses(c, s.estimate, s.alpha[l]) * s.scale[l];
     if (in.sets && from_sets(in, l) != from_sets(in, 0)) {
@@ -382,6 +406,10 @@ nlohmann::json level_json(const CacheSimulator& time_sim, std::size_t l, const S
                      {"set_spread", num(e.set_spread)},
                      {"sampled_sets", sampled_sets(sim, l)},
                      {"wood_alpha", sim.wood_alpha(l) ? nlohmann::json(*sim.wood_alpha(l)) : nlohmann::json(nullptr)}};
+    if (in.sets && from_sets(in, l)) {
+        j["set_estimator"] = estimate.regression ? "regression" : "ratio";
+        j["set_slope"] = estimate.slope;
+    }
     if (sim.options().classes) {
         double misses = double(c.known_misses + c.unknown_stale_misses);
         j["classes"] = {{"compulsory", std::llround(double(c.compulsory) * s.scale[l])},

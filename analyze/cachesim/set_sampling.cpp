@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cmath>
 
 namespace ecpi::analyze {
 
@@ -99,6 +100,82 @@ Result<SetTurns> parse_set_turns(std::string_view text) {
         return Error("--set-turns '" + std::string(text.substr(0, 40)) +
                      "': give off or N:W, windows per turn and warming windows, W below N (for instance 32:24)");
     return t;
+}
+
+namespace {
+
+struct GroupCounts {
+    double references = 0, misses = 0;
+};
+
+// The sampled groups that references reached at `level`, each one sample.
+std::vector<GroupCounts> reached_groups(const CacheSimulator& sets, std::size_t level, UnknownEstimate e) {
+    double alpha = sets.wood_alpha(level).value_or(0.5);
+    std::vector<GroupCounts> out;
+    for (const auto& g : sets.set_groups())
+        if (g.levels.size() > level && g.levels[level].references > 0)
+            out.push_back({double(g.levels[level].references), estimated_misses(g.levels[level], e, alpha)});
+    return out;
+}
+
+// The least-squares slope of the groups' misses on their references, kept
+// within [0, ratio]: at the ratio the estimate is the ratio estimator's, at
+// 0 it expands the misses alone (their count does not follow the accesses).
+double clipped_slope(const std::vector<GroupCounts>& groups, double ratio) {
+    double mean_n = 0, mean_m = 0, sxx = 0, sxy = 0;
+    for (const auto& g : groups) mean_n += g.references / double(groups.size()), mean_m += g.misses / double(groups.size());
+    for (const auto& g : groups) {
+        sxx += (g.references - mean_n) * (g.references - mean_n);
+        sxy += (g.references - mean_n) * (g.misses - mean_m);
+    }
+    return sxx > 0 ? std::clamp(sxy / sxx, 0.0, ratio) : ratio;
+}
+
+// The regression's standard error of the rate: the residuals' spread over
+// the k groups (two parameters fitted) with the finite-population
+// correction, over the mean accesses of all `groups` groups.
+double regression_standard_error(const std::vector<GroupCounts>& groups, double slope, double fraction, double references, double all_groups) {
+    double mean_n = 0, mean_m = 0, ss = 0;
+    for (const auto& g : groups) mean_n += g.references / double(groups.size()), mean_m += g.misses / double(groups.size());
+    for (const auto& g : groups) {
+        double d = (g.misses - mean_m) - slope * (g.references - mean_n);
+        ss += d * d;
+    }
+    double k = double(groups.size());
+    return std::sqrt(std::max(0.0, 1.0 - fraction) * ss / (k - 2) / k) / (references / all_groups);
+}
+
+bool regression_applies(const CacheSimulator& sets, std::size_t groups_reached, const AccessesAbove& above) {
+    return sets.totals().set_scale > 1 && sets.set_turns().empty() && groups_reached >= 3 && above.references > 0 &&
+           above.unknown_share <= kMaxUnknownShareAbove && std::isfinite(above.relative_error);
+}
+
+}  // namespace
+
+SetEstimate set_regression_estimate(const CacheSimulator& sets, std::size_t level, UnknownEstimate e, const AccessesAbove& above) {
+    SetEstimate out{estimate_miss_rate(sets, level, e), false, 0};
+    out.slope = out.estimate.rate;
+    auto groups = reached_groups(sets, level, e);
+    if (!regression_applies(sets, groups.size(), above)) return out;
+    double sum_n = 0, sum_m = 0;
+    for (const auto& g : groups) sum_n += g.references, sum_m += g.misses;
+    double ratio = sum_m / sum_n, scale = double(sets.totals().set_scale);
+    out.regression = true;
+    out.slope = clipped_slope(groups, ratio);
+    MissRateEstimate& r = out.estimate;
+    double rate = std::clamp((scale * sum_m + out.slope * (above.references - scale * sum_n)) / above.references, 0.0, 1.0);
+    r.unknown_low = std::clamp(r.unknown_low + rate - r.rate, 0.0, 1.0);
+    r.unknown_high = std::clamp(r.unknown_high + rate - r.rate, 0.0, 1.0);
+    r.rate = rate;
+    // The windows' error on A moves the estimate by (ratio - b) times the
+    // groups' share of A, relative: nothing at b = ratio.
+    double share = scale * sum_n / above.references;
+    double from_above = (ratio - out.slope) * share * above.relative_error;
+    double se = regression_standard_error(groups, out.slope, 1.0 / scale, above.references, double(sets.set_groups().size()));
+    r.set_spread = student_t95(groups.size() - 2) * se;
+    r.sampling_error = std::hypot(r.set_spread, from_above);
+    widen_to_bounds(r);
+    return out;
 }
 
 }  // namespace ecpi::analyze

@@ -52,6 +52,28 @@ for p in programs:
               f"{mark(el)} | {mark(eg)} | {held}/{len(ls)} | ±{pp(bound)} | {spread} |")
 print(f"\nWithin {TARGET} points: local {met['local']} of {met['levels']} program-levels, global {met['global']} of {met['levels']}.\n")
 
+# The set-sampled levels' estimators side by side from the same runs: the
+# report's (set_estimator) and the sampled groups' own ratio, their misses
+# over their references (the report's estimate before issue 32's "Which
+# estimator"; the set simulator's counts, which have no unknown references).
+print("| program | level | estimator (seeds) | median slope / ratio | worst error, local: report | groups' ratio |")
+print("|---|---|---|---:|---:|---:|")
+for p in programs:
+    full = json.load(open(f"{out}/{p}.full.json"))
+    runs = [json.load(open(f"{out}/{p}.d{s}.json")) for s in range(1, seeds + 1) if os.path.exists(f"{out}/{p}.d{s}.json")]
+    for i, fl in enumerate(full["levels"]):
+        ls = [r["levels"][i] for r in runs]
+        if not ls or "set_estimator" not in ls[0]:
+            continue
+        ratios = [(l["known_misses"] + l["unknown_stale_misses"]) / l["simulated_references"] for l in ls if l["simulated_references"]]
+        kinds = sorted({l["set_estimator"] for l in ls})
+        n_reg = sum(l["set_estimator"] == "regression" for l in ls)
+        slope = statistics.median(l["set_slope"] / r if r else 1 for l, r in zip(ls, ratios))
+        er = max(abs(l["miss_rate"] - fl["miss_rate"]) for l in ls)
+        eq = max(abs(r - fl["miss_rate"]) for r in ratios) if ratios else float("nan")
+        print(f"| {p} | {fl['name']} | {'/'.join(kinds)} ({n_reg} regression) | {slope:.2f} | {mark(er)} | {mark(eq)} |")
+print()
+
 print("| program | alone | built with ecpi's flags, uncontrolled | full simulation | default | time sampling only | "
       "simulation time: full / default | full / time only | default / alone | references simulated: in windows / in sampled sets |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

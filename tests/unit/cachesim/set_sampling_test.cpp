@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ecpi/analyze/cachesim/cachesim.h"
+#include "ecpi/analyze/cachesim/cachesim_report.h"
 #include "ecpi/analyze/cachesim/memtrace_trace.h"
 #include "ecpi/analyze/cachesim/set_sampling.h"
 
@@ -514,4 +515,76 @@ TEST_CASE("decoder: the set-sampled simulator reads the windows' simulator's hea
     }
     CHECK(sites == std::set<std::uint64_t>{0x4010, 0x4020, 0x4030, 0x4040});
     CHECK(sets.sites().size() == 4);
+}
+
+// Tree's L2 in small (docs/CACHESIM.md, "Which estimator"): every group
+// makes the same random reads over 8,192 lines of its own (its L2 sets hold
+// 256), so each group's L2 misses alike; besides, each group cycles through
+// 12 lines that thrash its 8-way L1d set and stay in the L2, as often as a
+// share of the reads that differs between groups (0 to 63/64, scattered over
+// the residues): those groups have up to a third more L1d misses, all L2
+// hits. A choice of 4 groups reads the L2's local rate low or high by how
+// much of this it took; the windows see every group's L1d.
+static std::vector<std::uint64_t> uneven_accesses_trace(std::size_t rounds) {
+    std::vector<std::uint64_t> refs;
+    std::uint64_t x = 0x2545F4914F6CDD1Dull;
+    auto next = [&x] { return x ^= x << 13, x ^= x >> 7, x ^= x << 17; };
+    auto address = [](std::uint64_t line, std::uint64_t group) { return 0x1000'0000 + (line * 64 + group) * 64; };
+    for (std::size_t i = 0; i < rounds; i++) {
+        std::uint64_t group = next() % 64;
+        refs.push_back(address(next() % 8192, group));
+        if (next() % 64 < (group * 37) % 64) refs.push_back(address(next() % 12, group));
+    }
+    return refs;
+}
+
+TEST_CASE("set estimate: the L2's accesses come from the windows, so groups with more L1d misses than the others do not move the rate") {
+    auto levels = geometry({"L1d=32k:8:64", "L2=1m:8:64"});
+    auto refs = uneven_accesses_trace(1'600'000);
+    const double full_rate = full_l2_rate(levels, refs);
+    double worst_ratio = 0, worst_report = 0;
+    int held = 0, regression = 0;
+    for (std::uint64_t seed = 1; seed <= 6; seed++) {
+        auto time = make(levels, 1, seed);
+        auto sets = make(levels, 16, seed);
+        RecordDecoder decoder(time, &sets);
+        REQUIRE(decoder.feed(0, runtime_records(refs, 10000, 10, sets.set_filter(), seed)).ok());
+        CachesimReportInput in;
+        in.sample = 10, in.window = 10000, in.seed = seed;
+        in.sets = &sets;
+        in.set_levels = {false, true};
+        auto report = cachesim_report_json(time, in);
+        const auto& l2 = report["levels"][1];
+        double rate = l2["miss_rate"].get<double>(), ratio = estimate_miss_rate(sets, 1, UnknownEstimate::kStale).rate;
+        worst_ratio = std::max(worst_ratio, std::abs(ratio - full_rate));
+        worst_report = std::max(worst_report, std::abs(rate - full_rate));
+        held += std::abs(rate - full_rate) <= l2["bound"].get<double>();
+        regression += l2["set_estimator"] == "regression";
+        CHECK(l2["set_slope"].get<double>() <= ratio + 1e-12);
+    }
+    MESSAGE("L2 local miss rate: full " << full_rate << ", worst of 6 seeds: groups' ratio " << worst_ratio << ", report " << worst_report);
+    CHECK(regression == 6);
+    CHECK(worst_ratio > 0.02);
+    CHECK(worst_report < worst_ratio / 2);
+    CHECK(held >= 5);
+}
+
+TEST_CASE("set estimate: the groups' own ratio where the level above's misses in windows are mostly estimates, or the groups rotate") {
+    auto levels = geometry({"L1d=32k:8:64", "L2=1m:8:64"});
+    auto refs = uneven_accesses_trace(400'000);
+    auto time = make(levels, 1, 3);
+    auto sets = make(levels, 16, 3);
+    RecordDecoder decoder(time, &sets);
+    REQUIRE(decoder.feed(0, runtime_records(refs, 10000, 10, sets.set_filter(), 3)).ok());
+    auto ratio = estimate_miss_rate(sets, 1, UnknownEstimate::kStale);
+    double accesses = double(sets.totals().counts.levels[1].references) * 16 * 1.05;
+    auto trusted = set_regression_estimate(sets, 1, UnknownEstimate::kStale, AccessesAbove{accesses, 0.01, 0.2});
+    CHECK(trusted.regression);
+    CHECK(trusted.estimate.rate != doctest::Approx(ratio.rate).epsilon(1e-9));
+    auto estimated = set_regression_estimate(sets, 1, UnknownEstimate::kStale, AccessesAbove{accesses, 0.01, 0.9});
+    CHECK(!estimated.regression);
+    CHECK(estimated.estimate.rate == ratio.rate);
+    CHECK(estimated.estimate.bound == ratio.bound);
+    auto unknown_error = set_regression_estimate(sets, 1, UnknownEstimate::kStale, AccessesAbove{accesses, std::nan(""), 0.2});
+    CHECK(!unknown_error.regression);
 }

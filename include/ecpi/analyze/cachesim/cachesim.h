@@ -256,5 +256,9 @@ struct MissRateEstimate {
     double bound = 0;         // max(rate - low, high - rate)
 };
 MissRateEstimate estimate_miss_rate(const CacheSimulator& sim, std::size_t level, UnknownEstimate e);
+// low, high and bound from rate, the unknown range and sampling_error (1.0 when NaN).
+void widen_to_bounds(MissRateEstimate& r);
+// The two-sided 95% quantile of Student's t with `df` degrees of freedom.
+double student_t95(std::size_t df);
 
 }  // namespace ecpi::analyze
