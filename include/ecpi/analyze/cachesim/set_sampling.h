@@ -70,9 +70,10 @@ struct AccessesAbove {
     double unknown_share = 1;   // share of the level above's estimated misses that estimate unknown references
 };
 // The windows' count is used only where the level above's misses are
-// mostly simulated, not estimated: SQLite's L1d misses in windows were 98%
-// unknown references, and their estimate put its L2's accesses 12-15% above
-// full simulation's, where its sampled groups are within 0.3%.
+// mostly simulated, not estimated: 96% of SQLite's L1d misses in windows
+// were the estimate for unknown references, which put its L2's accesses
+// 12-15% above full simulation's, where 16 times its sampled groups' own
+// were within 0.8% (docs/CACHESIM.md, "Which estimator").
 inline constexpr double kMaxUnknownShareAbove = 0.5;
 
 struct SetEstimate {
