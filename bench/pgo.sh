@@ -31,7 +31,8 @@
 #   bash bench/pgo.sh extra            # the accurate and f20k builds (build_extra; shared lock)
 #   bash bench/pgo.sh exact            # a profile from exact counts (callgrind; build_exact) and
 #                                      # ecpi's compared with it (PGO_DIR/PROGRAM.compare)
-#   bash bench/pgo.sh now              # the stored recording exported with this ecpi (build_now)
+#   bash bench/pgo.sh now              # the stored recording exported with this ecpi (build_now;
+#                                      # NOW=NAME names the variant, default now)
 #   bash bench/pgo.sh time [ROUNDS=7]  # ROUNDS rounds per program, each running every build once
 #                                      # in a shuffled order, appended to PGO_DIR/times
 #                                      # (exclusive lock; one hold per call), then the table
@@ -39,13 +40,18 @@
 #                                      # paired gains (within each round, against plain) and
 #                                      # shares of instrumented PGO's gain, each paired figure
 #                                      # with a 95% bootstrap interval; by CPU time (the
-#                                      # child's user + system seconds) and by wall clock
+#                                      # child's user + system seconds) and by wall clock;
+#                                      # then every build against REFERENCE (default exact,
+#                                      # where timed): paired gain and share differences,
+#                                      # told apart when the interval leaves out 0; and
+#                                      # the shares per hold
 #   bash bench/pgo.sh reset            # forget the rounds (after a rebuild)
 # e.g.  nice -n 10 flock -s /work/quiet.lock bash bench/pgo.sh build
 #       flock -x -w 1200 /work/quiet.lock bash bench/pgo.sh time 4   # twice: 8 rounds
 # Environment: ECPI (default build/loader/ecpi), ECPI_BENCH_CACHE (SQLite's
 # sources; default ~/.cache/ecpi-bench), PGO_DIR (the builds; default
-# CACHE/pgo), PROGRAMS (default "sqlite wordfreq"), DAEMON_RUNS, DAEMON_FLAGS.
+# CACHE/pgo), PROGRAMS (default "sqlite wordfreq"), DAEMON_RUNS, DAEMON_FLAGS,
+# NOW (build_now's variant name), REFERENCE (the report's reference build).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ECPI=${ECPI:-$here/../build/loader/ecpi}
@@ -149,18 +155,20 @@ build_extra() {
 }
 
 # build_now PROGRAM: the stored recording (PROGRAM.db) exported again with
-# this ecpi (PROGRAM.now.afdo) and built (PROGRAM.now): the writer's and calc's
-# changes measured on the same samples.
+# this ecpi (PROGRAM.$NOW.afdo) and built (PROGRAM.$NOW): the writer's and
+# calc's changes measured on the same samples; compared with the exact
+# profile where there is one (PROGRAM.$NOW.compare).
 build_now() {
-	local p=$1 src out=$PGO_DIR/$1
+	local p=$1 src out=$PGO_DIR/$1 now=${NOW:-now}
 	src=$(sources "$p") || return 1
 	[ -d "$out.db" ] || { echo "bench/pgo.sh: no $out.db: run bench/pgo.sh build first" >&2; return 1; }
-	"$ECPI" export "$out.db" --format afdo --image "$out.plain" -o "$out.now.afdo"
+	"$ECPI" export "$out.db" --format afdo --image "$out.plain" -o "$out.$now.afdo"
 	# shellcheck disable=SC2086
-	clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.now.afdo" -Wl,-q -o "$out.now" $src
-	check_same "$p" now || return 1
-	python3 "$here/pgo/compare_afdo.py" "$out.now.afdo" "$out.exact.afdo" >"$out.now.compare" 2>/dev/null || true
-	echo "# $p: now built from $out.db"
+	clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.$now.afdo" -Wl,-q -o "$out.$now" $src
+	check_same "$p" "$now" || return 1
+	[ ! -s "$out.exact.afdo" ] ||
+		python3 "$here/pgo/compare_afdo.py" "$out.$now.afdo" "$out.exact.afdo" >"$out.$now.compare"
+	echo "# $p: $now built from $out.db"
 }
 
 # build_exact PROGRAM: the format's ceiling, a profile from exact counts:

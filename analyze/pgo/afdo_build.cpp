@@ -223,7 +223,7 @@ Result<AfdoProfile> build_afdo_profile(const store::EpochContents& contents, con
     ProfileInputs inputs(*debug, symbolizer, id);
     for (const CalcProcedure& p : calc.procedures) {
         if (p.image != profile.image || p.name.find("@plt") != std::string::npos) continue;
-        inputs.add(p, layout_counts(p, calc.period_cycles, LayoutCountSource::kFlow).blocks);
+        inputs.add(p, afdo_block_counts(p, calc.period_cycles));
     }
     add_indirect_targets(inputs, contents, calc, profile.image);
     std::vector<std::string> shared;

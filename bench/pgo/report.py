@@ -14,9 +14,14 @@ rounds of (plain - variant) / plain within the round; and its share of
 instrumented PGO's gain, the ratio of the two paired gains. Each paired
 figure comes with a 95% bootstrap interval (rounds resampled with
 replacement, 4,000 times, a fixed seed: the same file gives the same table).
-Then each further build against the first compared one (ecpi's profile):
-the median over rounds of (ecpi - build) / plain, so that two builds' shares
-whose intervals overlap can still be told apart within the rounds.
+Then each further build against a reference build (REFERENCE in the
+environment; default exact, the profile of exact counts, where it was timed,
+else the first compared build): the median over rounds of
+(reference - build) / plain, and the difference of the two shares computed
+on the same resampled rounds, each with its 95% bootstrap interval; a build
+is told apart from the reference when that interval leaves out 0. Last, the
+shares per hold (a call of rounds.py: rounds named SEED-k share SEED), to
+show how much a figure moves from one hold to the next.
 """
 import collections
 import os
@@ -45,6 +50,8 @@ def read_rounds(path, program, column, variants):
             rounds[key][variant] = float(fields[column])
         elif column == 2:
             rounds[key][variant] = float(fields[2])
+    for key, r in rounds.items():
+        r["_round"] = key
     return [r for r in rounds.values() if all(v in r for v in variants)]
 
 
@@ -89,14 +96,57 @@ def difference(rounds, base, variant):
     return statistics.median(values), medians[int(0.025 * RESAMPLES)], medians[int(0.975 * RESAMPLES) - 1]
 
 
+def share_difference(rounds, base, variant):
+    """share(variant) - share(base) over the rounds, with its 95% bootstrap
+    interval (both shares from the same resampled rounds, so that the noise
+    of plain and instr they share cancels)."""
+    def of(sample):
+        gain, share = figures(sample, [base, variant])
+        return share[variant] - share[base]
+    rng = random.Random(33)
+    values = sorted(x for x in (of([rounds[rng.randrange(len(rounds))] for _ in rounds])
+                                for _ in range(RESAMPLES)) if x == x)
+    if not values:
+        return float("nan"), float("nan"), float("nan")
+    return of(rounds), values[int(0.025 * len(values))], values[int(0.975 * len(values)) - 1]
+
+
+def reference_of(optimized):
+    base = os.environ.get("REFERENCE") or ("exact" if "exact" in optimized else optimized[0])
+    if base not in optimized:
+        sys.exit(f"bench/pgo/report.py: REFERENCE={base} is not among VARIANTS' compared builds")
+    return base
+
+
 def print_differences(program, rounds, optimized):
-    base = optimized[0]
+    base = reference_of(optimized)
     cells = []
-    for v in optimized[1:]:
+    for v in optimized:
+        if v == base:
+            continue
         mid, low, high = difference(rounds, base, v)
-        cells.append(f"{v} {mid:+.1%} [{low:+.1%}, {high:+.1%}]")
+        smid, slow, shigh = share_difference(rounds, base, v)
+        told = "told apart" if slow > 0 or shigh < 0 else "not told apart"
+        cells.append(f"{v} {mid:+.1%} [{low:+.1%}, {high:+.1%}], share {smid:+.0%} [{slow:+.0%}, {shigh:+.0%}] "
+                     f"({told})")
     if cells:
-        print(f"# {program}: gain over {base} (of plain's time, paired): " + ", ".join(cells))
+        print(f"# {program}: against {base}, gain (of plain's time, paired) and share: " + "; ".join(cells))
+
+
+def print_holds(program, rounds, optimized):
+    """The shares within each hold (rounds named SEED-k: one SEED per hold)."""
+    holds = collections.defaultdict(list)
+    for r in rounds:
+        holds[r["_round"].rsplit("-", 1)[0]].append(r)
+    if len(holds) < 2:
+        return
+    cells = []
+    for name, held in sorted(holds.items()):
+        if len(held) < 2:
+            continue
+        _, share = figures(held, optimized)
+        cells.append(f"{name} ({len(held)}): " + " ".join(f"{v} {share[v]:.0%}" for v in optimized))
+    print(f"# {program}: shares per hold: " + "; ".join(cells))
 
 
 def main():
@@ -124,6 +174,7 @@ def main():
         differences.append((program, rounds))
     for program, rounds in differences:
         print_differences(program, rounds, optimized)
+        print_holds(program, rounds, optimized)
 
 
 if __name__ == "__main__":
