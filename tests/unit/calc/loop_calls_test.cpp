@@ -25,8 +25,10 @@ constexpr std::uint64_t kPerSample = 1000;  // iterations between two snapshots 
 int gp_of(const std::string& name) {
     static const std::array<const char*, 16> k64 = {"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
                                                     "r8",  "r9",  "r10", "r11", "r12", "r13", "r14", "r15"};
+    static const std::array<const char*, 16> k32 = {"eax", "ecx", "edx", "ebx", "esp", "ebp", "esi", "edi",
+                                                    "r8d", "r9d", "r10d", "r11d", "r12d", "r13d", "r14d", "r15d"};
     for (std::size_t n = 0; n < k64.size(); ++n)
-        if (name == k64[n]) return static_cast<int>(n);
+        if (name == k64[n] || name == k32[n]) return static_cast<int>(n);
     return -1;
 }
 
@@ -375,4 +377,79 @@ TEST_CASE("callee_code: the registers a call's code may write, following its dir
     const CalleeCode* t = in.callee_code(tail->start);
     CHECK(t->known);
     CHECK(in_callee(*t, leaf->start));
+}
+
+TEST_CASE("a measured inner loop's branch odds leave its outer loop's measured count alone") {
+    // found_rounds(): found's loop (r13 here, callee-saved) inside a
+    // repetition loop (ebx). Both are measured through find()'s snapshots;
+    // the inner loop's jne was never seen leaving in its 1,000 snapshots,
+    // and its odds once anchored the exit edge, the outer loop's class, at
+    // 0: the outer loop, measured at 1,000, came out 0.
+    Found f;
+    const Symbol* rounds = f.fx.symbol("found_rounds");
+    REQUIRE(rounds != nullptr);
+    ProcedureInput plain = f.input(true);
+    plain.name = "found_rounds";
+    plain.start = rounds->start;
+    plain.end = f.fx.table.end_of(*rounds);
+    plain.samples = {{rounds->start, 1}};
+    auto first = analyze_procedure(plain, f.fx.model, 1000);
+    REQUIRE(first.ok());
+    const CalcLoop* inner = nullptr;
+    for (const auto& l : first->loops)
+        if (l.depth == 2) inner = &l;
+    REQUIRE(inner != nullptr);
+    REQUIRE(!inner->induction.empty());
+    const CalcLoop* outer = nullptr;  // the repetition loop: the depth-1 loop nearest above the inner one
+    for (const auto& l : first->loops)
+        if (l.depth == 1 && l.header < inner->header && (!outer || l.header > outer->header)) outer = &l;
+    REQUIRE(outer != nullptr);
+    REQUIRE(!outer->induction.empty());
+    // Its own snapshots at the compare before the jne (found_rounds' `cmp
+    // r13, r11`: the loop's end is a register), where the odds read it.
+    std::uint64_t compare = 0;
+    for (const auto& ci : first->instructions)
+        if (!compare && ci.address > inner->header && ci.text.rfind("cmp", 0) == 0) compare = ci.address;
+    REQUIRE(compare != 0);
+    const auto gi = static_cast<std::size_t>(gp_of(inner->induction));
+    const auto go = static_cast<std::size_t>(gp_of(outer->induction));
+    const auto step = static_cast<std::uint64_t>(inner->step) * kPerSample;
+    std::vector<RegisterSample> v;
+    std::uint64_t t = 1'000'000'000, own = 0;
+    for (std::uint64_t trip = 0; trip < 1000; ++trip)
+        for (std::uint64_t k = 0; k < 3; ++k) {
+            RegisterSample s;
+            s.pid = s.tid = 10;
+            s.time_ns = t;
+            s.offset = k == 0 ? compare : f.find->start;
+            own += k == 0;
+            for (std::size_t r = 0; r < s.regs.size(); ++r) s.regs[r] = 0x1000 + r;
+            s.regs[go] = trip;
+            s.regs[gi] = 0x7f0000 + k * step;
+            v.push_back(s);
+            t += static_cast<std::uint64_t>(kPeriodNs);
+        }
+    ProcedureInput in = plain;
+    in.samples = {{compare, own}};
+    ProcedureInput::Registers regs;
+    regs.stream = v;
+    for (std::uint32_t p = 0; p < v.size(); ++p)  // the snapshots in the procedure, as run_calc indexes them
+        if (v[p].offset >= in.start && v[p].offset < in.end) regs.candidates.push_back(p);
+    regs.period_ns = kPeriodNs;
+    regs.max_gap_ns = 1.6 * kPeriodNs;
+    in.registers = regs;
+    auto proc = analyze_procedure(in, f.fx.model, 1000);
+    REQUIRE(proc.ok());
+    REQUIRE(proc->branches.size() >= 1);
+    CHECK(std::any_of(proc->branches.begin(), proc->branches.end(),
+                      [](const CalcBranch& b) { return b.snapshots >= 1000 && b.taken == b.snapshots && b.anchored; }));
+    for (const auto& l : proc->loops) {
+        if (l.header != inner->header && l.header != outer->header) continue;
+        CAPTURE(l.why_not);
+        CHECK(l.anchored);
+    }
+    for (const auto& b : proc->blocks) {
+        if (b.address == outer->header) CHECK(b.executions == doctest::Approx(1000).epsilon(0.05));
+        if (b.address == inner->header) CHECK(b.executions == doctest::Approx(3000.0 * kPerSample).epsilon(0.05));
+    }
 }

@@ -1,7 +1,7 @@
 /* Functions with known control flow for the CFG tests (tests/unit/calc):
  * a dense switch (a jump table), an interpreter's switch on a loaded byte, a call to abort() (no-return), a tail call,
  * a counted loop, a loop that calls a function now and then (append), a loop that calls a binary search on every
- * iteration (found) and a loop that never exits. Built with GCC (PIE and
+ * iteration (found), the same inside a repetition loop (found_rounds) and a loop that never exits. Built with GCC (PIE and
  * non-PIE) and Clang when installed; the tests check the CFG, not the output. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +122,16 @@ __attribute__((noinline)) long found(const unsigned *keys, int nkeys, const unsi
 	return hits;
 }
 
+/* The lookups repeated (a benchmark's repetition loop around them). */
+__attribute__((noinline)) long found_rounds(const unsigned *keys, int nkeys, const unsigned *sorted, int n, int rounds)
+{
+	long hits = 0;
+	for (int r = 0; r < rounds; r++)
+		for (int k = 0; k < nkeys; k++)
+			hits += find(sorted, n, keys[k]) >= 0;
+	return hits;
+}
+
 __attribute__((noinline, noreturn)) void forever(void)
 {
 	for (;;)
@@ -136,8 +146,8 @@ int main(int argc, char **argv)
 	(void)argv;
 	if (argc > 5)
 		forever();
-	printf("%d %d %d %ld %ld %ld\n", dispatch(argc, 3), checked(argc), tail(argc), counted(v, 4), append(&grown, v, 4),
-	       found(keys, 3, table, 4));
+	printf("%d %d %d %ld %ld %ld %ld\n", dispatch(argc, 3), checked(argc), tail(argc), counted(v, 4),
+	       append(&grown, v, 4), found(keys, 3, table, 4), found_rounds(keys, 3, table, 4, argc));
 	free(grown.items);
 	return 0;
 }
