@@ -11,6 +11,9 @@
 #   ECPI=path/to/ecpi  (default build/loader/ecpi)   OUT=dir  (default /tmp/ecpi-accuracy)
 #   FREQ=samples/s (default 10000)   CC=gcc|clang   MHZ=clock rate (default: measured)
 #   MACHINE=model (default auto: the built-in model matching this CPU)   REUSE=1: re-analyze the last run's profiles
+#   FROM=dir: re-analyze the recordings stored in dir (an earlier run's OUT: its profiles, binaries, callgrind
+#     counts and clocks, left untouched) with this $ECPI, writing the analysis to OUT; compare two builds
+#     on the same recordings with two OUTs:  FROM=/tmp/ecpi-accuracy OUT=/tmp/before ECPI=old bench/accuracy.sh
 # Needs root (perf events + BPF), valgrind, python3 and a C compiler; the
 # real-program workload (sed, whose hot code is glibc's regex engine) needs
 # libc6-dbg for glibc's symbols.
@@ -29,6 +32,12 @@ MACHINE=${MACHINE:-auto}
 ALL="loops:80000 branchy:16000 chase:10 interp:6000 calls:3000 sed:20 chain:300 dispatch:200 wordfreq:300"
 want=${*:-loops branchy chase interp calls sed chain dispatch wordfreq}
 
+if [[ -n ${FROM:-} ]]; then
+    FROM=$(cd "$FROM" && pwd)
+    [[ $FROM != "$(mkdir -p "$OUT" && cd "$OUT" && pwd)" ]] || { echo "FROM and OUT must differ (FROM is left untouched)" >&2; exit 2; }
+    REUSE=1
+fi
+SRC=${FROM:-$OUT}  # where the recordings are
 mkdir -p "$OUT/bin"
 echo "ecpi calc accuracy: $(uname -n), kernel $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "  $(nproc) CPUs, /proc/cpuinfo clock $(grep -m1 'cpu MHz' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') MHz, sampling at $FREQ Hz, $CC, model $MACHINE"
@@ -39,8 +48,12 @@ for spec in $ALL; do
     name=${spec%%:*}
     reps=${spec##*:}
     [[ " $want " == *" $name "* ]] || continue
-    db="$OUT/$name.db"
+    db="$SRC/$name.db"
     [[ -n ${REUSE:-} ]] || rm -rf "$db"
+    if [[ -n ${FROM:-} && ! -f "$FROM/$name.mhz" ]]; then
+        echo "  $name: skipped (no recording in $FROM)"
+        continue
+    fi
     if [[ $name == sed ]]; then
         # A real program from a Debian package: sed's hot code is glibc's
         # regex engine (symbols and lines from libc6-dbg).
@@ -69,12 +82,12 @@ EOF
         src="$here/accuracy/$name.c"
         [[ $name == wordfreq ]] && src="$here/../tests/testprogs/pgo/wordfreq.c"
         [[ -n ${REUSE:-} ]] || $CC -O2 -g -o "$OUT/bin/$name" "$src"
-        prog=("$OUT/bin/$name")
-        image="$OUT/bin/$name"
+        prog=("$SRC/bin/$name")
+        image="$SRC/bin/$name"
     fi
-    if [[ -n ${REUSE:-} && -f "$OUT/$name.mhz" ]]; then
-        # REUSE=1: keep the profiles and callgrind counts of the last run; only re-analyze.
-        mhz=$(cat "$OUT/$name.mhz")
+    if [[ -n ${REUSE:-} && -f "$SRC/$name.mhz" ]]; then
+        # REUSE=1 or FROM: keep the profiles and callgrind counts of that run; only re-analyze.
+        mhz=$(cat "$SRC/$name.mhz")
         secs=0
     else
     if [[ -n ${MHZ:-} ]]; then
@@ -107,14 +120,14 @@ EOF
     done
     echo "$mhz" > "$OUT/$name.mhz"
     fi
-    if [[ $name == sed ]]; then cg2="$OUT/$name.cg1"; else cg2="$OUT/$name.cg2"; fi
+    if [[ $name == sed ]]; then cg2="$SRC/$name.cg1"; else cg2="$SRC/$name.cg2"; fi
     "$ECPI" calc --all "$db" --image "$image" --machine "$MACHINE" --cpu-mhz "$mhz" --format json --no-lines \
         > "$OUT/$name.calc.json"
     "$ECPI" calc --all "$db" --image "$image" --machine "$MACHINE" --format json --no-lines \
         > "$OUT/$name.calc-recorded-clock.json"
-    python3 "$here/accuracy/compare.py" rows "$name" "$OUT/$name.calc.json" "$reps" "$OUT/$name.cg1" 1 "$cg2" 2 \
+    python3 "$here/accuracy/compare.py" rows "$name" "$OUT/$name.calc.json" "$reps" "$SRC/$name.cg1" 1 "$cg2" 2 \
         > "$OUT/$name.rows"
-    python3 "$here/accuracy/compare.py" rows "$name" "$OUT/$name.calc-recorded-clock.json" "$reps" "$OUT/$name.cg1" 1 \
+    python3 "$here/accuracy/compare.py" rows "$name" "$OUT/$name.calc-recorded-clock.json" "$reps" "$SRC/$name.cg1" 1 \
         "$cg2" 2 > "$OUT/$name.recorded.rows"
     printf '  %-8s %6s reps, %5.1f s profiled, clock %s MHz, %s s CPU unprofiled, %s samples: effective %s MHz\n' \
         "$name" "$reps" "$secs" "${raw_mhz:-?}" "${cpu:-?}" "${samples:-?}" "$mhz"

@@ -427,6 +427,7 @@ struct InputContext {
     const CalcReport& report;
     bool details;
     std::map<std::pair<std::size_t, std::uint64_t>, bool>& leaf_cache;  // (image, callee) -> leaf
+    std::map<std::pair<std::size_t, std::uint64_t>, CalleeCode>& callee_cache;  // (image, callee) -> its code
 };
 
 ProcedureInput procedure_input(const SampledProcedure& sp, const ImageBytes* bytes, const SymbolTable& table,
@@ -462,6 +463,19 @@ ProcedureInput procedure_input(const SampledProcedure& sp, const ImageBytes* byt
             it->second = s && s->start == a && is_leaf_function(*bytes, a, table.end_of(*s));
         }
         return it->second;
+    };
+    // Read once per image and callee, for calls in loops.
+    input.callee_code = [&table, &cache = ctx.callee_cache, bytes, key = sp.image](std::uint64_t a) {
+        auto [it, fresh] = cache.emplace(std::make_pair(key, a), CalleeCode{});
+        if (fresh) {
+            const FunctionExtent extent = [&table](std::uint64_t f) -> std::pair<std::uint64_t, std::uint64_t> {
+                const Symbol* s = table.lookup(f);
+                if (!s || s->start != f) return {0, 0};
+                return {s->start, table.end_of(*s)};
+            };
+            it->second = callee_code(*bytes, extent, a);
+        }
+        return &it->second;
     };
     input.registers = registers_for(ctx.registers, ip.image, sp.start, sp.end, ctx.report);
     return input;
@@ -536,7 +550,8 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
 
     ImageCache images(symbolizer, options.lines);
     std::map<std::pair<std::size_t, std::uint64_t>, bool> leaf_cache;
-    const InputContext ctx{sampled, others, registers, report, !options.summary, leaf_cache};
+    std::map<std::pair<std::size_t, std::uint64_t>, CalleeCode> callee_cache;
+    const InputContext ctx{sampled, others, registers, report, !options.summary, leaf_cache, callee_cache};
     const auto analyze = [&](std::size_t i, std::optional<ProcedureInput::EntryCount> entry) -> std::optional<CalcProcedure> {
         const auto& sp = sampled.procs[i];
         const store::ImageProfile& ip = *sampled.images[sp.image];

@@ -114,9 +114,49 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> loop_ranges(const Cfg& cfg,
     return r;
 }
 
-// The pairs' query for loop l with one induction register.
+// The code a direct call to `target` runs, when known and not the
+// procedure itself (a recursive call's snapshots are the procedure's own).
+const CalleeCode* known_callee(const ProcedureInput& input, std::uint64_t target) {
+    const CalleeCode* c = input.callee_code ? input.callee_code(target) : nullptr;
+    if (!c || !c->known) return nullptr;
+    for (const auto& [s, e] : c->ranges)
+        if (s < input.end && input.start < e) return nullptr;
+    return c;
+}
+
+// A loop's calls, when every one of them runs known code (callee_code.h):
+// that code's extents.
+struct LoopCalls {
+    bool covered = false;
+    std::vector<const CalleeCode*> callees;
+    bool contains(std::uint64_t pc) const {
+        return std::any_of(callees.begin(), callees.end(), [pc](const CalleeCode* c) { return in_callee(*c, pc); });
+    }
+};
+
+LoopCalls loop_calls(const Analysis& a, const ProcedureInput& input, const Loop& loop) {
+    LoopCalls out;
+    if (!loop.has_call) return out;
+    for (auto b : loop.blocks)
+        for (std::uint32_t i = 0; i < a.cfg.blocks[b].count; ++i) {
+            const DecodedInstruction& d = a.cfg.instructions[a.cfg.blocks[b].first + i];
+            if (!is_call(d.flow)) continue;
+            const CalleeCode* c = d.flow == FlowKind::kCall ? known_callee(input, d.target) : nullptr;
+            if (!c) return {};
+            if (std::find(out.callees.begin(), out.callees.end(), c) == out.callees.end()) out.callees.push_back(c);
+        }
+    out.covered = true;
+    return out;
+}
+
+// The pairs' query for loop l with one induction register. A loop whose
+// calls all run known code that writes neither the register nor the
+// loop's invariants counts the snapshots taken in that code with the
+// loop's (ProgressQuery::in_callees); any other loop with calls pairs its
+// own snapshots through them.
 ProgressQuery loop_query(const Analysis& a, const ProcedureInput& input, std::uint32_t l,
-                         const std::function<bool(std::uint64_t)>& in_loop, const InductionVariable& iv) {
+                         const std::function<bool(std::uint64_t)>& in_loop, const InductionVariable& iv,
+                         const LoopCalls& calls) {
     ProgressQuery q;
     q.stream = input.registers->stream;
     q.image = input.registers->image;
@@ -127,6 +167,16 @@ ProgressQuery loop_query(const Analysis& a, const ProcedureInput& input, std::ui
     q.width = iv.width;
     q.invariant = a.loops.invariant[l];
     q.max_gap_ns = input.registers->max_gap_ns;
+    const Loop& loop = a.loops.loops[l];
+    q.through_calls = loop.has_call;
+    const auto untouched = [&](int r) { return ((loop.callee_writes >> r) & 1u) == 0; };
+    if (!calls.covered || !untouched(iv.gp)) return q;
+    for (int r : a.loops.invariant[l])
+        if (untouched(r)) q.signature.push_back(r);
+    if (q.signature.empty()) return q;
+    q.invariant = a.loops.steady[l];
+    q.through_calls = false;
+    q.in_callees = [&calls](std::uint64_t pc) { return calls.contains(pc); };
     return q;
 }
 
@@ -160,10 +210,11 @@ std::string rate_refusal(const LoopRate& best, const CalcLoop& r) {
 }
 
 // A loop that calls other code is measured only when its induction
-// register survives the calls (callee-saved: loops.cpp drops caller-saved
-// ones) and snapshots fell in it; "" when it may be measured. Its pairs run
-// through the calls, and its time is its own samples' and the calls' within
-// its trips (register_progress.h, CalleeShare).
+// register survives the calls (callee-saved, or one its callees' code never
+// writes: loops.cpp drops the others) and snapshots fell in it; "" when it
+// may be measured. Its pairs run through the calls (or through the calls'
+// snapshots taken for its own), and its time is its own samples' and the
+// calls' within its trips (register_progress.h, CalleeShare).
 std::string call_refusal(const CalleeShare& share) {
     if (share.in_loop == 0) return "the loop calls other code and no register snapshot fell in it";
     if (1 + share.high <= kMaxCalleeSpread * (1 + share.low)) return "";
@@ -192,8 +243,9 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
         for (const auto& iv : a.loops.induction)
             if (iv.loop == l) ivs.push_back(&iv);
         if (ivs.empty()) {
-            r.why_not = loop.has_call ? "the loop calls other code and no callee-saved register is stepped by a "
-                                        "constant once per iteration (a call may change the others)"
+            r.why_not = loop.has_call ? "the loop calls other code and no register its calls leave alone (callee-"
+                                        "saved, or never written by the callee's code) is stepped by a constant "
+                                        "once per iteration"
                                       : "no register is stepped by a constant once per iteration";
             continue;
         }
@@ -213,10 +265,9 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
         };
         LoopRate best;
         const InductionVariable* best_iv = nullptr;
+        const LoopCalls calls_run = loop_calls(a, input, loop);
         for (const auto* iv : ivs) {
-            ProgressQuery q = loop_query(a, input, l, in_loop, *iv);
-            q.through_calls = loop.has_call;
-            LoopRate rate = loop_rate(q);
+            LoopRate rate = loop_rate(loop_query(a, input, l, in_loop, *iv, calls_run));
             if (!best_iv || rate.pairs.used > best.pairs.used) {
                 best = rate;
                 best_iv = iv;
@@ -228,7 +279,7 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
         r.pairs = best.pairs;
         CalleeShare calls;
         if (loop.has_call) {
-            calls = callee_share(loop_query(a, input, l, in_loop, *best_iv));
+            calls = callee_share(loop_query(a, input, l, in_loop, *best_iv, calls_run));
             r.why_not = call_refusal(calls);
             if (!r.why_not.empty()) continue;
         }
@@ -363,6 +414,18 @@ void evaluate_branches(Analysis& a, const ProcedureInput& input) {
         if (!switch_undecided(o)) a.switch_evidence.push_back(o);
 }
 
+// An edge's share of its measured block as an anchor, unless register
+// progress measured the edge's class already (a nested loop's exit is its
+// outer loop's count: the odds' "never left in 740 snapshots" put it at 0,
+// and branchy's outer loop fell from 15,976 to 0 with it).
+void anchor_edge(Analysis& a, std::uint32_t edge, double frequency) {
+    const std::uint32_t cls = a.classes.edge_class[edge];
+    if (cls < a.estimate.classes.size() && a.estimate.classes[cls].source == EstimateSource::kRegisterProgress &&
+        a.estimate.classes[cls].confidence == Confidence::kMeasured)
+        return;
+    a.options.anchors.push_back({edge, frequency, true});
+}
+
 bool anchor_branch(Analysis& a, const BranchOdds& o) {
     const std::uint32_t rarer = std::min(o.taken, o.total - o.taken);
     if (a.estimate.block_confidence[o.block] != Confidence::kMeasured ||
@@ -370,8 +433,8 @@ bool anchor_branch(Analysis& a, const BranchOdds& o) {
         return false;
     const double f = a.estimate.block_frequency[o.block];
     const double p = static_cast<double>(o.taken) / static_cast<double>(o.total);
-    a.options.anchors.push_back({o.taken_edge, p * f, true});
-    a.options.anchors.push_back({o.fall_edge, (1 - p) * f, true});
+    anchor_edge(a, o.taken_edge, p * f);
+    anchor_edge(a, o.fall_edge, (1 - p) * f);
     return true;
 }
 
@@ -382,8 +445,7 @@ bool anchor_switch(Analysis& a, const SwitchOdds& o) {
     if (a.estimate.block_confidence[o.block] != Confidence::kMeasured || o.total < kMinNever) return false;
     const double f = a.estimate.block_frequency[o.block];
     for (std::size_t j = 0; j < o.edges.size(); ++j)
-        a.options.anchors.push_back(
-            {o.edges[j], f * static_cast<double>(o.counts[j]) / static_cast<double>(o.total), true});
+        anchor_edge(a, o.edges[j], f * static_cast<double>(o.counts[j]) / static_cast<double>(o.total));
     return true;
 }
 
@@ -544,7 +606,10 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     // procedures of `calc --all --unsampled` have none).
     const bool sampled = std::any_of(a.samples.begin(), a.samples.end(), [](std::uint64_t s) { return s > 0; });
     if (sampled) {
-        a.loops = find_loops(a.cfg);
+        a.loops = find_loops(a.cfg, [&input](std::uint64_t target) {
+            const CalleeCode* c = known_callee(input, target);
+            return c ? c->writes : kAllGp;
+        });
         measure_loops(a, input, period_cycles);
         evaluate_branches(a, input);
     }

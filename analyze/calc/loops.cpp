@@ -8,17 +8,21 @@
 
 #include <capstone/capstone.h>
 
+#include "ecpi/analyze/calc/callee_code.h"
+
 namespace ecpi::analyze {
 
 bool Loop::contains(std::uint32_t block) const { return std::binary_search(blocks.begin(), blocks.end(), block); }
 
 namespace {
 
-// The System V ABI's caller-saved general-purpose registers: a call may
-// change them (hardware numbers: rax rcx rdx rsi rdi r8 r9 r10 r11).
-constexpr std::array<int, 9> kCallerSaved = {0, 1, 2, 6, 7, 8, 9, 10, 11};
+bool in_mask(std::uint16_t mask, int gp) { return ((mask >> gp) & 1u) != 0; }
 
-bool caller_saved(int gp) { return std::find(kCallerSaved.begin(), kCallerSaved.end(), gp) != kCallerSaved.end(); }
+// What a call instruction may write: the callee's code where it is known.
+std::uint16_t call_writes_of(const DecodedInstruction& d, const CallWrites& call_writes) {
+    if (d.flow != FlowKind::kCall || d.target == 0 || !call_writes) return kAllGp;
+    return call_writes(d.target);
+}
 
 // Cooper, Harvey and Kennedy's iterative dominator algorithm over the
 // blocks plus a root (index nb) standing for kEntryBlock.
@@ -96,7 +100,7 @@ std::vector<std::uint32_t> dominator_tree(const Cfg& cfg) {
 }
 
 // Natural loops: per header, the union of the bodies of its back edges.
-std::vector<Loop> natural_loops(const Cfg& cfg, const LoopInfo& info) {
+std::vector<Loop> natural_loops(const Cfg& cfg, const LoopInfo& info, const CallWrites& call_writes) {
     const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
     std::map<std::uint32_t, Loop> by_header;
     for (const auto& e : cfg.edges) {
@@ -133,8 +137,14 @@ std::vector<Loop> natural_loops(const Cfg& cfg, const LoopInfo& info) {
         loop.latches.erase(std::unique(loop.latches.begin(), loop.latches.end()), loop.latches.end());
         for (auto b : loop.blocks) {
             const auto& blk = cfg.blocks[b];
-            for (std::uint32_t i = 0; i < blk.count; ++i)
-                loop.has_call = loop.has_call || is_call(cfg.instructions[blk.first + i].flow);
+            for (std::uint32_t i = 0; i < blk.count; ++i) {
+                const DecodedInstruction& d = cfg.instructions[blk.first + i];
+                if (!is_call(d.flow)) continue;
+                loop.has_call = true;
+                const std::uint16_t w = call_writes_of(d, call_writes);
+                loop.callee_writes = static_cast<std::uint16_t>(loop.callee_writes | w);
+                loop.call_clobbers = static_cast<std::uint16_t>(loop.call_clobbers | (w & kCallerSavedGp));
+            }
         }
         loops.push_back(std::move(loop));
     }
@@ -177,8 +187,8 @@ std::optional<std::int64_t> constant_step(const DecodedInstruction& d) {
 }
 
 // Per loop: which general-purpose registers its instructions write (a call
-// writes every caller-saved one) and read, and the one writer of each
-// register written exactly once.
+// the caller-saved ones its callee may change) and read, and the one writer
+// of each register written exactly once.
 struct RegisterUse {
     std::array<std::uint32_t, 16> writers{};  // instructions writing the register
     std::array<std::uint32_t, 16> last_writer{};
@@ -200,7 +210,8 @@ RegisterUse register_use(const Cfg& cfg, const Loop& loop) {
                     use.last_writer[static_cast<std::size_t>(n)] = k;
                 }
             if (is_call(d.flow))
-                for (int n : kCallerSaved) ++use.writers[static_cast<std::size_t>(n)];
+                for (int n = 0; n < 16; ++n)
+                    if (in_mask(loop.call_clobbers, n)) ++use.writers[static_cast<std::size_t>(n)];
         }
     }
     return use;
@@ -274,6 +285,7 @@ std::optional<InductionVariable> stepped_on_every_path(const Cfg& cfg, const Loo
 
 void induction_variables(const Cfg& cfg, LoopInfo& info) {
     info.invariant.assign(info.loops.size(), {});
+    info.steady.assign(info.loops.size(), {});
     for (std::uint32_t l = 0; l < info.loops.size(); ++l) {
         const Loop& loop = info.loops[l];
         const RegisterUse use = register_use(cfg, loop);
@@ -281,9 +293,10 @@ void induction_variables(const Cfg& cfg, LoopInfo& info) {
             const auto r = static_cast<std::size_t>(n);
             if (use.writers[r] == 0) {
                 if (use.read[r]) info.invariant[l].push_back(n);
+                if (n != 4 /* rsp */ && !in_mask(loop.callee_writes, n)) info.steady[l].push_back(n);
                 continue;
             }
-            if (n == 4 /* rsp */ || (loop.has_call && caller_saved(n))) continue;
+            if (n == 4 /* rsp */ || in_mask(loop.call_clobbers, n)) continue;
             if (use.writers[r] > 1) {
                 if (auto iv = stepped_on_every_path(cfg, info, l, n)) info.induction.push_back(*iv);
                 continue;
@@ -314,11 +327,11 @@ bool dominates(const LoopInfo& info, std::uint32_t a, std::uint32_t b) {
     return false;
 }
 
-LoopInfo find_loops(const Cfg& cfg) {
+LoopInfo find_loops(const Cfg& cfg, const CallWrites& call_writes) {
     LoopInfo info;
     if (cfg.blocks.empty()) return info;
     info.idom = dominator_tree(cfg);
-    info.loops = natural_loops(cfg, info);
+    info.loops = natural_loops(cfg, info, call_writes);
     nest(info, static_cast<std::uint32_t>(cfg.blocks.size()));
     induction_variables(cfg, info);
     return info;

@@ -4,10 +4,55 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <set>
 
 namespace ecpi::analyze {
 
 namespace {
+
+bool in_own_code(const ProgressQuery& q, const store::RegisterSample& s) {
+    return s.image == q.image && q.in_loop(s.offset);
+}
+
+// Which snapshots are the loop's: in its code, or in its calls' code with
+// the signature of a trip (ProgressQuery::in_callees).
+class Members {
+public:
+    explicit Members(const ProgressQuery& q) : q_(q) {
+        if (!q.in_callees || q.signature.empty()) return;
+        for (std::size_t p = 0; p < q.stream.size(); ++p)
+            if (in_own_code(q, q.stream[p])) signatures_.insert(signature(q.stream[p]));
+    }
+    bool with_callees() const { return !signatures_.empty(); }
+    bool own(const store::RegisterSample& s) const { return in_own_code(q_, s); }
+    bool in_callee(const store::RegisterSample& s) const {
+        return with_callees() && s.image == q_.image && !q_.in_loop(s.offset) && q_.in_callees(s.offset) &&
+               signatures_.contains(signature(s));
+    }
+    bool operator()(const store::RegisterSample& s) const { return own(s) || in_callee(s); }
+
+private:
+    std::vector<std::uint64_t> signature(const store::RegisterSample& s) const {
+        std::vector<std::uint64_t> v;
+        for (int r : q_.signature) v.push_back(s.regs[static_cast<std::size_t>(r)]);
+        return v;
+    }
+    const ProgressQuery& q_;
+    std::set<std::vector<std::uint64_t>> signatures_;
+};
+
+// Calls f(p) for each position of the stream that may hold the loop's
+// snapshots: the candidates, unless the calls' snapshots count too (they
+// are outside the procedure's candidates) or there are none.
+template <typename F>
+void each_position(const ProgressQuery& q, const Members& m, F&& f) {
+    if (q.candidates.empty() || m.with_callees()) {
+        for (std::size_t p = 0; p < q.stream.size(); ++p) f(p);
+    } else {
+        for (auto p : q.candidates)
+            if (p < q.stream.size()) f(p);
+    }
+}
 
 struct Pair {
     double iterations = 0;
@@ -19,10 +64,10 @@ struct Pair {
 enum class Verdict { kUse, kOtherThread, kLeftLoop, kInvariant, kDirection, kTooFar, kGap };
 
 // max_gap_ns: 0 when the hops between a and b were checked already.
-Verdict judge(const ProgressQuery& q, const store::RegisterSample& a, const store::RegisterSample& b,
-              double max_gap_ns, double& iterations) {
+Verdict judge(const ProgressQuery& q, const Members& m, const store::RegisterSample& a,
+              const store::RegisterSample& b, double max_gap_ns, double& iterations) {
     if (a.tid != b.tid || a.pid != b.pid) return Verdict::kOtherThread;
-    if (b.image != q.image || !q.in_loop(b.offset)) return Verdict::kLeftLoop;
+    if (!m(b)) return Verdict::kLeftLoop;
     for (int r : q.invariant)
         if (a.regs[static_cast<std::size_t>(r)] != b.regs[static_cast<std::size_t>(r)]) return Verdict::kInvariant;
     const double ns = static_cast<double>(b.time_ns) - static_cast<double>(a.time_ns);
@@ -75,14 +120,10 @@ struct Span {
     double width() const { return high >= low ? high - low : 0; }
 };
 
-bool in_loop(const ProgressQuery& q, const store::RegisterSample& s) {
-    return s.image == q.image && q.in_loop(s.offset);
-}
-
 // The pair's end for the snapshot at p: the next one (through_calls: the
 // thread's next one in the loop, kGap if a hop on the way is too long, or
 // the first of another thread). Returns the end's position.
-std::size_t pair_end(const ProgressQuery& q, std::size_t p, bool& gap, LoopRate& out) {
+std::size_t pair_end(const ProgressQuery& q, const Members& m, std::size_t p, bool& gap, LoopRate& out) {
     gap = false;
     std::size_t j = p + 1;
     if (!q.through_calls) return j;
@@ -95,34 +136,28 @@ std::size_t pair_end(const ProgressQuery& q, std::size_t p, bool& gap, LoopRate&
             gap = true;
             return j;
         }
-        if (in_loop(q, q.stream[j])) return j;
+        if (m(q.stream[j])) return j;
         ++j;
     }
     return std::min(j, q.stream.size() - 1);
 }
 
-std::vector<Pair> collect_pairs(const ProgressQuery& q, LoopRate& out, Span& span) {
+std::vector<Pair> collect_pairs(const ProgressQuery& q, const Members& m, LoopRate& out, Span& span) {
     PairCounts& counts = out.pairs;
     std::vector<Pair> pairs;
-    auto consider = [&](std::size_t p) {
+    each_position(q, m, [&](std::size_t p) {
         const auto& a = q.stream[p];
-        if (!in_loop(q, a)) return;
+        if (!m(a)) return;
         span.add(position(q, a));
         if (p + 1 >= q.stream.size()) return;
         bool gap = false;
-        const auto& b = q.stream[pair_end(q, p, gap, out)];
+        const auto& b = q.stream[pair_end(q, m, p, gap, out)];
         double iterations = 0;
-        Verdict v = gap ? Verdict::kGap : judge(q, a, b, q.through_calls ? 0 : q.max_gap_ns, iterations);
+        Verdict v = gap ? Verdict::kGap : judge(q, m, a, b, q.through_calls ? 0 : q.max_gap_ns, iterations);
         count(counts, v);
         if (v == Verdict::kUse)
             pairs.push_back({iterations, static_cast<double>(b.time_ns) - static_cast<double>(a.time_ns)});
-    };
-    if (q.candidates.empty()) {
-        for (std::size_t p = 0; p < q.stream.size(); ++p) consider(p);
-    } else {
-        for (auto p : q.candidates)
-            if (p < q.stream.size()) consider(p);
-    }
+    });
     return pairs;
 }
 
@@ -144,6 +179,12 @@ void trim(std::vector<Pair>& pairs, PairCounts& counts) {
     counts.outlier += dropped;
     counts.used -= dropped;
     pairs.erase(out, pairs.end());
+}
+
+// kMaxBackwardShare: pairs crossing a trip's end were told apart.
+bool crossings_caught(const PairCounts& c) {
+    return c.used >= kMinPairsToTrustCrossings &&
+           static_cast<double>(c.wrong_direction) <= kMaxBackwardShare * static_cast<double>(c.used);
 }
 
 double median_iterations(const std::vector<Pair>& pairs) {
@@ -169,17 +210,48 @@ bool same_trip(const ProgressQuery& q, const store::RegisterSample& a, const sto
 
 }  // namespace
 
+namespace {
+
+// The calls' snapshots taken for the loop's, against the loop's own: no
+// snapshot outside the loop and its calls is in one of its trips.
+CalleeShare share_of_members(const ProgressQuery& q, const Members& m) {
+    CalleeShare out;
+    for (const auto& s : q.stream) {
+        if (m.own(s)) ++out.in_loop;
+        else if (m.in_callee(s)) ++out.in_callees;
+    }
+    if (out.in_loop == 0) {
+        out.high = INFINITY;
+        return out;
+    }
+    // The loop's time is its own samples' times (n + k) / n: as sure as a
+    // count of n + k samples (Poisson, about 2 sigma), the calls' share
+    // taking the uncertainty.
+    const double n = static_cast<double>(out.in_loop), k = static_cast<double>(out.in_callees);
+    out.away = out.in_callees;
+    out.share = k / n;
+    const double spread = 2 / std::sqrt(n + k);
+    out.low = std::max(0.0, (1 + out.share) * (1 - spread) - 1);
+    out.high = (1 + out.share) * (1 + spread) - 1;
+    return out;
+}
+
+}  // namespace
+
 CalleeShare callee_share(const ProgressQuery& q) {
     CalleeShare out;
     if (q.gp < 0 || q.gp >= 16 || q.step == 0 || !q.in_loop) return out;
+    const Members members(q);
+    if (members.with_callees()) return share_of_members(q, members);
     // Each run of snapshots outside the loop is walked once: from the
     // snapshot in the loop just before it.
-    auto consider = [&](std::size_t p) {
+    each_position(q, members, [&](std::size_t p) {
         const auto& a = q.stream[p];
-        if (!in_loop(q, a)) return;
+        if (!members.own(a)) return;
         ++out.in_loop;
         std::size_t j = p + 1;
-        while (j < q.stream.size() && q.stream[j].tid == a.tid && q.stream[j].pid == a.pid && !in_loop(q, q.stream[j]))
+        while (j < q.stream.size() && q.stream[j].tid == a.tid && q.stream[j].pid == a.pid &&
+               !members.own(q.stream[j]))
             ++j;
         if (j >= q.stream.size() || q.stream[j].tid != a.tid || q.stream[j].pid != a.pid) return;
         const auto between = static_cast<std::uint32_t>(j - p - 1);
@@ -189,13 +261,7 @@ CalleeShare callee_share(const ProgressQuery& q) {
         } else {
             out.crossing += between;
         }
-    };
-    if (q.candidates.empty()) {
-        for (std::size_t p = 0; p < q.stream.size(); ++p) consider(p);
-    } else {
-        for (auto p : q.candidates)
-            if (p < q.stream.size()) consider(p);
-    }
+    });
     if (out.in_loop == 0) {
         out.high = INFINITY;
         return out;
@@ -212,7 +278,8 @@ LoopRate loop_rate(const ProgressQuery& q) {
     LoopRate out;
     if (q.gp < 0 || q.gp >= 16 || q.step == 0 || !q.in_loop) return out;
     Span span;
-    std::vector<Pair> pairs = collect_pairs(q, out, span);
+    const Members members(q);
+    std::vector<Pair> pairs = collect_pairs(q, members, out, span);
     trim(pairs, out.pairs);
     if (pairs.size() < kMinPairs) return out;
     const auto& c = out.pairs;
@@ -234,7 +301,7 @@ LoopRate loop_rate(const ProgressQuery& q) {
     out.median_iterations = median_iterations(pairs);
     // A loop whose pairs all moved 0 (iterations about a period long) still
     // needs a span of several iterations to show its trips are long.
-    if (std::max(out.median_iterations, 1.0) * kMinSpanPerMove > out.span_iterations) {
+    if (std::max(out.median_iterations, 1.0) * kMinSpanPerMove > out.span_iterations && !crossings_caught(c)) {
         out.short_trips = true;
         return out;
     }

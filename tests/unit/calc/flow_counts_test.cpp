@@ -496,6 +496,88 @@ TEST_CASE("a loop's entry count from its callers' measured call sites and its ex
     CHECK(r.max >= est.block_frequency[g.h]);
 }
 
+namespace {
+
+// branchy's `search` as compiled: the header's compare sends each iteration
+// down one of two paths (lo = mid + 1, hi = mid - 1), each of which leaves
+// the loop about 8% of the time and else jumps back; the hi path's branch
+// was evaluated on few snapshots.
+//   entry -> P -> H;  H -> A | B;  A -> X | H;  B -> H | X;  X -> exit.
+struct TwoPathSearch {
+    test::HandCfg fx;
+    std::uint32_t p = 0, h = 0, a = 0, b = 0, x = 0;
+    std::vector<BranchOdds> odds;
+    std::vector<std::uint64_t> samples;
+
+    BranchOdds branch(std::uint32_t block, std::uint32_t taken_to, std::uint32_t fall_to, std::uint32_t taken,
+                      std::uint32_t total) {
+        BranchOdds o;
+        o.block = block;
+        o.taken_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
+        fx.edge(block, taken_to, taken_to == kExitBlock ? EdgeKind::kReturn : EdgeKind::kBranch);
+        o.fall_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
+        fx.edge(block, fall_to, EdgeKind::kFallThrough);
+        o.taken = taken;
+        o.total = total;
+        return o;
+    }
+
+    TwoPathSearch() {
+        p = fx.add_block({1, 1});
+        h = fx.add_block({1, 1, 1});
+        a = fx.add_block({1, 1});
+        b = fx.add_block({1, 1, 1});
+        x = fx.add_block({1});
+        fx.edge(kEntryBlock, p, EdgeKind::kEntry);
+        fx.edge(p, h, EdgeKind::kFallThrough);
+        odds.push_back(branch(h, a, b, 545, 1000));
+        odds.push_back(branch(a, x, h, 63, 800));
+        odds.push_back(branch(b, h, x, 65, 71));
+        fx.edge(x, kExitBlock, EdgeKind::kReturn);
+        samples.assign(fx.cfg.instructions.size(), 0);
+        fx.sample(samples, h, 700);
+        fx.sample(samples, a, 700);
+        fx.sample(samples, b, 700);
+        fx.sample(samples, p, 2);
+        fx.sample(samples, x, 2);
+    }
+
+    FrequencyEstimate solve(double entry) {
+        const FrequencyClasses fc = frequency_classes(fx.cfg);
+        FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, EstimatorOptions{});
+        std::vector<ClassRange> ranges(fc.count);
+        for (auto blk : {h, a, b}) ranges[fc.block_class[blk]] = {true, 20, 800};
+        FlowCountsInput in;
+        in.cfg = &fx.cfg;
+        in.classes = &fc;
+        in.timing = &fx.timing;
+        in.samples = samples;
+        in.odds = odds;
+        in.period_cycles = 1000;
+        in.entry_executions = entry;
+        conserve_flow(est, ranges, in);
+        check_conserved(fx.cfg, est);
+        return est;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("an exact entry count and every branch's odds give a loop of two paths its counts") {
+    // 10 entries a period; with the odds' shares (Laplace) the header runs
+    // 10 / (0.545 * 64/802 + 0.455 * 7/73) = 115 times a period, the paths
+    // 63 and 52. Restating the odds at the flow's own counts each round left
+    // them 1.6x over after 64 rounds (186, 101 and 85).
+    TwoPathSearch g;
+    const FrequencyEstimate est = g.solve(10'000);
+    const double exit_share = (546.0 / 1002) * (64.0 / 802) + (456.0 / 1002) * (7.0 / 73);
+    const double header = 10 / exit_share;
+    CHECK(est.invocations == doctest::Approx(10).epsilon(0.01));
+    CHECK(est.block_frequency[g.h] == doctest::Approx(header).epsilon(0.05));
+    CHECK(est.block_frequency[g.a] == doctest::Approx(header * 546 / 1002).epsilon(0.05));
+    CHECK(est.block_frequency[g.b] == doctest::Approx(header * 456 / 1002).epsilon(0.05));
+}
+
 TEST_CASE("an entry count with other callers unknown is a floor, not a count") {
     SearchLoop g;
     const FrequencyEstimate alone = g.solve(0, false);

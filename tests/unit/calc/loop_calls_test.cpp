@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,10 @@ constexpr std::uint64_t kPerSample = 1000;  // iterations between two snapshots 
 int gp_of(const std::string& name) {
     static const std::array<const char*, 16> k64 = {"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
                                                     "r8",  "r9",  "r10", "r11", "r12", "r13", "r14", "r15"};
+    static const std::array<const char*, 16> k32 = {"eax", "ecx", "edx", "ebx", "esp", "ebp", "esi", "edi",
+                                                    "r8d", "r9d", "r10d", "r11d", "r12d", "r13d", "r14d", "r15d"};
     for (std::size_t n = 0; n < k64.size(); ++n)
-        if (name == k64[n]) return static_cast<int>(n);
+        if (name == k64[n] || name == k32[n]) return static_cast<int>(n);
     return -1;
 }
 
@@ -199,5 +202,254 @@ TEST_CASE("a loop that calls other code is measured by a callee-saved induction 
         CHECK_FALSE(r.anchored);
         CAPTURE(r.why_not);
         CHECK(r.why_not.find("trips are too short for the snapshots to tell which") != std::string::npos);
+    }
+}
+
+// found() in data/cfgtest.c looks each key up with find(), a binary search
+// of the same file; GCC keeps found's pointer into the keys in r9, a
+// caller-saved register, because find's code never writes it (-fipa-ra).
+namespace {
+
+struct Found {
+    Append fx = Append::open();
+    const Symbol* found = nullptr;
+    const Symbol* find = nullptr;
+    const Symbol* counted = nullptr;
+    std::map<std::uint64_t, CalleeCode> callees;
+
+    Found() {
+        found = fx.symbol("found");
+        find = fx.symbol("find");
+        counted = fx.symbol("counted");
+        REQUIRE(found != nullptr);
+        REQUIRE(find != nullptr);
+        REQUIRE(counted != nullptr);
+    }
+
+    // As run_calc gives it: the callee's code from the image and its symbols.
+    ProcedureInput input(bool with_callees) {
+        ProcedureInput in;
+        in.name = "found";
+        in.start = found->start;
+        in.end = fx.table.end_of(*found);
+        in.image = &fx.image;
+        if (with_callees)
+            in.callee_code = [this](std::uint64_t a) {
+                auto [it, fresh] = callees.emplace(a, CalleeCode{});
+                if (fresh) {
+                    const FunctionExtent extent = [this](std::uint64_t f) -> std::pair<std::uint64_t, std::uint64_t> {
+                        const Symbol* s = fx.table.lookup(f);
+                        if (!s || s->start != f) return {0, 0};
+                        return {s->start, fx.table.end_of(*s)};
+                    };
+                    it->second = callee_code(fx.image, extent, a);
+                }
+                return &it->second;
+            };
+        return in;
+    }
+};
+
+// Trips of found's loop as branchy's `main` runs them: each a few
+// snapshots long (the register from `base` each trip), nearly all of them
+// in find(), one in `own_every` trips in found itself; an outer loop's
+// counter (r12) changes from trip to trip; between trips the thread runs
+// other code and find() for another caller (other values in found's
+// invariants), except after every fifth trip, whose next snapshot is in
+// the next trip. Every snapshot is kPerSample iterations of the loop after the
+// one before it in its trip. `own` gets the snapshots in found's code.
+std::vector<RegisterSample> lookups(const CalcLoop& loop, const Found& f, int trips, int own_every, std::uint64_t& own) {
+    std::vector<RegisterSample> v;
+    const auto gp = static_cast<std::size_t>(gp_of(loop.induction));
+    std::uint64_t t = 1'000'000'000;
+    own = 0;
+    auto add = [&](std::uint64_t pc, std::uint64_t reg, std::uint64_t caller, std::uint64_t trip) {
+        RegisterSample s;
+        s.pid = s.tid = 10;
+        s.time_ns = t;
+        s.offset = pc;
+        for (std::size_t r = 0; r < s.regs.size(); ++r) s.regs[r] = caller * 0x1000 + r;  // the caller's values
+        s.regs[12] = trip;
+        s.regs[gp] = reg;
+        v.push_back(s);
+        t += static_cast<std::uint64_t>(kPeriodNs);
+    };
+    const std::uint64_t base = 0x7f0000;
+    const auto step = static_cast<std::uint64_t>(loop.step) * kPerSample;
+    for (int trip = 0; trip < trips; ++trip) {
+        for (std::uint64_t k = 0; k < 3; ++k) {
+            const bool in_found = k == 0 && trip % own_every == 0;
+            add(in_found ? loop.header : f.find->start, base + k * step, 1, static_cast<std::uint64_t>(trip));
+            own += in_found;
+        }
+        if (trip % 5 == 4) continue;
+        add(f.counted->start, 5, 2, static_cast<std::uint64_t>(trip));
+        add(f.find->start, base + step, 3, static_cast<std::uint64_t>(trip));  // another caller's call
+    }
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("a loop measured through a caller-saved register that its callee's code never writes") {
+    Found f;
+    ProcedureInput plain = f.input(true);
+    plain.samples = {{f.found->start, 1}};
+    auto first = analyze_procedure(plain, f.fx.model, 1000);
+    REQUIRE(first.ok());
+    REQUIRE(first->loops.size() == 1);
+    const CalcLoop loop = first->loops.front();
+    CAPTURE(loop.why_not);
+    // Without the callee's code every caller-saved register may change in the call.
+    ProcedureInput blind = f.input(false);
+    blind.samples = plain.samples;
+    auto unknown = analyze_procedure(blind, f.fx.model, 1000);
+    REQUIRE(unknown.ok());
+    REQUIRE(unknown->loops.size() == 1);
+    CHECK(unknown->loops.front().induction.empty());
+    // With it, the register GCC chose, caller-saved.
+    REQUIRE(!loop.induction.empty());
+    const int gp = gp_of(loop.induction);
+    CHECK((gp == 0 || gp == 1 || gp == 2 || gp == 6 || gp == 7 || (gp >= 8 && gp <= 11)));
+
+    // 1,000 trips of 3 snapshots (3,000 periods of the loop and its call),
+    // one trip in 4 with a snapshot in found itself: the pairs are the
+    // snapshots in find() of a trip, and the loop's time its own and find's.
+    std::uint64_t own = 0;
+    const auto v = lookups(loop, f, 1000, 4, own);
+    ProcedureInput in = f.input(true);
+    in.samples = {{loop.header, own}};
+    ProcedureInput::Registers regs;
+    regs.stream = v;
+    regs.period_ns = kPeriodNs;
+    regs.max_gap_ns = 1.6 * kPeriodNs;
+    in.registers = regs;
+    auto proc = analyze_procedure(in, f.fx.model, 1000);
+    REQUIRE(proc.ok());
+    REQUIRE(proc->loops.size() == 1);
+    const CalcLoop r = proc->loops.front();
+    CAPTURE(r.why_not);
+    REQUIRE(r.anchored);
+    const double truth = 1000.0 * 3 * kPerSample;
+    CHECK(r.iterations == doctest::Approx(truth).epsilon(0.01));
+    CHECK(r.iterations_min <= truth);
+    CHECK(r.iterations_max >= truth);
+    CHECK(r.iterations_max <= truth * 1.1);
+    // Trips are shorter than 8 pairs' moves, but the outer loop's counter
+    // tells them apart: the 199 pairs from one trip into the next are not
+    // used, and none moved backwards.
+    CHECK(r.pairs.used == 1000 * 2);
+    CHECK(r.pairs.invariant_changed == 199);
+    CHECK(r.pairs.wrong_direction == 0);
+
+    SUBCASE("without the callee's code: not measured, and it says why") {
+        ProcedureInput b = f.input(false);
+        b.samples = in.samples;
+        b.registers = regs;
+        auto p = analyze_procedure(b, f.fx.model, 1000);
+        REQUIRE(p.ok());
+        CHECK_FALSE(p->loops.front().anchored);
+        CHECK(p->loops.front().why_not.find("no register its calls leave alone") != std::string::npos);
+    }
+}
+
+TEST_CASE("callee_code: the registers a call's code may write, following its direct calls") {
+    Found f;
+    ProcedureInput in = f.input(true);
+    const CalleeCode* find = in.callee_code(f.find->start);
+    REQUIRE(find != nullptr);
+    CHECK(find->known);
+    CHECK((find->writes & (1u << 9)) == 0);          // never r9
+    CHECK((find->writes & kCallerSavedGp) != 0);     // but some caller-saved ones
+    CHECK(in_callee(*find, f.find->start));
+    CHECK_FALSE(in_callee(*find, f.found->start));
+    // grow() calls realloc through the PLT: code out of the image, unknown.
+    const Symbol* grow = f.fx.symbol("grow");
+    REQUIRE(grow != nullptr);
+    const CalleeCode* g = in.callee_code(grow->start);
+    CHECK_FALSE(g->known);
+    CHECK(g->writes == kAllGp);
+    // tail() jumps to leaf(): both functions' code.
+    const Symbol* tail = f.fx.symbol("tail");
+    const Symbol* leaf = f.fx.symbol("leaf");
+    REQUIRE(tail != nullptr);
+    REQUIRE(leaf != nullptr);
+    const CalleeCode* t = in.callee_code(tail->start);
+    CHECK(t->known);
+    CHECK(in_callee(*t, leaf->start));
+}
+
+TEST_CASE("a measured inner loop's branch odds leave its outer loop's measured count alone") {
+    // found_rounds(): found's loop (r13 here, callee-saved) inside a
+    // repetition loop (ebx). Both are measured through find()'s snapshots;
+    // the inner loop's jne was never seen leaving in its 1,000 snapshots,
+    // and its odds once anchored the exit edge, the outer loop's class, at
+    // 0: the outer loop, measured at 1,000, came out 0.
+    Found f;
+    const Symbol* rounds = f.fx.symbol("found_rounds");
+    REQUIRE(rounds != nullptr);
+    ProcedureInput plain = f.input(true);
+    plain.name = "found_rounds";
+    plain.start = rounds->start;
+    plain.end = f.fx.table.end_of(*rounds);
+    plain.samples = {{rounds->start, 1}};
+    auto first = analyze_procedure(plain, f.fx.model, 1000);
+    REQUIRE(first.ok());
+    const CalcLoop* inner = nullptr;
+    for (const auto& l : first->loops)
+        if (l.depth == 2) inner = &l;
+    REQUIRE(inner != nullptr);
+    REQUIRE(!inner->induction.empty());
+    const CalcLoop* outer = nullptr;  // the repetition loop: the depth-1 loop nearest above the inner one
+    for (const auto& l : first->loops)
+        if (l.depth == 1 && l.header < inner->header && (!outer || l.header > outer->header)) outer = &l;
+    REQUIRE(outer != nullptr);
+    REQUIRE(!outer->induction.empty());
+    // Its own snapshots at the compare before the jne (found_rounds' `cmp
+    // r13, r11`: the loop's end is a register), where the odds read it.
+    std::uint64_t compare = 0;
+    for (const auto& ci : first->instructions)
+        if (!compare && ci.address > inner->header && ci.text.rfind("cmp", 0) == 0) compare = ci.address;
+    REQUIRE(compare != 0);
+    const auto gi = static_cast<std::size_t>(gp_of(inner->induction));
+    const auto go = static_cast<std::size_t>(gp_of(outer->induction));
+    const auto step = static_cast<std::uint64_t>(inner->step) * kPerSample;
+    std::vector<RegisterSample> v;
+    std::uint64_t t = 1'000'000'000, own = 0;
+    for (std::uint64_t trip = 0; trip < 1000; ++trip)
+        for (std::uint64_t k = 0; k < 3; ++k) {
+            RegisterSample s;
+            s.pid = s.tid = 10;
+            s.time_ns = t;
+            s.offset = k == 0 ? compare : f.find->start;
+            own += k == 0;
+            for (std::size_t r = 0; r < s.regs.size(); ++r) s.regs[r] = 0x1000 + r;
+            s.regs[go] = trip;
+            s.regs[gi] = 0x7f0000 + k * step;
+            v.push_back(s);
+            t += static_cast<std::uint64_t>(kPeriodNs);
+        }
+    ProcedureInput in = plain;
+    in.samples = {{compare, own}};
+    ProcedureInput::Registers regs;
+    regs.stream = v;
+    for (std::uint32_t p = 0; p < v.size(); ++p)  // the snapshots in the procedure, as run_calc indexes them
+        if (v[p].offset >= in.start && v[p].offset < in.end) regs.candidates.push_back(p);
+    regs.period_ns = kPeriodNs;
+    regs.max_gap_ns = 1.6 * kPeriodNs;
+    in.registers = regs;
+    auto proc = analyze_procedure(in, f.fx.model, 1000);
+    REQUIRE(proc.ok());
+    REQUIRE(proc->branches.size() >= 1);
+    CHECK(std::any_of(proc->branches.begin(), proc->branches.end(),
+                      [](const CalcBranch& b) { return b.snapshots >= 1000 && b.taken == b.snapshots && b.anchored; }));
+    for (const auto& l : proc->loops) {
+        if (l.header != inner->header && l.header != outer->header) continue;
+        CAPTURE(l.why_not);
+        CHECK(l.anchored);
+    }
+    for (const auto& b : proc->blocks) {
+        if (b.address == outer->header) CHECK(b.executions == doctest::Approx(1000).epsilon(0.05));
+        if (b.address == inner->header) CHECK(b.executions == doctest::Approx(3000.0 * kPerSample).epsilon(0.05));
     }
 }

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ecpi/analyze/calc/callee_code.h"
 #include "ecpi/analyze/calc/culprits.h"
 #include "ecpi/analyze/calc/frequency.h"
 #include "ecpi/analyze/calc/register_progress.h"
@@ -197,6 +198,9 @@ struct ProcedureInput {
     std::function<std::string(std::uint64_t)> name_at;  // for no-return calls
     // Whether the function at an address is a leaf (culprits.h); unset: unknown.
     std::function<bool(std::uint64_t)> leaf_callee;
+    // The code a direct call to an address runs (callee_code.h); unset or
+    // null: unknown (a call may change every caller-saved register).
+    std::function<const CalleeCode*(std::uint64_t)> callee_code;
     std::map<std::uint64_t, std::uint64_t> samples;      // address -> samples
     // Samples of an event counting retired instructions (address -> samples)
     // and its period; empty/0 when not recorded.

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ecpi/analyze/calc/cfg.h"
@@ -27,6 +28,13 @@ struct Loop {
     std::uint32_t parent = kNoLoop;       // the innermost loop enclosing this one
     std::uint32_t depth = 1;              // 1 for an outermost loop
     bool has_call = false;                // a call in the loop's blocks (callee time is not in them)
+    // Registers (bit n: hardware number n) the loop's callees may change by
+    // the time they return (the caller-saved ones their code writes; all
+    // caller-saved ones for a call whose code is not known), and those any
+    // instruction of its callees writes (kAllGp then: a snapshot inside a
+    // call sees them changed). 0 without calls.
+    std::uint16_t call_clobbers = 0;
+    std::uint16_t callee_writes = 0;
     bool contains(std::uint32_t block) const;
 };
 
@@ -56,11 +64,21 @@ struct LoopInfo {
     // Per loop: the general-purpose registers (hardware numbers) the loop
     // reads and never writes; equal in two snapshots of one invocation.
     std::vector<std::vector<int>> invariant;
+    // Per loop: every general-purpose register but rsp that neither the
+    // loop's instructions nor any instruction of its callees writes, read
+    // or not: equal in two snapshots of one trip, in the loop or in its
+    // calls (an outer loop's counter tells trips apart).
+    std::vector<std::vector<int>> steady;
 };
+
+// The registers (bit n: hardware number n) the code a direct call to
+// `target` runs may write (callee_code.h); all 16 when not known.
+using CallWrites = std::function<std::uint16_t(std::uint64_t target)>;
 
 // Whether block a dominates block b (every path from the entry to b passes a).
 bool dominates(const LoopInfo& info, std::uint32_t a, std::uint32_t b);
 
-LoopInfo find_loops(const Cfg& cfg);
+// call_writes unset: every call may change every caller-saved register.
+LoopInfo find_loops(const Cfg& cfg, const CallWrites& call_writes = {});
 
 }  // namespace ecpi::analyze

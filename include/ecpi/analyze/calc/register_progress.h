@@ -44,6 +44,16 @@ struct ProgressQuery {
     // (in the calls; each hop within max_gap_ns), so that the pairs tile the
     // trip's time, calls included (see CalleeShare).
     bool through_calls = false;
+    // A loop whose every call runs known code of the image that writes
+    // neither the induction register nor `invariant` (callee_code.h): a
+    // snapshot taken in that code (in_callees: offsets in the image) is
+    // the loop's when its `signature` registers hold values seen together on
+    // a snapshot in the loop itself (the callee may have other callers).
+    // Pairs then join two consecutive snapshots of the loop's (through_calls
+    // false), and the loop's time is its own samples' times its snapshots
+    // and its calls' over its own (CalleeShare). Unset: the loop's code only.
+    std::function<bool(std::uint64_t)> in_callees;
+    std::vector<int> signature;
 };
 
 struct PairCounts {
@@ -105,6 +115,16 @@ inline constexpr double kMinSpanPerMove = 8;
 // At least this many pairs make a rate.
 inline constexpr std::uint32_t kMinPairs = 8;
 
+// Trips short for the pairs (kMinSpanPerMove) are still measured when pairs
+// that cross a trip's end are seen to be caught: a crossing pair whose
+// invariants held lands at a random place of a later trip, behind its start
+// about as often as ahead. At most this share of the used pairs moving
+// backwards (of at least kMinPairsToTrustCrossings used) says the
+// invariants told trips apart (an outer loop's counter in a register the
+// loop leaves alone) and that few forward crossings were used.
+inline constexpr double kMaxBackwardShare = 0.01;
+inline constexpr std::uint32_t kMinPairsToTrustCrossings = 100;
+
 LoopRate loop_rate(const ProgressQuery& query);
 
 // A loop that calls other code: how much of its thread's time went to the
@@ -130,6 +150,10 @@ struct CalleeShare {
     std::uint32_t crossing = 0;          // snapshots outside it between two in different trips
     double share = 0;                    // away / in_loop
     double low = 0, high = 0;            // bounds (Poisson, about 2 sigma; high with `crossing`)
+    // in_callees: the snapshots in the calls' code taken for the loop's
+    // (they are `away`; no snapshot outside the loop and its calls is in
+    // one of its trips).
+    std::uint32_t in_callees = 0;
 };
 CalleeShare callee_share(const ProgressQuery& query);
 

@@ -1,6 +1,7 @@
 /* Functions with known control flow for the CFG tests (tests/unit/calc):
  * a dense switch (a jump table), an interpreter's switch on a loaded byte, a call to abort() (no-return), a tail call,
- * a counted loop, a loop that calls a function now and then (append) and a loop that never exits. Built with GCC (PIE and
+ * a counted loop, a loop that calls a function now and then (append), a loop that calls a binary search on every
+ * iteration (found), the same inside a repetition loop (found_rounds) and a loop that never exits. Built with GCC (PIE and
  * non-PIE) and Clang when installed; the tests check the CFG, not the output. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,42 @@ __attribute__((noinline)) long append(struct vec *v, const long *src, long n)
 	return v->len;
 }
 
+/* A binary search over a sorted table, and a loop looking each key up in
+ * it. GCC sees that find() never writes r8-r11 (-fipa-ra) and keeps found's
+ * pointer into the keys in one of them across the call. */
+static __attribute__((noinline)) int find(const unsigned *sorted, int n, unsigned key)
+{
+	int lo = 0, hi = n - 1;
+	while (lo <= hi) {
+		int mid = (lo + hi) >> 1;
+		if (sorted[mid] < key)
+			lo = mid + 1;
+		else if (sorted[mid] > key)
+			hi = mid - 1;
+		else
+			return mid;
+	}
+	return -1;
+}
+
+__attribute__((noinline)) long found(const unsigned *keys, int nkeys, const unsigned *sorted, int n)
+{
+	long hits = 0;
+	for (int k = 0; k < nkeys; k++)
+		hits += find(sorted, n, keys[k]) >= 0;
+	return hits;
+}
+
+/* The lookups repeated (a benchmark's repetition loop around them). */
+__attribute__((noinline)) long found_rounds(const unsigned *keys, int nkeys, const unsigned *sorted, int n, int rounds)
+{
+	long hits = 0;
+	for (int r = 0; r < rounds; r++)
+		for (int k = 0; k < nkeys; k++)
+			hits += find(sorted, n, keys[k]) >= 0;
+	return hits;
+}
+
 __attribute__((noinline, noreturn)) void forever(void)
 {
 	for (;;)
@@ -104,11 +141,13 @@ __attribute__((noinline, noreturn)) void forever(void)
 int main(int argc, char **argv)
 {
 	long v[4] = {1, 2, 3, 4};
+	unsigned keys[3] = {2, 5, 8}, table[4] = {1, 2, 3, 8};
 	struct vec grown = {0};
 	(void)argv;
 	if (argc > 5)
 		forever();
-	printf("%d %d %d %ld %ld\n", dispatch(argc, 3), checked(argc), tail(argc), counted(v, 4), append(&grown, v, 4));
+	printf("%d %d %d %ld %ld %ld %ld\n", dispatch(argc, 3), checked(argc), tail(argc), counted(v, 4),
+	       append(&grown, v, 4), found(keys, 3, table, 4), found_rounds(keys, 3, table, 4, argc));
 	free(grown.items);
 	return 0;
 }
