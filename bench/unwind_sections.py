@@ -9,7 +9,8 @@ prof_ns, which bench/unwind_sections.sh reads while a recording runs:
   3 the walk's setup (kernel stack, process entry, per-CPU lookups),
   4 the walk (bpf_loop), 5 the ring-buffer record, registers included, 6 frames,
   7 row-cache lookups (frames not in the last row's range), 8 row-cache hits,
-  9 stack window reads.
+  9 stack window reads, 10 ns in those reads, 11 ns in row lookups the row
+  cache served, 12 ns in those that searched the tables, 13 their count.
 The clock reads themselves (about 6 a sample) are inside the sections.
 Usage: python3 bench/unwind_sections.py [bpf/sampler.bpf.c]"""
 import sys
@@ -43,25 +44,45 @@ static __always_inline void prof_add(__u32 slot, __u64 v)
 
 static __always_inline void count(__u32 event, __u32 counter)""")
 insert("""	hit->start = hit->end = 0;
-	slot = ((pc""", """	hit->start = hit->end = 0;
+	slot = (""", """	hit->start = hit->end = 0;
 	prof_add(7, 1);
-	slot = ((pc""")
-insert("""		hit->end = c->end;
-		return 0;
-	}""", """		hit->end = c->end;
-		prof_add(8, 1);
-		return 0;
-	}""")
+	slot = (""")
+insert("""hit->end = c->end;
+""", """hit->end = c->end;
+prof_add(8, 1);
+""")
 insert("""		w->win_len = 0;
 		if (bpf_probe_read_user(win->words, len, (void *)addr))""", """		w->win_len = 0;
 		prof_add(9, 1);
 		if (bpf_probe_read_user(win->words, len, (void *)addr))""")
-insert("""	struct ecpi_stack_record *rec;
+# Finer: the time of the stack window's reads (10), and of the row lookups
+# (unwind_lookup calls) that the row cache served (11) and that went on to
+# the mapping and row searches (12), with the count of the latter (13).
+insert("""		if (bpf_probe_read_user(win->words, len, (void *)addr))
+			return -1;""", """		__u64 wt0 = bpf_ktime_get_ns();
+		long wr = bpf_probe_read_user(win->words, len, (void *)addr);
+		prof_add(10, bpf_ktime_get_ns() - wt0);
+		if (wr)
+			return -1;""")
+insert("""	r = unwind_lookup(p, w->mapping, pc, &w->last);""", """	__u64 lt0 = bpf_ktime_get_ns();
+	r = unwind_lookup(p, w->mapping, pc, &w->last);
+	lt0 = bpf_ktime_get_ns() - lt0;
+	prof_add(w->last.pad == 1 ? 11 : 12, lt0);
+	prof_add(13, w->last.pad != 1);""")
+insert("""	hit->start = hit->end = 0;
+	prof_add(7, 1);""", """	hit->start = hit->end = 0;
+	hit->pad = 0;
+	prof_add(7, 1);""")
+insert("""prof_add(8, 1);
+""", """prof_add(8, 1);
+hit->pad = 1;
+""")
+insert("""	struct walk_state w = {};
+	struct ecpi_stack_record *rec;
 	__u32 zero = 0;
-	long n;
-""", """	struct ecpi_stack_record *rec;
+""", """	struct walk_state w = {};
+	struct ecpi_stack_record *rec;
 	__u32 zero = 0;
-	long n;
 	__u64 t0 = bpf_ktime_get_ns(), t1, t2;
 """)
 insert("""		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);

@@ -38,9 +38,10 @@ def number(v):
 sums = {number(e["key"]): sum(number(v["value"]) for v in e.get("values", [])) for e in json.load(sys.stdin)}
 n = sums.get(0, 0) or 1
 names = ["samples walked", "entry", "registers (own ring)", "walk setup", "walk",
-         "ring record (+regs)", "frames", "row-cache lookups", "row-cache hits", "window reads"]
+         "ring record (+regs)", "frames", "row-cache lookups", "row-cache hits", "window reads",
+         "window read time", "cache-served lookups", "searched lookups", "searches"]
 for k, name in enumerate(names):
-    unit = "ns" if k in (1, 2, 3, 4, 5) else ""
+    unit = "ns" if k in (1, 2, 3, 4, 5, 10, 11, 12) else ""
     print(f"  {name:20} {sums.get(k, 0) / n:8.1f} {unit}" if k else f"  {name:20} {sums.get(0, 0):8d}")'
 	wait "$pid" || true
 	python3 -c '

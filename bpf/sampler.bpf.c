@@ -171,13 +171,17 @@ struct {
 	__type(value, struct stack_window);
 } unwind_window SEC(".maps");
 
-/* Rows found by earlier samples, per CPU, direct-mapped by pc: a steady
- * workload's samples walk the same return addresses again and again, and a
- * pc found here needs neither the mapping search nor the row search. An
- * entry holds for the process entry it was found in (its generation, which
- * the loader renews on every write of an entry), and only found rows are
- * kept, never a cut. */
-#define ECPI_UNWIND_ROW_CACHE 512 /* a power of two */
+/* Rows found by earlier samples, per CPU: a steady workload's samples walk
+ * the same return addresses again and again, and a pc found here needs
+ * neither the mapping search nor the row search. Sets of two ways, chosen
+ * by the pc's 16-byte chunk (the pcs of one hot loop share a few entries),
+ * the newest row in way 0: two pcs of a stack that fall in one set no
+ * longer evict each other every sample, as they did in one slot each
+ * (direct-mapped). An entry holds for the process entry it was found in
+ * (its generation, which the loader renews on every write of an entry),
+ * and only found rows are kept, never a cut. */
+#define ECPI_UNWIND_ROW_SETS 512 /* a power of two */
+#define ECPI_UNWIND_ROW_WAYS 2
 struct row_cache_entry {
 	__u32 generation; /* ecpi_unwind_process.generation; 0: empty */
 	__u32 mapping;
@@ -185,11 +189,15 @@ struct row_cache_entry {
 	__u64 start, end; /* the pcs of the process that share the row */
 };
 
+struct row_cache_set {
+	struct row_cache_entry way[ECPI_UNWIND_ROW_WAYS];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, ECPI_UNWIND_ROW_CACHE);
+	__uint(max_entries, ECPI_UNWIND_ROW_SETS);
 	__type(key, __u32);
-	__type(value, struct row_cache_entry);
+	__type(value, struct row_cache_set);
 } unwind_row_cache SEC(".maps");
 
 /* A stack copy (ECPI_RECORD_STACK_COPY) is built here, then sent with its size. */
@@ -444,6 +452,7 @@ static __always_inline __u32 find_row(__u32 table, __u64 vaddr, struct unwind_hi
 __noinline int unwind_lookup(struct ecpi_unwind_process *p, __u32 hint, __u64 pc, struct unwind_hit *hit)
 {
 	struct ecpi_unwind_mapping *m;
+	struct row_cache_set *s;
 	struct row_cache_entry *c;
 	__u64 start, end;
 	__u32 idx, why, slot;
@@ -451,14 +460,20 @@ __noinline int unwind_lookup(struct ecpi_unwind_process *p, __u32 hint, __u64 pc
 	if (!hit || !p)
 		return ECPI_COUNTER_CUT_NO_TABLE;
 	hit->start = hit->end = 0;
-	slot = ((pc ^ p->generation) * 0x9e3779b97f4a7c15ULL) >> 55 & (ECPI_UNWIND_ROW_CACHE - 1); /* 2^9 slots */
-	c = bpf_map_lookup_elem(&unwind_row_cache, &slot);
-	if (c && p->generation && c->generation == p->generation && c->start <= pc && pc < c->end) {
-		hit->row = c->row;
-		hit->mapping = c->mapping;
-		hit->start = c->start;
-		hit->end = c->end;
-		return 0;
+	slot = (((pc >> 4) ^ p->generation) * 0x9e3779b97f4a7c15ULL) >> 55 & (ECPI_UNWIND_ROW_SETS - 1); /* 2^9 sets */
+	s = bpf_map_lookup_elem(&unwind_row_cache, &slot);
+	if (s && p->generation) {
+#pragma unroll
+		for (int k = 0; k < ECPI_UNWIND_ROW_WAYS; k++) {
+			c = &s->way[k];
+			if (c->generation == p->generation && c->start <= pc && pc < c->end) {
+				hit->row = c->row;
+				hit->mapping = c->mapping;
+				hit->start = c->start;
+				hit->end = c->end;
+				return 0;
+			}
+		}
 	}
 	idx = find_mapping(p, pc, hint);
 	if (idx >= ECPI_UNWIND_MAX_MAPPINGS)
@@ -477,7 +492,9 @@ __noinline int unwind_lookup(struct ecpi_unwind_process *p, __u32 hint, __u64 pc
 	end = hit->end ? hit->end + m->bias : start + 1;
 	hit->start = start < m->start ? m->start : start;
 	hit->end = end > m->end ? m->end : end;
-	if (c && p->generation) {
+	if (s && p->generation) {
+		s->way[1] = s->way[0]; /* the older row of the set goes */
+		c = &s->way[0];
 		c->generation = p->generation;
 		c->mapping = idx;
 		c->row = hit->row;
