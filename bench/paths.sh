@@ -46,6 +46,9 @@
 #              plain build and the inline build idle. ABLATION_ROUNDS
 #              interleaved rounds (the order reversed every other round),
 #              medians of each run over the plain run of its round.
+#              BREAKDOWN_REV: the commit whose runtime/ the variants are built
+#              from (default: the working tree); BEFORE_RUNTIME: also the
+#              whole of that runtime, recorded by ecpi.
 #   sqlite     SQLite's amalgamation (npm's better-sqlite3, fetched into a
 #              cache directory, never into the tree) driven by
 #              bench/cachesim/sqlite_orders.c with two inputs (A, B) and A
@@ -139,7 +142,7 @@ BREAKDOWN_VARIANTS=(full:"" nobursts:-DECPI_RT_BENCH_NO_BURSTS norecords:-DECPI_
 if [[ " ${PARTS[*]} " == *" breakdown "* ]]; then
 	rt_dir=$(dirname "$(echo "$INLINE_FLAGS" | tr ' ' '\n' | grep 'ecpi_rt_paths_inline.o$')")
 	for spec in "${BREAKDOWN_VARIANTS[@]}"; do
-		bash "$here/paths/build_runtime.sh" worktree "$T/rt.${spec%%:*}" ${spec#*:} >/dev/null
+		bash "$here/paths/build_runtime.sh" "${BREAKDOWN_REV:-worktree}" "$T/rt.${spec%%:*}" ${spec#*:} >/dev/null
 		clang -O2 $CHANNELS_DEFS ${INLINE_FLAGS//$rt_dir/$T/rt.${spec%%:*}} -o "$T/channels.${spec%%:*}" "$CHANNELS_SOURCE"
 	done
 fi
@@ -291,6 +294,7 @@ breakdown_run() {
 
 part_breakdown() {
 	local r c configs=(plain idle full_ecpi full_discard nobursts_ecpi norecords_ecpi neither_ecpi) order
+	[ -z "${BEFORE_RUNTIME:-}" ] || configs+=(inline_before_ecpi)
 	flock -x 9
 	echo "# breakdown: channels $CHANNEL_ROUNDS rounds, $ABLATION_ROUNDS interleaved rounds under flock -x, load $(load)"
 	rm -f "$OUT/breakdown.times"

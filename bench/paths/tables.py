@@ -330,7 +330,8 @@ def part_breakdown():
             "full_discard": "... records discarded unread (null_reader discard): no reader's work",
             "nobursts_ecpi": "... no stamped bursts (ECPI_RT_BENCH_NO_BURSTS), ecpi",
             "norecords_ecpi": "... no span records in the ring (ECPI_RT_BENCH_NO_SPAN_RECORDS), ecpi",
-            "neither_ecpi": "... neither (spans' clock reads and slow paths only), ecpi"}
+            "neither_ecpi": "... neither (spans' clock reads and slow paths only), ecpi",
+            "inline_before_ecpi": "BEFORE_RUNTIME, the whole runtime, recorded at 1/10 by ecpi"}
     print(f"\n### The recording cost at 1/10 by part (channels, {len(rounds)} rounds)\n")
     print("| configuration | loop, median | ÷ plain, paired per round: median (quartiles) | ÷ whole runtime by ecpi, paired |")
     print("|---|---:|---:|---:|")
