@@ -69,18 +69,14 @@ static void write_span(struct ecpi_rt_thread *t, uint64_t last, uint64_t blocks,
 {
 	uint64_t context = t->span_first < ECPI_RT_SPAN_CONTEXT ? t->span_first : ECPI_RT_SPAN_CONTEXT;
 	uint64_t first = t->span_first - context, entries = last - first + 1;
-	uint32_t n = (uint32_t)(2 + (entries + 1) / 2);
+	uint32_t n = (uint32_t)(2 + (entries + 1) / 2); /* at most */
 	if (ecpi_rt_ring_reserve(t, n)) {
 		struct ecpi_rt_record *rec = t->records;
 		uint64_t at = t->head, mask = t->mask;
 		rec[at++ & mask] = (struct ecpi_rt_record){kind(ECPI_RT_REC_SPAN) | context << 16 | blocks, t->span_start_tsc};
-		for (uint64_t i = first; i <= last; i += 2) {
-			uint64_t next = i < last ? ecpi_rt_log_at(t, last, i + 1) & ECPI_RT_PAYLOAD_MASK : 0;
-			rec[at++ & mask] = (struct ecpi_rt_record){
-			    kind(ECPI_RT_REC_SPAN_BLOCK) | (ecpi_rt_log_at(t, last, i) & ECPI_RT_PAYLOAD_MASK), next};
-		}
+		at += ecpi_rt_span_pack(t, (uint32_t)entries, rec, mask, at);
 		rec[at & mask] = (struct ecpi_rt_record){kind(ECPI_RT_REC_SPAN_END), end_tsc};
-		ecpi_rt_ring_commit(t, n);
+		ecpi_rt_ring_commit(t, (uint32_t)(at + 1 - t->head));
 	}
 }
 
