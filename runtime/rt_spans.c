@@ -61,10 +61,9 @@ static void span_begin(struct ecpi_rt_thread *t)
 	s->countdown = (int64_t)length; /* its start stamp: ecpi_rt_span_slow, last */
 }
 
-/* The span ends at this block's entry (logged at log_pos - 1): its records
- * go to the ring, outside any timed interval, and the next gap begins.
- * Written straight into the ring (one copy of the log's entries, not two
- * through the burst stage). */
+/* A span's records, written straight into the ring (one copy of the log's
+ * entries, not two through the burst stage): SPAN, its entries packed
+ * (ecpi_rt_span_pack), SPAN_END. */
 static void write_span(struct ecpi_rt_thread *t, uint64_t last, uint64_t blocks, uint64_t end_tsc)
 {
 	uint64_t context = t->span_first < ECPI_RT_SPAN_CONTEXT ? t->span_first : ECPI_RT_SPAN_CONTEXT;
@@ -80,6 +79,8 @@ static void write_span(struct ecpi_rt_thread *t, uint64_t last, uint64_t blocks,
 	}
 }
 
+/* The span ends at this block's entry (logged at log_pos - 1): its records
+ * go to the ring, outside any timed interval, and the next gap begins. */
 static void span_end(struct ecpi_rt_thread *t, uint64_t end_tsc)
 {
 	uint64_t last = t->log_pos - 1, blocks = last - t->span_first;
