@@ -37,6 +37,18 @@
 #              space (ecpi's reader behind); and the same recording read by
 #              bench/paths/null_reader.c, which discards the records unread
 #              (the runtime's own cost) or reads them without decoding.
+#   breakdown  where the inline build's recording cost at 1/10 lies: channels
+#              linked with runtimes built from the working tree by
+#              bench/paths/build_runtime.sh, one part turned off in each (no
+#              stamped bursts, no span records written into the ring, neither),
+#              recorded by ecpi; the whole runtime recorded by ecpi and by
+#              null_reader discard (no reader's work on the other CPU); the
+#              plain build and the inline build idle. ABLATION_ROUNDS
+#              interleaved rounds (the order reversed every other round),
+#              medians of each run over the plain run of its round.
+#              BREAKDOWN_REV: the commit whose runtime/ the variants are built
+#              from (default: the working tree); BEFORE_RUNTIME: also the
+#              whole of that runtime, recorded by ecpi.
 #   sqlite     SQLite's amalgamation (npm's better-sqlite3, fetched into a
 #              cache directory, never into the tree) driven by
 #              bench/cachesim/sqlite_orders.c with two inputs (A, B) and A
@@ -88,7 +100,7 @@ done
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(orders overhead distortion ablation sqlite)
 for p in "${PARTS[@]}"; do
-	case $p in orders | overhead | distortion | ablation | reader | sqlite) ;; *) echo "bench/paths.sh: unknown part '$p' (orders overhead distortion ablation reader sqlite)" >&2; exit 2 ;; esac
+	case $p in orders | overhead | distortion | ablation | reader | breakdown | sqlite) ;; *) echo "bench/paths.sh: unknown part '$p' (orders overhead distortion ablation reader breakdown sqlite)" >&2; exit 2 ;; esac
 done
 T=$(mktemp -d /tmp/ecpi-bench-paths.XXXXXX)
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; else OUT=$T/out; mkdir -p "$OUT"; fi
@@ -124,6 +136,16 @@ if [ -n "${BEFORE_RUNTIME:-}" ]; then
 	clang -O2 $CHANNELS_DEFS ${INLINE_FLAGS//$rt_dir/$BEFORE_RUNTIME} -o "$T/channels.inline_before" "$CHANNELS_SOURCE"
 fi
 clang -O2 -o "$T/null_reader" "$here/paths/null_reader.c"
+# breakdown: the runtime with one part turned off (runtime/rt_spans.c).
+BREAKDOWN_VARIANTS=(full:"" nobursts:-DECPI_RT_BENCH_NO_BURSTS norecords:-DECPI_RT_BENCH_NO_SPAN_RECORDS
+	neither:"-DECPI_RT_BENCH_NO_BURSTS -DECPI_RT_BENCH_NO_SPAN_RECORDS")
+if [[ " ${PARTS[*]} " == *" breakdown "* ]]; then
+	rt_dir=$(dirname "$(echo "$INLINE_FLAGS" | tr ' ' '\n' | grep 'ecpi_rt_paths_inline.o$')")
+	for spec in "${BREAKDOWN_VARIANTS[@]}"; do
+		bash "$here/paths/build_runtime.sh" "${BREAKDOWN_REV:-worktree}" "$T/rt.${spec%%:*}" ${spec#*:} >/dev/null
+		clang -O2 $CHANNELS_DEFS ${INLINE_FLAGS//$rt_dir/$T/rt.${spec%%:*}} -o "$T/channels.${spec%%:*}" "$CHANNELS_SOURCE"
+	done
+fi
 flock -u 9
 cp "$T/orders.paths" "$T/chain.paths" "$T/channels.inline" "$T/channels.paths" "$OUT/"  # the reports name these images; keep them for source lines
 
@@ -259,7 +281,35 @@ part_reader() {
 	flock -u 9
 }
 
-# --- 6. SQLite ---
+# --- 6. breakdown: the recording cost at 1/10 by part ---
+breakdown_run() {
+	local config=$1 seed=$2
+	case $config in
+	plain) "$T/channels.whole" "$CHANNEL_ROUNDS" ;;
+	idle) "$T/channels.full" "$CHANNEL_ROUNDS" ;;
+	full_discard) "$T/null_reader" discard 4096 $((4096 * 9)) "$seed" -- "$T/channels.full" "$CHANNEL_ROUNDS" ;;
+	*) "$ECPI" paths record --no-save --sample 1/10 --seed "$seed" --limit 1 -- "$T/channels.${config%_ecpi}" "$CHANNEL_ROUNDS" ;;
+	esac | loop_seconds
+}
+
+part_breakdown() {
+	local r c configs=(plain idle full_ecpi full_discard nobursts_ecpi norecords_ecpi neither_ecpi) order
+	[ -z "${BEFORE_RUNTIME:-}" ] || configs+=(inline_before_ecpi)
+	flock -x 9
+	echo "# breakdown: channels $CHANNEL_ROUNDS rounds, $ABLATION_ROUNDS interleaved rounds under flock -x, load $(load)"
+	rm -f "$OUT/breakdown.times"
+	for r in $(seq "$ABLATION_ROUNDS"); do
+		order=("${configs[@]}")
+		[ $((r % 2)) = 1 ] || order=($(printf '%s\n' "${configs[@]}" | tac))
+		for c in "${order[@]}"; do
+			echo "$c $(breakdown_run "$c" "$r") $r" >>"$OUT/breakdown.times"
+		done
+	done
+	echo "# breakdown: done, load $(load)"
+	flock -u 9
+}
+
+# --- 7. SQLite ---
 # The amalgamation from npm's better-sqlite3, compiled once per version and
 # flags into CACHE_DIR (as bench/cachesim.sh does). Fails with a line when
 # it cannot.

@@ -70,10 +70,11 @@ enum ecpi_rt_record_kind {
 	/* Spans (`ecpi flags paths --inline`): the program ran the blocks of a
 	 * span between two unfenced clock reads, with nothing recorded in
 	 * between. w0: kind | context << 16 | blocks (16 bits each); w1: the
-	 * start stamp. Followed by SPAN_BLOCK records holding context + blocks
-	 * + 1 block entries, two to a record: the context blocks entered before
-	 * the span (to tell how its first block was reached), its blocks, and
-	 * the block whose entry ended it; then SPAN_END. */
+	 * start stamp. Followed by SPAN_BLOCK, SPAN_DELTA16 and SPAN_DELTA28
+	 * records holding context + blocks + 1 block entries in order: the
+	 * context blocks entered before the span (to tell how its first block
+	 * was reached), its blocks, and the block whose entry ended it; then
+	 * SPAN_END. The first record after SPAN is a SPAN_BLOCK. */
 	ECPI_RT_REC_SPAN = 18,
 	/* Two block entries of a span. w0: kind | an address in the block, after
 	 * its first instruction (read as BLOCK's: the block holding w0 - 1); w1:
@@ -82,7 +83,18 @@ enum ecpi_rt_record_kind {
 	ECPI_RT_REC_SPAN_BLOCK = 19,
 	/* The span's end. w0: kind; w1: the end stamp. */
 	ECPI_RT_REC_SPAN_END = 20,
-	/* 21..31 reserved for paths. */
+	/* Seven block entries of a span, each as its address minus the entry's
+	 * before it (a signed 16-bit field; the entry before the first is the
+	 * last of the record before). w0: kind | d0 << 32 | d1 << 16 | d2;
+	 * w1: d3 << 48 | d4 << 32 | d5 << 16 | d6. A span's entries are most
+	 * of what the runtime writes into the ring and ecpi reads: a loop's
+	 * blocks lie close together. */
+	ECPI_RT_REC_SPAN_DELTA16 = 21,
+	/* Four block entries of a span, as SPAN_DELTA16's but in signed 28-bit
+	 * fields. w0: kind | d0 << 28 | d1; w1: d2 << 32 | d3 (each in 32
+	 * bits, within the 28-bit range). */
+	ECPI_RT_REC_SPAN_DELTA28 = 22,
+	/* 23..31 reserved for paths. */
 };
 
 enum ecpi_rt_allocator {

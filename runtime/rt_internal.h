@@ -108,6 +108,53 @@ static inline uint64_t ecpi_rt_log_at(const struct ecpi_rt_thread *t, uint64_t l
 	return t->log[ECPI_RT_LOG_SLOT(1 + last - i)];
 }
 
+/* Writes the last n block entries of the log (n under
+ * ECPI_RT_LOG_ENTRIES; the countdown has just run out, so the last is in
+ * slot 1 and the first in slot n) as records from rec[at & mask] on, in as
+ * few records as their distances allow: seven to a SPAN_DELTA16 where each
+ * is within 32 KiB of the one before, four to a SPAN_DELTA28 within
+ * 128 MiB, else two to a SPAN_BLOCK (the first two always). Returns the
+ * records written: at most (n + 1) / 2. Entries are addresses under 2^56
+ * (user space), so a difference never overflows. */
+static inline int ecpi_rt_span_delta_fits(const uint64_t *e, uint32_t i, uint32_t count, int64_t range)
+{
+	for (uint32_t k = 0; k < count; k++) {
+		int64_t d = (int64_t)(*(e - i - k) - *(e - i - k + 1));
+		if (d < -range || d >= range)
+			return 0;
+	}
+	return 1;
+}
+
+static inline uint32_t ecpi_rt_span_pack(const struct ecpi_rt_thread *t, uint32_t n, struct ecpi_rt_record *rec, uint64_t mask,
+                                         uint64_t at)
+{
+	const uint64_t *e = &t->log[n]; /* entry i at e - i: the slots run down */
+	const uint64_t k16 = (uint64_t)ECPI_RT_REC_SPAN_DELTA16 << ECPI_RT_KIND_SHIFT;
+	const uint64_t k28 = (uint64_t)ECPI_RT_REC_SPAN_DELTA28 << ECPI_RT_KIND_SHIFT;
+	const uint64_t kblock = (uint64_t)ECPI_RT_REC_SPAN_BLOCK << ECPI_RT_KIND_SHIFT;
+	uint64_t start = at;
+	uint32_t i = 0;
+#define ECPI_RT_D(k, bits) ((*(e - i - (k)) - *(e - i - (k) + 1)) & ((1ull << (bits)) - 1))
+	while (i < n) {
+		if (i > 0 && i + 7 <= n && ecpi_rt_span_delta_fits(e, i, 7, 1 << 15)) {
+			rec[at++ & mask] = (struct ecpi_rt_record){k16 | ECPI_RT_D(0, 16) << 32 | ECPI_RT_D(1, 16) << 16 | ECPI_RT_D(2, 16),
+			                                           ECPI_RT_D(3, 16) << 48 | ECPI_RT_D(4, 16) << 32 | ECPI_RT_D(5, 16) << 16 | ECPI_RT_D(6, 16)};
+			i += 7;
+		} else if (i > 0 && i + 4 <= n && ecpi_rt_span_delta_fits(e, i, 4, 1 << 27)) {
+			rec[at++ & mask] = (struct ecpi_rt_record){k28 | ECPI_RT_D(0, 28) << 28 | ECPI_RT_D(1, 28),
+			                                           ECPI_RT_D(2, 32) << 32 | ECPI_RT_D(3, 32)};
+			i += 4;
+		} else {
+			uint64_t next = i + 1 < n ? *(e - i - 1) & ECPI_RT_PAYLOAD_MASK : 0;
+			rec[at++ & mask] = (struct ecpi_rt_record){kblock | (*(e - i) & ECPI_RT_PAYLOAD_MASK), next};
+			i += 2;
+		}
+	}
+#undef ECPI_RT_D
+	return (uint32_t)(at - start);
+}
+
 /* Records a burst stages before copying them to the ring: 4 KiB, which
  * stays in the L1 cache. Writing each block entry straight into the ring
  * (a shared mapping the consumer reads on another core) cost a coherence

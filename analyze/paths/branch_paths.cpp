@@ -483,8 +483,39 @@ void PathRecordDecoder::set_image(std::uint64_t start, std::uint64_t end, std::u
     bias_ = bias;
 }
 
+// One block entry of a span, as the runtime wrote it: an address in the
+// block, after its first instruction (read as BLOCK's).
+void PathRecordDecoder::span_entry(std::uint32_t ring, std::uint64_t written, std::uint64_t& last) {
+    last = written;
+    const std::uint64_t pc = written - 1;
+    cutter_.span_block(ring, pc >= start_ && pc < end_ ? pc - bias_ : 0);
+}
+
+// SPAN_DELTA16 (seven signed 16-bit fields) or SPAN_DELTA28 (four signed
+// 28-bit fields, the last two stored in 32 bits): each entry's address
+// minus the one before it (runtime/ecpi_rt_abi.h).
+void PathRecordDecoder::span_deltas(std::uint32_t ring, const ecpi_rt_record& r, unsigned kind, std::uint64_t& last) {
+    auto signed_field = [](std::uint64_t word, unsigned shift, unsigned bits) {  // two's complement, wrapping
+        const std::uint64_t sign = std::uint64_t{1} << (bits - 1);
+        return (((word >> shift) & (2 * sign - 1)) ^ sign) - sign;
+    };
+    std::uint64_t d[7];
+    unsigned count = 0;
+    if (kind == ECPI_RT_REC_SPAN_DELTA16) {
+        for (unsigned k = 0; k < 3; k++) d[count++] = signed_field(r.w0, 32 - 16 * k, 16);
+        for (unsigned k = 0; k < 4; k++) d[count++] = signed_field(r.w1, 48 - 16 * k, 16);
+    } else {
+        d[count++] = signed_field(r.w0, 28, 28);
+        d[count++] = signed_field(r.w0, 0, 28);
+        d[count++] = signed_field(r.w1, 32, 32);
+        d[count++] = signed_field(r.w1, 0, 32);
+    }
+    for (unsigned k = 0; k < count; k++) span_entry(ring, last + d[k], last);
+}
+
 Result<void> PathRecordDecoder::feed(std::uint32_t ring, std::span<const ecpi_rt_record> records) {
     std::uint64_t& fed = fed_[ring];
+    std::uint64_t& last = last_entry_[ring];
     for (const auto& r : records) {
         const auto kind = static_cast<unsigned>(r.w0 >> ECPI_RT_KIND_SHIFT);
         // END counts the records before it (0 from a runtime that did not).
@@ -501,13 +532,12 @@ Result<void> PathRecordDecoder::feed(std::uint32_t ring, std::span<const ecpi_rt
             }
             case ECPI_RT_REC_PAUSE: cutter_.pause(ring, r.w1); break;
             case ECPI_RT_REC_SPAN: cutter_.begin_span(ring, (r.w0 >> 16) & 0xffff, r.w1, r.w0 & 0xffff); break;
-            case ECPI_RT_REC_SPAN_BLOCK: {
-                // Two entries, each read as BLOCK's; a second of 0: none.
-                const std::uint64_t pc = (r.w0 & ECPI_RT_PAYLOAD_MASK) - 1, next = (r.w1 & ECPI_RT_PAYLOAD_MASK) - 1;
-                cutter_.span_block(ring, pc >= start_ && pc < end_ ? pc - bias_ : 0);
-                if (r.w1) cutter_.span_block(ring, next >= start_ && next < end_ ? next - bias_ : 0);
+            case ECPI_RT_REC_SPAN_BLOCK:  // two entries; a second of 0: none
+                span_entry(ring, r.w0 & ECPI_RT_PAYLOAD_MASK, last);
+                if (r.w1) span_entry(ring, r.w1 & ECPI_RT_PAYLOAD_MASK, last);
                 break;
-            }
+            case ECPI_RT_REC_SPAN_DELTA16:
+            case ECPI_RT_REC_SPAN_DELTA28: span_deltas(ring, r, kind, last); break;
             case ECPI_RT_REC_SPAN_END: cutter_.end_span(ring, r.w1); break;
             case ECPI_RT_REC_WINDOW: cutter_.begin_burst(ring); break;
             case ECPI_RT_REC_THREAD:

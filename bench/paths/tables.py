@@ -312,5 +312,35 @@ def part_reader():
     print("all runs: " + "; ".join(f"{k} " + ", ".join(v[0] for v in vs) for k, vs in t.items()))
 
 
+def part_breakdown():
+    t = times("breakdown.times")
+    rounds = {}
+    for config, runs in t.items():
+        for value, r in runs:
+            rounds.setdefault(r, {})[config] = float(value)
+
+    def ratios(config, over):
+        return sorted(v[config] / v[over] for v in rounds.values() if config in v and over in v)
+
+    def quartiles(values):
+        q = len(values) // 4
+        return f"{median(values):.3f} ({values[q]:.3f}-{values[-1 - q]:.3f})" if values else "-"
+    what = {"plain": "plain build", "idle": "inline build, idle",
+            "full_ecpi": "recorded at 1/10 by ecpi, the whole runtime",
+            "full_discard": "... records discarded unread (null_reader discard): no reader's work",
+            "nobursts_ecpi": "... no stamped bursts (ECPI_RT_BENCH_NO_BURSTS), ecpi",
+            "norecords_ecpi": "... no span records in the ring (ECPI_RT_BENCH_NO_SPAN_RECORDS), ecpi",
+            "neither_ecpi": "... neither (spans' clock reads and slow paths only), ecpi",
+            "inline_before_ecpi": "BEFORE_RUNTIME, the whole runtime, recorded at 1/10 by ecpi"}
+    print(f"\n### The recording cost at 1/10 by part (channels, {len(rounds)} rounds)\n")
+    print("| configuration | loop, median | ÷ plain, paired per round: median (quartiles) | ÷ whole runtime by ecpi, paired |")
+    print("|---|---:|---:|---:|")
+    for config, label in what.items():
+        if config in t:
+            loop = median([float(v[0]) for v in t[config]])
+            print(f"| {label} | {loop:.3f} s | {quartiles(ratios(config, 'plain'))} | {quartiles(ratios(config, 'full_ecpi'))} |")
+    print("all runs: " + "; ".join(f"{k} " + ", ".join(v[0] for v in vs) for k, vs in t.items()))
+
+
 for part in PARTS:
     globals()["part_" + part]()

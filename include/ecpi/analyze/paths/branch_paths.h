@@ -195,6 +195,11 @@ private:
     PathCutter& cutter_;
     std::uint64_t start_ = 0, end_ = 0, bias_ = 0;
     std::map<std::uint32_t, std::uint64_t> fed_;  // ring -> records decoded, to check its END's count
+    // ring -> the last span entry's address as written (SPAN_DELTA16/28 count from it)
+    std::map<std::uint32_t, std::uint64_t> last_entry_;
+
+    void span_entry(std::uint32_t ring, std::uint64_t written, std::uint64_t& last);
+    void span_deltas(std::uint32_t ring, const ecpi_rt_record& r, unsigned kind, std::uint64_t& last);
 };
 
 }  // namespace ecpi::analyze
