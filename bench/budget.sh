@@ -90,7 +90,7 @@ start_daemon() { # DB CONFIG (bN: budget N%, fN: N Hz)
 	esac
 	"$ECPI" daemon --db "$db" --exclude-self "${DAEMON_EXTRA[@]}" "${args[@]}" 2>>"$TMP/daemon.log" &
 	DAEMON=$!
-	for _ in $(seq 200); do
+	for _ in $(seq 400); do
 		"$ECPI" ctl --db "$db" status --format json >/dev/null 2>&1 && return 0
 		sleep 0.1
 	done

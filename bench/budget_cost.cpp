@@ -2,7 +2,7 @@
 // costs a program, measured the way the daemon's calibration measures it
 // (paired runs without and with a cpu-clock event on this thread), but at
 // rates given here instead of the calibration's own, and with the machine's
-// other CPUs idle or busy. The daemon calibrates at 4999 Hz or faster and
+// other CPUs idle or busy. The daemon calibrates at 4999 Hz and
 // samples at the rate the budget affords (about 2,000 Hz here): where a
 // sample's cost depends on the rate (a handler whose code and data a slower
 // rate leaves cold) or on the other CPUs' load, the rate it chooses misses
@@ -171,7 +171,6 @@ int main(int argc, char** argv) {
             ecpi::loader::CalibrationOptions options;
             options.cpus = {cpu};
             options.hz = hz;
-            options.fixed_rate = true;
             options.max_seconds = seconds;
             options.max_pairs = 100000;
             options.precision = 0;  // measure for the whole time given

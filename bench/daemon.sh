@@ -56,7 +56,7 @@ start_daemon() { # DB [ARGS...]
 	"$ECPI" daemon --db "$db" --exclude-self "$@" 2>>"$TMP/daemon.log" &
 	DAEMON=$!
 	BG+=("$DAEMON")
-	for _ in $(seq 100); do
+	for _ in $(seq 400); do
 		"$ECPI" ctl --db "$db" status --format json >/dev/null 2>&1 && return 0
 		sleep 0.1
 	done

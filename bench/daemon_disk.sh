@@ -138,7 +138,7 @@ PIDS+=($!)
 "$ECPI" daemon --db "$TMP/db" --cgroup "$cg" 2>"$TMP/daemon.log" &
 DAEMON=$!
 PIDS+=("$DAEMON")
-for _ in $(seq 100); do "$ECPI" ctl --db "$TMP/db" status >/dev/null 2>&1 && break; sleep 0.1; done
+for _ in $(seq 400); do "$ECPI" ctl --db "$TMP/db" status >/dev/null 2>&1 && break; sleep 0.1; done
 t0=$(date +%s)
 echo "seconds bytes samples"
 rows=()

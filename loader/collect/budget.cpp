@@ -129,11 +129,15 @@ public:
         table_.resize(kSlots);
         for (std::size_t i = 0; i < kSlots; ++i) table_[i] = mix(i + 1);
     }
-    // Wall seconds for `iterations` rounds.
+    // Seconds of this thread's CPU time for `iterations` rounds: the
+    // interrupts and VM exits it suffers are in it, other tasks' time
+    // slices and the host's steal time are not (a run preempted on a busy
+    // machine says nothing about what a sample costs). The add chain is
+    // timed by the wall clock.
     double seconds(long iterations) {
         if (add_chain_only_) return add_chain_wall_seconds(iterations * 8);
         timespec a{}, b{};
-        clock_gettime(CLOCK_MONOTONIC, &a);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
         std::uint64_t h = state_, acc = state_;
         for (long k = 0; k < iterations; ++k) {
             h = mix(h + static_cast<std::uint64_t>(k));
@@ -144,7 +148,7 @@ public:
             acc ^= acc >> 29;
         }
         state_ = acc;
-        clock_gettime(CLOCK_MONOTONIC, &b);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
         return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_nsec - a.tv_nsec) * 1e-9;
     }
 
@@ -188,13 +192,13 @@ private:
 };
 
 // One pair: the same run without and with sampling, alternating which goes
-// first. The extra time per sample in microseconds and the share of the
-// sampled run it took; nothing when the pair took no samples.
+// first. The extra time per sample in microseconds; nothing when the pair
+// took no samples.
 struct Pair {
     double cost_us = 0;
-    double loss = 0;
 };
-Result<std::optional<Pair>> measure_pair(CalibrationEvent& event, Workload& work, long iterations, bool sampled_first) {
+Result<std::optional<Pair>> measure_pair(CalibrationEvent& event, Workload& work, long iterations, bool sampled_first,
+                                         std::uint64_t hz) {
     double unsampled = 0, sampled = 0;
     std::uint64_t samples = 0;
     for (int half = 0; half < 2; ++half) {
@@ -204,29 +208,24 @@ Result<std::optional<Pair>> measure_pair(CalibrationEvent& event, Workload& work
         }
         ECPI_ASSIGN_OR_RETURN(samples, event.sampled([&] { sampled = work.seconds(iterations); }));
     }
+    // A per-CPU event also samples whatever preempted the thread, whose
+    // time is not in the run's: the thread's own samples are its CPU time
+    // over the period.
+    samples = std::min<std::uint64_t>(samples, static_cast<std::uint64_t>(std::ceil(sampled * static_cast<double>(hz))));
     if (samples == 0 || unsampled <= 0 || sampled <= 0) return std::optional<Pair>();
-    return std::optional<Pair>(Pair{(sampled - unsampled) / static_cast<double>(samples) * 1e6, (sampled - unsampled) / sampled});
+    return std::optional<Pair>(Pair{(sampled - unsampled) / static_cast<double>(samples) * 1e6});
 }
 
-// The fastest the calibration may sample: kCalibrationMaxHz, or half the
-// kernel's perf_event_max_sample_rate where that is lower.
-std::uint64_t calibration_ceiling_hz() {
-    std::uint64_t ceiling = kCalibrationMaxHz;
+// The fastest the calibration may sample: half the kernel's
+// perf_event_max_sample_rate (the kernel throttles an event past it).
+std::uint64_t calibration_ceiling_hz(std::uint64_t wanted) {
+    std::uint64_t ceiling = wanted;
     if (FILE* f = std::fopen("/proc/sys/kernel/perf_event_max_sample_rate", "re")) {
         unsigned long long max_rate = 0;
         if (std::fscanf(f, "%llu", &max_rate) == 1 && max_rate > 0) ceiling = std::min<std::uint64_t>(ceiling, max_rate / 2);
         std::fclose(f);
     }
     return ceiling;
-}
-
-// The rate to measure at after a pilot whose sampled runs lost `loss` of
-// their time: faster where the loss is too small to see through the noise.
-std::uint64_t faster_rate(std::uint64_t hz, double loss) {
-    if (loss >= kCalibrationMinLoss || hz >= calibration_ceiling_hz()) return hz;
-    const double factor = loss > 0 ? 2 * kCalibrationMinLoss / loss : 4.0;
-    return std::clamp<std::uint64_t>(static_cast<std::uint64_t>(static_cast<double>(hz) * std::min(factor, 4.0)), hz,
-                                     calibration_ceiling_hz());
 }
 
 CpuCost summarize_cpu(int cpu, std::uint64_t hz, std::vector<double> costs, const CalibrationOptions& options) {
@@ -246,39 +245,29 @@ CpuCost summarize_cpu(int cpu, std::uint64_t hz, std::vector<double> costs, cons
     return c;
 }
 
-// Measures on one CPU for at most `seconds`: a pilot of four pairs decides
-// the rate, then pairs until the interval is narrow enough.
+constexpr long kProbeIterations = 200'000;  // a few ms
+
+// Measures on one CPU for at most `seconds`: pairs until the interval is
+// narrow enough.
 Result<CpuCost> measure_on_cpu(Sampler& sampler, int cpu, const CalibrationOptions& options, double seconds, Workload& work) {
     const auto t0 = std::chrono::steady_clock::now();
     PinnedToCpu pin(cpu);
     if (!pin.pinned()) return Error("cannot run on CPU " + std::to_string(cpu) + " to calibrate the overhead budget");
-    // Runs of about 25 ms unsampled: ~125 samples at 4999 Hz.
-    const double probe_s = work.seconds(20'000);
+    // Runs of options.run_seconds unsampled: ~1,000 samples at 4999 Hz. The
+    // speed is taken after a first pass over the table (a cold table ran up
+    // to 3x slower, and the runs came out a third of their length).
+    work.seconds(kProbeIterations);
+    const double probe_s = work.seconds(kProbeIterations);
     if (probe_s <= 0) return Error("calibrating the overhead budget needs the x86-64 add chain; use -F to set the rate");
-    const auto iterations = std::max<long>(1000, static_cast<long>(20'000 * 0.025 / probe_s));
-    std::uint64_t hz = std::max<std::uint64_t>(options.hz, 1);
+    const auto iterations = std::max<long>(1000, static_cast<long>(kProbeIterations * options.run_seconds / probe_s));
+    const std::uint64_t hz = std::max<std::uint64_t>(calibration_ceiling_hz(options.hz), 1);
     const int event_cpu = options.per_cpu_event ? cpu : -1;
     ECPI_ASSIGN_OR_RETURN(auto event, CalibrationEvent::open(sampler, hz, event_cpu));
-    std::vector<double> costs, losses;
-    bool piloted = false;
+    std::vector<double> costs;
     for (int p = 0; p < options.max_pairs && seconds_since(t0) < seconds; ++p) {
-        ECPI_ASSIGN_OR_RETURN(auto pair, measure_pair(*event, work, iterations, p % 2 == 1));
+        ECPI_ASSIGN_OR_RETURN(auto pair, measure_pair(*event, work, iterations, p % 2 == 1, hz));
         if (!pair) continue;
         costs.push_back(pair->cost_us);
-        losses.push_back(pair->loss);
-        if (!piloted && costs.size() == 4 && !options.fixed_rate) {
-            piloted = true;
-            // Only where every pilot pair lost little: a noisy pilot (a busy
-            // machine) keeps the rate, so the kernel's sample-rate throttle
-            // is never provoked by a cost that was hidden in the noise.
-            const std::uint64_t faster = faster_rate(hz, *std::max_element(losses.begin(), losses.end()));
-            if (faster != hz) {  // the pilot's pairs were measured at the old rate
-                event.reset();
-                hz = faster;
-                ECPI_ASSIGN_OR_RETURN(event, CalibrationEvent::open(sampler, hz, event_cpu));
-                costs.clear();
-            }
-        }
         if (static_cast<int>(costs.size()) >= options.min_pairs && precise_enough(median_bound(costs, options.confidence), options))
             break;
     }
@@ -346,6 +335,22 @@ std::vector<double> pooled_pairs(const std::vector<CpuCost>& per_cpu) {
     return all;
 }
 
+// Where the CPUs differ, the dearest by its median decides, with that median
+// as its cost where it lies above the bound of all pairs together: its own
+// bound, from the ten or so pairs a CPU gets in 8 s, was the noisiest figure
+// of the calibration (on 2 CPUs one restart in eight read 19.5 µs and chose
+// 510 Hz, where the others chose 1,300-1,900).
+void use_dearest_median(const std::vector<CpuCost>& per_cpu, const MedianBound& all_pairs, SampleCost& cost) {
+    const auto dearest = std::max_element(per_cpu.begin(), per_cpu.end(),
+                                          [](const CpuCost& a, const CpuCost& b) { return a.median_us < b.median_us; });
+    cost.median_us = dearest->median_us;
+    cost.low_us = dearest->low_us;
+    cost.high_us = dearest->high_us;
+    cost.bound_us = std::max(all_pairs.upper, dearest->median_us);
+    cost.hz = dearest->hz;
+    cost.cpu = dearest->cpu;
+}
+
 }  // namespace
 
 SampleCost summarize_costs(std::vector<CpuCost> per_cpu, double confidence) {
@@ -369,14 +374,18 @@ SampleCost summarize_costs(std::vector<CpuCost> per_cpu, double confidence) {
     // bound of all their pairs together is tighter and unbiased; the highest
     // of several CPUs' own bounds (a few dozen pairs each) is the noisiest of
     // them, and chose rates 2x apart between restarts on 16 CPUs.
-    if (per_cpu.size() > 1 && cpus_agree(per_cpu)) {
+    if (per_cpu.size() > 1) {
         if (auto all = pooled_pairs(per_cpu); !all.empty()) {
             const MedianBound b = median_bound(all, confidence);
-            cost.median_us = b.median;
-            cost.bound_us = b.upper;
-            cost.low_us = quantile(all, 0.25);
-            cost.high_us = quantile(all, 0.75);
-            cost.pooled = true;
+            if (cpus_agree(per_cpu)) {
+                cost.median_us = b.median;
+                cost.bound_us = b.upper;
+                cost.low_us = quantile(all, 0.25);
+                cost.high_us = quantile(all, 0.75);
+                cost.pooled = true;
+            } else {
+                use_dearest_median(per_cpu, b, cost);
+            }
         }
     }
     cost.per_cpu = std::move(per_cpu);

@@ -74,7 +74,7 @@ start_daemon() {
 	"$ECPI" daemon --db "$db" "$@" 2>>"$TMP/daemon.log" &
 	DAEMON_PID=$!
 	ECPI_TEST_PIDS+=("$DAEMON_PID")
-	for _ in $(seq 100); do
+	for _ in $(seq 400); do
 		"$ECPI" ctl --db "$db" status --format json >/dev/null 2>&1 && return 0
 		kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$TMP/daemon.log" >&2; fail "daemon exited at start"; }
 		sleep 0.1

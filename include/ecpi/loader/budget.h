@@ -21,12 +21,21 @@ class Sampler;
 inline constexpr std::uint64_t kBudgetMinHz = 19;
 inline constexpr std::uint64_t kBudgetMaxHz = 4999;
 // The calibration samples at the top of the range, where the cost is
-// largest and so measured with the least relative noise; where even there a
-// sample costs the program under kCalibrationMinLoss of its time (a cheap
-// interrupt, a fast machine), it samples faster, up to kCalibrationMaxHz.
+// largest and so measured with the least relative noise (or at half the
+// kernel's perf_event_max_sample_rate where that is lower). Until
+// 2026-11-27 it sampled up to 4x faster (20 kHz) where a 4-pair pilot lost
+// under 5%; with runs of 200 ms that pilot took 1.6 s of every CPU's time,
+// and a sample measured at 10-20 kHz read cheaper than at the 1-2 kHz then
+// chosen (docs/PERFORMANCE.md), so the calibration no longer samples faster
+// than any rate it may choose.
 inline constexpr std::uint64_t kCalibrationHz = 4999;
-inline constexpr std::uint64_t kCalibrationMaxHz = 20000;
-inline constexpr double kCalibrationMinLoss = 0.05;
+// Each run of a pair (sampled or not) lasts about this long (issue 35): on
+// the 2-CPU VM the same daemon at 2,000 Hz cost a program 0.86% in 25 ms
+// slices and 2.04% in 200 ms ones (bench/budget_paired.c, docs/PERFORMANCE.md):
+// part of what sampling costs builds up over the first tenths of a second it
+// is on, and the daemon's sampling is never off. Runs of 25 ms read half the
+// cost and chose twice the rate the budget affords.
+inline constexpr double kCalibrationRunSeconds = 0.2;
 
 // What the calibration measures on and when it may stop (issue 35): it keeps
 // measuring pairs until the confidence interval of the median cost is
@@ -40,11 +49,11 @@ struct CalibrationOptions {
     double precision_us = 0.25;         // ... or absolute, whichever is wider
     int min_pairs = 8;                  // per CPU
     int max_pairs = 400;                // per CPU
-    double max_seconds = 3.0;           // all CPUs together, at least 0.5 s each
+    double max_seconds = 16.0;          // all CPUs together, at least 0.5 s each
+    double run_seconds = kCalibrationRunSeconds;  // each run of a pair, as CPU time of the program
     std::uint64_t hz = kCalibrationHz;  // the rate to start at
     bool low_priority = false;          // SCHED_IDLE: measure only in time no program wants
     bool add_chain_only = false;        // time the register-only add chain, not the memory walk
-    bool fixed_rate = false;            // measure at `hz` only (bench/budget_cost.cpp): no faster rate after the pilot
     // The calibration event samples the measured CPU for every task, as the
     // daemon's own events do (its timer path is theirs); false: this thread
     // only (the check while running: at idle priority, a program that
@@ -114,11 +123,14 @@ SampleCost summarize_costs(std::vector<CpuCost> per_cpu, double confidence);
 
 // Times a program on this thread, pinned to each CPU in turn, alternately
 // without and with a cpu-clock event whose overflows run the sampler's
-// handler (Sampler::attach_calibration); each pair's extra wall time divided
-// by the samples taken in it is one estimate. The program is a walk over a
+// handler (Sampler::attach_calibration); each pair's extra CPU time of the
+// thread (which includes the interrupts and VM exits it suffered, and
+// excludes other tasks' time slices and the host's steal time) divided by
+// the samples taken in it is one estimate. The program is a walk over a
 // private 1 MiB table mixed with integer work (what an interrupt evicts from
 // the caches costs it too) or, with add_chain_only, the register-only add
-// chain. About 50 ms a pair. The thread's CPU affinity and scheduling policy
+// chain (timed by the wall clock). Each run lasts `run_seconds` of CPU time.
+// The thread's CPU affinity and scheduling policy
 // are restored afterwards. The caller makes sure the handler does not filter
 // this process out (tracks it when the sampler filters by process).
 [[nodiscard]] Result<SampleCost> measure_sample_cost(Sampler& sampler, const CalibrationOptions& options = {});

@@ -166,11 +166,36 @@ TEST_CASE("CPUs that agree are pooled: their pairs together give the bound") {
     CHECK(agree.bound_us == ecpi::loader::median_bound(all, 0.95).upper);
     CHECK(agree.bound_us < cpu(1, 0.5).upper_us);
     CHECK(agree.pairs == 48);
-    // A CPU whose median lies outside the other's interval: the dearer decides.
+    // A CPU whose median lies outside the other's interval: the dearer
+    // decides, by its median where that is above the bound of all pairs.
     auto differ = ecpi::loader::summarize_costs({cpu(0, 0), cpu(1, 30)}, 0.95);
     CHECK(!differ.pooled);
     CHECK(differ.cpu == 1);
-    CHECK(differ.bound_us == cpu(1, 30).upper_us);
+    CHECK(differ.median_us == cpu(1, 30).median_us);
+    CHECK(differ.bound_us == cpu(1, 30).median_us);
+}
+
+TEST_CASE("CPUs that differ: a dearer CPU's few noisy pairs do not decide by their own bound") {
+    // CPU 1 has ten pairs, two of them far out: its own upper bound is one
+    // of those, which would choose a rate several times too low.
+    CpuCost a, b;
+    a.cpu = 0;
+    for (int i = 0; i < 10; ++i) a.costs_us.push_back(4 + 0.1 * i);
+    b.cpu = 1;
+    b.costs_us = {5.6, 5.8, 6.0, 6.1, 6.2, 6.3, 6.4, 6.5, 19, 25};
+    for (CpuCost* c : {&a, &b}) {
+        auto m = ecpi::loader::median_bound(c->costs_us, 0.95);
+        c->median_us = m.median;
+        c->lower_us = m.lower;
+        c->upper_us = m.upper;
+        c->pairs = 10;
+    }
+    REQUIRE(!ecpi::loader::cpus_agree({a, b}));
+    REQUIRE(b.upper_us >= 19);
+    auto s = ecpi::loader::summarize_costs({a, b}, 0.95);
+    CHECK(s.cpu == 1);
+    CHECK(s.bound_us >= b.median_us);
+    CHECK(s.bound_us < 7);
 }
 
 TEST_CASE("the check while running lowers the rate only when the bound drifts over the budget") {
