@@ -15,6 +15,7 @@
 #include "ecpi/analyze/paths/branch_paths.h"
 #include "ecpi/analyze/paths/span_fit.h"
 #include "ecpi/store/branch_paths.h"
+#include "loop_code.h"
 
 using namespace ecpi;
 using namespace ecpi::analyze;
@@ -51,20 +52,8 @@ std::vector<SpanCounts> periodic_spans(int spans, int min_paths, int max_paths, 
 }
 
 // A loop: 0 entry, 1 header, 2 tests (taken 3, else 4), 3, 4 latch.
-struct LoopCode : PathCodeMap {
-    PathProcedure p;
-    LoopCode() {
-        p.name = "loop";
-        p.start = 0x1000;
-        p.end = 0x1060;
-        for (std::uint64_t b = 0; b < 6; b++) p.block_starts.push_back(0x1000 + 0x10 * b);
-        p.successors = {{1}, {2}, {3, 4}, {4}, {1, 5}, {}};
-        p.loop_headers = {{}, {1}, {1}, {1}, {1}, {}};
-        p.taken = {kNoBlock, kNoBlock, 3, kNoBlock, 1, kNoBlock};
-        p.fall_through = {kNoBlock, kNoBlock, 4, kNoBlock, 5, kNoBlock};
-        p.recorded.assign(6, true);
-    }
-    const PathProcedure* procedure_at(std::uint64_t a) override { return a >= p.start && a < p.end ? &p : nullptr; }
+struct LoopCode : test::LoopCode {
+    LoopCode() : test::LoopCode({0x1000, 0x1010, 0x1020, 0x1030, 0x1040, 0x1050}) {}
 };
 
 }  // namespace

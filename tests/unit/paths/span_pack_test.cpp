@@ -12,6 +12,7 @@
 
 #include "ecpi/analyze/paths/branch_paths.h"
 #include "ecpi/store/branch_paths.h"
+#include "loop_code.h"
 #include "span_pack_probe.h"
 
 using namespace ecpi;
@@ -19,23 +20,8 @@ using namespace ecpi::analyze;
 
 namespace {
 
-// A loop: 0 entry, 1 header, 2 tests (taken 3, else 4), 3, 4 latch, 5
-// exit; its blocks at `starts` (ascending), as far apart as a test needs.
-struct SpreadLoop : PathCodeMap {
-    PathProcedure p;
-    explicit SpreadLoop(const std::vector<std::uint64_t>& starts) {
-        p.name = "loop";
-        p.start = starts.front();
-        p.end = starts.back() + 0x10;
-        p.block_starts = starts;
-        p.successors = {{1}, {2}, {3, 4}, {4}, {1, 5}, {}};
-        p.loop_headers = {{}, {1}, {1}, {1}, {1}, {}};
-        p.taken = {kNoBlock, kNoBlock, 3, kNoBlock, 1, kNoBlock};
-        p.fall_through = {kNoBlock, kNoBlock, 4, kNoBlock, 5, kNoBlock};
-        p.recorded.assign(6, true);
-    }
-    const PathProcedure* procedure_at(std::uint64_t a) override { return a >= p.start && a < p.end ? &p : nullptr; }
-};
+// A loop whose blocks lie as far apart as a test needs.
+using SpreadLoop = test::LoopCode;
 
 ecpi_rt_record record(ecpi_rt_record_kind k, std::uint64_t payload, std::uint64_t w1) {
     return ecpi_rt_record{std::uint64_t(k) << ECPI_RT_KIND_SHIFT | payload, w1};
