@@ -337,7 +337,7 @@ std::vector<double> pooled_pairs(const std::vector<CpuCost>& per_cpu) {
 
 // Where the CPUs differ, the dearest by its median decides, with that median
 // as its cost where it lies above the bound of all pairs together: its own
-// bound, from the ten or so pairs a CPU gets in 8 s, was the noisiest figure
+// bound, from the ten or so pairs a CPU got in a calibration of 8 s, was the noisiest figure
 // of the calibration (on 2 CPUs one restart in eight read 19.5 µs and chose
 // 510 Hz, where the others chose 1,300-1,900).
 void use_dearest_median(const std::vector<CpuCost>& per_cpu, const MedianBound& all_pairs, SampleCost& cost) {

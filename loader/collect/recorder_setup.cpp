@@ -233,7 +233,7 @@ void Session::measure_sampled_clock() {
 
 // Issue 20: measures what one sample costs on this machine and sets the
 // rate the budget affords; issue 35: on up to four CPUs, until the cost is
-// known to 10% (at most 3 s), the rate chosen from the 95% upper bound. The
+// known to 10% (at most 16 s), the rate chosen from the 95% upper bound. The
 // handler must not filter the calibration out, so this process is tracked
 // while it runs.
 Result<void> Session::calibrate_budget() {
