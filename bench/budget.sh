@@ -20,6 +20,8 @@
 #                         p: CPU-bound in paired slices, below)
 #   SLICE_MS=200          workload p's slice length
 #   DAEMON_ARGS=""        more daemon options, e.g. "-g" (call stacks by CFI)
+#   STATUS_LOG=""         a file to append each paired run's `ctl status`
+#                         JSON to (one line: the calibration CPU by CPU)
 #   RATES=""              fixed rates to run as well (`ecpi daemon -F HZ`,
 #                         configuration fHZ; workload p only): the loss at a
 #                         given rate, without a calibration, and the cost per
@@ -140,6 +142,10 @@ run_paired() { # CONFIG ROUND
 	fi
 	grep '^# pair ' "$TMP/paired.err" >>"$TMP/pairs.$config"
 	status=$("$ECPI" ctl --db "$db" status --format json)
+	if [ -n "${STATUS_LOG:-}" ]; then
+		tr -d '\n' <<<"$status" >>"$STATUS_LOG"
+		echo >>"$STATUS_LOG"
+	fi
 	stop_daemon
 	rm -rf "$db"
 	python3 - "$line" "$status" <<'PY'
