@@ -20,6 +20,8 @@
 #                         p: CPU-bound in paired slices, below)
 #   SLICE_MS=200          workload p's slice length
 #   DAEMON_ARGS=""        more daemon options, e.g. "-g" (call stacks by CFI)
+#   HISTORY=""            the daemons' calibration history (default: one
+#                         file for this run; none: each stands alone)
 #   STATUS_LOG=""         a file to append each paired run's `ctl status`
 #                         JSON to (one line: the calibration CPU by CPU)
 #   RATES=""              fixed rates to run as well (`ecpi daemon -F HZ`,
@@ -75,6 +77,10 @@ for b in "$ECPI" "$THROUGHPUT" "$BURN" "$PAIRED"; do
 done
 
 TMP=$(mktemp -d /tmp/ecpi-budget-bench.XXXXXX)
+# The daemons of one run share a calibration history (they are restarts on
+# one machine: each pools its calibration with the last few); HISTORY=none
+# makes each calibration stand alone, HISTORY=FILE uses that file.
+HISTORY=${HISTORY:-$TMP/calibrations}
 DAEMON=""
 cleanup() {
 	[ -n "$DAEMON" ] && kill -TERM "$DAEMON" 2>/dev/null && wait "$DAEMON" 2>/dev/null
@@ -90,7 +96,7 @@ start_daemon() { # DB CONFIG (bN: budget N%, fN: N Hz)
 	b1) ;;
 	b*) args=(--overhead-budget "${config#b}") ;;
 	esac
-	"$ECPI" daemon --db "$db" --exclude-self "${DAEMON_EXTRA[@]}" "${args[@]}" 2>>"$TMP/daemon.log" &
+	"$ECPI" daemon --db "$db" --exclude-self --calibration-history "$HISTORY" "${DAEMON_EXTRA[@]}" "${args[@]}" 2>>"$TMP/daemon.log" &
 	DAEMON=$!
 	for _ in $(seq 400); do
 		"$ECPI" ctl --db "$db" status --format json >/dev/null 2>&1 && return 0

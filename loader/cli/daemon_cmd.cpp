@@ -99,6 +99,11 @@ void add_daemon_verb(CLI::App& root, std::vector<Verb>& verbs) {
                     "Seconds between the overhead budget's calibrations")
         ->default_str("3600")
         ->check(CLI::Range(1.0, 86400.0 * 7));
+    app->add_option_function<std::string>(
+           "--calibration-history",
+           [&o](const std::string& file) { o.calibration_history = file == "none" ? std::filesystem::path() : std::filesystem::path(file); },
+           "File of this boot's budget calibrations that each pools its pairs with and adds to; none: each stands alone")
+        ->default_str("/run/ecpi/budget-calibrations");
     app->add_option("-e,--event", args->events, "Event to sample (repeatable)")->delimiter(',');
     app->add_flag("-g", o.call_graph, "Record call stacks (CFI unwinding, frame pointers as the fallback)");
     app->add_option_function<std::string>(

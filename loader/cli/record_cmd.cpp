@@ -186,6 +186,11 @@ void add_record_verb(CLI::App& root, std::vector<Verb>& verbs) {
                     "Instead of -F: measure what a sample costs here and sample at the highest rate (19-4999 Hz) "
                     "that costs a program at most this percent of its time")
         ->check(CLI::Range(0.01, 100.0));
+    app->add_option_function<std::string>(
+           "--calibration-history",
+           [&o](const std::string& file) { o.calibration_history = file == "none" ? std::filesystem::path() : std::filesystem::path(file); },
+           "File of this boot's budget calibrations that each pools its pairs with and adds to; none: each stands alone")
+        ->default_str("/run/ecpi/budget-calibrations");
     app->add_option("-e,--event", args->events,
                     "Event to sample (repeatable): cpu-clock, task-clock, cycles, instructions, cache-misses, "
                     "branch-misses")

@@ -228,23 +228,6 @@ std::uint64_t calibration_ceiling_hz(std::uint64_t wanted) {
     return ceiling;
 }
 
-CpuCost summarize_cpu(int cpu, std::uint64_t hz, std::vector<double> costs, const CalibrationOptions& options) {
-    CpuCost c;
-    c.cpu = cpu;
-    c.hz = hz;
-    c.pairs = static_cast<int>(costs.size());
-    if (costs.empty()) return c;
-    const MedianBound b = median_bound(costs, options.confidence);
-    c.median_us = b.median;
-    c.lower_us = b.lower;
-    c.upper_us = b.upper;
-    c.low_us = quantile(costs, 0.25);
-    c.high_us = quantile(costs, 0.75);
-    c.precise = c.pairs >= options.min_pairs && precise_enough(b, options);
-    c.costs_us = std::move(costs);
-    return c;
-}
-
 constexpr long kProbeIterations = 200'000;  // a few ms
 
 // Measures on one CPU for at most `seconds`: pairs until the interval is
@@ -307,6 +290,23 @@ bool precise_enough(const MedianBound& bound, const CalibrationOptions& options)
     if (!bound.enough) return false;
     const double half_width = (bound.upper - bound.lower) / 2;
     return half_width <= std::max(options.precision * std::abs(bound.median), options.precision_us);
+}
+
+CpuCost summarize_cpu(int cpu, std::uint64_t hz, std::vector<double> costs, const CalibrationOptions& options) {
+    CpuCost c;
+    c.cpu = cpu;
+    c.hz = hz;
+    c.pairs = static_cast<int>(costs.size());
+    if (costs.empty()) return c;
+    const MedianBound b = median_bound(costs, options.confidence);
+    c.median_us = b.median;
+    c.lower_us = b.lower;
+    c.upper_us = b.upper;
+    c.low_us = quantile(costs, 0.25);
+    c.high_us = quantile(costs, 0.75);
+    c.precise = c.pairs >= options.min_pairs && precise_enough(b, options);
+    c.costs_us = std::move(costs);
+    return c;
 }
 
 std::vector<int> calibration_cpus(const std::vector<int>& cpus, std::size_t at_most) {

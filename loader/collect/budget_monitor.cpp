@@ -21,6 +21,7 @@ nlohmann::json sample_cost_json(const SampleCost& cost) {
             {"upper_bound", cost.bound_us}, {"confidence", cost.confidence}, {"precise", cost.precise},
             {"pairs", cost.pairs},       {"calibration_hz", cost.hz},   {"cpu", cost.cpu},
             {"pooled", cost.pooled},
+            {"earlier_calibrations", cost.earlier_calibrations}, {"earlier_pairs", cost.earlier_pairs},
             {"per_cpu", per_cpu}};
 }
 

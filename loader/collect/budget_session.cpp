@@ -1,8 +1,14 @@
 // The overhead budget while the session runs (issue 35): the rate changes a
 // full calibration or the check while running decide, and the check itself.
+#include <sys/utsname.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
+
+#include "ecpi/loader/budget_history.h"
+#include "ecpi/terminal_text.h"
 
 #include "recorder_session.h"
 
@@ -30,6 +36,41 @@ std::string whose_bound(const SampleCost& cost) {
 
 }  // namespace
 
+// What a calibration's pairs measured, for the history's key: the handler's
+// code and what it records, the calibration's rate and runs, the CPUs, the
+// kernel.
+std::string Session::calibration_key(const SampleCost& fresh, const CalibrationOptions& calibration) const {
+    auto stats = sampler_->prog_stats();
+    utsname uts{};
+    ::uname(&uts);
+    return ecpi::loader::calibration_key(
+        "handler=" + (stats.ok() ? stats->tag : std::string("?")) + " stacks=" + std::to_string(options_.call_graph) +
+        " fp=" + std::to_string(options_.call_graph_fp) + " registers=" + std::to_string(options_.registers_every) +
+        " filtered=" + std::to_string(!options_.pids.empty() || !options_.command.empty()) +
+        " events=" + std::to_string(events_.size()) + " hz=" + std::to_string(fresh.hz) +
+        " run_ms=" + std::to_string(static_cast<long>(calibration.run_seconds * 1000)) +
+        " cpus=" + std::to_string(cpus_.size()) + " kernel=" + uts.release);
+}
+
+// Issue 35: the fresh calibration pooled with the last few of this boot (a
+// restarted daemon no longer re-derives its rate from 16 s alone), and added
+// to them. Without the history the fresh calibration stands alone, said once.
+SampleCost Session::with_calibration_history(const SampleCost& fresh, const CalibrationOptions& calibration) {
+    if (options_.calibration_history.empty()) return fresh;
+    const std::int64_t now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const std::string key = calibration_key(fresh, calibration);
+    SampleCost pooled = fresh;
+    if (auto all = read_calibration_history(options_.calibration_history); all.ok())
+        pooled = pool_with_earlier(fresh, matching_calibrations(*all, key, now), calibration);
+    else
+        warn_once("the overhead budget's calibration history is not used (" + all.error().message() +
+                  "); remove the file, or give --calibration-history none");
+    if (auto saved = append_calibration(options_.calibration_history, calibration_record(fresh, key, now), now); !saved.ok())
+        warn_once("the overhead budget's calibration is not kept for the next (" + saved.error().message() + ")");
+    return pooled;
+}
+
 // One line for the calibration, a second where the CPUs measured differ
 // (one's median outside another's interval), and a warning where even the
 // lowest rate is over the budget.
@@ -43,6 +84,11 @@ void Session::log_calibration(const SampleCost& cost, double budget) {
                   cost.precise ? "within 10%" : "short of 10% in the time allowed", whose_bound(cost).c_str(),
                   static_cast<unsigned long long>(rate_choice_.hz), rate_choice_.overhead_percent);
     log(line);
+    if (cost.earlier_calibrations > 0)
+        log("the calibration's pairs are pooled with those of " + std::to_string(cost.earlier_calibrations) +
+            " earlier calibration" + (cost.earlier_calibrations == 1 ? "" : "s") + " of this boot (" +
+            std::to_string(cost.earlier_pairs) + " of the " + std::to_string(cost.pairs) + " pairs; " +
+            escape_for_terminal(options_.calibration_history.string()) + ")");
     if (!cpus_agree(cost.per_cpu)) {
         std::string per_cpu = "the CPUs differ:";
         for (const auto& c : cost.per_cpu) {

@@ -190,6 +190,8 @@ private:
     void check_budget_if_due(Clock::time_point now);  // budget_session.cpp (issue 35)
     Result<std::string> apply_rate(std::uint64_t hz);
     void log_calibration(const SampleCost& cost, double budget);
+    std::string calibration_key(const SampleCost& fresh, const CalibrationOptions& calibration) const;
+    SampleCost with_calibration_history(const SampleCost& fresh, const CalibrationOptions& calibration);
     Result<std::string> start_new_epoch();
     Result<void> new_epoch_if_periods_differ();
     nlohmann::json sampling_json() const;

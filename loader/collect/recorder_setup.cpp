@@ -248,13 +248,13 @@ Result<void> Session::calibrate_budget() {
     calibration_cpu_s_ += cpu_seconds() - cpu_before;  // reported apart from the daemon's own CPU
     if (filtering) ECPI_RETURN_IF_ERROR(sampler_->untrack_tgid(self));
     if (!cost.ok()) return Error("calibrating the overhead budget: " + cost.error().message());
-    sample_cost_ = *cost;
+    sample_cost_ = with_calibration_history(*cost, calibration);
     const double budget = *options_.overhead_budget_percent;
-    rate_choice_ = choose_rate(*cost, budget, events_.size());
+    rate_choice_ = choose_rate(*sample_cost_, budget, events_.size());
     calibrated_unix_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     next_calibration_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.calibration_interval_s));
-    budget_monitor_.reset(*cost, Clock::now());
-    log_calibration(*cost, budget);
+    budget_monitor_.reset(*sample_cost_, Clock::now());
+    log_calibration(*sample_cost_, budget);
     return ok();
 }
 

@@ -356,7 +356,13 @@ Result<Sampler::ProgStats> Sampler::prog_stats() const {
     __u32 len = sizeof info;
     if (bpf_obj_get_info_by_fd(bpf_program__fd(impl_->skel->progs.ecpi_sample), &info, &len) != 0)
         return libbpf_error(errno, "reading BPF program statistics");
-    return ProgStats{info.run_time_ns, info.run_cnt};
+    std::string tag;
+    for (unsigned char byte : info.tag) {
+        static constexpr char kHex[] = "0123456789abcdef";
+        tag += kHex[byte >> 4];
+        tag += kHex[byte & 15];
+    }
+    return ProgStats{info.run_time_ns, info.run_cnt, std::move(tag)};
 }
 
 UnwindMapFds Sampler::unwind_maps() const {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 
+#include "ecpi/loader/bounded_file.h"
 #include "ecpi/terminal_text.h"
 #include "ecpi_abi.h"
 
@@ -52,33 +53,6 @@ Result<void> check_rows(const std::vector<UnwindRow>& rows) {
         if (i && rows[i].pc <= rows[i - 1].pc) return Error("rows are not sorted at row " + std::to_string(i));
     }
     return ok();
-}
-
-// Reads a regular file of at most `max` bytes.
-Result<std::optional<std::string>> read_bounded(const std::filesystem::path& path, std::uint64_t max) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        if (errno == ENOENT) return std::optional<std::string>();
-        return Error::from_errno(errno, "opening " + escape_for_terminal(path.string()));
-    }
-    struct stat st{};
-    std::string bytes;
-    Result<std::optional<std::string>> out = std::optional<std::string>();
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) out = Error(escape_for_terminal(path.string()) + " is not a regular file");
-    else if (static_cast<std::uint64_t>(st.st_size) > max) out = Error(escape_for_terminal(path.string()) + " is too large");
-    else {
-        bytes.resize(static_cast<std::size_t>(st.st_size));
-        std::size_t got = 0;
-        while (got < bytes.size()) {
-            ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
-            if (n <= 0) break;
-            got += static_cast<std::size_t>(n);
-        }
-        if (got != bytes.size()) out = Error(escape_for_terminal(path.string()) + " could not be read whole");
-        else out = std::optional<std::string>(std::move(bytes));
-    }
-    ::close(fd);
-    return out;
 }
 
 // The total size of the regular files under `dir`.
@@ -147,7 +121,7 @@ std::filesystem::path UnwindCache::file(const std::string& build_id) const {
 Result<std::optional<UnwindTable>> UnwindCache::load(const std::string& build_id) const {
     if (!valid_build_id(build_id)) return std::optional<UnwindTable>();
     const auto path = file(build_id);
-    ECPI_ASSIGN_OR_RETURN(auto bytes, read_bounded(path, kHeaderBytes + kMaxBuildIdBytes + 8 * (std::uint64_t{1} << 24) + 8));
+    ECPI_ASSIGN_OR_RETURN(auto bytes, read_bounded_file(path, kHeaderBytes + kMaxBuildIdBytes + 8 * (std::uint64_t{1} << 24) + 8));
     if (!bytes) return std::optional<UnwindTable>();
     auto table = decode_unwind_cache(build_id, *bytes);
     if (!table.ok())
@@ -165,16 +139,7 @@ Result<bool> UnwindCache::store(const std::string& build_id, const UnwindTable& 
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
     if (ec) return Error("creating " + escape_for_terminal(path.parent_path().string()) + ": " + ec.message());
-    const auto temp = path.parent_path() / (".tmp-" + build_id.substr(2) + "-" + std::to_string(std::random_device{}()));
-    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return Error::from_errno(errno, "creating " + escape_for_terminal(temp.string()));
-    bool written = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
-    written = ::close(fd) == 0 && written;
-    if (!written || ::rename(temp.c_str(), path.c_str()) != 0) {
-        int err = errno;
-        ::unlink(temp.c_str());
-        return Error::from_errno(err ? err : EIO, "writing " + escape_for_terminal(path.string()));
-    }
+    ECPI_RETURN_IF_ERROR(replace_file(path, bytes, 0644));
     *used_bytes_ += bytes.size();
     return true;
 }

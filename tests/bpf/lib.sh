@@ -67,11 +67,12 @@ expect_exit() {
 }
 
 # start_daemon DB ARGS...: starts `ecpi daemon` in the background, waits for
-# its control socket; sets DAEMON_PID.
+# its control socket; sets DAEMON_PID. The budget's calibration history is
+# the test's own (nothing is left under /run).
 start_daemon() {
 	local db=$1
 	shift
-	"$ECPI" daemon --db "$db" "$@" 2>>"$TMP/daemon.log" &
+	"$ECPI" daemon --db "$db" --calibration-history "$TMP/calibrations" "$@" 2>>"$TMP/daemon.log" &
 	DAEMON_PID=$!
 	ECPI_TEST_PIDS+=("$DAEMON_PID")
 	for _ in $(seq 400); do

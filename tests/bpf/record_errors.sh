@@ -21,7 +21,7 @@ expect_exit 1 "file" "$ECPI" record -q -o "$TMP/file" -- true
 # The overhead budget chooses the rate; -F forces one; not both.
 expect_exit 2 "not both" "$ECPI" record -F 99 --overhead-budget 1 -o "$TMP/b" -- true
 expect_exit 2 "overhead-budget" "$ECPI" record --overhead-budget 0 -o "$TMP/b" -- true
-"$ECPI" record --overhead-budget 2 -o "$TMP/b" --report-file "$TMP/b.json" --format json -- "$TESTPROGS/burn" 300 >/dev/null
+"$ECPI" record --overhead-budget 2 --calibration-history "$TMP/calibrations" -o "$TMP/b" --report-file "$TMP/b.json" --format json -- "$TESTPROGS/burn" 300 >/dev/null
 json_check "$TMP/b.json" '19 <= d["frequency_hz"] <= 4999 and d["overhead_budget"]["budget_percent"] == 2 and d["overhead_budget"]["cost_per_sample_us"]["median"] > 0'
 json_check "$TMP/b.json" 'd["overhead_budget"]["estimated_overhead_percent"] <= 2.0001 or d["frequency_hz"] == 19'
 echo PASS

@@ -90,6 +90,10 @@ struct CpuCost {
     std::vector<double> costs_us;                   // each pair's estimate
 };
 
+// One CPU's pairs summarized: median, quartiles, the median's interval and
+// whether it is as narrow as `options` asks.
+CpuCost summarize_cpu(int cpu, std::uint64_t hz, std::vector<double> costs, const CalibrationOptions& options);
+
 // The cost of one sample to the sampled program, in microseconds of its
 // wall time: per CPU measured, and the CPU whose upper bound is highest
 // (the one the rate is chosen for) in the summary fields.
@@ -104,6 +108,8 @@ struct SampleCost {
     std::uint64_t hz = 0; // the calibration event's rate (on the CPU of the bound)
     int cpu = -1;         // the CPU of the bound
     bool pooled = false;  // the CPUs agreed: median, quartiles and bound are of every CPU's pairs together
+    int earlier_calibrations = 0;  // earlier calibrations of this boot whose pairs are in (budget_history.h)
+    int earlier_pairs = 0;         // ... and their pairs, counted in `pairs`
     std::vector<CpuCost> per_cpu;
 };
 

@@ -27,6 +27,9 @@ struct RecordOptions {
     // a new rate starts a new epoch (counts of different periods do not add).
     std::optional<double> overhead_budget_percent;
     double calibration_interval_s = 3600;
+    // The calibrations of this boot a new one pools its pairs with and adds
+    // to (loader/collect/budget_history.h); empty: each stands alone.
+    std::filesystem::path calibration_history = "/run/ecpi/budget-calibrations";
     std::vector<std::string> events = {"cpu-clock"};
     bool call_graph = false;                        // -g
     bool call_graph_fp = false;                     // --call-graph fp: frame pointers only (else CFI, fp fallback)

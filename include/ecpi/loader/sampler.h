@@ -151,7 +151,10 @@ public:
     Result<std::vector<SamplerCounters>> counters() const;
     // Kernel BPF statistics (run time and count) of the sampling program,
     // available when kernel.bpf_stats_enabled=1.
-    struct ProgStats { std::uint64_t run_time_ns = 0, run_cnt = 0; };
+    struct ProgStats {
+        std::uint64_t run_time_ns = 0, run_cnt = 0;
+        std::string tag;  // the kernel's hash of the handler's instructions, hex
+    };
     Result<ProgStats> prog_stats() const;
     std::uint64_t unknown_record_kinds() const;
     // -g stack records dropped as malformed, by reason ("short_frames 2, ..."; empty: none).
