@@ -73,8 +73,11 @@ struct Sampler::Impl {
         bpf_link* link;
     };
     std::vector<Attached> links;
-    bpf_link* calibration_link = nullptr;
-    FileDescriptor calibration_fd;
+    struct Calibration {
+        FileDescriptor fd;
+        bpf_link* link;
+    };
+    std::vector<Calibration> calibrations;  // the budget's calibration events, one per CPU measured at once
     int ncpus = 0;
     std::uint64_t unknown_kinds = 0;
     std::array<std::uint64_t, kStackRecordFaultNames.size()> stack_faults{};  // by StackRecordFault
@@ -85,7 +88,7 @@ struct Sampler::Impl {
 
     ~Impl() {
         if (rb) ring_buffer__free(rb);
-        if (calibration_link) bpf_link__destroy(calibration_link);
+        for (auto& c : calibrations) bpf_link__destroy(c.link);
         for (auto& l : links) bpf_link__destroy(l.link);
         links.clear();
         if (skel) sampler_bpf__destroy(skel);
@@ -219,19 +222,21 @@ Result<void> Sampler::untrack_tgid(std::uint32_t tgid) {
 }
 
 Result<void> Sampler::attach_calibration(FileDescriptor fd) {
-    detach_calibration();
     LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = ECPI_CALIBRATION_EVENT);
     bpf_link* link = bpf_program__attach_perf_event_opts(impl_->skel->progs.ecpi_sample, fd.get(), &opts);
     if (!link) return libbpf_error(errno, "attaching the sampler to the calibration event");
-    impl_->calibration_link = link;
-    impl_->calibration_fd = std::move(fd);
+    impl_->calibrations.push_back({std::move(fd), link});
     return ok();
 }
 
-void Sampler::detach_calibration() {
-    if (impl_->calibration_link) bpf_link__destroy(impl_->calibration_link);
-    impl_->calibration_link = nullptr;
-    impl_->calibration_fd = FileDescriptor();
+void Sampler::detach_calibration(int fd) {
+    auto& all = impl_->calibrations;
+    for (auto it = all.begin(); it != all.end(); ++it)
+        if (it->fd.get() == fd) {
+            bpf_link__destroy(it->link);
+            all.erase(it);
+            return;
+        }
 }
 
 Result<std::vector<std::vector<std::uint64_t>>> Sampler::idle_counts() const {

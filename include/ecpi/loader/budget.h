@@ -59,6 +59,9 @@ struct CalibrationOptions {
     // only (the check while running: at idle priority, a program that
     // preempts it must not be sampled at the calibration's rate).
     bool per_cpu_event = true;
+    // Several CPUs measured at once, one thread each, their halves in step
+    // (issue 35: as the daemon samples a busy machine); false: one at a time.
+    bool in_step = true;
 };
 
 // A median with a distribution-free confidence interval from order

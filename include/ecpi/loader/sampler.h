@@ -125,9 +125,10 @@ public:
     Result<void> attach(std::uint16_t event_index, std::vector<FileDescriptor> fds);
     // The overhead budget's calibration event (loader/collect/budget.cpp): the
     // handler runs on its overflows like on any event's, with the
-    // calibration cookie, whose samples the drain drops. One at a time.
+    // calibration cookie, whose samples the drain drops. One per CPU
+    // measured at once; each is detached by its descriptor.
     Result<void> attach_calibration(FileDescriptor fd);
-    void detach_calibration();
+    void detach_calibration(int fd);
     // Samples that found a CPU in its idle task, per event index and per
     // possible CPU, since load (cumulative).
     Result<std::vector<std::vector<std::uint64_t>>> idle_counts() const;
