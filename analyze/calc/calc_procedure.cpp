@@ -45,6 +45,9 @@ const char* register_name(int gp, std::uint8_t width) {
 }
 
 // Everything the steps share.
+// Per frequency class: the least and most frequency its evidence allows.
+using ClassBounds = std::map<std::uint32_t, std::pair<double, double>>;
+
 struct Analysis {
     Cfg cfg;
     FrequencyClasses classes;
@@ -62,7 +65,7 @@ struct Analysis {
     std::vector<bool> switch_anchored;        // per switch: its edges are anchors
     // Per frequency class a branch's odds anchored: the frequencies its
     // share interval allows (its range; the anchor is its point).
-    std::map<std::uint32_t, std::pair<double, double>> anchor_bounds;
+    ClassBounds anchor_bounds;
     EstimatorOptions options;
     FrequencyEstimate estimate;
     std::vector<ClassRange> ranges;
@@ -376,8 +379,7 @@ FlowCountsInput flow_input(const Analysis& a, const ProcedureInput& input, doubl
 // A measured count's bounds through one side of block b: the sum over its
 // in- (or out-) edges of each edge's anchor bounds, or its measured point;
 // none where an edge's count is not measured.
-std::optional<std::pair<double, double>> side_bounds(const Analysis& a,
-                                                     const std::map<std::uint32_t, std::pair<double, double>>& bounds,
+std::optional<std::pair<double, double>> side_bounds(const Analysis& a, const ClassBounds& bounds,
                                                      std::span<const std::uint32_t> edges) {
     std::pair<double, double> sum{0, 0};
     for (auto e : edges) {
@@ -399,7 +401,7 @@ std::optional<std::pair<double, double>> side_bounds(const Analysis& a,
 // The anchors' bounds carried to the counts the flow derived from them (a
 // block between two anchored edges: wordfreq's letter path), blocks only;
 // counts register progress measured keep their own point.
-std::map<std::uint32_t, std::pair<double, double>> derived_bounds(const Analysis& a) {
+ClassBounds derived_bounds(const Analysis& a) {
     auto bounds = a.anchor_bounds;
     for (std::size_t pass = 0; pass < a.cfg.blocks.size() && pass < 8; ++pass) {
         bool added = false;
@@ -498,9 +500,7 @@ bool anchor_edge(Analysis& a, std::uint32_t edge, double frequency) {
 
 // The frequencies block b's count may have: its bounds where branches'
 // anchors gave them (derived_bounds), else its measured point.
-std::pair<double, double> anchored_bounds(const Analysis& a,
-                                          const std::map<std::uint32_t, std::pair<double, double>>& bounds,
-                                          std::uint32_t b) {
+std::pair<double, double> anchored_bounds(const Analysis& a, const ClassBounds& bounds, std::uint32_t b) {
     const auto it = bounds.find(a.classes.block_class[b]);
     if (it != bounds.end()) return it->second;
     return {a.estimate.block_frequency[b], a.estimate.block_frequency[b]};
@@ -509,8 +509,7 @@ std::pair<double, double> anchored_bounds(const Analysis& a,
 // Each edge's anchor at the share of all its snapshots, and its bounds at
 // the ends of the share's interval times the block's own bounds (a chain
 // of anchored branches widens down the chain).
-bool anchor_branch(Analysis& a, const std::map<std::uint32_t, std::pair<double, double>>& bounds,
-                   const BranchOdds& o) {
+bool anchor_branch(Analysis& a, const ClassBounds& bounds, const BranchOdds& o) {
     const std::uint32_t rarer = std::min(o.taken, o.total - o.taken);
     if (a.estimate.block_confidence[o.block] != Confidence::kMeasured ||
         !(rarer >= kMinRarer || (rarer == 0 && o.total >= kMinNever)))
