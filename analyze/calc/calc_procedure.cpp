@@ -5,6 +5,10 @@
 #include <cinttypes>
 #include <cstdio>
 #include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <utility>
 
 #include "ecpi/analyze/calc/branch_odds.h"
 #include "ecpi/analyze/calc/later_odds.h"
@@ -41,6 +45,9 @@ const char* register_name(int gp, std::uint8_t width) {
 }
 
 // Everything the steps share.
+// Per frequency class: the least and most frequency its evidence allows.
+using ClassBounds = std::map<std::uint32_t, std::pair<double, double>>;
+
 struct Analysis {
     Cfg cfg;
     FrequencyClasses classes;
@@ -56,6 +63,9 @@ struct Analysis {
     std::vector<SwitchOdds> switches;         // jump tables' cases from their index on register snapshots
     std::vector<SwitchOdds> switch_evidence;  // of them, those that decide (switch_undecided): what the flow uses
     std::vector<bool> switch_anchored;        // per switch: its edges are anchors
+    // Per frequency class a branch's odds anchored: the frequencies its
+    // share interval allows (its range; the anchor is its point).
+    ClassBounds anchor_bounds;
     EstimatorOptions options;
     FrequencyEstimate estimate;
     std::vector<ClassRange> ranges;
@@ -366,6 +376,66 @@ FlowCountsInput flow_input(const Analysis& a, const ProcedureInput& input, doubl
     return in;
 }
 
+// A measured count's bounds through one side of block b: the sum over its
+// in- (or out-) edges of each edge's anchor bounds, or its measured point;
+// none where an edge's count is not measured.
+std::optional<std::pair<double, double>> side_bounds(const Analysis& a, const ClassBounds& bounds,
+                                                     std::span<const std::uint32_t> edges) {
+    std::pair<double, double> sum{0, 0};
+    for (auto e : edges) {
+        const std::uint32_t cls = a.classes.edge_class[e];
+        if (const auto it = bounds.find(cls); it != bounds.end()) {
+            sum.first += it->second.first;
+            sum.second += it->second.second;
+        } else if (a.estimate.classes[cls].confidence == Confidence::kMeasured) {
+            sum.first += a.estimate.edge_frequency[e];
+            sum.second += a.estimate.edge_frequency[e];
+        } else {
+            return std::nullopt;
+        }
+    }
+    if (edges.empty()) return std::nullopt;
+    return sum;
+}
+
+// The anchors' bounds carried to the counts the flow derived from them (a
+// block between two anchored edges: wordfreq's letter path), blocks only;
+// counts register progress measured keep their own point.
+ClassBounds derived_bounds(const Analysis& a) {
+    auto bounds = a.anchor_bounds;
+    for (std::size_t pass = 0; pass < a.cfg.blocks.size() && pass < 8; ++pass) {
+        bool added = false;
+        for (std::uint32_t b = 0; b < a.cfg.blocks.size(); ++b) {
+            const std::uint32_t cls = a.classes.block_class[b];
+            const ClassEstimate& e = a.estimate.classes[cls];
+            if (bounds.contains(cls) || e.confidence != Confidence::kMeasured ||
+                e.source == EstimateSource::kRegisterProgress)
+                continue;
+            auto side = side_bounds(a, bounds, a.cfg.blocks[b].in_edges);
+            if (!side) side = side_bounds(a, bounds, a.cfg.blocks[b].out_edges);
+            if (!side || !(side->second > side->first)) continue;
+            bounds[cls] = *side;
+            added = true;
+        }
+        if (!added) break;
+    }
+    return bounds;
+}
+
+// A count a branch's odds anchored (or the flow derived from such) ranges
+// over the counts its share interval allows; its point stays the share of
+// all its snapshots. A branch's odds are time-weighted shares, and where
+// the time before the jump depends on the way it goes they are biased:
+// a point there would be a confident wrong answer.
+void range_anchored_classes(Analysis& a) {
+    for (const auto& [cls, bounds] : derived_bounds(a)) {
+        if (cls >= a.ranges.size() || a.estimate.classes[cls].confidence != Confidence::kMeasured) continue;
+        const double f = a.estimate.classes[cls].frequency;
+        const double low = std::min(bounds.first, f), high = std::max(bounds.second, f);
+        if (high > low) a.ranges[cls] = {true, low, high, RangePoint::kNone};
+    }
+}
+
 void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const MachineModel& model, double period_cycles,
                           bool sampled) {
     a.estimate = estimate_frequencies(a.cfg, a.classes, a.timing, a.samples, a.options);
@@ -384,6 +454,7 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
     ri.samples = a.samples;
     ri.loop_anchor = a.loop_anchor;
     a.ranges = class_ranges(ri);
+    range_anchored_classes(a);
     clamp_to_ranges(a.estimate, a.cfg, a.classes, a.ranges);
     conserve_flow(a.estimate, a.ranges, flow_input(a, input, period_cycles));
     a.culprits = culprits_at(a, input, model, period_cycles, a.estimate);
@@ -418,23 +489,38 @@ void evaluate_branches(Analysis& a, const ProcedureInput& input) {
 // progress measured the edge's class already (a nested loop's exit is its
 // outer loop's count: the odds' "never left in 740 snapshots" put it at 0,
 // and branchy's outer loop fell from 15,976 to 0 with it).
-void anchor_edge(Analysis& a, std::uint32_t edge, double frequency) {
+bool anchor_edge(Analysis& a, std::uint32_t edge, double frequency) {
     const std::uint32_t cls = a.classes.edge_class[edge];
     if (cls < a.estimate.classes.size() && a.estimate.classes[cls].source == EstimateSource::kRegisterProgress &&
         a.estimate.classes[cls].confidence == Confidence::kMeasured)
-        return;
+        return false;
     a.options.anchors.push_back({edge, frequency, true});
+    return true;
 }
 
-bool anchor_branch(Analysis& a, const BranchOdds& o) {
+// The frequencies block b's count may have: its bounds where branches'
+// anchors gave them (derived_bounds), else its measured point.
+std::pair<double, double> anchored_bounds(const Analysis& a, const ClassBounds& bounds, std::uint32_t b) {
+    const auto it = bounds.find(a.classes.block_class[b]);
+    if (it != bounds.end()) return it->second;
+    return {a.estimate.block_frequency[b], a.estimate.block_frequency[b]};
+}
+
+// Each edge's anchor at the share of all its snapshots, and its bounds at
+// the ends of the share's interval times the block's own bounds (a chain
+// of anchored branches widens down the chain).
+bool anchor_branch(Analysis& a, const ClassBounds& bounds, const BranchOdds& o) {
     const std::uint32_t rarer = std::min(o.taken, o.total - o.taken);
     if (a.estimate.block_confidence[o.block] != Confidence::kMeasured ||
         !(rarer >= kMinRarer || (rarer == 0 && o.total >= kMinNever)))
         return false;
     const double f = a.estimate.block_frequency[o.block];
+    const auto [f_low, f_high] = anchored_bounds(a, bounds, o.block);
     const double p = static_cast<double>(o.taken) / static_cast<double>(o.total);
-    anchor_edge(a, o.taken_edge, p * f);
-    anchor_edge(a, o.fall_edge, (1 - p) * f);
+    if (anchor_edge(a, o.taken_edge, p * f))
+        a.anchor_bounds[a.classes.edge_class[o.taken_edge]] = {o.share_low * f_low, o.share_high * f_high};
+    if (anchor_edge(a, o.fall_edge, (1 - p) * f))
+        a.anchor_bounds[a.classes.edge_class[o.fall_edge]] = {(1 - o.share_high) * f_low, (1 - o.share_low) * f_high};
     return true;
 }
 
@@ -454,8 +540,9 @@ bool anchor_switch(Analysis& a, const SwitchOdds& o) {
 // next: chain's else-if under its if). Whether any was added.
 bool anchor_branches(Analysis& a) {
     bool added = false;
+    const auto bounds = derived_bounds(a);
     for (std::size_t i = 0; i < a.odds.size(); ++i)
-        if (!a.odds_anchored[i] && anchor_branch(a, a.odds[i])) added = a.odds_anchored[i] = true;
+        if (!a.odds_anchored[i] && anchor_branch(a, bounds, a.odds[i])) added = a.odds_anchored[i] = true;
     for (std::size_t i = 0; i < a.switches.size(); ++i)
         if (!a.switch_anchored[i] && !switch_undecided(a.switches[i]) && anchor_switch(a, a.switches[i]))
             added = a.switch_anchored[i] = true;

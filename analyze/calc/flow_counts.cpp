@@ -241,9 +241,10 @@ SoftCount entry_count(const FlowCountsInput& in) {
 
 HardBound hard_bound(const FrequencyEstimate& estimate, std::span<const ClassRange> ranges, std::uint32_t cls,
                      double frequency, double p) {
+    // (A measured class with a range is a branch's anchor: its odds' interval.)
+    if (cls < ranges.size() && ranges[cls].ranged) return {true, ranges[cls].min * p, ranges[cls].max * p};
     if (measured(estimate, cls))
         return {true, frequency * p * (1 - kMeasuredTolerance), frequency * p * (1 + kMeasuredTolerance)};
-    if (cls < ranges.size() && ranges[cls].ranged) return {true, ranges[cls].min * p, ranges[cls].max * p};
     return {};
 }
 

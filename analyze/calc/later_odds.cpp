@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include <capstone/capstone.h>
@@ -214,6 +215,7 @@ LaterOdds Replayer::odds() const {
             o.fall_edge = d.edges[1];
             o.total = t.snapshots;
             o.taken = std::min(share_of(t, 0), o.total);
+            std::tie(o.share_low, o.share_high) = share_interval(o.taken, o.total);
             out.branches.push_back(o);
         } else if (d.kind == Decision::Kind::kSwitch) {
             SwitchOdds o;

@@ -1,6 +1,7 @@
 // Branch conditions evaluated on register snapshots: the flags a cmp/test
-// sets, read by each jcc; which snapshots may decide a branch (nothing
-// writes the operands between the pc and the jump); the counts per block.
+// sets, read by each jcc; which snapshots may decide a branch (the block's
+// instructions up to the compare replayed on them, nothing writing the
+// operands between the compare and the jump); the counts per block.
 #include <doctest/doctest.h>
 
 #include <vector>
@@ -75,15 +76,40 @@ TEST_CASE("branch odds: the share of snapshots that go the taken way") {
     CHECK(cfg.edges[odds[0].fall_edge].kind == EdgeKind::kFallThrough);
 }
 
-TEST_CASE("branch odds: a snapshot whose operand is written before the compare decides nothing") {
+TEST_CASE("branch odds: a snapshot before an add to the operand decides the branch through the replayed add") {
     // 0x1000 add rdi, 1; 0x1004 cmp rdi, 15; 0x1008 jg 0x100b; 0x100a nop; 0x100b ret
     Cfg cfg = cfg_of(0x1000, {0x48, 0x83, 0xc7, 0x01, 0x48, 0x83, 0xff, 0x0f, 0x7f, 0x01, 0x90, 0xc3});
-    std::vector<RegisterSample> stream = {snap(0x1000, 7, 15), snap(0x1004, 7, 16)};
-    std::vector<std::uint32_t> all = {0, 1};
+    std::vector<RegisterSample> stream = {snap(0x1000, 7, 15), snap(0x1004, 7, 16), snap(0x1000, 7, 14)};
+    std::vector<std::uint32_t> all = {0, 1, 2};
     auto odds = branch_odds(cfg, stream, 0, all);
     REQUIRE(odds.size() == 1);
-    CHECK(odds[0].total == 1);  // only the snapshot after the add
-    CHECK(odds[0].taken == 1);
+    CHECK(odds[0].total == 3);  // 15 + 1 and 16 go the taken way, 14 + 1 falls through
+    CHECK(odds[0].taken == 2);
+}
+
+TEST_CASE("branch odds: every snapshot after the operand's load decides a letter test, none before it") {
+    // wordfreq's letter test (gcc -O2):
+    // 0x1000 movzx eax, byte ptr [r13+rbx]; 0x1006 mov esi, eax; 0x1008 and esi, 0xffffffdf;
+    // 0x100b sub esi, 0x41; 0x100e cmp sil, 0x19; 0x1012 ja 0x1018; 0x1014 add rbx, 1; 0x1018 ret
+    Cfg cfg = cfg_of(0x1000, {0x41, 0x0f, 0xb6, 0x44, 0x1d, 0x00, 0x89, 0xc6, 0x83, 0xe6, 0xdf, 0x83, 0xee,
+                              0x41, 0x40, 0x80, 0xfe, 0x19, 0x77, 0x04, 0x48, 0x83, 0xc3, 0x01, 0xc3});
+    auto at = [](std::uint64_t pc, std::uint64_t rax, std::uint64_t rsi) {
+        RegisterSample s = snap(pc, 0, rax);
+        s.regs[6] = rsi;
+        return s;
+    };
+    std::vector<RegisterSample> stream = {
+        at(0x1000, 'a', 0),                  // before the load: its character is not known yet
+        at(0x1006, 'a', 0),                  // a letter: falls through
+        at(0x1008, ' ', ' '),                // a space: taken
+        at(0x100b, 'Z', 'Z' & 0xdf),         // a capital: falls through
+        at(0x100e, ',', (',' & 0xdf) - 0x41)  // at the compare itself: taken
+    };
+    std::vector<std::uint32_t> all = {0, 1, 2, 3, 4};
+    auto odds = branch_odds(cfg, stream, 0, all);
+    REQUIRE(odds.size() == 1);
+    CHECK(odds[0].total == 4);
+    CHECK(odds[0].taken == 2);
 }
 
 TEST_CASE("branch odds: a branch on a loaded value or on flags from arithmetic is not evaluated") {
@@ -106,4 +132,30 @@ TEST_CASE("branch odds: a byte-register test decides its branch (the compare wri
     REQUIRE(odds.size() == 1);
     CHECK(odds[0].total == 5);
     CHECK(odds[0].taken == 3);
+}
+
+TEST_CASE("branch odds: the share's interval spans pcs that disagree, not only all snapshots pooled") {
+    // 0x1000 mov rax, rdi; 0x1003 cmp rdi, 15; 0x1007 jg 0x100c; 0x1009 inc rax; 0x100c ret
+    Cfg cfg = cfg_of(0x1000, {0x48, 0x89, 0xf8, 0x48, 0x83, 0xff, 0x0f, 0x7f, 0x03, 0x48, 0xff, 0xc0, 0xc3});
+    // 10% taken at the mov, 50% at the compare (each way's time there
+    // differs): 30% of all 200, whose own interval excludes both.
+    std::vector<RegisterSample> stream;
+    for (int k = 0; k < 100; ++k) stream.push_back(snap(0x1000, 7, k < 10 ? 20 : 3));
+    for (int k = 0; k < 100; ++k) stream.push_back(snap(0x1003, 7, k < 50 ? 20 : 3));
+    std::vector<std::uint32_t> all;
+    for (std::uint32_t k = 0; k < stream.size(); ++k) all.push_back(k);
+    auto odds = branch_odds(cfg, stream, 0, all);
+    REQUIRE(odds.size() == 1);
+    CHECK(odds[0].taken == 60);
+    const auto [pooled_low, pooled_high] = share_interval(60, 200);
+    CHECK(pooled_low > 0.2);
+    CHECK(pooled_high < 0.4);
+    CHECK(odds[0].share_low == doctest::Approx(share_interval(10, 100).first));
+    CHECK(odds[0].share_low < 0.1);
+    CHECK(odds[0].share_high == doctest::Approx(share_interval(50, 100).second));
+    CHECK(odds[0].share_high > 0.5);
+    // Wilson's interval at two standard errors.
+    CHECK(share_interval(0, 400).second == doctest::Approx(4.0 / 404));
+    CHECK(share_interval(0, 0).first == 0);
+    CHECK(share_interval(0, 0).second == 1);
 }

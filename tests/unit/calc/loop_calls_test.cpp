@@ -379,13 +379,18 @@ TEST_CASE("callee_code: the registers a call's code may write, following its dir
     CHECK(in_callee(*t, leaf->start));
 }
 
-TEST_CASE("a measured inner loop's branch odds leave its outer loop's measured count alone") {
-    // found_rounds(): found's loop (r13 here, callee-saved) inside a
-    // repetition loop (ebx). Both are measured through find()'s snapshots;
-    // the inner loop's jne was never seen leaving in its 1,000 snapshots,
-    // and its odds once anchored the exit edge, the outer loop's class, at
-    // 0: the outer loop, measured at 1,000, came out 0.
+// found_rounds(): found's loop (r13 here, callee-saved) inside a
+// repetition loop (ebx), both measured through find()'s snapshots: 1,000
+// trips of three snapshots each, one at the compare before the inner loop's
+// jne (its end is a register: `cmp r13, r11`), none leaving.
+struct FoundRounds {
     Found f;
+    CalcLoop inner, outer;
+    ecpi::Result<CalcProcedure> proc = ecpi::Error("found_rounds: not analysed");
+};
+
+void run_found_rounds(FoundRounds& r) {
+    Found& f = r.f;
     const Symbol* rounds = f.fx.symbol("found_rounds");
     REQUIRE(rounds != nullptr);
     ProcedureInput plain = f.input(true);
@@ -438,7 +443,22 @@ TEST_CASE("a measured inner loop's branch odds leave its outer loop's measured c
     regs.period_ns = kPeriodNs;
     regs.max_gap_ns = 1.6 * kPeriodNs;
     in.registers = regs;
-    auto proc = analyze_procedure(in, f.fx.model, 1000);
+    r.inner = *inner;
+    r.outer = *outer;
+    r.proc = analyze_procedure(in, f.fx.model, 1000);
+}
+
+TEST_CASE("a measured inner loop's branch odds leave its outer loop's measured count alone") {
+    // found_rounds(): found's loop (r13 here, callee-saved) inside a
+    // repetition loop (ebx). Both are measured through find()'s snapshots;
+    // the inner loop's jne was never seen leaving in its 1,000 snapshots,
+    // and its odds once anchored the exit edge, the outer loop's class, at
+    // 0: the outer loop, measured at 1,000, came out 0.
+    FoundRounds r;
+    run_found_rounds(r);
+    auto& proc = r.proc;
+    const CalcLoop* inner = &r.inner;
+    const CalcLoop* outer = &r.outer;
     REQUIRE(proc.ok());
     REQUIRE(proc->branches.size() >= 1);
     CHECK(std::any_of(proc->branches.begin(), proc->branches.end(),
@@ -452,4 +472,57 @@ TEST_CASE("a measured inner loop's branch odds leave its outer loop's measured c
         if (b.address == outer->header) CHECK(b.executions == doctest::Approx(1000).epsilon(0.05));
         if (b.address == inner->header) CHECK(b.executions == doctest::Approx(3000.0 * kPerSample).epsilon(0.05));
     }
+}
+
+TEST_CASE("a loop's exit its odds never saw taken ranges up to the odds' interval, not a measured 0") {
+    // append()'s loop, measured by register progress, closes its body with
+    // `cmp r12, rbp; je` (the end is a register): never taken in 400
+    // snapshots, its odds anchor the exit at 0. A share known to 400
+    // snapshots, not exactly: Wilson's interval at two standard errors
+    // allows up to 4 / 404 of the loop's count. Before, the exit and the
+    // way into the loop (one class) were a measured 0, exact: a confident
+    // wrong answer for a loop that ran.
+    Append fx = Append::open();
+    fx.append = fx.symbol("append");
+    fx.grow = fx.symbol("grow");
+    REQUIRE(fx.append != nullptr);
+    REQUIRE(fx.grow != nullptr);
+    ProcedureInput plain = fx.input();
+    plain.samples = {{fx.append->start, 1}};
+    auto first = analyze_procedure(plain, fx.model, 1000);
+    REQUIRE(first.ok());
+    REQUIRE(first->loops.size() == 1);
+    CalcLoop loop = first->loops.front();
+    std::uint64_t compare = 0;  // the body's last compare, of two registers
+    for (const auto& ci : first->instructions)
+        if (ci.address < loop.header && ci.text.rfind("cmp", 0) == 0 && ci.text.find("ptr") == std::string::npos)
+            compare = ci.address;
+    REQUIRE(compare != 0);
+    loop.header = compare;  // the stream's snapshots there
+    std::uint64_t in_loop = 0;
+    auto v = stream(loop, fx.grow->start, 400, 0, in_loop);
+    for (auto& s : v) s.regs[12] = 1ULL << 40;  // the end, never reached
+    ProcedureInput in = fx.input();
+    in.samples = {{compare, in_loop}};
+    ProcedureInput::Registers regs;
+    regs.stream = v;
+    for (std::uint32_t p = 0; p < v.size(); ++p) regs.candidates.push_back(p);
+    regs.period_ns = kPeriodNs;
+    regs.max_gap_ns = 1.6 * kPeriodNs;
+    in.registers = regs;
+    auto proc = analyze_procedure(in, fx.model, 1000);
+    REQUIRE(proc.ok());
+    REQUIRE(std::any_of(proc->branches.begin(), proc->branches.end(),
+                        [](const CalcBranch& b) { return b.snapshots == 400 && b.taken == 0 && b.anchored; }));
+    const double count = static_cast<double>(in_loop * kPerSample);
+    int exits = 0;
+    for (const auto& b : proc->blocks) {
+        if (b.confidence != Confidence::kMeasured || b.executions >= 0.5 * count) continue;
+        CAPTURE(b.address);
+        CHECK(b.ranged);
+        CHECK(b.executions_min <= b.executions);
+        CHECK(b.executions_max == doctest::Approx(4.0 / 404 * count).epsilon(0.02));
+        ++exits;
+    }
+    CHECK(exits >= 1);
 }
