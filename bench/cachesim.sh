@@ -53,6 +53,9 @@
 #   WINDOWS (lengths for the windows mode; default 10000 30000 100000 300000),
 #   SAMPLE (its sampling rate 1/SAMPLE; default 10),
 #   BASELINE (speed and combined modes, above), SETS_TOO, INLINE (speed mode, above),
+#   DEFAULT_OPTS (combined mode: options added to the "default" runs, accuracy and
+#   timed, e.g. "--sets 1/8", to try a setting before it becomes the default; with
+#   BASELINE=$ECPI the "base default" rows are the same ecpi without them),
 #   OUT (keep the reports there; default a temporary directory),
 #   ECPI_BENCH_CACHE (SQLite's sources and objects; default ~/.cache/ecpi-bench).
 set -euo pipefail
@@ -106,6 +109,8 @@ MEMTRACE=$("$ECPI" flags memtrace)
 MEMTRACE_COMPILE=$("$ECPI" flags memtrace --compile)
 [ -z "$BASELINE" ] || BASE_MEMTRACE=$("$BASELINE" flags memtrace)
 INLINE=${INLINE:-}
+read -ra DEFAULT_OPTS <<<"${DEFAULT_OPTS:-}"
+[ ${#DEFAULT_OPTS[@]} -eq 0 ] || [ $MODE = combined ] || { echo "bench/cachesim.sh: DEFAULT_OPTS is for the combined mode" >&2; exit 2; }
 [ -z "$INLINE" ] || [ $MODE = speed ] || { echo "bench/cachesim.sh: INLINE is for the speed mode" >&2; exit 2; }
 if [ -n "$INLINE" ]; then
 	INLINE_MEMTRACE=$("$ECPI" flags memtrace --inline) || exit 1
@@ -305,14 +310,14 @@ combined() {
 	read -ra args <<<"${ARGS[$p]}"
 	"$ECPI" cachesim --sample 1/1 --seed 1 "${CACHES[@]}" --format json -o "$OUT/$p.full.json" -- "$T/$p.mt" "${args[@]}" >/dev/null
 	for seed in $(seq "$SEEDS"); do
-		"$ECPI" cachesim --seed "$seed" "${CACHES[@]}" --format json -o "$OUT/$p.d$seed.json" -- "$T/$p.mt" "${args[@]}" >/dev/null
+		"$ECPI" cachesim --seed "$seed" "${DEFAULT_OPTS[@]}" "${CACHES[@]}" --format json -o "$OUT/$p.d$seed.json" -- "$T/$p.mt" "${args[@]}" >/dev/null
 	done
 	flock -u 9
 	timing_lock "$p"
 	for r in $(seq "$ROUNDS"); do
 		timed_programs "$p" "${args[@]}"
 		timed "$p" full "$ECPI" cachesim --sample 1/1 --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.mt" "${args[@]}"
-		timed "$p" default "$ECPI" cachesim --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.mt" "${args[@]}"
+		timed "$p" default "$ECPI" cachesim --seed "$r" "${DEFAULT_OPTS[@]}" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.mt" "${args[@]}"
 		timed "$p" time-only "$ECPI" cachesim --set-levels none --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.mt" "${args[@]}"
 		[ -z "$BASELINE" ] || timed "$p" "base uncontrolled" "$T/$p.base.mt" "${args[@]}"
 		[ -z "$BASELINE" ] || timed "$p" "base default" "$BASELINE" cachesim --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.base.mt" "${args[@]}"
@@ -346,7 +351,7 @@ for p in "${PROGRAMS[@]}"; do
 		if [ $MODE = groups ]; then
 			echo "# $p ${ARGS[$p]}: full simulation with its trace, each group of sets' counts"
 		elif [ $MODE = combined ]; then
-			echo "# $p ${ARGS[$p]}: full simulation, $SEEDS runs at the default settings, $ROUNDS timed rounds"
+			echo "# $p ${ARGS[$p]}: full simulation, $SEEDS runs at the default settings${DEFAULT_OPTS[*]:+ plus ${DEFAULT_OPTS[*]}}, $ROUNDS timed rounds"
 		else
 			echo "# $p ${ARGS[$p]}: full simulation, $SEEDS runs at 1/$SAMPLE at each window of $WINDOWS"
 		fi
