@@ -53,7 +53,7 @@ std::string Session::calibration_key(const SampleCost& fresh, const CalibrationO
 }
 
 // Issue 35: the fresh calibration pooled with the last few of this boot (a
-// restarted daemon no longer re-derives its rate from 16 s alone), and added
+// restarted daemon no longer re-derives its rate from one calibration alone), and added
 // to them. Without the history the fresh calibration stands alone, said once.
 SampleCost Session::with_calibration_history(const SampleCost& fresh, const CalibrationOptions& calibration) {
     if (options_.calibration_history.empty()) return fresh;

@@ -232,8 +232,9 @@ void Session::measure_sampled_clock() {
 }
 
 // Issue 20: measures what one sample costs on this machine and sets the
-// rate the budget affords; issue 35: on up to four CPUs, until the cost is
-// known to 10% (at most 16 s), the rate chosen from the 95% upper bound. The
+// rate the budget affords; issue 35: on up to four CPUs in step, until the
+// cost is known to 10% (at most 16 CPU-seconds), pooled with the last
+// calibrations of this boot, the rate chosen from the 95% upper bound. The
 // handler must not filter the calibration out, so this process is tracked
 // while it runs.
 Result<void> Session::calibrate_budget() {

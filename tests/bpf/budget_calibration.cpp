@@ -109,6 +109,53 @@ int check_while_running() {
     return 0;
 }
 
+// Issue 35: several CPUs are measured in step, one thread each, as the
+// daemon samples a busy machine: both CPUs measured, at the same time (their
+// measuring times add up to about twice the whole; one after the other they
+// would add up to the whole), and the dear handler shows on each.
+int in_step() {
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+        std::puts("calibrating in step not tested: one CPU online");
+        return 0;
+    }
+    ecpi::loader::SamplerOptions options;
+    options.test_sample_cost_ns = 100'000;
+    auto sampler = ecpi::loader::Sampler::load(options);
+    if (!sampler.ok()) {
+        std::fprintf(stderr, "loading the test-hook sampler: %s\n", sampler.error().message().c_str());
+        return 1;
+    }
+    ecpi::loader::CalibrationOptions calibration;
+    calibration.cpus = {0, 1};
+    calibration.max_seconds = 2;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto cost = ecpi::loader::measure_sample_cost(*sampler, calibration);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!cost.ok()) {
+        std::fprintf(stderr, "calibrating in step: %s\n", cost.error().message().c_str());
+        return 1;
+    }
+    int failures = 0;
+    double measuring = 0;
+    for (const auto& c : cost->per_cpu) {
+        std::printf("in step: CPU %d %.1f us (%d pairs, %.2f s)\n", c.cpu, c.median_us, c.pairs, c.seconds);
+        measuring += c.seconds;
+        if (c.median_us < 60) {
+            std::printf("FAIL: CPU %d measured a 100 us handler at %.1f us\n", c.cpu, c.median_us);
+            ++failures;
+        }
+    }
+    if (cost->per_cpu.size() != 2) {
+        std::printf("FAIL: %zu CPUs measured in step, not 2\n", cost->per_cpu.size());
+        ++failures;
+    }
+    if (measuring < 1.5 * elapsed) {
+        std::printf("FAIL: the CPUs measured %.2f s in all in %.2f s: one after the other, not in step\n", measuring, elapsed);
+        ++failures;
+    }
+    return failures;
+}
+
 }  // namespace
 
 int main() {
@@ -137,5 +184,6 @@ int main() {
         ++failures;
     }
     failures += check_while_running();
+    failures += in_step();
     return failures == 0 ? 0 : 1;
 }

@@ -1,5 +1,5 @@
 // The overhead budget's calibrations of this boot (issue 35). One calibration
-// measures a sample's cost for 16 s, and on a VM that cost moves by a third
+// measures a sample's cost for 8-16 s, and on a VM that cost moves by a third
 // between minutes: restarted daemons chose rates up to 2.3x apart on the same
 // idle machine. A calibration therefore pools its pairs, CPU by CPU, with
 // those of the last few calibrations of the same handler on this machine since
