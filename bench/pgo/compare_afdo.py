@@ -92,3 +92,37 @@ for n, fb in B.items():
         if k in la: d.append((lb[k] * abs(math.log((la[k] + 1) / (lb[k] + 1))), n, k, la[k], lb[k]))
 d.sort(reverse=True)
 for s, n, k, a, b in d[:25]: print(f'  {n:34s} {k:40s} ours {a:>12,} exact {b:>12,}')
+
+# Where the error lies: per function, exact count x |ln(ours/exact)| summed
+# over its locations (a location one profile lacks counts as a factor of
+# 1,000: ln 1000 ~ 6.9), split into the function's own lines, its inlined
+# callees' lines and its call targets' counts; the head's error beside it.
+# Sorted by the sum: the functions whose counts cost most.
+def targets(f, pre=''):
+    out = {}
+    for loc, calls in f['calls'].items():
+        for t, c in calls.items(): out[pre + loc + '->' + t] = c
+    for (loc, callee), g in f['inl'].items(): out.update(targets(g, pre + loc + '>' + callee + '/'))
+    return out
+def mass(la, lb):
+    m = 0.0
+    for k, c in lb.items(): m += c * (abs(math.log((la[k] + 1) / (c + 1))) if k in la else math.log(1000))
+    for k, c in la.items():
+        if k not in lb: m += c * math.log(1000)
+    return m
+rows = []
+for n, fb in B.items():
+    fa = A.get(n)
+    if not fa: continue
+    la, lb = lines(fa), lines(fb)
+    own = mass({k: v for k, v in la.items() if '>' not in k}, {k: v for k, v in lb.items() if '>' not in k})
+    inl = mass({k: v for k, v in la.items() if '>' in k}, {k: v for k, v in lb.items() if '>' in k})
+    tg = mass(targets(fa), targets(fb))
+    rows.append((own + inl + tg, n, own, inl, tg, fa['head'], fb['head']))
+rows.sort(reverse=True)
+all_mass = sum(r[0] for r in rows)
+print(f'\nerror mass by function (exact count x |ln ratio|; a location one side lacks: x ln 1000), '
+      f'total {all_mass:.3g}')
+print(f'  {"function":36s} {"share":>6s} {"own lines":>10s} {"inlined":>10s} {"targets":>10s}  head ours/exact')
+for m, n, own, inl, tg, ha, hb in rows[:20]:
+    print(f'  {n:36s} {m/all_mass:6.1%} {own:10.3g} {inl:10.3g} {tg:10.3g}  {ha:,}/{hb:,}')
