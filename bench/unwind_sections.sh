@@ -3,7 +3,8 @@
 # runs ecpi_bench_unwind_depth under a recording made by an ecpi built with
 # bench/unwind_sections.py's timing sections, reads their per-CPU sums
 # (map prof_ns) just before the recording ends, and prints each per walked
-# sample, then the whole handler's time (kernel.bpf_stats_enabled). A time:
+# sample, the whole handler's time per sample (p10, median, p90 of its
+# histogram), then its mean (kernel.bpf_stats_enabled). A time:
 # take the exclusive lock on a shared machine.
 #
 # Usage: bash bench/unwind_sections.sh ECPI_WITH_SECTIONS [SECONDS] [SHAPE:DEPTH...]   (as root)
@@ -43,6 +44,19 @@ names = ["samples walked", "entry", "registers (own ring)", "walk setup", "walk"
 for k, name in enumerate(names):
     unit = "ns" if k in (1, 2, 3, 4, 5, 10, 11, 12) else ""
     print(f"  {name:20} {sums.get(k, 0) / n:8.1f} {unit}" if k else f"  {name:20} {sums.get(0, 0):8d}")'
+	bpftool map dump name prof_hist -j | python3 -c '
+import json, sys
+def number(v):
+    return v if isinstance(v, int) else int.from_bytes(bytes(int(x, 16) for x in v), "little")
+h = {number(e["key"]): sum(number(v["value"]) for v in e.get("values", [])) for e in json.load(sys.stdin)}
+n = sum(h.values())
+def quantile(q):
+    seen = 0
+    for k in sorted(h):
+        seen += h[k]
+        if seen >= q * n:
+            return f"{10 * k}" if k < 1000 else ">10000"
+print(f"  per sample (10 ns buckets): p10 {quantile(0.1)}, median {quantile(0.5)}, p90 {quantile(0.9)} ns of {n}" if n else "  no histogram")'
 	wait "$pid" || true
 	python3 -c '
 import json, sys
