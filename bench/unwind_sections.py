@@ -16,12 +16,18 @@ The clock reads themselves (about 6 a sample, and two a row lookup and a
 window read: a clock read costs tens of ns on a VM) are inside the sections.
 With --light only the counts (0, 6-9) and the histogram, two clock reads a
 sample: the whole handler's time as near the plain build's as this gets.
-Usage: python3 bench/unwind_sections.py [--light] [bpf/sampler.bpf.c]"""
+With --ab (implies --light) every other sample on a CPU reads the stack in
+windows of 512 bytes as before the windows were sized from the last walk
+(its want 0): its times go to the histogram's second half (keys 1001-2001),
+its window reads to 12 and its walked samples to 13, so that the two ways
+are compared in one recording, sample by sample, on the same machine load.
+Usage: python3 bench/unwind_sections.py [--light|--ab] [bpf/sampler.bpf.c]"""
 import sys
 
 args = sys.argv[1:]
-light = "--light" in args
-args = [a for a in args if a != "--light"]
+ab = "--ab" in args
+light = "--light" in args or ab
+args = [a for a in args if a not in ("--light", "--ab")]
 path = args[0] if args else "bpf/sampler.bpf.c"
 text = open(path).read()
 
@@ -132,15 +138,19 @@ insert("""	if (capture_stacks && unwind_cfi)
 # moved by the few samples a busy machine disturbs, the mean of bpf_stats is.
 insert("""static __always_inline void prof_add(__u32 slot, __u64 v)""", """struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1001);
+	__uint(max_entries, 2002);
 	__type(key, __u32);
 	__type(value, __u64);
 } prof_hist SEC(".maps");
 
 static __always_inline void prof_hist_add(__u64 ns)
 {
-	__u32 slot = ns / 10 > 1000 ? 1000 : ns / 10;
-	__u64 *p = bpf_map_lookup_elem(&prof_hist, &slot);
+	__u32 slot = ns / 10 > 1000 ? 1000 : ns / 10, k14 = 14;
+	__u64 *half = bpf_map_lookup_elem(&prof_ns, &k14), *p;
+
+	if (half && *half)
+		slot += 1001;
+	p = bpf_map_lookup_elem(&prof_hist, &slot);
 
 	if (p)
 		*p += 1;
@@ -155,4 +165,24 @@ insert("""		return record_stack_cfi(ctx, &key, pid_tgid, now);
 		return ret;
 	}
 """)
+# --ab: the sample's half (prof_ns 14) from a per-CPU tick (15), taken first.
+ab and insert("""	both = bpf_map_lookup_elem(&stack_scratch, &zero);""", """	__u32 k14 = 14, k15 = 15;
+	__u64 *tick = bpf_map_lookup_elem(&prof_ns, &k15), *half = bpf_map_lookup_elem(&prof_ns, &k14);
+
+	if (tick && half) {
+		*tick += 1;
+		*half = *tick & 1;
+	}
+	both = bpf_map_lookup_elem(&stack_scratch, &zero);""")
+ab and insert("""		if (w.win)
+			w.want = sp + w.win->extent;""", """		if (w.win)
+			w.want = half && *half ? 0 : sp + w.win->extent;
+		prof_add(13, half && *half);""")
+ab and insert("""	prof_add(9, 1);""", """	prof_add(9, 1);
+	{
+		__u32 k14 = 14;
+		__u64 *half = bpf_map_lookup_elem(&prof_ns, &k14);
+
+		prof_add(12, half && *half);
+	}""")
 open(path, "w").write(text)
