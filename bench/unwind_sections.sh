@@ -3,7 +3,8 @@
 # runs ecpi_bench_unwind_depth under a recording made by an ecpi built with
 # bench/unwind_sections.py's timing sections, reads their per-CPU sums
 # (map prof_ns) just before the recording ends, and prints each per walked
-# sample, then the whole handler's time (kernel.bpf_stats_enabled). A time:
+# sample, the whole handler's time per sample (p10, median, p90 of its
+# histogram), then its mean (kernel.bpf_stats_enabled). A time:
 # take the exclusive lock on a shared machine.
 #
 # Usage: bash bench/unwind_sections.sh ECPI_WITH_SECTIONS [SECONDS] [SHAPE:DEPTH...]   (as root)
@@ -40,9 +41,34 @@ n = sums.get(0, 0) or 1
 names = ["samples walked", "entry", "registers (own ring)", "walk setup", "walk",
          "ring record (+regs)", "frames", "row-cache lookups", "row-cache hits", "window reads",
          "window read time", "cache-served lookups", "searched lookups", "searches"]
+if sums.get(15):  # unwind_sections.py --ab: 12, 13: window reads and walked samples of the B half
+    names[12:14] = ["window reads, B", "samples walked, B"]
 for k, name in enumerate(names):
-    unit = "ns" if k in (1, 2, 3, 4, 5, 10, 11, 12) else ""
-    print(f"  {name:20} {sums.get(k, 0) / n:8.1f} {unit}" if k else f"  {name:20} {sums.get(0, 0):8d}")'
+    unit = "ns" if k in (1, 2, 3, 4, 5, 10, 11) or (k == 12 and not sums.get(15)) else ""
+    print(f"  {name:20} {sums.get(k, 0) / n:8.1f} {unit}" if k else f"  {name:20} {sums.get(0, 0):8d}")
+if sums.get(15) and 0 < sums.get(13, 0) < n:
+    a, b = sums.get(9, 0) - sums.get(12, 0), sums.get(12, 0)
+    print(f"  window reads a walked sample: A {a / (n - sums[13]):.2f}, B {b / sums[13]:.2f}")'
+	bpftool map dump name prof_hist -j | python3 -c '
+import json, sys
+def number(v):
+    return v if isinstance(v, int) else int.from_bytes(bytes(int(x, 16) for x in v), "little")
+h = {number(e["key"]): sum(number(v["value"]) for v in e.get("values", [])) for e in json.load(sys.stdin)}
+def line(h, label):
+    n = sum(h.values())
+    def quantile(q):
+        seen = 0
+        for k in sorted(h):
+            seen += h[k]
+            if seen >= q * n:
+                return f"{10 * k}" if k < 1000 else ">10000"
+    print(f"  {label}: p10 {quantile(0.1)}, median {quantile(0.5)}, p90 {quantile(0.9)} ns of {n}" if n else "  no histogram")
+second = {k - 1001: v for k, v in h.items() if k > 1000}
+if sum(second.values()):  # unwind_sections.py --ab: the other half of the samples
+    line({k: v for k, v in h.items() if k <= 1000}, "per sample, A (windows from the last extent)")
+    line(second, "per sample, B (512-byte windows)")
+else:
+    line(h, "per sample (10 ns buckets)")'
 	wait "$pid" || true
 	python3 -c '
 import json, sys

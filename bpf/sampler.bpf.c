@@ -154,14 +154,20 @@ struct {
 } stack_scratch SEC(".maps");
 
 /* A window of the user stack the CFI walk reads its frames from: one
- * bpf_probe_read_user per ECPI_UNWIND_WINDOW bytes of stack instead of one
- * or two per frame. A window never reaches past the end of the 4 KiB page it
- * starts in (that page holds the frame being read, so it is mapped; the
- * next one up may not be). Two spare words keep the verifier's view of a
- * 16-byte read inside the value. */
-#define ECPI_UNWIND_WINDOW 512
+ * bpf_probe_read_user for many frames instead of one or two per frame. A
+ * window never reaches past the end of the 4 KiB page it starts in (that
+ * page holds the frame being read, so it is mapped; the next one up may not
+ * be). Its length comes from the last walk on this CPU: as many bytes as
+ * that walk read above its sp (extent), at least ECPI_UNWIND_WINDOW_MIN, so
+ * that a steady workload's stack within one page takes one read, not one per
+ * 512 bytes (each read has a fixed cost of its own). Only a length: the
+ * bytes are the stack's, whatever the last walk was. Two spare words keep
+ * the verifier's view of a 16-byte read inside the value. */
+#define ECPI_UNWIND_WINDOW 4096 /* a page, the most one read takes */
+#define ECPI_UNWIND_WINDOW_MIN 512
 struct stack_window {
 	__u64 words[ECPI_UNWIND_WINDOW / 8 + 2];
+	__u64 extent; /* bytes above its first sp the last walk read; 0: none */
 };
 
 struct {
@@ -329,6 +335,7 @@ struct walk_state {
 	struct stack_window *win; /* the per-CPU window (looked up once); NULL: every read direct */
 	__u64 win_start;          /* user address of win->words[0] */
 	__u32 win_len;            /* bytes of the window read from win_start (0: none yet) */
+	__u64 want;               /* a window should reach here: sp + the last walk's extent */
 };
 
 /* The index of the mapping of `pc` in the process's sorted mappings, trying
@@ -524,27 +531,53 @@ static __always_inline __u32 row_for(struct walk_state *w, struct ecpi_unwind_ro
 	return r;
 }
 
+/* Reads the window anew from `addr` (8-byte aligned) up to `want`, at
+ * least ECPI_UNWIND_WINDOW_MIN bytes, never past addr's page: the bytes
+ * read, 0 where fewer than `n` fit in the page (read those directly), < 0
+ * where the stack is unreadable. A global function: the verifier checks
+ * its lengths once, and its caller, inlined in every read of the walk,
+ * sees one unknown length instead of a state per branch taken here. */
+__noinline long window_fill(struct stack_window *win, __u64 addr, __u64 want, __u32 n)
+{
+	__u64 len = 4096 - (addr & 4095);
+
+	if (!win)
+		return -1;
+	if (want < addr + ECPI_UNWIND_WINDOW_MIN) {
+		if (len > ECPI_UNWIND_WINDOW_MIN)
+			len = ECPI_UNWIND_WINDOW_MIN;
+	} else if (want - addr < len) {
+		len = (want - addr + 7) & ~7ULL;
+	}
+	if (len < n)
+		return 0;
+	if (len > ECPI_UNWIND_WINDOW)
+		len = ECPI_UNWIND_WINDOW;
+	if (bpf_probe_read_user(win->words, len, (void *)addr))
+		return -1;
+	return len;
+}
+
 /* `n` bytes (8 or 16) of user stack at `addr` into out[0 .. n / 8): from the
  * window when it holds them, else after reading the window anew from addr
- * to its page's end (at most ECPI_UNWIND_WINDOW bytes); an unaligned address
- * or a read that crosses a page goes to the stack directly. The same bytes
- * as a direct read: the sampled thread is stopped while its handler runs. */
+ * (window_fill); an unaligned address or a read that crosses a page goes to
+ * the stack directly. The same bytes as a direct read: the sampled thread
+ * is stopped while its handler runs. */
 static __always_inline long stack_read(struct walk_state *w, __u64 addr, __u64 *out, __u32 n)
 {
 	struct stack_window *win = w->win;
 	__u64 off = addr - w->win_start;
-	__u32 len, i;
+	long len;
+	__u32 i;
 
 	if (!win || (addr & 7))
 		return bpf_probe_read_user(out, n, (void *)addr);
 	if (addr < w->win_start || off + n > w->win_len) {
-		len = 4096 - (addr & 4095);
-		if (len > ECPI_UNWIND_WINDOW)
-			len = ECPI_UNWIND_WINDOW;
-		if (len < n)
+		len = window_fill(win, addr, w->want, n);
+		if (len == 0)
 			return bpf_probe_read_user(out, n, (void *)addr);
 		w->win_len = 0;
-		if (bpf_probe_read_user(win->words, len, (void *)addr))
+		if (len < 0)
 			return -1;
 		w->win_start = addr;
 		w->win_len = len;
@@ -826,6 +859,7 @@ static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, con
 	struct walk_state w = {};
 	struct ecpi_stack_record *rec;
 	__u32 zero = 0;
+	__u64 sp;
 
 	both = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!both)
@@ -842,8 +876,15 @@ static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, con
 		w.rec = rec;
 		w.win = bpf_map_lookup_elem(&unwind_window, &zero);
 		w.base = rec->kernel_depth;
+		sp = w.sp;
+		if (w.win)
+			w.want = sp + w.win->extent;
 		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
 		rec->user_depth = w.depth;
+		/* The last frame's sp: the walk read below it (its return address at
+		 * sp - 8). A signal frame's walk may move to another stack: no extent then. */
+		if (w.win)
+			w.win->extent = w.sp > sp && w.sp - sp <= ECPI_UNWIND_WINDOW ? w.sp - sp : 0;
 		count(key->event, w.end ? w.end : ECPI_COUNTER_CUT_DEPTH);
 	}
 	send_walked(ctx, both, key, pid_tgid, now);
