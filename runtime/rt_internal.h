@@ -181,45 +181,6 @@ static inline void ecpi_rt_publish(struct ecpi_rt_thread *t)
 	__atomic_store_n(&t->ring->head, t->head, __ATOMIC_RELEASE);
 }
 
-/* Records past the ring's head whose cache lines a span's end claims for
- * writing (prefetchw) before the next span's records go there: a span of
- * channels takes about 21 records (ecpi_rt_span_pack), 6 lines. The ring
- * (2^18 records, 4 MiB) is larger than the L2 cache, and ecpi reads each
- * line on the other CPU, so every line a span's end writes was a miss for
- * ownership; its stores waited in the store buffer behind it while the
- * program's own stores queued after them. Claimed at a span's end, the
- * lines come in during the gap before the next span (about nine spans'
- * length of block entries), outside any timed interval. */
-#define ECPI_RT_CLAIM_AHEAD_RECORDS 32
-#define ECPI_RT_RECORDS_PER_LINE 4 /* 64-byte lines of 16-byte records */
-
-/* How many records past `head` may be claimed: at most `want`, and none the
- * consumer may not have read yet (`cached_tail` is older than its tail, so
- * this errs toward fewer). */
-static inline uint32_t ecpi_rt_claim_ahead_records(uint64_t head, uint64_t cached_tail, uint64_t ring_records, uint32_t want)
-{
-	uint64_t used = head - cached_tail;
-	uint64_t room = used < ring_records ? ring_records - used : 0;
-	return room < want ? (uint32_t)room : want;
-}
-
-/* One line claimed for writing: a hint, no store. A test may define it
- * first to see which records' lines are claimed
- * (tests/unit/paths/ring_claim_probe.c). */
-#ifndef ECPI_RT_CLAIM_LINE
-#define ECPI_RT_CLAIM_LINE(rec) __asm__ volatile("prefetchw %0" ::"m"(*(rec)))
-#endif
-
-/* Claims the lines of the next `want` records for writing, one prefetchw
- * a line: nothing is stored, and no line past the space the consumer has
- * freed is claimed. */
-static inline void ecpi_rt_ring_claim_ahead(const struct ecpi_rt_thread *t, uint32_t want)
-{
-	uint32_t n = ecpi_rt_claim_ahead_records(t->head, t->cached_tail, t->mask + 1ull, want);
-	for (uint32_t i = 0; i < n; i += ECPI_RT_RECORDS_PER_LINE)
-		ECPI_RT_CLAIM_LINE(&t->records[(t->head + i) & t->mask]);
-}
-
 /* A MEMREF record's first word. */
 static inline uint64_t ecpi_rt_memref_word(uint64_t addr, unsigned size_log2, unsigned write)
 {

@@ -76,7 +76,6 @@ static void write_span(struct ecpi_rt_thread *t, uint64_t last, uint64_t blocks,
 		at += ecpi_rt_span_pack(t, (uint32_t)entries, rec, mask, at);
 		rec[at & mask] = (struct ecpi_rt_record){kind(ECPI_RT_REC_SPAN_END), end_tsc};
 		ecpi_rt_ring_commit(t, (uint32_t)(at + 1 - t->head));
-		ecpi_rt_ring_claim_ahead(t, ECPI_RT_CLAIM_AHEAD_RECORDS); /* the next span's lines */
 	}
 }
 
