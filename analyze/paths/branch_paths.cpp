@@ -216,18 +216,39 @@ void PathCutter::begin_burst(std::uint32_t thread) {
     bursts_++;
 }
 
-PathCutter::Cut PathCutter::classify(const Thread& t, const PathProcedure& proc, std::uint32_t block,
-                                     std::uint64_t address) const {
+// classify's rules in order, but the last: *last_rule is set where none
+// of them cuts and only the last (a block already on the open path) may.
+PathCutter::Cut PathCutter::classify_step(const Thread& t, const PathProcedure& proc, std::uint32_t block,
+                                          std::uint64_t address, bool* last_rule) const {
+    *last_rule = false;
     if (t.proc != &proc) return block == 0 ? Cut::kEntry : Cut::kReturn;  // a call (or tail call), or a return
     // Two callbacks in one machine block: IR blocks the code generator merged.
     if (block == t.block && address > t.address) return Cut::kNone;
     if (proc.is_back_edge(t.block, block)) return Cut::kLoop;
     if (block == 0) return Cut::kEntry;  // the entry again without a back edge: recursion
     if (!proc.follows(t.block, block)) return Cut::kReturn;  // a recursive call returned into an older frame
-    // A block already on the path without a back edge of a natural loop
-    // (irreducible control flow): cut there, so the path stays acyclic.
-    if (t.open && std::find(t.blocks.begin(), t.blocks.end(), block) != t.blocks.end()) return Cut::kLoop;
+    // The last rule (block()): a block already on the path without a back
+    // edge of a natural loop (irreducible control flow) cuts there, so the
+    // path stays acyclic.
+    *last_rule = true;
     return Cut::kNone;
+}
+
+// The entry at `address` after the thread's last one (t.proc set): from
+// steps_ where this transition was seen, else looked up and kept there. A
+// transition into no procedure is not kept (the code map may learn one).
+const PathCutter::Step& PathCutter::step(const Thread& t, std::uint64_t address) {
+    const std::uint64_t hash = t.address * 0x9E3779B97F4A7C15ull ^ address * 0xC2B2AE3D27D4EB4Full;
+    Step& s = steps_[(hash >> 32) & (kStepSlots - 1)];
+    if (s.from_proc == t.proc && s.from == t.address && s.address == address) return s;
+    s.proc = address >= t.proc->start && address < t.proc->end ? t.proc : code_.procedure_at(address);
+    s.block = s.proc ? s.proc->block_at(address) : kNoBlock;
+    s.last_rule = false;
+    s.cut = s.block == kNoBlock ? Cut::kNone : classify_step(t, *s.proc, s.block, address, &s.last_rule);
+    s.from_proc = s.proc ? t.proc : nullptr;
+    s.from = t.address;
+    s.address = address;
+    return s;
 }
 
 namespace {
@@ -332,10 +353,9 @@ void PathCutter::close_path(Thread& t, std::uint64_t ticks, Cut cut) {
 void PathCutter::block(std::uint32_t thread_id, std::uint64_t address, std::uint64_t ticks) {
     Thread& t = thread(thread_id);
     blocks_++;
-    // Most entries stay in the procedure of the last one: skip the lookup.
-    const PathProcedure* proc =
-        t.proc && address >= t.proc->start && address < t.proc->end ? t.proc : code_.procedure_at(address);
-    const std::uint32_t block = proc ? proc->block_at(address) : kNoBlock;
+    const Step* s = t.proc ? &step(t, address) : nullptr;
+    const PathProcedure* proc = s ? s->proc : code_.procedure_at(address);
+    const std::uint32_t block = s ? s->block : proc ? proc->block_at(address) : kNoBlock;
     if (block == kNoBlock) {
         outside_++;
         if (t.span) t.span_valid = false;
@@ -345,7 +365,10 @@ void PathCutter::block(std::uint32_t thread_id, std::uint64_t address, std::uint
     }
     if (!t.proc) {  // the first entry of a burst: how it was reached is unknown
         t.entries_unsynced++;
-    } else if (Cut cut = classify(t, *proc, block, address); cut != Cut::kNone) {
+    } else if (Cut cut = s->last_rule && t.open && std::find(t.blocks.begin(), t.blocks.end(), block) != t.blocks.end()
+                             ? Cut::kLoop
+                             : s->cut;
+               cut != Cut::kNone) {
         if (t.open) close_path(t, ticks, cut);
         at_edges_ += t.entries_unsynced;
         t.entries_unsynced = 0;

@@ -57,10 +57,13 @@ class FakeCode : public PathCodeMap {
 public:
     void add(PathProcedure p) { procs_.push_back(std::move(p)); }
     const PathProcedure* procedure_at(std::uint64_t a) override {
+        lookups++;
         for (const auto& p : procs_)
             if (a >= p.start && a < p.end) return &p;
         return nullptr;
     }
+
+    std::uint64_t lookups = 0;  // procedure_at's calls
 
 private:
     std::vector<PathProcedure> procs_;
@@ -432,4 +435,35 @@ TEST_CASE("branch paths from LBR stacks: straight runs between records, times fr
     for (auto& b : sample.branches) b.cycles = 0;
     PathCutter none(code, 0);
     CHECK(!feed_lbr_sample(none, code, sample, 0, 0));
+}
+
+TEST_CASE("branch paths: a transition seen before is not looked up again, and cuts as it did") {
+    // A loop whose block 3 calls `callee` on every turn: each turn leaves
+    // the loop's procedure and comes back, which looked both procedures up
+    // anew at every entry (and each block by a binary search).
+    Shape loop = looping();
+    Shape callee{"callee", 0x2000, 2, {{0, 1}}, {}, {}, {}};
+    FakeCode code;
+    code.add(make(loop));
+    code.add(make(callee));
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> e = {{at(loop, 0), 0}};
+    std::uint64_t now = 0;
+    for (int turn = 0; turn < 1000; turn++)
+        for (auto address : {at(loop, 1), at(loop, 2), at(loop, 3), at(callee, 0), at(callee, 1), at(loop, 4)})
+            e.emplace_back(address, now += 10);
+    auto p = cut(code, 0, e);
+    CHECK(code.lookups <= 4);  // the first entry and the first turn's two crossings (was one per crossing: 2,001)
+    const auto* called = find(p, "callee", {at(callee, 0, 0), at(callee, 1, 0)});
+    REQUIRE(called);
+    CHECK(called->occurrences == 1000);
+    CHECK(called->start_kind == "entry");
+    CHECK(called->end_kind == "return");
+    const auto* turn = find(p, "loop", {at(loop, 1, 0), at(loop, 2, 0), at(loop, 3, 0)});
+    REQUIRE(turn);
+    CHECK(turn->occurrences == 999);  // the first turn's start is unseen (the burst began at block 0)
+    CHECK(turn->end_kind == "call");
+    const auto* resumed = find(p, "loop", {at(loop, 4, 0)});
+    REQUIRE(resumed);
+    CHECK(resumed->occurrences == 999);  // the last turn's stays open
+    CHECK(resumed->start_kind == "return");
 }

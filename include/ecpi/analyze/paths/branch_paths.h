@@ -140,8 +140,26 @@ private:
         std::uint32_t span_id = kNoSpanId;
     };
     static constexpr std::uint32_t kNoSpanId = 0xffffffffu;
+    // What an entry at `address` means after one at `from` in `from_proc`:
+    // its procedure and block, and classify's cut by every rule but the
+    // last (a block already on the open path, which reads the path). A
+    // loop's few transitions come again and again, and looking each entry
+    // up anew (procedure, block by binary search, back edges, successors)
+    // was most of the reader's work per entry: ecpi's reader took as much
+    // CPU as the program it recorded (docs/PATHS.md).
+    struct Step {
+        const PathProcedure* from_proc = nullptr;  // nullptr: the slot holds nothing
+        std::uint64_t from = 0, address = 0;
+        const PathProcedure* proc = nullptr;
+        std::uint32_t block = 0;
+        Cut cut = Cut::kNone;
+        bool last_rule = false;  // no rule but the last cuts: a block already on the open path does
+    };
+    static constexpr std::size_t kStepSlots = 1024;  // a power of two
     Thread& thread(std::uint32_t id);
-    Cut classify(const Thread& t, const PathProcedure& proc, std::uint32_t block, std::uint64_t address) const;
+    const Step& step(const Thread& t, std::uint64_t address);
+    Cut classify_step(const Thread& t, const PathProcedure& proc, std::uint32_t block, std::uint64_t address,
+                      bool* last_rule) const;
     KnownPath& known_path(Thread& t, Cut cut);
     void close_path(Thread& t, std::uint64_t ticks, Cut cut);
     void drop_open(Thread& t);
@@ -154,6 +172,7 @@ private:
     std::map<std::uint32_t, std::unique_ptr<Thread>> threads_;
     std::uint32_t last_thread_id_ = 0;
     Thread* last_thread_ = nullptr;  // threads_[last_thread_id_]: records come in runs of one ring's
+    std::vector<Step> steps_ = std::vector<Step>(kStepSlots);  // by a hash of (from, address)
     std::unordered_map<std::uint64_t, std::vector<KnownPath>> known_;  // by path_hash
     std::map<Key, store::BranchPath> paths_;
     std::vector<store::BranchPath*> span_paths_;
