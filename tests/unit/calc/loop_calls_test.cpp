@@ -49,6 +49,16 @@ struct Append {
         return {std::move(*table), std::move(*image), std::move(*model)};
     }
 
+    // The fixture with append() and grow() found in it.
+    static Append with_append() {
+        Append fx = open();
+        fx.append = fx.symbol("append");
+        fx.grow = fx.symbol("grow");
+        REQUIRE(fx.append != nullptr);
+        REQUIRE(fx.grow != nullptr);
+        return fx;
+    }
+
     const Symbol* symbol(const std::string& name) const {
         for (const auto& s : table.symbols())
             if (s.name == name) return &s;
@@ -150,11 +160,7 @@ CalcLoop measured(const Append& fx, const CalcLoop& loop, const std::vector<Regi
 }  // namespace
 
 TEST_CASE("a loop that calls other code is measured by a callee-saved induction register, through the calls") {
-    Append fx = Append::open();
-    fx.append = fx.symbol("append");
-    fx.grow = fx.symbol("grow");
-    REQUIRE(fx.append != nullptr);
-    REQUIRE(fx.grow != nullptr);
+    Append fx = Append::with_append();
     ProcedureInput plain = fx.input();
     plain.samples = {{fx.append->start, 1}};  // loops are found in sampled procedures
     auto first = analyze_procedure(plain, fx.model, 1000);
@@ -482,11 +488,7 @@ TEST_CASE("a loop's exit its odds never saw taken ranges up to the odds' interva
     // allows up to 4 / 404 of the loop's count. Before, the exit and the
     // way into the loop (one class) were a measured 0, exact: a confident
     // wrong answer for a loop that ran.
-    Append fx = Append::open();
-    fx.append = fx.symbol("append");
-    fx.grow = fx.symbol("grow");
-    REQUIRE(fx.append != nullptr);
-    REQUIRE(fx.grow != nullptr);
+    Append fx = Append::with_append();
     ProcedureInput plain = fx.input();
     plain.samples = {{fx.append->start, 1}};
     auto first = analyze_procedure(plain, fx.model, 1000);
