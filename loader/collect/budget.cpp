@@ -286,7 +286,7 @@ public:
     bool done_after(std::size_t index, const std::vector<double>& costs, int pairs) {
         precise_[index] = static_cast<int>(costs.size()) >= options_.min_pairs &&
                           precise_enough(median_bound(costs, options_.confidence), options_);
-        pairs_ = pairs;
+        if (index == 0) pairs_ = pairs;  // the same count in every thread; read once all have arrived
         barrier_.arrive_and_wait();
         return stop_;
     }
