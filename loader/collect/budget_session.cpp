@@ -60,12 +60,13 @@ SampleCost Session::with_calibration_history(const SampleCost& fresh, const Cali
     const std::int64_t now =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     const std::string key = calibration_key(fresh, calibration);
-    SampleCost pooled = fresh;
-    if (auto all = read_calibration_history(options_.calibration_history); all.ok())
-        pooled = pool_with_earlier(fresh, matching_calibrations(*all, key, now), calibration);
-    else
+    auto all = read_calibration_history(options_.calibration_history);
+    if (!all.ok()) {  // one line: adding to the file would fail for the same cause
         warn_once("the overhead budget's calibration history is not used (" + all.error().message() +
                   "); remove the file, or give --calibration-history none");
+        return fresh;
+    }
+    SampleCost pooled = pool_with_earlier(fresh, matching_calibrations(*all, key, now), calibration);
     if (auto saved = append_calibration(options_.calibration_history, calibration_record(fresh, key, now), now); !saved.ok())
         warn_once("the overhead budget's calibration is not kept for the next (" + saved.error().message() + ")");
     return pooled;
