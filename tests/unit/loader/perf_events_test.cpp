@@ -119,6 +119,12 @@ TEST_CASE("sampling costs the sampled thread time: its clock under sampling is l
         CHECK(sampled.error().message().find("cpu-clock") != std::string::npos);
         return;
     }
+    if (*sampled == 0) {
+        // Every round was preempted for most of its time (a loaded machine):
+        // the function says "not measured", as the recorder then stores none.
+        MESSAGE("the thread held its CPU for under a quarter of every round: no sampled clock rate measured");
+        return;
+    }
     INFO("unsampled " << unsampled << " MHz, sampled at 10 kHz " << *sampled << " MHz");
     CHECK(*sampled > unsampled / 4);
     CHECK(*sampled < unsampled * 1.1);  // turbo may move a little between the two
