@@ -31,6 +31,9 @@
 #   bash bench/pgo.sh extra            # the accurate and f20k builds (build_extra; shared lock)
 #   bash bench/pgo.sh exact            # a profile from exact counts (callgrind; build_exact) and
 #                                      # ecpi's compared with it (PGO_DIR/PROGRAM.compare)
+#   bash bench/pgo.sh screen           # plain, instr and exact builds only (no ecpi): is a program's
+#                                      # PGO gain one a sample profile can carry? (then
+#                                      # VARIANTS="plain instr exact" bench/pgo.sh time)
 #   bash bench/pgo.sh now              # the stored recording exported with this ecpi (build_now;
 #                                      # NOW=NAME names the variant, default now)
 #   bash bench/pgo.sh time [ROUNDS=7]  # ROUNDS rounds per program, each running every build once
@@ -75,7 +78,9 @@ daemon_pid=""
 trap '[ -z "$daemon_pid" ] || { kill -TERM "$daemon_pid"; wait "$daemon_pid"; } 2>/dev/null; rm -rf "$T"' EXIT
 mkdir -p "$PGO_DIR"
 
-declare -A ARGS=([sqlite]="20000 8 50000" [wordfreq]="40")
+# stackvm, records and checksums: the other bundled programs screened for a
+# second program (bench/pgo.sh screen; docs/PGO.md, "A second program").
+declare -A ARGS=([sqlite]="20000 8 50000" [wordfreq]="40" [stackvm]="600" [records]="3000000" [checksums]="400")
 
 # sources PROGRAM: the compiler's inputs (driver and library together, so
 # every build applies its flags to both).
@@ -87,6 +92,10 @@ sources() {
 		echo "-I$dir -DSQLITE_THREADSAFE=0 -DSQLITE_OMIT_LOAD_EXTENSION $here/cachesim/sqlite_orders.c $dir/sqlite3.c -lm"
 		;;
 	wordfreq) echo "$here/../tests/testprogs/pgo/wordfreq.c" ;;
+	stackvm) echo "$here/../tests/testprogs/pgo/stackvm.c" ;;
+	records) echo "$here/../tests/testprogs/layout/records.c" ;;
+	checksums) echo "$here/../tests/testprogs/pgo/checksums/"{crc32,adler32,main}.c ;;
+	*) echo "bench/pgo.sh: unknown program $1 (sqlite, wordfreq, stackvm, records, checksums)" >&2; return 1 ;;
 	esac
 }
 
@@ -104,16 +113,9 @@ fresh() {
 build() {
 	local p=$1 src out=$PGO_DIR/$1
 	src=$(sources "$p") || return 1
+	build_base "$p" || return 1
 	# shellcheck disable=SC2086
 	{
-		fresh "$out.plain" $src || clang -O2 -g -fdebug-info-for-profiling -o "$out.plain" $src
-		if ! fresh "$out.instr" $src; then
-			clang -O2 -fprofile-instr-generate -o "$out.instr-gen" $src
-			rm -f "$T"/*.profraw
-			LLVM_PROFILE_FILE="$T/$p-%p.profraw" "$out.instr-gen" ${ARGS[$p]} >/dev/null 2>&1
-			llvm-profdata merge -o "$out.profdata" "$T"/*.profraw
-			clang -O2 -fprofile-instr-use="$out.profdata" -o "$out.instr" $src
-		fi
 		rm -rf "$out.db"
 		"$ECPI" record -q -F 4999 -o "$out.db" -- "$out.plain" ${ARGS[$p]} >/dev/null 2>&1
 		"$ECPI" export "$out.db" --format afdo --image "$out.plain" -o "$out.afdo"
@@ -129,6 +131,26 @@ build() {
 	local v
 	for v in instr ecpi bolt daemon; do check_same "$p" "$v" || return 1; done
 	echo "# $p: built; profile $(wc -l <"$out.afdo") lines, $(grep -c '^[^ ]' "$out.afdo") functions"
+}
+
+# build_base PROGRAM: the plain build (the one ecpi records) and the
+# instrumented PGO build, trained on the timed workload; both kept while
+# newer than their sources.
+build_base() {
+	local p=$1 src out=$PGO_DIR/$1
+	src=$(sources "$p") || return 1
+	# shellcheck disable=SC2086
+	{
+		fresh "$out.plain" $src || clang -O2 -g -fdebug-info-for-profiling -o "$out.plain" $src
+		if ! fresh "$out.instr" $src; then
+			clang -O2 -fprofile-instr-generate -o "$out.instr-gen" $src
+			rm -f "$T"/*.profraw
+			LLVM_PROFILE_FILE="$T/$p-%p.profraw" "$out.instr-gen" ${ARGS[$p]} >/dev/null 2>&1
+			llvm-profdata merge -o "$out.profdata" "$T"/*.profraw
+			clang -O2 -fprofile-instr-use="$out.profdata" -o "$out.instr" $src
+		fi
+	}
+	check_same "$p" instr
 }
 
 # build_extra PROGRAM: two builds that test a cause of the gap to
@@ -189,6 +211,7 @@ build_exact() {
 	# shellcheck disable=SC2086
 	clang -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$out.exact.afdo" -Wl,-q -o "$out.exact" $src
 	check_same "$p" exact || return 1
+	[ -s "$out.afdo" ] || { echo "# $p: exact built (no ecpi profile to compare it with)"; return 0; }
 	python3 "$here/pgo/compare_afdo.py" "$out.afdo" "$out.exact.afdo" >"$out.compare"
 	echo "# $p: exact built; $(head -1 "$out.compare")"
 }
@@ -261,11 +284,12 @@ build) for p in $PROGRAMS; do build "$p"; done ;;
 daemon) for p in $PROGRAMS; do build_daemon "$p"; done ;;
 extra) for p in $PROGRAMS; do build_extra "$p"; done ;;
 exact) for p in $PROGRAMS; do build_exact "$p"; done ;;
+screen) for p in $PROGRAMS; do build_base "$p" && build_exact "$p"; done ;;
 now) for p in $PROGRAMS; do build_now "$p"; done ;;
 time | report | reset)
 	[ "$MODE" = reset ] && { rm -f "$PGO_DIR/times"; exit 0; }
 	if [ "$MODE" = time ]; then for p in $PROGRAMS; do time_rounds "$p"; done; fi
 	report
 	;;
-*) echo "usage: bash bench/pgo.sh build | daemon | extra | exact | now | time [ROUNDS] | report | reset" >&2; exit 2 ;;
+*) echo "usage: bash bench/pgo.sh build | daemon | extra | exact | screen | now | time [ROUNDS] | report | reset" >&2; exit 2 ;;
 esac
