@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace ecpi::analyze {
@@ -324,6 +325,86 @@ LoopRate loop_rate(const ProgressQuery& q) {
         out.high = std::max(out.high, g.rate());
     }
     out.known = true;
+    return out;
+}
+
+namespace {
+
+// Sums for one least-squares slope, about an origin near the data (pointer
+// registers are ~1e13 iterations from 0: squares there lose every digit).
+struct SlopeSums {
+    double n = 0, x = 0, y = 0, xx = 0, xy = 0;
+    void add(double dx, double dy) {
+        n += 1;
+        x += dx;
+        y += dy;
+        xx += dx * dx;
+        xy += dx * dy;
+    }
+    double sxx() const { return n > 1 ? xx - x * x / n : 0; }
+    double sxy() const { return n > 1 ? xy - x * y / n : 0; }
+};
+
+struct NestedGroup {
+    double x0 = 0, y0 = 0;               // the group's first snapshot
+    std::array<SlopeSums, 8> parts;      // interleaved by the group's snapshot order
+    std::size_t seen = 0;
+};
+
+// The pooled slope of `part` (or of all eight, part < 0) over the groups.
+double pooled_slope(const std::map<std::vector<std::uint64_t>, NestedGroup>& groups, int part) {
+    double sxx = 0, sxy = 0;
+    for (const auto& [key, g] : groups)
+        for (int k = 0; k < 8; ++k) {
+            if (part >= 0 && k != part) continue;
+            sxx += g.parts[static_cast<std::size_t>(k)].sxx();
+            sxy += g.parts[static_cast<std::size_t>(k)].sxy();
+        }
+    return sxx > 0 ? sxy / sxx : 0;
+}
+
+}  // namespace
+
+NestedRatio nested_ratio(const ProgressQuery& outer, int inner_gp, std::int64_t inner_step, std::uint8_t inner_width) {
+    NestedRatio out;
+    if (outer.gp < 0 || outer.gp >= 16 || outer.step == 0 || inner_gp < 0 || inner_gp >= 16 || inner_step == 0 ||
+        !outer.in_loop)
+        return out;
+    ProgressQuery inner = outer;
+    inner.gp = inner_gp;
+    inner.step = inner_step;
+    inner.width = inner_width;
+    std::map<std::vector<std::uint64_t>, NestedGroup> groups;
+    const auto visit = [&](std::size_t p) {
+        const auto& s = outer.stream[p];
+        if (s.image != outer.image || !outer.in_loop(s.offset)) return;
+        std::vector<std::uint64_t> key;
+        for (int r : outer.invariant) key.push_back(s.regs[static_cast<std::size_t>(r)]);
+        const double x = position(outer, s), y = position(inner, s);
+        auto [it, fresh] = groups.try_emplace(std::move(key));
+        NestedGroup& g = it->second;
+        if (fresh) {
+            g.x0 = x;
+            g.y0 = y;
+        }
+        g.parts[g.seen++ % 8].add(x - g.x0, y - g.y0);
+        ++out.snapshots;
+    };
+    if (outer.candidates.empty()) {
+        for (std::size_t p = 0; p < outer.stream.size(); ++p) visit(p);
+    } else {
+        for (auto p : outer.candidates)
+            if (p < outer.stream.size()) visit(p);
+    }
+    if (out.snapshots < kMinNestedSnapshots) return out;
+    out.per_outer = pooled_slope(groups, -1);
+    out.low = out.high = out.per_outer;
+    for (int k = 0; k < 8; ++k) {
+        const double part = pooled_slope(groups, k);
+        out.low = std::min(out.low, part);
+        out.high = std::max(out.high, part);
+    }
+    out.known = out.per_outer > 0 && out.low > 0 && out.high <= kMaxNestedSpread * out.low;
     return out;
 }
 
