@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace ecpi::analyze {
 
@@ -333,34 +334,46 @@ namespace {
 // Sums for one least-squares slope, about an origin near the data (pointer
 // registers are ~1e13 iterations from 0: squares there lose every digit).
 struct SlopeSums {
-    double n = 0, x = 0, y = 0, xx = 0, xy = 0;
+    double n = 0, x = 0, y = 0, xx = 0, xy = 0, yy = 0;
     void add(double dx, double dy) {
         n += 1;
         x += dx;
         y += dy;
         xx += dx * dx;
         xy += dx * dy;
+        yy += dy * dy;
     }
     double sxx() const { return n > 1 ? xx - x * x / n : 0; }
     double sxy() const { return n > 1 ? xy - x * y / n : 0; }
+    double syy() const { return n > 1 ? yy - y * y / n : 0; }
 };
 
 struct NestedGroup {
     double x0 = 0, y0 = 0;               // the group's first snapshot
     std::array<SlopeSums, 8> parts;      // interleaved by the group's snapshot order
     std::size_t seen = 0;
+    // The snapshots furthest back and furthest on in the outer loop, and
+    // the inner register there: the chord over the trip.
+    double x_low = INFINITY, y_at_low = 0, x_high = -INFINITY, y_at_high = 0;
 };
 
-// The pooled slope of `part` (or of all eight, part < 0) over the groups.
-double pooled_slope(const std::map<std::vector<std::uint64_t>, NestedGroup>& groups, int part) {
-    double sxx = 0, sxy = 0;
+// The pooled slope of `part` (or of all eight, part < 0) over the groups,
+// and its standard error.
+std::pair<double, double> pooled_slope(const std::map<std::vector<std::uint64_t>, NestedGroup>& groups, int part) {
+    double sxx = 0, sxy = 0, syy = 0, n = 0;
     for (const auto& [key, g] : groups)
         for (int k = 0; k < 8; ++k) {
             if (part >= 0 && k != part) continue;
-            sxx += g.parts[static_cast<std::size_t>(k)].sxx();
-            sxy += g.parts[static_cast<std::size_t>(k)].sxy();
+            const SlopeSums& s = g.parts[static_cast<std::size_t>(k)];
+            sxx += s.sxx();
+            sxy += s.sxy();
+            syy += s.syy();
+            n += s.n;
         }
-    return sxx > 0 ? sxy / sxx : 0;
+    if (!(sxx > 0)) return {0, 0};
+    const double slope = sxy / sxx;
+    const double residual = std::max(0.0, syy - slope * sxy) / std::max(1.0, n - 2);
+    return {slope, std::sqrt(residual / sxx)};
 }
 
 }  // namespace
@@ -388,6 +401,8 @@ NestedRatio nested_ratio(const ProgressQuery& outer, int inner_gp, std::int64_t 
             g.y0 = y;
         }
         g.parts[g.seen++ % 8].add(x - g.x0, y - g.y0);
+        if (x < g.x_low) std::tie(g.x_low, g.y_at_low) = std::pair{x, y};
+        if (x > g.x_high) std::tie(g.x_high, g.y_at_high) = std::pair{x, y};
         ++out.snapshots;
     };
     if (outer.candidates.empty()) {
@@ -397,12 +412,29 @@ NestedRatio nested_ratio(const ProgressQuery& outer, int inner_gp, std::int64_t 
             if (p < outer.stream.size()) visit(p);
     }
     if (out.snapshots < kMinNestedSnapshots) return out;
-    out.per_outer = pooled_slope(groups, -1);
-    out.low = out.high = out.per_outer;
+    // The range: the eight groups' slopes and two standard errors of the
+    // pooled one, whichever reach further.
+    const auto [slope, error] = pooled_slope(groups, -1);
+    out.per_outer = slope;
+    out.low = slope - 2 * error;
+    out.high = slope + 2 * error;
     for (int k = 0; k < 8; ++k) {
-        const double part = pooled_slope(groups, k);
+        const double part = pooled_slope(groups, k).first;
         out.low = std::min(out.low, part);
         out.high = std::max(out.high, part);
+    }
+    // A slope weighs the trip's middle; the count is its ends' difference
+    // (a trip whose inner work is uneven along it bends the line): the
+    // chord from its first to its last snapshot joins the range.
+    double dx = 0, dy = 0;
+    for (const auto& [key, g] : groups)
+        if (g.x_high > g.x_low) {
+            dx += g.x_high - g.x_low;
+            dy += g.y_at_high - g.y_at_low;
+        }
+    if (dx > 0) {
+        out.low = std::min(out.low, dy / dx);
+        out.high = std::max(out.high, dy / dx);
     }
     out.known = out.per_outer > 0 && out.low > 0 && out.high <= kMaxNestedSpread * out.low;
     return out;

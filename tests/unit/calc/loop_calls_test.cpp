@@ -588,7 +588,7 @@ TEST_CASE("an inner loop too short for pairs is measured through its outer loop,
         v.push_back(s);
     }
     ProcedureInput in = plain;
-    in.samples = {{inner->header, 2800}, {outer->step_address, 200}};
+    in.samples = {{inner->header, 2800}, {outer->header, 100}, {outer->step_address, 200}};
     ProcedureInput::Registers regs;
     regs.stream = v;
     for (std::uint32_t p = 0; p < v.size(); ++p) regs.candidates.push_back(p);

@@ -140,7 +140,7 @@ LoopRate loop_rate(const ProgressQuery& query);
 struct NestedRatio {
     bool known = false;
     double per_outer = 0;                // inner iterations per outer iteration
-    double low = 0, high = 0;            // the least and most of eight interleaved groups' slopes
+    double low = 0, high = 0;            // eight interleaved groups' slopes and the pooled one +-2 standard errors
     std::uint32_t snapshots = 0;         // in the outer loop
 };
 
