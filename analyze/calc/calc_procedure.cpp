@@ -15,6 +15,7 @@
 #include "ecpi/analyze/calc/calc.h"
 #include "ecpi/analyze/calc/flow_counts.h"
 #include "ecpi/analyze/calc/loops.h"
+#include "ecpi/analyze/calc/register_progress.h"
 #include "ecpi/analyze/calc/ranges.h"
 #include "ecpi/analyze/calc/switch_odds.h"
 
@@ -305,6 +306,83 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
         a.loop_anchor[l] = r.iterations / period_cycles;
         a.options.anchors.push_back({best_iv->block, a.loop_anchor[l], false});
     }
+}
+
+// Whether register gp is written in outer loop `outer` only by inner
+// loop `inner`'s own instructions (there, by its stepping ones alone:
+// InductionVariable), and no call in the outer loop may change it.
+bool only_inner_writes(const Analysis& a, const Loop& outer, const Loop& inner, int gp) {
+    if ((outer.call_clobbers >> gp) & 1u) return false;
+    for (auto b : outer.blocks) {
+        if (inner.contains(b)) continue;
+        const auto& blk = a.cfg.blocks[b];
+        for (std::uint32_t k = blk.first; k < blk.first + blk.count; ++k)
+            for (auto r : a.cfg.instructions[k].writes)
+                if (gp_register_number(r) == gp) return false;
+    }
+    return true;
+}
+
+// The least and most F block b's class may have: its range where ranged,
+// else its point.
+std::pair<double, double> class_bounds(const Analysis& a, std::uint32_t b) {
+    const std::uint32_t cls = a.classes.block_class[b];
+    if (cls < a.ranges.size() && a.ranges[cls].ranged) return {a.ranges[cls].min, a.ranges[cls].max};
+    return {a.estimate.block_frequency[b], a.estimate.block_frequency[b]};
+}
+
+// Issue 36: an inner loop the pairs could not measure (trips too short
+// for the time between snapshots) whose induction register its outer loop
+// leaves alone counts its iterations over the outer trip: its count is the
+// outer loop's (the outer stepping block's, measured or estimated) times
+// the inner iterations per outer iteration (register_progress.h,
+// nested_ratio). bits' popcount: `total++` (ecx) against the word pointer
+// (rdi). The count is rated measured and ranges over the ratio's spread
+// times the outer count's bounds (its range where the outer loop's count is
+// the samples'). Whether any was anchored.
+bool anchor_nested_loops(Analysis& a, const ProcedureInput& input, double period_cycles) {
+    if (!input.registers || input.registers->stream.empty()) return false;
+    bool added = false;
+    const auto& loops = a.loops.loops;
+    for (std::uint32_t l = 0; l < loops.size(); ++l) {
+        const std::uint32_t parent = loops[l].parent;
+        if (a.loop_anchor[l] > 0 || parent == kNoLoop || loops[parent].has_call) continue;
+        const auto ranges = loop_ranges(a.cfg, loops[parent]);
+        const std::function<bool(std::uint64_t)> in_outer = [&ranges](std::uint64_t pc) {
+            auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(pc, UINT64_MAX));
+            return it != ranges.begin() && pc < std::prev(it)->second;
+        };
+        for (const auto& iv : a.loops.induction) {
+            if (iv.loop != l || !only_inner_writes(a, loops[parent], loops[l], iv.gp)) continue;
+            for (const auto& outer_iv : a.loops.induction) {
+                if (outer_iv.loop != parent) continue;
+                ProgressQuery q = loop_query(a, input, parent, in_outer, outer_iv, LoopCalls{});
+                const NestedRatio ratio = nested_ratio(q, iv.gp, iv.step, iv.width);
+                if (!ratio.known) continue;
+                const double outer_f = a.estimate.block_frequency[outer_iv.block];
+                const auto [outer_low, outer_high] = class_bounds(a, outer_iv.block);
+                const double f = ratio.per_outer * outer_f;
+                if (!(f > 0)) continue;
+                a.options.anchors.push_back({iv.block, f, false});
+                a.anchor_bounds[a.classes.block_class[iv.block]] = {ratio.low * outer_low, ratio.high * outer_high};
+                a.loop_anchor[l] = f;
+                CalcLoop& r = a.loop_reports[l];
+                r.anchored = true;
+                r.why_not.clear();
+                r.induction = register_name(iv.gp, iv.width);
+                r.step = iv.step;
+                r.step_address = a.cfg.instructions[iv.instruction].address;
+                r.per_outer_iteration = ratio.per_outer;
+                r.iterations = f * period_cycles;
+                r.iterations_min = ratio.low * outer_low * period_cycles;
+                r.iterations_max = ratio.high * outer_high * period_cycles;
+                added = true;
+                break;
+            }
+            if (a.loop_anchor[l] > 0) break;
+        }
+    }
+    return added;
 }
 
 // Each cause's range widened by the analysis at another count the samples
@@ -701,6 +779,8 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
         evaluate_branches(a, input);
     }
     estimate_with_ranges(a, input, model, period_cycles, sampled);
+    if (sampled && anchor_nested_loops(a, input, period_cycles))
+        estimate_with_ranges(a, input, model, period_cycles, sampled);
     constexpr int kAnchorRounds = 4;
     for (int round = 0; sampled && round < kAnchorRounds && anchor_branches(a); ++round)
         estimate_with_ranges(a, input, model, period_cycles, sampled);

@@ -201,7 +201,12 @@ void render_loops(std::ostringstream& o, const CalcProcedure& p) {
         if (l.samples == 0) continue;
         o << "*** Loop at " << hex(l.header) << " (depth " << l.depth << ", " << l.blocks << " blocks, " << l.samples
           << " samples): ";
-        if (l.anchored) {
+        if (l.anchored && l.per_outer_iteration > 0) {
+            o << count_text(l.iterations) << " iterations (" << count_text(l.iterations_min) << "-"
+              << count_text(l.iterations_max) << "), measured through its outer loop: " << l.induction
+              << " steps " << l.step << " at " << hex(l.step_address) << " and nothing else in the outer loop "
+              << "writes it, " << count_text(l.per_outer_iteration) << " iterations per outer iteration\n";
+        } else if (l.anchored) {
             o << count_text(l.iterations) << " iterations (" << count_text(l.iterations_min) << "-"
               << count_text(l.iterations_max) << "), measured: " << l.induction << " steps " << l.step << " at "
               << hex(l.step_address) << ", " << count_text(l.iterations_per_second) << " iterations/s over "
@@ -401,6 +406,7 @@ json loop_json(const CalcLoop& l) {
         jl["iterations_min"] = l.iterations_min;
         jl["iterations_max"] = l.iterations_max;
         jl["iterations_per_second"] = l.iterations_per_second;
+        if (l.per_outer_iteration > 0) jl["per_outer_iteration"] = l.per_outer_iteration;
     } else {
         jl["why_not"] = l.why_not;
     }

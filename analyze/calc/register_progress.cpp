@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <set>
+#include <tuple>
 
 namespace ecpi::analyze {
 
@@ -324,6 +326,117 @@ LoopRate loop_rate(const ProgressQuery& q) {
         out.high = std::max(out.high, g.rate());
     }
     out.known = true;
+    return out;
+}
+
+namespace {
+
+// Sums for one least-squares slope, about an origin near the data (pointer
+// registers are ~1e13 iterations from 0: squares there lose every digit).
+struct SlopeSums {
+    double n = 0, x = 0, y = 0, xx = 0, xy = 0, yy = 0;
+    void add(double dx, double dy) {
+        n += 1;
+        x += dx;
+        y += dy;
+        xx += dx * dx;
+        xy += dx * dy;
+        yy += dy * dy;
+    }
+    double sxx() const { return n > 1 ? xx - x * x / n : 0; }
+    double sxy() const { return n > 1 ? xy - x * y / n : 0; }
+    double syy() const { return n > 1 ? yy - y * y / n : 0; }
+};
+
+struct NestedGroup {
+    double x0 = 0, y0 = 0;               // the group's first snapshot
+    std::array<SlopeSums, 8> parts;      // interleaved by the group's snapshot order
+    std::size_t seen = 0;
+    // The snapshots furthest back and furthest on in the outer loop, and
+    // the inner register there: the chord over the trip.
+    double x_low = INFINITY, y_at_low = 0, x_high = -INFINITY, y_at_high = 0;
+};
+
+// The pooled slope of `part` (or of all eight, part < 0) over the groups,
+// and its standard error.
+std::pair<double, double> pooled_slope(const std::map<std::vector<std::uint64_t>, NestedGroup>& groups, int part) {
+    double sxx = 0, sxy = 0, syy = 0, n = 0;
+    for (const auto& [key, g] : groups)
+        for (int k = 0; k < 8; ++k) {
+            if (part >= 0 && k != part) continue;
+            const SlopeSums& s = g.parts[static_cast<std::size_t>(k)];
+            sxx += s.sxx();
+            sxy += s.sxy();
+            syy += s.syy();
+            n += s.n;
+        }
+    if (!(sxx > 0)) return {0, 0};
+    const double slope = sxy / sxx;
+    const double residual = std::max(0.0, syy - slope * sxy) / std::max(1.0, n - 2);
+    return {slope, std::sqrt(residual / sxx)};
+}
+
+}  // namespace
+
+NestedRatio nested_ratio(const ProgressQuery& outer, int inner_gp, std::int64_t inner_step, std::uint8_t inner_width) {
+    NestedRatio out;
+    if (outer.gp < 0 || outer.gp >= 16 || outer.step == 0 || inner_gp < 0 || inner_gp >= 16 || inner_step == 0 ||
+        !outer.in_loop)
+        return out;
+    ProgressQuery inner = outer;
+    inner.gp = inner_gp;
+    inner.step = inner_step;
+    inner.width = inner_width;
+    std::map<std::vector<std::uint64_t>, NestedGroup> groups;
+    const auto visit = [&](std::size_t p) {
+        const auto& s = outer.stream[p];
+        if (s.image != outer.image || !outer.in_loop(s.offset)) return;
+        std::vector<std::uint64_t> key;
+        for (int r : outer.invariant) key.push_back(s.regs[static_cast<std::size_t>(r)]);
+        const double x = position(outer, s), y = position(inner, s);
+        auto [it, fresh] = groups.try_emplace(std::move(key));
+        NestedGroup& g = it->second;
+        if (fresh) {
+            g.x0 = x;
+            g.y0 = y;
+        }
+        g.parts[g.seen++ % 8].add(x - g.x0, y - g.y0);
+        if (x < g.x_low) std::tie(g.x_low, g.y_at_low) = std::pair{x, y};
+        if (x > g.x_high) std::tie(g.x_high, g.y_at_high) = std::pair{x, y};
+        ++out.snapshots;
+    };
+    if (outer.candidates.empty()) {
+        for (std::size_t p = 0; p < outer.stream.size(); ++p) visit(p);
+    } else {
+        for (auto p : outer.candidates)
+            if (p < outer.stream.size()) visit(p);
+    }
+    if (out.snapshots < kMinNestedSnapshots) return out;
+    // The range: the eight groups' slopes and two standard errors of the
+    // pooled one, whichever reach further.
+    const auto [slope, error] = pooled_slope(groups, -1);
+    out.per_outer = slope;
+    out.low = slope - 2 * error;
+    out.high = slope + 2 * error;
+    for (int k = 0; k < 8; ++k) {
+        const double part = pooled_slope(groups, k).first;
+        out.low = std::min(out.low, part);
+        out.high = std::max(out.high, part);
+    }
+    // A slope weighs the trip's middle; the count is its ends' difference
+    // (a trip whose inner work is uneven along it bends the line): the
+    // chord from its first to its last snapshot joins the range.
+    double dx = 0, dy = 0;
+    for (const auto& [key, g] : groups)
+        if (g.x_high > g.x_low) {
+            dx += g.x_high - g.x_low;
+            dy += g.y_at_high - g.y_at_low;
+        }
+    if (dx > 0) {
+        out.low = std::min(out.low, dy / dx);
+        out.high = std::max(out.high, dy / dx);
+    }
+    out.known = out.per_outer > 0 && out.low > 0 && out.high <= kMaxNestedSpread * out.low;
     return out;
 }
 

@@ -201,3 +201,76 @@ TEST_CASE("register progress: too few pairs give no rate, and a long gap is not 
     REQUIRE(r.known);
     CHECK(r.iterations_per_ns == doctest::Approx(0.01));
 }
+
+namespace {
+
+// bits()'s shape (bench/accuracy/loops.c): an outer loop over `words`
+// words (rdi, step 8, up to the invariant end in rsi) and, per word, an
+// inner loop of 8 to 24 iterations (a popcount) whose counter (ecx, step
+// 1) runs on across words: `reset` restarts it every word instead
+// (matrix_sum's column). One snapshot per call at a word drawn from a
+// fixed sequence, in many calls over the same array.
+std::vector<RegisterSample> nested_stream(int calls, int words, bool reset, double& per_outer) {
+    constexpr int kRcx = 1, kRdi = 7;
+    std::vector<int> inner(static_cast<std::size_t>(words));
+    std::uint64_t x = 88172645463325252ull;
+    long total = 0;
+    for (auto& n : inner) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        n = 8 + static_cast<int>(x % 17);
+        total += n;
+    }
+    per_outer = static_cast<double>(total) / words;
+    std::vector<RegisterSample> v;
+    const std::uint64_t base = 0x5555'0000'0000;
+    for (int call = 0; call < calls; ++call) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        const int word = static_cast<int>(x % static_cast<std::uint64_t>(words));
+        const int within = static_cast<int>((x >> 32) % static_cast<std::uint64_t>(inner[static_cast<std::size_t>(word)]));
+        long done = 0;
+        for (int w = 0; w < word; ++w) done += inner[static_cast<std::size_t>(w)];
+        RegisterSample s = snap(1, 1'000'000 + static_cast<std::uint64_t>(call) * 100'000, kLoopStart + 4, 0);
+        s.regs[kRdi] = base + 8 * static_cast<std::uint64_t>(word);
+        s.regs[kRsi] = base + 8 * static_cast<std::uint64_t>(words);
+        s.regs[kRcx] = static_cast<std::uint64_t>(reset ? within : done + within);
+        v.push_back(s);
+    }
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("nested ratio: an inner counter the outer loop never resets gives the inner iterations per outer one") {
+    double truth = 0;
+    auto v = nested_stream(2000, 1024, false, truth);
+    ProgressQuery q = query(v, 7, 8, 8);
+    q.invariant = {kRsi};
+    const NestedRatio r = nested_ratio(q, 1, 1, 4);
+    REQUIRE(r.known);
+    CHECK(r.snapshots == 2000);
+    CHECK(r.per_outer == doctest::Approx(truth).epsilon(0.02));
+    // The range is the slopes' spread and the chord between the snapshots
+    // furthest apart, not the trip's exact ends: it holds the count within
+    // 1% (here it ends 0.05% above it).
+    CHECK(r.low <= truth * 1.01);
+    CHECK(r.high >= truth * 0.99);
+    CHECK(r.low <= r.per_outer);
+    CHECK(r.high >= r.per_outer);
+    // Fewer snapshots than kMinNestedSnapshots decide nothing.
+    v.resize(kMinNestedSnapshots - 1);
+    ProgressQuery few = query(v, 7, 8, 8);
+    few.invariant = {kRsi};
+    CHECK_FALSE(nested_ratio(few, 1, 1, 4).known);
+}
+
+TEST_CASE("nested ratio: a counter that restarts every outer iteration gives no ratio") {
+    double truth = 0;
+    const auto v = nested_stream(2000, 1024, true, truth);
+    ProgressQuery q = query(v, 7, 8, 8);
+    q.invariant = {kRsi};
+    CHECK_FALSE(nested_ratio(q, 1, 1, 4).known);
+}

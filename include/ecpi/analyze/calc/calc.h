@@ -103,6 +103,9 @@ struct CalcLoop {
     double iterations = 0;                    // anchored: executions of the stepping block
     double iterations_min = 0, iterations_max = 0;  // from the spread of the rate
     double iterations_per_second = 0;
+    // Anchored through its outer loop (nested_ratio): its iterations per
+    // outer iteration (0: measured by its own pairs, or not at all).
+    double per_outer_iteration = 0;
     PairCounts pairs;                         // register_progress.h
 };
 

@@ -127,6 +127,34 @@ inline constexpr std::uint32_t kMinPairsToTrustCrossings = 100;
 
 LoopRate loop_rate(const ProgressQuery& query);
 
+// Issue 36: an inner loop whose trips are too short for pairs of snapshots
+// (bits' popcount, ~16 iterations a word) but whose induction register
+// nothing else in its outer loop writes (`total++`, kept across the outer
+// loop) counts the inner iterations over the whole outer trip. On every
+// snapshot in the outer loop, that register against the outer loop's own
+// induction register rises by the inner iterations per outer iteration:
+// the least-squares slope of one on the other, within each outer trip
+// signature (`outer.invariant`'s values; positions measured from the
+// group's first snapshot), is that ratio, read from register values alone
+// and independent of the clock and of where the samples land.
+struct NestedRatio {
+    bool known = false;
+    double per_outer = 0;                // inner iterations per outer iteration
+    double low = 0, high = 0;            // eight interleaved groups' slopes and the pooled one +-2 standard errors
+    std::uint32_t snapshots = 0;         // in the outer loop
+};
+
+// At least this many snapshots in the outer loop make a ratio; the eight
+// groups' slopes may differ by at most kMaxNestedSpread (high / low), else
+// the relation is not one straight line (trips that restart the register,
+// or a register the outer loop resets on some paths): not `known`.
+inline constexpr std::uint32_t kMinNestedSnapshots = 64;
+inline constexpr double kMaxNestedSpread = 1.5;
+
+// `outer`: the outer loop's query (its code, induction register, invariants);
+// `inner_gp`, `inner_step`, `inner_width`: the inner loop's induction register.
+NestedRatio nested_ratio(const ProgressQuery& outer, int inner_gp, std::int64_t inner_step, std::uint8_t inner_width);
+
 // A loop that calls other code: how much of its thread's time went to the
 // calls. The calls' time is in their own samples, not in the loop's, while
 // the pairs (through_calls) see the loop's iterations over its time and the
