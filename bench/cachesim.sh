@@ -56,6 +56,8 @@
 #   DEFAULT_OPTS (combined mode: options added to the "default" runs, accuracy and
 #   timed, e.g. "--sets 1/8", to try a setting before it becomes the default; with
 #   BASELINE=$ECPI the "base default" rows are the same ecpi without them),
+#   BASELINE_OPTS (combined mode: options added to the "base default" runs, e.g.
+#   "--sets 1/8" to compare two builds at one setting),
 #   OUT (keep the reports there; default a temporary directory),
 #   ECPI_BENCH_CACHE (SQLite's sources and objects; default ~/.cache/ecpi-bench).
 set -euo pipefail
@@ -110,6 +112,8 @@ MEMTRACE_COMPILE=$("$ECPI" flags memtrace --compile)
 [ -z "$BASELINE" ] || BASE_MEMTRACE=$("$BASELINE" flags memtrace)
 INLINE=${INLINE:-}
 read -ra DEFAULT_OPTS <<<"${DEFAULT_OPTS:-}"
+read -ra BASELINE_OPTS <<<"${BASELINE_OPTS:-}"
+[ ${#BASELINE_OPTS[@]} -eq 0 ] || { [ $MODE = combined ] && [ -n "$BASELINE" ]; } || { echo "bench/cachesim.sh: BASELINE_OPTS is for the combined mode with BASELINE" >&2; exit 2; }
 [ ${#DEFAULT_OPTS[@]} -eq 0 ] || [ $MODE = combined ] || { echo "bench/cachesim.sh: DEFAULT_OPTS is for the combined mode" >&2; exit 2; }
 [ -z "$INLINE" ] || [ $MODE = speed ] || { echo "bench/cachesim.sh: INLINE is for the speed mode" >&2; exit 2; }
 if [ -n "$INLINE" ]; then
@@ -320,7 +324,7 @@ combined() {
 		timed "$p" default "$ECPI" cachesim --seed "$r" "${DEFAULT_OPTS[@]}" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.mt" "${args[@]}"
 		timed "$p" time-only "$ECPI" cachesim --set-levels none --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.mt" "${args[@]}"
 		[ -z "$BASELINE" ] || timed "$p" "base uncontrolled" "$T/$p.base.mt" "${args[@]}"
-		[ -z "$BASELINE" ] || timed "$p" "base default" "$BASELINE" cachesim --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.base.mt" "${args[@]}"
+		[ -z "$BASELINE" ] || timed "$p" "base default" "$BASELINE" cachesim --seed "$r" "${BASELINE_OPTS[@]}" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.base.mt" "${args[@]}"
 	done
 	echo "# $p: load average after timing $(cut -d' ' -f1-3 /proc/loadavg)"
 }

@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #define ECPI_RT_MAGIC 0x31545250494345ULL /* "ECPIRT1" little-endian */
-#define ECPI_RT_ABI_VERSION 7
+#define ECPI_RT_ABI_VERSION 8
 #define ECPI_RT_CONTROL_ENV "ECPI_RT_CONTROL"
 
 /* Features a controlling verb may ask for (header.features_requested). */
@@ -59,6 +59,12 @@ enum ecpi_rt_record_kind {
 	 * of set_bitmap). Laid out as MEMREF; it is also one of the events the next
 	 * WINDOW or END counts as skipped (by time sampling). */
 	ECPI_RT_REC_MEMREF_SET = 9,
+	/* Set sampling with header.set_hit_mask: references outside windows to
+	 * a sampled set that the runtime settled as certain first-level hits
+	 * and did not record (ecpi_rt_set_hit in rt_internal.h), counted since
+	 * the thread's last SET_HITS record. w0: kind; w1: the count. Written
+	 * before END. */
+	ECPI_RT_REC_SET_HITS = 10,
 	/* Paths (VPP 4): a block's callback ran inside an ON window (a burst).
 	 * w0: kind | return address of the callback (56 bits), which lies in the
 	 * block (the callback is its first call); w1: time stamp counter. */
@@ -154,7 +160,17 @@ struct ecpi_rt_header {
 	uint32_t set_rotate_step;
 	uint32_t set_rotate_windows;
 	uint32_t set_rotate_warm;
-	uint32_t set_rotate_zero; /* 0 (keeps what follows 8-byte aligned) */
+	/* Nonzero: outside windows, a sampled set's reference to the line that
+	 * the thread's last recorded reference to its first-level set (in or
+	 * out of a window) touched is not recorded, only counted (SET_HITS):
+	 * in the set-sampled simulator it is a hit in the most recent way,
+	 * which changes no state, and only a time-sampled first level, whose
+	 * counts come from the windows, would count it. The value is the mask
+	 * of the line number's bits that index the runtime's table of last
+	 * lines (groups of sets - 1: the first level's sets are at least as
+	 * many, so each of its sets falls in one entry). 0: off (a set-sampled
+	 * first level, rotating sets). */
+	uint32_t set_hit_mask;
 	uint32_t ring_count;
 	uint32_t ring_records;     /* records per ring, a power of two */
 	uint32_t rings_claimed;    /* runtime, atomic */

@@ -87,6 +87,7 @@ static void fork_child(void)
 	ecpi_rt_tls.sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	ecpi_rt_tls.path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	ecpi_rt_tls.set_bitmap = ecpi_rt_tls.set_base = 0;
+	ecpi_rt_tls.set_hit_mask = 0;
 	ecpi_rt_tls.span_open = 0;
 }
 
@@ -287,6 +288,7 @@ static void thread_off(struct ecpi_rt_thread *t)
 	t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	t->path_sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	t->set_bitmap = t->set_base = 0;
+	t->set_hit_mask = 0;
 	t->span_open = 0;
 }
 
@@ -353,6 +355,10 @@ static int claim_ring(struct ecpi_rt_thread *t)
 		t->set_rotate_step = h->set_rotate_step;
 		t->set_rotate_windows = h->set_rotate_windows;
 		t->set_rotate_warm = h->set_rotate_warm;
+		/* (rotating sets: a group that takes its turn again holds what its last turn left) */
+		t->set_hit_mask = h->set_bitmap && !h->set_rotate_windows ? h->set_hit_mask & 63 : 0;
+		t->set_hits = 0;
+		memset(t->set_last_line, 0, sizeof t->set_last_line);
 	} else
 		t->sampler.countdown = ECPI_RT_COUNTDOWN_NEVER;
 	if (ecpi_rt_features & ECPI_RT_FEATURE_PATHS)
@@ -387,6 +393,10 @@ static void close_thread_ring(void *unused)
 		munmap(t->stage, ECPI_RT_STAGE_RECORDS * sizeof(struct ecpi_rt_record));
 		t->stage = 0;
 	}
+	if (t->set_hits) {
+		push(t, kind(ECPI_RT_REC_SET_HITS), t->set_hits, 0, 0, 1);
+		t->set_hits = 0;
+	}
 	push(t, kind(ECPI_RT_REC_END) | (t->head & ECPI_RT_PAYLOAD_MASK), ecpi_rt_sampler_skipped_now(&t->sampler), 0, 0, 1);
 	publish(t);
 	__atomic_store_n(&t->ring->state, ECPI_RT_RING_CLOSED, __ATOMIC_RELEASE);
@@ -408,8 +418,11 @@ void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint
 	} else if (t->sampler.countdown != 0) {
 		/* Outside a window, a reference to a sampled set (MemSpy 7.3): the
 		 * time sampler is untouched (this event is one it skips). */
-		push(t, ((uint64_t)ECPI_RT_REC_MEMREF_SET << ECPI_RT_KIND_SHIFT) |
-		            (ecpi_rt_memref_word(addr, size_log2, write) & ECPI_RT_PAYLOAD_MASK), pc, 0, 0, 1);
+		uint64_t w0 = ecpi_rt_memref_word(addr, size_log2, write);
+		if (ecpi_rt_set_hit(t, w0))
+			return;
+		ecpi_rt_set_note(t, w0);
+		push(t, ((uint64_t)ECPI_RT_REC_MEMREF_SET << ECPI_RT_KIND_SHIFT) | (w0 & ECPI_RT_PAYLOAD_MASK), pc, 0, 0, 1);
 		return;
 	}
 	if (!(ecpi_rt_features & ECPI_RT_FEATURE_MEMTRACE)) {
@@ -425,6 +438,7 @@ void ecpi_rt_memref_slow(uint64_t addr, unsigned size_log2, unsigned write, uint
 			                                       t->sampler.windows - 1);
 		push(t, kind(ECPI_RT_REC_WINDOW) | (t->sampler.windows - 1), t->sampler.gap, 0, 0, 1);
 	}
+	ecpi_rt_set_note(t, ecpi_rt_memref_word(addr, size_log2, write));
 	push(t, ecpi_rt_memref_word(addr, size_log2, write), pc, 0, 0, 1);
 	if (t->sampler.on_left == 0)
 		publish(t); /* the window ended */

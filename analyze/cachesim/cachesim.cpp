@@ -893,6 +893,15 @@ void CacheSimulator::end_stream(std::uint32_t stream, std::uint64_t skipped) {
     impl_->totals.events += skipped;
 }
 
+void CacheSimulator::count_settled_hits(std::uint32_t stream, std::uint64_t hits) {
+    impl_->stream(stream);
+    auto& t = impl_->totals;
+    t.events += hits;
+    t.simulated += hits;
+    t.settled_hits += hits;
+    t.counts.levels[0].references += hits;
+}
+
 void CacheSimulator::access(std::uint32_t stream, const MemRef& ref) {
     auto& s = impl_->stream(stream);
     if (!s.in_window) begin_window(stream, 0);

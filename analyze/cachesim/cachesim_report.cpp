@@ -534,6 +534,7 @@ nlohmann::json cachesim_report_json(const CacheSimulator& sim, const CachesimRep
                        {"simulated", t.simulated},
                        {"fraction", fraction},
                        {"set_simulated", in.sets ? in.sets->totals().simulated : 0},
+                       {"set_settled_hits", in.sets ? in.sets->totals().settled_hits : 0},
                        {"unknown_estimate", std::string(unknown_estimate_name(in.estimate))}};
     nlohmann::json levels = nlohmann::json::array();
     for (std::size_t l = 0; l < s.names.size(); l++) levels.push_back(level_json(sim, l, s, in));

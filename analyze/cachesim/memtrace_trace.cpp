@@ -84,6 +84,9 @@ Result<void> RecordDecoder::feed(std::uint32_t stream, std::span<const ecpi_rt_r
             sim_.release(r.w1);
             if (sets_) sets_->release(r.w1);
             break;
+        case ECPI_RT_REC_SET_HITS:
+            if (sets_) sets_->count_settled_hits(stream, r.w1);
+            break;
         case ECPI_RT_REC_END:
             sim_.end_stream(stream, r.w1);
             if (sets_) sets_->end_stream(stream, 0);

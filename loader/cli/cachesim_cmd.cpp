@@ -171,8 +171,9 @@ nlohmann::json program_json(const loader::ProgramExit& e) {
 }
 
 // The instrumented program under the runtime's control, rings drained into the simulator.
-void run_runtime_source(const CachesimArgs& args, std::uint64_t sample, std::uint64_t seed, analyze::CacheSimulator& sim,
-                        analyze::CacheSimulator* sets, analyze::CachesimReportInput& in, std::optional<analyze::TraceWriter>& writer) {
+void run_runtime_source(const CachesimArgs& args, std::uint64_t sample, std::uint64_t seed, const analyze::SetSamplingPlan& plan,
+                        analyze::CacheSimulator& sim, analyze::CacheSimulator* sets, analyze::CachesimReportInput& in,
+                        std::optional<analyze::TraceWriter>& writer) {
     loader::MemtraceRunOptions o;
     o.argv = args.command;
     o.window = args.window;
@@ -186,6 +187,12 @@ void run_runtime_source(const CachesimArgs& args, std::uint64_t sample, std::uin
         o.set_rotate_step = filter->rotate_step;
         o.set_rotate_windows = filter->rotate_windows;
         o.set_rotate_warm = filter->rotate_warm;
+        // A time-sampled first level takes its counts from the windows: the
+        // runtime settles the sampled sets' hits in the most recent way of
+        // their first-level set outside windows (ECPI_RT_REC_SET_HITS;
+        // docs/CACHESIM.md, "Settled hits").
+        if (!filter->rotate_windows && !plan.set_levels.empty() && !plan.set_levels[0])
+            o.set_hit_mask = std::uint32_t(sets->set_groups().size() - 1);
     }
     analyze::RecordDecoder decoder(sim, sets);
     auto handler = [&](std::uint32_t ring, std::span<const ecpi_rt_record> recs) -> Result<void> {
@@ -312,7 +319,7 @@ int run_cachesim(CachesimArgs args) {
         run_lackey_source(args, sim, in);
     } else {
         in.source = "runtime";
-        run_runtime_source(args, sample, seed, sim, sets ? &*sets : nullptr, in, writer);
+        run_runtime_source(args, sample, seed, plan, sim, sets ? &*sets : nullptr, in, writer);
     }
     in.sets = sets ? &*sets : nullptr;
     in.set_levels = plan.set_levels;

@@ -163,6 +163,7 @@ public:
         h->set_rotate_step = o.set_rotate_step;
         h->set_rotate_windows = o.set_rotate_windows;
         h->set_rotate_warm = o.set_rotate_warm;
+        h->set_hit_mask = o.set_hit_mask;
         h->ring_count = o.rings;
         h->ring_records = o.ring_records;
         return ok();

@@ -56,6 +56,9 @@ struct MemtraceRunOptions {
     std::uint32_t set_rotate_step = 0;
     std::uint32_t set_rotate_windows = 0;
     std::uint32_t set_rotate_warm = 0;
+    // Outside windows, sampled sets' certain first-level hits are counted,
+    // not recorded (header.set_hit_mask: groups of sets - 1). 0: off.
+    std::uint32_t set_hit_mask = 0;
     std::uint32_t rings = 64;        // threads that can be traced
     std::uint32_t ring_records = 1u << 18;
     std::uint32_t features = ECPI_RT_FEATURE_MEMTRACE;  // what the runtime is asked to record

@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "ecpi_rt_abi.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -21,6 +23,21 @@ struct memref_quick_case {
 
 uint64_t memref_quick_word(uint64_t addr, unsigned size_log2, unsigned write);
 void memref_quick_run(struct memref_quick_case *c);
+
+/* One reference that reached the slow path: in a window (the countdown ran
+ * out, on_left > 1) or, outside one, to a sampled set. */
+struct memref_set_step {
+	uint64_t w0, pc;
+	uint32_t in_window;
+	int result; /* out: ecpi_rt_memref_quick's */
+};
+/* Runs the steps through ecpi_rt_memref_quick on one thread whose sets are
+ * lines (64 bytes) chosen by `bitmap`, with header.set_hit_mask `hit_mask`
+ * (0: off), then the thread's end (its SET_HITS record, if any, as
+ * close_thread_ring writes it). Copies the records written into `out` (at
+ * most `room`) and returns their count. */
+uint32_t memref_set_run(struct memref_set_step *steps, uint32_t n, uint64_t bitmap, uint32_t hit_mask, struct ecpi_rt_record *out,
+                        uint32_t room);
 
 #ifdef __cplusplus
 }

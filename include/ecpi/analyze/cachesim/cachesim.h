@@ -162,6 +162,10 @@ public:
     void access(std::uint32_t stream, const MemRef& ref);
     // The stream ends after `skipped` more references that were not simulated.
     void end_stream(std::uint32_t stream, std::uint64_t skipped);
+    // `hits` references of the stream that the runtime settled as hits in
+    // the most recent way of their first-level set (SET_HITS records):
+    // counted at the first level, in the totals only.
+    void count_settled_hits(std::uint32_t stream, std::uint64_t hits);
     void allocate(const HeapAllocation& allocation);
     void release(std::uint64_t address);
     // From now on, the objects of misses come from `keeper`'s map of live
@@ -184,6 +188,7 @@ public:
         std::uint64_t streams = 0;
         std::uint64_t set_scale = 1;   // references and misses in sampled sets times this
         std::uint64_t warming = 0;     // of `simulated`, references that warmed the next turn's groups, not counted
+        std::uint64_t settled_hits = 0; // of `simulated`, first-level hits the runtime settled (count_settled_hits)
         BinCounts counts;              // in sampled sets
     };
     const Totals& totals() const;
