@@ -184,11 +184,8 @@ ab and not ab_memo and insert("""		if (w.win)
 			w.want = half && *half ? 0 : sp + w.win->extent;
 		prof_add(13, half && *half);""")
 ab_memo and insert("""		memo_start(&w, key->tgid);""", """		memo_start(&w, key->tgid);
-		if (half && *half) {
+		if (half && *half)
 			w.memo = 0;
-			w.keep = 0;
-			w.old_frames = 0;
-		}
 		prof_add(13, half && *half);""")
 ab and insert("""	prof_add(9, 1);""", """	prof_add(9, 1);
 	{

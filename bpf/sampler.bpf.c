@@ -229,6 +229,15 @@ struct stack_memo {
 	__u32 generation; /* ecpi_unwind_process.generation; 0: no memo */
 	__u32 frames;     /* frames in buf[cur]: 0 .. frames - 1, the last the thread root */
 	__u32 cur;        /* 0 or 1: which buffer is the memo */
+	/* The walk under way on this CPU. Kept here, not in its walk_state: the
+	 * verifier sees map-value fields as unknown numbers, so the walk's loop
+	 * converges instead of becoming one state per value of a counter. */
+	__u32 old_frames; /* frames of the memo this walk may join (0: none) */
+	__u32 at;         /* the memo frame the walk is at or below (joining), or replays */
+	__u32 replay;     /* 1 while frames come from the memo */
+	__u32 keep;       /* 1 while this walk's frames may become the memo */
+	__u32 replayed;   /* frames this walk took from the memo */
+	__u32 pad;
 	struct memo_frame buf[2][ECPI_MAX_USER_STACK_DEPTH];
 };
 
@@ -378,12 +387,7 @@ struct walk_state {
 	__u64 win_start;          /* user address of win->words[0] */
 	__u32 win_len;            /* bytes of the window read from win_start (0: none yet) */
 	__u64 want;               /* a window should reach here: sp + the last walk's extent */
-	struct stack_memo *memo;  /* the per-CPU memo (looked up once); NULL: none used */
-	__u32 old_frames;         /* frames of the memo this walk may join (0: none) */
-	__u32 at;                 /* the memo frame the walk is at or below (joining), or replays */
-	__u32 replay;             /* 1 while frames come from the memo */
-	__u32 keep;               /* 1 while this walk's frames may become the memo */
-	__u32 replayed;           /* frames this walk took from the memo */
+	struct stack_memo *memo;  /* the per-CPU memo and this walk's place in it; NULL: none used */
 };
 
 /* The index of the mapping of `pc` in the process's sorted mappings, trying
@@ -678,7 +682,7 @@ static __always_inline void memo_keep(struct walk_state *w, __u32 d, __s64 bp_at
 	struct stack_memo *m = w->memo;
 	struct memo_frame *f;
 
-	if (!m || !w->keep)
+	if (!m || !m->keep)
 		return;
 	f = &m->buf[(m->cur & 1) ^ 1][d & (ECPI_MAX_USER_STACK_DEPTH - 1)];
 	f->pc = w->pc;
@@ -701,13 +705,13 @@ static __always_inline bool memo_join(struct walk_state *w, __u32 d)
 		return false;
 	cur = m->cur & 1;
 	for (int k = 0; k < 4; k++) {
-		at = w->at;
-		if (at >= w->old_frames)
+		at = m->at;
+		if (at >= m->old_frames)
 			return false;
 		f = &m->buf[cur][at & (ECPI_MAX_USER_STACK_DEPTH - 1)];
 		if (f->sp >= w->sp)
 			break;
-		w->at = at + 1;
+		m->at = at + 1;
 	}
 	return f && at != 0 && f->sp == w->sp && f->pc == w->pc && f->bp == w->bp;
 }
@@ -722,15 +726,18 @@ static __always_inline int memo_replay(struct walk_state *w, __u32 d)
 {
 	struct stack_memo *m = w->memo;
 	struct memo_frame *f, *next;
-	__u32 cur, at = w->at;
+	__u32 cur, at;
 	__u64 ra, bp;
 
-	w->replay = 0;
-	if (!m || at >= w->old_frames)
+	if (!m)
+		return -1;
+	at = m->at;
+	m->replay = 0;
+	if (at >= m->old_frames)
 		return -1;
 	cur = m->cur & 1;
 	f = &m->buf[cur][at & (ECPI_MAX_USER_STACK_DEPTH - 1)];
-	if (at + 1 == w->old_frames) {
+	if (at + 1 == m->old_frames) {
 		memo_keep(w, d, 0);
 		w->end = ECPI_COUNTER_STACK_ROOT;
 		return 1;
@@ -744,9 +751,9 @@ static __always_inline int memo_replay(struct walk_state *w, __u32 d)
 	w->pc = next->pc;
 	w->sp = next->sp;
 	w->bp = next->bp;
-	w->at = at + 1;
-	w->replay = 1;
-	w->replayed += 1;
+	m->at = at + 1;
+	m->replay = 1;
+	m->replayed += 1;
 	return 0;
 }
 
@@ -766,7 +773,7 @@ static long walk_step(__u64 index, void *arg)
 	}
 	rec->ips[base + d] = w->pc;
 	w->depth = d + 1;
-	if (w->replay || memo_join(w, d)) {
+	if ((w->memo && w->memo->replay) || memo_join(w, d)) {
 		long r = memo_replay(w, d);
 
 		if (r >= 0)
@@ -779,7 +786,8 @@ static long walk_step(__u64 index, void *arg)
 		return 1;
 	}
 	if (why == 0 && row.kind == ECPI_UNWIND_SIGNAL) {
-		w->keep = 0; /* a walk through a signal frame is not kept */
+		if (w->memo)
+			w->memo->keep = 0; /* a walk through a signal frame is not kept */
 		return signal_step(w);
 	}
 	w->exact = 0;
@@ -1003,9 +1011,13 @@ static __always_inline void memo_start(struct walk_state *w, __u32 tgid)
 	if (!m)
 		return;
 	w->memo = m;
-	w->keep = 1;
+	m->keep = 1;
+	m->at = 0;
+	m->replay = 0;
+	m->replayed = 0;
+	m->old_frames = 0;
 	if (m->generation == w->proc->generation && m->tgid == tgid)
-		w->old_frames = m->frames > ECPI_MAX_USER_STACK_DEPTH ? ECPI_MAX_USER_STACK_DEPTH : m->frames;
+		m->old_frames = m->frames > ECPI_MAX_USER_STACK_DEPTH ? ECPI_MAX_USER_STACK_DEPTH : m->frames;
 }
 
 /* A walk that reached the thread root becomes the memo; counts the frames replayed. */
@@ -1017,20 +1029,20 @@ static __always_inline void memo_end(struct walk_state *w, __u32 tgid)
 
 	if (!m)
 		return;
-	if (w->keep && w->end == ECPI_COUNTER_STACK_ROOT && w->proc) {
+	if (m->keep && w->end == ECPI_COUNTER_STACK_ROOT && w->proc) {
 		m->cur = (m->cur & 1) ^ 1;
 		m->frames = w->depth;
 		m->tgid = tgid;
 		m->generation = w->proc->generation;
 	}
-	if (!w->replayed)
+	if (!m->replayed)
 		return;
 	n = bpf_map_lookup_elem(&memo_stats, &zero);
 	if (n)
 		*n += 1;
 	n = bpf_map_lookup_elem(&memo_stats, &one);
 	if (n)
-		*n += w->replayed;
+		*n += m->replayed;
 }
 
 /* With --registers, the sample's registers travel in its stack's record. */
