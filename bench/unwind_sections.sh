@@ -11,7 +11,8 @@
 #   e.g. python3 bench/unwind_sections.py && cmake --build build --target ecpi &&
 #        cp build/loader/ecpi /tmp/ecpi-sections && git checkout bpf/sampler.bpf.c &&
 #        bash bench/unwind_sections.sh /tmp/ecpi-sections 3 chain:30 recursion:30
-# Environment: BUILD=<repo>/build (for bench/ecpi_bench_unwind_depth), RECORD_ARGS.
+# Environment: BUILD=<repo>/build (for bench/ecpi_bench_unwind_depth), RECORD_ARGS,
+# AB_LABELS="A's name|B's name" for an --ab or --ab-memo build's two halves.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: bench/unwind_sections.sh ECPI [SECONDS] [SHAPE:DEPTH...]" >&2; exit 2; }
 ECPI=$1 SECS=${2:-3}
@@ -65,10 +66,18 @@ def line(h, label):
     print(f"  {label}: p10 {quantile(0.1)}, median {quantile(0.5)}, p90 {quantile(0.9)} ns of {n}" if n else "  no histogram")
 second = {k - 1001: v for k, v in h.items() if k > 1000}
 if sum(second.values()):  # unwind_sections.py --ab: the other half of the samples
-    line({k: v for k, v in h.items() if k <= 1000}, "per sample, A (windows from the last extent)")
-    line(second, "per sample, B (512-byte windows)")
+    a, b = sys.argv[1].split("|")
+    line({k: v for k, v in h.items() if k <= 1000}, f"per sample, A ({a})")
+    line(second, f"per sample, B ({b})")
 else:
-    line(h, "per sample (10 ns buckets)")'
+    line(h, "per sample (10 ns buckets)")' "${AB_LABELS:-windows from the last extent|512-byte windows}"
+	# the memo of the last stack's frames: walks that joined it, frames replayed
+	bpftool map dump name memo_stats -j 2>/dev/null | python3 -c '
+import json, sys
+def number(v):
+    return v if isinstance(v, int) else int.from_bytes(bytes(int(x, 16) for x in v), "little")
+s = {number(e["key"]): sum(number(v["value"]) for v in e.get("values", [])) for e in json.load(sys.stdin)}
+print(f"  memo: {s.get(0, 0)} walks joined it, {s.get(1, 0)} frames replayed")' || true
 	wait "$pid" || true
 	python3 -c '
 import json, sys

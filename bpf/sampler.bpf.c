@@ -206,6 +206,57 @@ struct {
 	__type(value, struct row_cache_set);
 } unwind_row_cache SEC(".maps");
 
+/* The frames of the last whole walk on this CPU (issue 29): a sample whose
+ * stack shares its outer frames with it (a steady workload's samples differ
+ * in their innermost frames only) replays them instead of walking them
+ * again: no row lookups, no CFA rules. Exact: a walk from a frame (pc, sp,
+ * bp) is a function of the process's rows (its entry's generation) and of
+ * the stack words it reads, so the replay joins only at a frame with the
+ * same pc, sp and bp (both return addresses: d >= 1, no signal frame), and
+ * checks every word the memo's walk read above it (each caller's return
+ * address at its sp - 8, its rbp where a rule restored it) against the
+ * stack as it is now; at the first that differs the walk goes on by rows
+ * from the last frame that held. Only walks that reached the thread root
+ * are kept. Two buffers: a walk writes its frames into one while it may
+ * replay from the other, then the one written becomes the memo. */
+struct memo_frame {
+	__u64 pc, sp, bp;
+	__s64 bp_at; /* where the caller's rbp was read: its sp + 8 * bp_at; 0: rbp carried unchanged */
+};
+
+struct stack_memo {
+	__u32 tgid;
+	__u32 generation; /* ecpi_unwind_process.generation; 0: no memo */
+	__u32 frames;     /* frames in buf[cur]: 0 .. frames - 1, the last the thread root */
+	__u32 cur;        /* 0 or 1: which buffer is the memo */
+	/* The walk under way on this CPU. Kept here, not in its walk_state: the
+	 * verifier sees map-value fields as unknown numbers, so the walk's loop
+	 * converges instead of becoming one state per value of a counter. */
+	__u32 old_frames; /* frames of the memo this walk may join (0: none) */
+	__u32 at;         /* the memo frame the walk is at or below (joining), or replays */
+	__u32 replay;     /* 1 while frames come from the memo */
+	__u32 keep;       /* 1 while this walk's frames may become the memo */
+	__u32 replayed;   /* frames this walk took from the memo */
+	__u32 pad;
+	struct memo_frame buf[2][ECPI_MAX_USER_STACK_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_memo);
+} unwind_memo SEC(".maps");
+
+/* Per CPU: 0 walks that joined the memo, 1 frames replayed from it (read
+ * by tests and `bench/unwind_sections.sh`). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} memo_stats SEC(".maps");
+
 /* A stack copy (ECPI_RECORD_STACK_COPY) is built here, then sent with its size. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -336,6 +387,7 @@ struct walk_state {
 	__u64 win_start;          /* user address of win->words[0] */
 	__u32 win_len;            /* bytes of the window read from win_start (0: none yet) */
 	__u64 want;               /* a window should reach here: sp + the last walk's extent */
+	struct stack_memo *memo;  /* the per-CPU memo and this walk's place in it; NULL: none used */
 };
 
 /* The index of the mapping of `pc` in the process's sorted mappings, trying
@@ -622,6 +674,89 @@ static __always_inline long signal_step(struct walk_state *w)
 	return 0;
 }
 
+/* Frame d of this walk into the buffer that is not the memo (the next memo
+ * if the walk reaches the thread root): its state, and where its caller's
+ * rbp was read (bp_at, in words from the caller's sp; 0: carried). */
+static __always_inline void memo_keep(struct walk_state *w, __u32 d, __s64 bp_at)
+{
+	struct stack_memo *m = w->memo;
+	struct memo_frame *f;
+
+	if (!m || !m->keep)
+		return;
+	f = &m->buf[(m->cur & 1) ^ 1][d & (ECPI_MAX_USER_STACK_DEPTH - 1)];
+	f->pc = w->pc;
+	f->sp = w->sp;
+	f->bp = w->bp;
+	f->bp_at = bp_at;
+}
+
+/* Whether frame d (a return address, d >= 1) is the memo's frame w->at:
+ * the same pc, sp and bp. The memo's frames are sorted by sp, as this
+ * walk's are, so the cursor only moves up (a few frames a step: a cursor
+ * left behind costs a join, never a wrong frame). */
+static __always_inline bool memo_join(struct walk_state *w, __u32 d)
+{
+	struct stack_memo *m = w->memo;
+	struct memo_frame *f = 0;
+	__u32 cur, at = 0;
+
+	if (!m || d == 0 || w->exact)
+		return false;
+	cur = m->cur & 1;
+	for (int k = 0; k < 4; k++) {
+		at = m->at;
+		if (at >= m->old_frames)
+			return false;
+		f = &m->buf[cur][at & (ECPI_MAX_USER_STACK_DEPTH - 1)];
+		if (f->sp >= w->sp)
+			break;
+		m->at = at + 1;
+	}
+	return f && at != 0 && f->sp == w->sp && f->pc == w->pc && f->bp == w->bp;
+}
+
+/* Frame d is the memo's frame w->at: its caller from the memo where the
+ * stack still holds the words the memo's walk read for it (the return
+ * address at the caller's sp - 8, the caller's rbp where it was restored;
+ * the rows are the same: same pc, same process entry). 1: the thread root,
+ * the walk ends; 0: moved to the caller; -1: the stack no longer holds, walk
+ * this frame by its row. */
+static __always_inline int memo_replay(struct walk_state *w, __u32 d)
+{
+	struct stack_memo *m = w->memo;
+	struct memo_frame *f, *next;
+	__u32 cur, at;
+	__u64 ra, bp;
+
+	if (!m)
+		return -1;
+	at = m->at;
+	m->replay = 0;
+	if (at >= m->old_frames)
+		return -1;
+	cur = m->cur & 1;
+	f = &m->buf[cur][at & (ECPI_MAX_USER_STACK_DEPTH - 1)];
+	if (at + 1 == m->old_frames) {
+		memo_keep(w, d, 0);
+		w->end = ECPI_COUNTER_STACK_ROOT;
+		return 1;
+	}
+	next = &m->buf[cur][(at + 1) & (ECPI_MAX_USER_STACK_DEPTH - 1)];
+	if (stack_read(w, next->sp - 8, &ra, sizeof(ra)) || ra != next->pc)
+		return -1;
+	if (f->bp_at && (stack_read(w, next->sp + 8 * f->bp_at, &bp, sizeof(bp)) || bp != next->bp))
+		return -1;
+	memo_keep(w, d, f->bp_at);
+	w->pc = next->pc;
+	w->sp = next->sp;
+	w->bp = next->bp;
+	m->at = at + 1;
+	m->replay = 1;
+	m->replayed += 1;
+	return 0;
+}
+
 /* One frame: records w->pc, then moves to the caller by the pc's CFI row,
  * or by the frame pointer where there is no usable row. */
 static long walk_step(__u64 index, void *arg)
@@ -638,13 +773,23 @@ static long walk_step(__u64 index, void *arg)
 	}
 	rec->ips[base + d] = w->pc;
 	w->depth = d + 1;
+	if ((w->memo && w->memo->replay) || memo_join(w, d)) {
+		long r = memo_replay(w, d);
+
+		if (r >= 0)
+			return r;
+	}
 	why = row_for(w, &row);
 	if (why == 0 && row.kind == ECPI_UNWIND_END) {
+		memo_keep(w, d, 0);
 		w->end = ECPI_COUNTER_STACK_ROOT;
 		return 1;
 	}
-	if (why == 0 && row.kind == ECPI_UNWIND_SIGNAL)
+	if (why == 0 && row.kind == ECPI_UNWIND_SIGNAL) {
+		if (w->memo)
+			w->memo->keep = 0; /* a walk through a signal frame is not kept */
 		return signal_step(w);
+	}
 	w->exact = 0;
 	if (why == 0) {
 		if (row.kind == ECPI_UNWIND_CFA_RSP)
@@ -676,6 +821,8 @@ static long walk_step(__u64 index, void *arg)
 		w->end = why ? why : ECPI_COUNTER_CUT_NO_ROW;
 		return 1;
 	}
+	/* where the caller's rbp came from: the pair below the return address, a saved slot, or unchanged */
+	memo_keep(w, d, why || row.rbp_offset8 == -2 ? -2 : row.rbp_offset8);
 	w->pc = ra;
 	w->sp = cfa;
 	w->bp = bp;
@@ -851,6 +998,53 @@ static __always_inline void send_walked(struct bpf_perf_event_data *ctx, struct 
 	}
 }
 
+/* The memo this walk may join: the last whole walk on this CPU, if it was
+ * of the same process entry (the same rows). */
+static __always_inline void memo_start(struct walk_state *w, __u32 tgid)
+{
+	__u32 zero = 0;
+	struct stack_memo *m;
+
+	if (!w->proc || !w->proc->generation)
+		return;
+	m = bpf_map_lookup_elem(&unwind_memo, &zero);
+	if (!m)
+		return;
+	w->memo = m;
+	m->keep = 1;
+	m->at = 0;
+	m->replay = 0;
+	m->replayed = 0;
+	m->old_frames = 0;
+	if (m->generation == w->proc->generation && m->tgid == tgid)
+		m->old_frames = m->frames > ECPI_MAX_USER_STACK_DEPTH ? ECPI_MAX_USER_STACK_DEPTH : m->frames;
+}
+
+/* A walk that reached the thread root becomes the memo; counts the frames replayed. */
+static __always_inline void memo_end(struct walk_state *w, __u32 tgid)
+{
+	struct stack_memo *m = w->memo;
+	__u32 zero = 0, one = 1;
+	__u64 *n;
+
+	if (!m)
+		return;
+	if (m->keep && w->end == ECPI_COUNTER_STACK_ROOT && w->proc) {
+		m->cur = (m->cur & 1) ^ 1;
+		m->frames = w->depth;
+		m->tgid = tgid;
+		m->generation = w->proc->generation;
+	}
+	if (!m->replayed)
+		return;
+	n = bpf_map_lookup_elem(&memo_stats, &zero);
+	if (n)
+		*n += 1;
+	n = bpf_map_lookup_elem(&memo_stats, &one);
+	if (n)
+		*n += m->replayed;
+}
+
 /* With --registers, the sample's registers travel in its stack's record. */
 static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, const struct ecpi_sample_key *key,
 					    __u64 pid_tgid, __u64 now)
@@ -879,8 +1073,10 @@ static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, con
 		sp = w.sp;
 		if (w.win)
 			w.want = sp + w.win->extent;
+		memo_start(&w, key->tgid);
 		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
 		rec->user_depth = w.depth;
+		memo_end(&w, key->tgid);
 		/* The last frame's sp: the walk read below it (its return address at
 		 * sp - 8). A signal frame's walk may move to another stack: no extent then. */
 		if (w.win)
