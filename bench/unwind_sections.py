@@ -21,18 +21,13 @@ windows of 512 bytes as before the windows were sized from the last walk
 (its want 0): its times go to the histogram's second half (keys 1001-2001),
 its window reads to 12 and its walked samples to 13, so that the two ways
 are compared in one recording, sample by sample, on the same machine load.
-With --ab-memo (implies --light) the same halves, but the other half walks
-without the memo of the last stack's frames (its w.memo NULL: no join, no
-frames kept; the memo the first half joins is then the one two samples back
-on that CPU), its windows sized as the first half's.
-Usage: python3 bench/unwind_sections.py [--light|--ab|--ab-memo] [bpf/sampler.bpf.c]"""
+Usage: python3 bench/unwind_sections.py [--light|--ab] [bpf/sampler.bpf.c]"""
 import sys
 
 args = sys.argv[1:]
-ab_memo = "--ab-memo" in args
-ab = "--ab" in args or ab_memo
+ab = "--ab" in args
 light = "--light" in args or ab
-args = [a for a in args if a not in ("--light", "--ab", "--ab-memo")]
+args = [a for a in args if a not in ("--light", "--ab")]
 path = args[0] if args else "bpf/sampler.bpf.c"
 text = open(path).read()
 
@@ -179,13 +174,9 @@ ab and insert("""	both = bpf_map_lookup_elem(&stack_scratch, &zero);""", """	__u
 		*half = *tick & 1;
 	}
 	both = bpf_map_lookup_elem(&stack_scratch, &zero);""")
-ab and not ab_memo and insert("""		if (w.win)
+ab and insert("""		if (w.win)
 			w.want = sp + w.win->extent;""", """		if (w.win)
 			w.want = half && *half ? 0 : sp + w.win->extent;
-		prof_add(13, half && *half);""")
-ab_memo and insert("""		memo_start(&w, key->tgid);""", """		memo_start(&w, key->tgid);
-		if (half && *half)
-			w.memo = 0;
 		prof_add(13, half && *half);""")
 ab and insert("""	prof_add(9, 1);""", """	prof_add(9, 1);
 	{

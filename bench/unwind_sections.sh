@@ -12,7 +12,7 @@
 #        cp build/loader/ecpi /tmp/ecpi-sections && git checkout bpf/sampler.bpf.c &&
 #        bash bench/unwind_sections.sh /tmp/ecpi-sections 3 chain:30 recursion:30
 # Environment: BUILD=<repo>/build (for bench/ecpi_bench_unwind_depth), RECORD_ARGS,
-# AB_LABELS="A's name|B's name" for an --ab or --ab-memo build's two halves.
+# AB_LABELS="A's name|B's name" for an --ab build's two halves.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: bench/unwind_sections.sh ECPI [SECONDS] [SHAPE:DEPTH...]" >&2; exit 2; }
 ECPI=$1 SECS=${2:-3}
