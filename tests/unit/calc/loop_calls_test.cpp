@@ -22,6 +22,18 @@ namespace {
 constexpr double kPeriodNs = 100'000;       // one snapshot per sample, 100 us apart
 constexpr std::uint64_t kPerSample = 1000;  // iterations between two snapshots in the loop
 
+// The snapshots of `stream` as calc's input has them, 100 us apart, every
+// one a candidate (in the procedure) when `all_candidates`.
+ProcedureInput::Registers snapshot_registers(const std::vector<RegisterSample>& stream, bool all_candidates) {
+    ProcedureInput::Registers regs;
+    regs.stream = stream;
+    if (all_candidates)
+        for (std::uint32_t p = 0; p < stream.size(); ++p) regs.candidates.push_back(p);
+    regs.period_ns = kPeriodNs;
+    regs.max_gap_ns = 1.6 * kPeriodNs;
+    return regs;
+}
+
 int gp_of(const std::string& name) {
     static const std::array<const char*, 16> k64 = {"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
                                                     "r8",  "r9",  "r10", "r11", "r12", "r13", "r14", "r15"};
@@ -146,11 +158,7 @@ std::vector<RegisterSample> short_trips(const CalcLoop& loop, std::uint64_t grow
 CalcLoop measured(const Append& fx, const CalcLoop& loop, const std::vector<RegisterSample>& v, std::uint64_t in_loop) {
     ProcedureInput in = fx.input();
     in.samples = {{loop.header, in_loop}};
-    ProcedureInput::Registers regs;
-    regs.stream = v;
-    regs.period_ns = kPeriodNs;
-    regs.max_gap_ns = 1.6 * kPeriodNs;
-    in.registers = regs;
+    in.registers = snapshot_registers(v, false);
     auto proc = analyze_procedure(in, fx.model, 1000);
     REQUIRE(proc.ok());
     REQUIRE(proc->loops.size() == 1);
@@ -325,11 +333,7 @@ TEST_CASE("a loop measured through a caller-saved register that its callee's cod
     const auto v = lookups(loop, f, 1000, 4, own);
     ProcedureInput in = f.input(true);
     in.samples = {{loop.header, own}};
-    ProcedureInput::Registers regs;
-    regs.stream = v;
-    regs.period_ns = kPeriodNs;
-    regs.max_gap_ns = 1.6 * kPeriodNs;
-    in.registers = regs;
+    in.registers = snapshot_registers(v, false);
     auto proc = analyze_procedure(in, f.fx.model, 1000);
     REQUIRE(proc.ok());
     REQUIRE(proc->loops.size() == 1);
@@ -351,7 +355,7 @@ TEST_CASE("a loop measured through a caller-saved register that its callee's cod
     SUBCASE("without the callee's code: not measured, and it says why") {
         ProcedureInput b = f.input(false);
         b.samples = in.samples;
-        b.registers = regs;
+        b.registers = in.registers;
         auto p = analyze_procedure(b, f.fx.model, 1000);
         REQUIRE(p.ok());
         CHECK_FALSE(p->loops.front().anchored);
@@ -506,12 +510,7 @@ TEST_CASE("a loop's exit its odds never saw taken ranges up to the odds' interva
     for (auto& s : v) s.regs[12] = 1ULL << 40;  // the end, never reached
     ProcedureInput in = fx.input();
     in.samples = {{compare, in_loop}};
-    ProcedureInput::Registers regs;
-    regs.stream = v;
-    for (std::uint32_t p = 0; p < v.size(); ++p) regs.candidates.push_back(p);
-    regs.period_ns = kPeriodNs;
-    regs.max_gap_ns = 1.6 * kPeriodNs;
-    in.registers = regs;
+    in.registers = snapshot_registers(v, true);
     auto proc = analyze_procedure(in, fx.model, 1000);
     REQUIRE(proc.ok());
     REQUIRE(std::any_of(proc->branches.begin(), proc->branches.end(),
@@ -589,12 +588,7 @@ TEST_CASE("an inner loop too short for pairs is measured through its outer loop,
     }
     ProcedureInput in = plain;
     in.samples = {{inner->header, 2800}, {outer->header, 100}, {outer->step_address, 200}};
-    ProcedureInput::Registers regs;
-    regs.stream = v;
-    for (std::uint32_t p = 0; p < v.size(); ++p) regs.candidates.push_back(p);
-    regs.period_ns = kPeriodNs;
-    regs.max_gap_ns = 1.6 * kPeriodNs;
-    in.registers = regs;
+    in.registers = snapshot_registers(v, true);
     auto proc = analyze_procedure(in, fx.model, 1000);
     REQUIRE(proc.ok());
     const CalcLoop* measured_inner = nullptr;
