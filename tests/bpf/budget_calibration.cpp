@@ -33,7 +33,9 @@ bool measure(std::uint64_t spin_ns, Measured& out) {
         return false;
     }
     ecpi::loader::CalibrationOptions calibration;
-    calibration.max_seconds = 2;
+    // 6 s: at 45 us a sample (an AMD VM) 2 s gave 2-4 pairs, too few to
+    // tell a 100 us dearer handler from the spread (quartiles 40-111 us).
+    calibration.max_seconds = 6;
     auto cost = ecpi::loader::measure_sample_cost(*sampler, calibration);
     if (!cost.ok()) {
         std::fprintf(stderr, "calibrating: %s\n", cost.error().message().c_str());
@@ -60,7 +62,9 @@ int check_while_running() {
         return 1;
     }
     ecpi::loader::CalibrationOptions calibration;
-    calibration.max_seconds = 2;
+    // 6 s: at 45 us a sample (an AMD VM) 2 s gave 2-4 pairs, too few to
+    // tell a 100 us dearer handler from the spread (quartiles 40-111 us).
+    calibration.max_seconds = 6;
     auto cost = ecpi::loader::measure_sample_cost(*sampler, calibration);
     if (!cost.ok()) {
         std::fprintf(stderr, "calibrating: %s\n", cost.error().message().c_str());
@@ -127,7 +131,9 @@ int in_step() {
     }
     ecpi::loader::CalibrationOptions calibration;
     calibration.cpus = {0, 1};
-    calibration.max_seconds = 2;
+    // 6 s: at 45 us a sample (an AMD VM) 2 s gave 2-4 pairs, too few to
+    // tell a 100 us dearer handler from the spread (quartiles 40-111 us).
+    calibration.max_seconds = 6;
     const auto t0 = std::chrono::steady_clock::now();
     auto cost = ecpi::loader::measure_sample_cost(*sampler, calibration);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

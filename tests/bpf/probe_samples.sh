@@ -8,14 +8,15 @@
 # during the entry trap (they land on its first instruction, before its
 # frame is set up), but the lookup's own code runs slower between traps:
 # on the VM of docs/PROBE.md the samples read 1.7-2.0x its unprobed time,
-# on CI's host 3.2x (its traps dearer: 938 ns a call as measured). That
-# slowdown grows with the trap's cost, so the upper bound is relative to
-# the time as measured. The check: at least 0.75x (samples missed:
+# on CI's host 3.2x (its traps dearer: 938 ns a call as measured), on an
+# AMD VM 6.0x (3,000 ns as measured). That slowdown grows with the trap's
+# cost, so the upper bound is relative to the time as measured, not to the
+# unprobed time. The check: at least 0.75x (samples missed:
 # hash_name and strcmp, which set no frame pointer, hide the lookup's
 # frame; counting only the samples with the lookup's frame read 0.3x), at
 # most half the time as measured (the traps' own time is not in the
-# samples: a sampler that counted it would read the measured time), and at
-# most 5x; a row within the noise reports that figure and says so.
+# samples: a sampler that counted it would read the measured time); a row
+# within the noise reports that figure and says so.
 source "$TESTLIB"
 require_bpf
 prog="$TESTPROGS/symtab"
@@ -41,7 +42,7 @@ net = p["timers"]["cpu"]["net"]
 print(f"symtab_lookup: unprobed {truth:.0f} ns/call on-CPU; {samples} samples of {period} ns over {p['calls']} calls: "
       f"{by_samples:.0f} ns/call ({by_samples / truth:.2f}x); as measured {p['timers']['cpu']['mean_ns']} ns, "
       f"subtraction {net['mean_ns']:.0f} ns ({net['method']}); counters {d['counters']}", file=sys.stderr)
-assert 0.75 * truth <= by_samples <= min(5 * truth, p["timers"]["cpu"]["mean_ns"] / 2), (by_samples, truth)
+assert 0.75 * truth <= by_samples <= p["timers"]["cpu"]["mean_ns"] / 2, (by_samples, truth)
 if net["within_noise"]:
     assert net["method"] == "stack samples" and abs(net["samples_mean_ns"] - by_samples) < 1e-6 * by_samples + 1e-9, net
 else:
