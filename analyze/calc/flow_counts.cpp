@@ -105,9 +105,23 @@ std::vector<double> estimated_executions(const FrequencyEstimate& estimate, doub
     return v;
 }
 
+// A branch decides the share the entry's count propagates through it once
+// its rarer way was chosen by this many snapshots. Through a loop the chain
+// gives entries x n / r (r the exits seen in n snapshots), as uncertain as r
+// itself (relative standard error 1 / sqrt(r)), and the common way's n
+// snapshots then restated that count with n's weight, outvoting the samples.
+// mulchain in bench/accuracy/loops.c (4,096 trips a call, 0.4 exits expected
+// in its ~1,700 snapshots, the entry count exact from its caller) saw r = 1
+// or 2 in half of the recordings on Zen 5 and came out at about n / 2 trips,
+// 4-5x low, against its samples' 0.9-1.0x (bpf.calc_accuracy failed in CI).
+// From 5 on the share is within a factor of two at two standard errors; a
+// loop left by two branches counts each (TwoPathSearch's second, 6 of 71).
+constexpr double kMinRarerToPropagate = 5;
+
 // Per edge, the share of its block's count it takes: the odds' (Laplace's
 // rule among the edges some snapshot chose, as add_odds) where snapshots
-// evaluated the block's branch, else the flow's.
+// evaluated the block's branch and decided it (kMinRarerToPropagate, or its
+// rarer way never chosen), else the flow's.
 std::vector<double> edge_shares(const FlowCountsInput& in, const FlowSolution& flow) {
     const Cfg& cfg = *in.cfg;
     std::vector<double> share(cfg.edges.size(), 0);
@@ -128,6 +142,8 @@ std::vector<double> edge_shares(const FlowCountsInput& in, const FlowSolution& f
     };
     for (const BranchOdds& o : in.odds) {
         if (o.total == 0) continue;
+        const double rarer = static_cast<double>(std::min(o.taken, o.total - o.taken));
+        if (rarer > 0 && rarer < kMinRarerToPropagate) continue;
         const std::uint32_t edges[] = {o.taken_edge, o.fall_edge};
         const double chose[] = {static_cast<double>(o.taken), static_cast<double>(o.total - o.taken)};
         split(edges, chose);
