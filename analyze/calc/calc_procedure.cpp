@@ -531,6 +531,7 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
     ri.model = &model;
     ri.samples = a.samples;
     ri.loop_anchor = a.loop_anchor;
+    ri.odds = a.odds;
     a.ranges = class_ranges(ri);
     range_anchored_classes(a);
     clamp_to_ranges(a.estimate, a.cfg, a.classes, a.ranges);

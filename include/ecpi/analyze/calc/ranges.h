@@ -12,8 +12,10 @@
 //    entries);
 //  - at least its samples over its best-case cycles plus the longest stall
 //    each of its instructions can take by the machine model (a load: a
-//    memory access plus a page walk; a branch, return or call: a
-//    misprediction), plus the longest a predecessor's last instruction can
+//    memory access plus a page walk; a return, call or indirect jump: a
+//    misprediction; a conditional jump: a misprediction at most twice per
+//    execution of its rarer way, as far as its register snapshots bound that
+//    way's share, else every time), plus the longest a predecessor's last instruction can
 //    leave on it: a sample lands `sample_skid` instructions after the one
 //    that waited, so a block's first instruction holds the wait of the jump
 //    that reached it (an interpreter's case blocks hold the mispredicted
@@ -31,6 +33,7 @@
 #include <span>
 #include <vector>
 
+#include "ecpi/analyze/calc/branch_odds.h"
 #include "ecpi/analyze/calc/cfg.h"
 #include "ecpi/analyze/calc/cycle_equivalence.h"
 #include "ecpi/analyze/calc/frequency.h"
@@ -64,6 +67,7 @@ struct RangeInput {
     const MachineModel* model = nullptr;
     std::span<const std::uint64_t> samples;      // per instruction
     std::vector<double> loop_anchor;             // per loop: its anchored F (0: none)
+    std::span<const BranchOdds> odds;            // conditional jumps evaluated on register snapshots
     std::uint64_t min_samples = 8;               // classes with fewer samples are left as they are
 };
 
