@@ -202,3 +202,71 @@ TEST_CASE("ranges: a function entry's top allows its stores to run under the cal
     REQUIRE(c.classes.block_class[c.cfg.blocks.size() - 1] == c.classes.block_class[0]);
     CHECK(r.max == doctest::Approx((960 + 2 * std::sqrt(960.0)) / (12.0 / 8)).epsilon(0.01));
 }
+
+namespace {
+
+// testprogs/shares.c's spin loop as GCC -O2 emits it: a multiply-add chain
+// counted by rdx, no load, one conditional jump that goes back every time
+// but the last.
+Chase spin_loop(std::uint64_t samples) {
+    const std::vector<std::uint8_t> code = {
+        0x31, 0xd2,                    // 0x1000 xor edx, edx
+        0x48, 0x0f, 0xaf, 0xc6,        // 0x1002 imul rax, rsi
+        0x48, 0x01, 0xc8,              // 0x1006 add rax, rcx
+        0x48, 0x83, 0xc2, 0x01,        // 0x1009 add rdx, 1
+        0x48, 0x39, 0xd7,              // 0x100d cmp rdi, rdx
+        0x75, 0xf0,                    // 0x1010 jne 0x1002
+        0xc3,                          // 0x1012 ret
+    };
+    auto insns = decode_x86_64(0x1000, code);
+    REQUIRE(insns.ok());
+    auto model = MachineModel::load(MachineModel::kDefault);
+    REQUIRE(model.ok());
+    Chase c{build_cfg(0x1000, 0x1013, std::move(*insns), {}), {}, {}, {}, std::move(*model), {}};
+    c.classes = frequency_classes(c.cfg);
+    c.timing = c.model.time_blocks(c.cfg);
+    c.loops = find_loops(c.cfg);
+    c.samples.assign(c.cfg.instructions.size(), 0);
+    c.samples[2] = samples;  // add rax, rcx: after the multiply
+    return c;
+}
+
+// The loop's branch as register snapshots saw it: `back` of `total` taken.
+BranchOdds loop_odds(const Chase& c, std::uint32_t back, std::uint32_t total) {
+    BranchOdds o;
+    o.block = 1;
+    for (auto e : c.cfg.blocks[1].out_edges)
+        (c.cfg.edges[e].to == 1 ? o.taken_edge : o.fall_edge) = e;
+    o.taken = back;
+    o.total = total;
+    std::tie(o.share_low, o.share_high) = share_interval(back, total);
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("ranges: a branch its snapshots saw go one way is allowed few mispredictions, not one each time") {
+    Chase c = spin_loop(8000);
+    REQUIRE(c.cfg.blocks.size() >= 2);
+    const FrequencyEstimate est = estimate_frequencies(c.cfg, c.classes, c.timing, c.samples);
+    const std::uint32_t loop_class = c.classes.block_class[1];
+    const double best = c.timing[1].cycles;
+    RangeInput in = range_input(c, est, {0});
+    // Without snapshots the jump may mispredict on every iteration: the
+    // count is open down to the samples over best + a misprediction.
+    const auto open = class_ranges(in);
+    REQUIRE(open[loop_class].ranged);
+    CHECK(open[loop_class].min <= (8000 - 2 * std::sqrt(8000.0)) / (best + c.model.mispredict_penalty()) * 1.001);
+    // 8,000 of 8,000 snapshots taken (a loop of 60,000 trips a call): the
+    // range narrows to what the samples' own error allows.
+    const std::vector<BranchOdds> odds = {loop_odds(c, 8000, 8000)};
+    in.odds = odds;
+    const auto narrow = class_ranges(in);
+    REQUIRE(narrow[loop_class].ranged);
+    CHECK(narrow[loop_class].min > 0.9 * (8000 - 2 * std::sqrt(8000.0)) / best);
+    CHECK(narrow[loop_class].max == doctest::Approx(open[loop_class].max));
+    // A branch its snapshots saw go each way half the time keeps the full allowance.
+    const std::vector<BranchOdds> even = {loop_odds(c, 4000, 8000)};
+    in.odds = even;
+    CHECK(class_ranges(in)[loop_class].min == doctest::Approx(open[loop_class].min));
+}
