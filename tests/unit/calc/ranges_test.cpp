@@ -270,3 +270,49 @@ TEST_CASE("ranges: a branch its snapshots saw go one way is allowed few mispredi
     in.odds = even;
     CHECK(class_ranges(in)[loop_class].min == doctest::Approx(open[loop_class].min));
 }
+
+TEST_CASE("ranges: a misprediction can land on the rare way's block every time, on the common way's rarely") {
+    // branchy.c's classify: `if (x < 1u << 22) medium += 2; else large += x & 3;`
+    // with 20% of the values medium: the medium arm is the jump's rare way.
+    const std::vector<std::uint8_t> code = {
+        0x3d, 0xff, 0xff, 0x3f, 0x00,  // 0x1000 cmp eax, 0x3fffff
+        0x77, 0x06,                    // 0x1005 ja 0x100d
+        0x41, 0x83, 0xc1, 0x02,        // 0x1007 add r9d, 2
+        0xeb, 0x07,                    // 0x100b jmp 0x1014
+        0x41, 0x01, 0xc0,              // 0x100d add r8d, eax
+        0x41, 0x83, 0xc2, 0x01,        // 0x1010 add r10d, 1
+        0xc3,                          // 0x1014 ret
+    };
+    auto insns = decode_x86_64(0x1000, code);
+    REQUIRE(insns.ok());
+    auto model = MachineModel::load(MachineModel::kDefault);
+    REQUIRE(model.ok());
+    Chase c{build_cfg(0x1000, 0x1015, std::move(*insns), {}), {}, {}, {}, std::move(*model), {}};
+    c.classes = frequency_classes(c.cfg);
+    c.timing = c.model.time_blocks(c.cfg);
+    c.loops = find_loops(c.cfg);
+    REQUIRE(c.cfg.blocks.size() == 4);
+    c.samples.assign(c.cfg.instructions.size(), 0);
+    c.samples[3] = 1000;  // the medium arm's jmp
+    c.samples[5] = 1000;  // the large arm's second add
+    const FrequencyEstimate est = estimate_frequencies(c.cfg, c.classes, c.timing, c.samples);
+    RangeInput in = range_input(c, est, {});
+    BranchOdds o;
+    o.block = 0;
+    for (auto e : c.cfg.blocks[0].out_edges) (c.cfg.edges[e].to == 2 ? o.taken_edge : o.fall_edge) = e;
+    o.taken = 800;
+    o.total = 1000;
+    std::tie(o.share_low, o.share_high) = share_interval(o.taken, o.total);
+    const std::vector<BranchOdds> odds = {o};
+    in.odds = odds;
+    const auto ranges = class_ranges(in);
+    const auto& rare = ranges[c.classes.block_class[1]];
+    const auto& common = ranges[c.classes.block_class[2]];
+    REQUIRE(rare.ranged);
+    REQUIRE(common.ranged);
+    const double s_low = 1000 - 2 * std::sqrt(1000.0), penalty = c.model.mispredict_penalty();
+    // The rare way: a misprediction on each of its executions is allowed.
+    CHECK(rare.min <= s_low / (c.timing[1].cycles + penalty) * 1.001);
+    // The common way: at most twice per rare execution, 2 x 0.2 / 0.8 of its own at the share's bounds.
+    CHECK(common.min > s_low / (c.timing[2].cycles + 0.75 * penalty));
+}
