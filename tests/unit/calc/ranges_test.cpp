@@ -26,6 +26,20 @@ struct Chase {
     std::vector<std::uint64_t> samples;
 };
 
+// The CFG, classes, timing (default model) and loops of `code` at 0x1000, no samples yet.
+Chase fixture(const std::vector<std::uint8_t>& code) {
+    auto insns = decode_x86_64(0x1000, code);
+    REQUIRE(insns.ok());
+    auto model = MachineModel::load(MachineModel::kDefault);
+    REQUIRE(model.ok());
+    Chase c{build_cfg(0x1000, 0x1000 + code.size(), std::move(*insns), {}), {}, {}, {}, std::move(*model), {}};
+    c.classes = frequency_classes(c.cfg);
+    c.timing = c.model.time_blocks(c.cfg);
+    c.loops = find_loops(c.cfg);
+    c.samples.assign(c.cfg.instructions.size(), 0);
+    return c;
+}
+
 Chase chase(std::uint64_t samples_after_load) {
     // 0x1000: xor eax, eax?  No: the loop as compiled, entered from a
     // prologue that sets rax (the count) and falls into it.
@@ -37,15 +51,7 @@ Chase chase(std::uint64_t samples_after_load) {
         0x89, 0xf0,                    // 0x100d mov eax, esi
         0xc3,                          // 0x100f ret
     };
-    auto insns = decode_x86_64(0x1000, code);
-    REQUIRE(insns.ok());
-    auto model = MachineModel::load(MachineModel::kDefault);
-    REQUIRE(model.ok());
-    Chase c{build_cfg(0x1000, 0x1010, std::move(*insns), {}), {}, {}, {}, std::move(*model), {}};
-    c.classes = frequency_classes(c.cfg);
-    c.timing = c.model.time_blocks(c.cfg);
-    c.loops = find_loops(c.cfg);
-    c.samples.assign(c.cfg.instructions.size(), 0);
+    Chase c = fixture(code);
     c.samples[2] = samples_after_load;  // sub rax, 1
     c.samples[0] = 1;
     return c;
@@ -122,16 +128,8 @@ TEST_CASE("ranges: an arm whose samples ask for more than its measured loop ran 
         0x75, 0xec,                    // 0x1015 jne 0x1003
         0xc3,                          // 0x1017 ret
     };
-    auto insns = decode_x86_64(0x1000, code);
-    REQUIRE(insns.ok());
-    auto model = MachineModel::load(MachineModel::kDefault);
-    REQUIRE(model.ok());
-    Chase c{build_cfg(0x1000, 0x1018, std::move(*insns), {}), {}, {}, {}, std::move(*model), {}};
-    c.classes = frequency_classes(c.cfg);
-    c.timing = c.model.time_blocks(c.cfg);
-    c.loops = find_loops(c.cfg);
+    Chase c = fixture(code);
     REQUIRE(c.loops.loops.size() == 1);
-    c.samples.assign(c.cfg.instructions.size(), 0);
     c.samples[3] = 20000;  // add rdi, rsi (the if arm)
     std::uint32_t arm = 0, latch = 0;
     for (std::uint32_t b = 0; b < c.cfg.blocks.size(); ++b) {
@@ -176,17 +174,9 @@ TEST_CASE("ranges: a function entry's top allows its stores to run under the cal
         0x48, 0x83, 0xc4, 0x68,                    // 0x1023 add rsp, 0x68
         0xc3,                                      // 0x1027 ret
     };
-    auto insns = decode_x86_64(0x1000, code);
-    REQUIRE(insns.ok());
-    auto model = MachineModel::load(MachineModel::kDefault);
-    REQUIRE(model.ok());
-    Chase c{build_cfg(0x1000, 0x1028, std::move(*insns), {}), {}, {}, {}, std::move(*model), {}};
-    c.classes = frequency_classes(c.cfg);
-    c.timing = c.model.time_blocks(c.cfg);
-    c.loops = find_loops(c.cfg);
+    Chase c = fixture(code);
     REQUIRE(!c.timing[0].steady_state);
     REQUIRE(c.cfg.blocks[0].count == 12);
-    c.samples.assign(c.cfg.instructions.size(), 0);
     for (std::uint32_t i = 0; i < 12; ++i) c.samples[i] = 80;  // 960 samples on the entry
     const FrequencyEstimate est = estimate_frequencies(c.cfg, c.classes, c.timing, c.samples);
     const auto ranges = class_ranges(range_input(c, est, {}));
@@ -218,15 +208,7 @@ Chase spin_loop(std::uint64_t samples) {
         0x75, 0xf0,                    // 0x1010 jne 0x1002
         0xc3,                          // 0x1012 ret
     };
-    auto insns = decode_x86_64(0x1000, code);
-    REQUIRE(insns.ok());
-    auto model = MachineModel::load(MachineModel::kDefault);
-    REQUIRE(model.ok());
-    Chase c{build_cfg(0x1000, 0x1013, std::move(*insns), {}), {}, {}, {}, std::move(*model), {}};
-    c.classes = frequency_classes(c.cfg);
-    c.timing = c.model.time_blocks(c.cfg);
-    c.loops = find_loops(c.cfg);
-    c.samples.assign(c.cfg.instructions.size(), 0);
+    Chase c = fixture(code);
     c.samples[2] = samples;  // add rax, rcx: after the multiply
     return c;
 }
@@ -283,16 +265,8 @@ TEST_CASE("ranges: a misprediction can land on the rare way's block every time, 
         0x41, 0x83, 0xc2, 0x01,        // 0x1010 add r10d, 1
         0xc3,                          // 0x1014 ret
     };
-    auto insns = decode_x86_64(0x1000, code);
-    REQUIRE(insns.ok());
-    auto model = MachineModel::load(MachineModel::kDefault);
-    REQUIRE(model.ok());
-    Chase c{build_cfg(0x1000, 0x1015, std::move(*insns), {}), {}, {}, {}, std::move(*model), {}};
-    c.classes = frequency_classes(c.cfg);
-    c.timing = c.model.time_blocks(c.cfg);
-    c.loops = find_loops(c.cfg);
+    Chase c = fixture(code);
     REQUIRE(c.cfg.blocks.size() == 4);
-    c.samples.assign(c.cfg.instructions.size(), 0);
     c.samples[3] = 1000;  // the medium arm's jmp
     c.samples[5] = 1000;  // the large arm's second add
     const FrequencyEstimate est = estimate_frequencies(c.cfg, c.classes, c.timing, c.samples);
