@@ -57,6 +57,7 @@ struct Analysis {
     LoopInfo loops;
     std::vector<CalcLoop> loop_reports;       // per loop
     std::vector<double> loop_anchor;          // per loop: anchored F (0: none)
+    std::vector<double> loop_entries_seen;    // per loop: entries its snapshots saw (loop_entries_seen)
     std::vector<CalcBranch> branch_reports;
     std::vector<CalcSwitch> switch_reports;
     std::vector<BranchOdds> odds;             // conditional jumps evaluated on register snapshots
@@ -123,6 +124,14 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> loop_ranges(const Cfg& cfg,
     }
     std::sort(r.begin(), r.end());
     return r;
+}
+
+// "Is this pc in the loop" (any of its blocks).
+std::function<bool(std::uint64_t)> loop_pcs(const Cfg& cfg, const Loop& loop) {
+    return [ranges = loop_ranges(cfg, loop)](std::uint64_t pc) {
+        auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(pc, UINT64_MAX));
+        return it != ranges.begin() && pc < std::prev(it)->second;
+    };
 }
 
 // The code a direct call to `target` runs, when known and not the
@@ -234,6 +243,22 @@ std::string call_refusal(const CalleeShare& share) {
            fmt_count(100 * share.low) + "% to " + fmt_count(100 * share.high) + "% of the loop's own time";
 }
 
+// Per loop without calls, the entries its threads' snapshots saw
+// (register_progress.h): a floor under the flow's entries into it.
+void count_loop_entries(Analysis& a, const ProcedureInput& input) {
+    a.loop_entries_seen.assign(a.loops.loops.size(), 0);
+    if (!input.registers || input.registers->stream.empty()) return;
+    for (std::uint32_t l = 0; l < a.loops.loops.size(); ++l) {
+        if (a.loops.loops[l].has_call) continue;
+        ProgressQuery q;
+        q.stream = input.registers->stream;
+        q.image = input.registers->image;
+        q.candidates = input.registers->candidates;
+        q.in_loop = loop_pcs(a.cfg, a.loops.loops[l]);
+        a.loop_entries_seen[l] = loop_entries_seen(q);
+    }
+}
+
 // Register progress per loop (register_progress.h): the loop's rate from
 // pairs of snapshots, times the time its samples stand for, is the count of
 // its stepping block. The loop's anchor is its induction register with the
@@ -269,11 +294,7 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
                                       : "no register snapshots recorded (ecpi record --registers)";
             continue;
         }
-        const auto ranges = loop_ranges(a.cfg, loop);
-        const std::function<bool(std::uint64_t)> in_loop = [&ranges](std::uint64_t pc) {
-            auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(pc, UINT64_MAX));
-            return it != ranges.begin() && pc < std::prev(it)->second;
-        };
+        const std::function<bool(std::uint64_t)> in_loop = loop_pcs(a.cfg, loop);
         LoopRate best;
         const InductionVariable* best_iv = nullptr;
         const LoopCalls calls_run = loop_calls(a, input, loop);
@@ -347,11 +368,7 @@ bool anchor_nested_loops(Analysis& a, const ProcedureInput& input, double period
     for (std::uint32_t l = 0; l < loops.size(); ++l) {
         const std::uint32_t parent = loops[l].parent;
         if (a.loop_anchor[l] > 0 || parent == kNoLoop || loops[parent].has_call) continue;
-        const auto ranges = loop_ranges(a.cfg, loops[parent]);
-        const std::function<bool(std::uint64_t)> in_outer = [&ranges](std::uint64_t pc) {
-            auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(pc, UINT64_MAX));
-            return it != ranges.begin() && pc < std::prev(it)->second;
-        };
+        const std::function<bool(std::uint64_t)> in_outer = loop_pcs(a.cfg, loops[parent]);
         for (const auto& iv : a.loops.induction) {
             if (iv.loop != l || !only_inner_writes(a, loops[parent], loops[l], iv.gp)) continue;
             for (const auto& outer_iv : a.loops.induction) {
@@ -451,6 +468,8 @@ FlowCountsInput flow_input(const Analysis& a, const ProcedureInput& input, doubl
     in.odds = a.odds;
     in.switches = a.switch_evidence;
     in.period_cycles = period_cycles;
+    in.loops = &a.loops;
+    in.loop_entries_seen = a.loop_entries_seen;
     return in;
 }
 
@@ -777,6 +796,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
             return c ? c->writes : kAllGp;
         });
         measure_loops(a, input, period_cycles);
+        count_loop_entries(a, input);
         evaluate_branches(a, input);
     }
     estimate_with_ranges(a, input, model, period_cycles, sampled);

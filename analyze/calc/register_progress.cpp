@@ -378,6 +378,22 @@ std::pair<double, double> pooled_slope(const std::map<std::vector<std::uint64_t>
 
 }  // namespace
 
+std::uint32_t loop_entries_seen(const ProgressQuery& q) {
+    std::uint32_t seen = 0;
+    if (!q.in_loop) return seen;
+    const auto visit = [&](std::size_t p) {
+        if (p == 0 || p >= q.stream.size() || !in_own_code(q, q.stream[p])) return;
+        const store::RegisterSample& before = q.stream[p - 1];
+        if (before.tid == q.stream[p].tid && before.pid == q.stream[p].pid && !in_own_code(q, before)) ++seen;
+    };
+    if (q.candidates.empty()) {
+        for (std::size_t p = 0; p < q.stream.size(); ++p) visit(p);
+    } else {
+        for (auto p : q.candidates) visit(p);
+    }
+    return seen;
+}
+
 NestedRatio nested_ratio(const ProgressQuery& outer, int inner_gp, std::int64_t inner_step, std::uint8_t inner_width) {
     NestedRatio out;
     if (outer.gp < 0 || outer.gp >= 16 || outer.step == 0 || inner_gp < 0 || inner_gp >= 16 || inner_step == 0 ||

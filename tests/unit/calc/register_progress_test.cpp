@@ -169,6 +169,28 @@ TEST_CASE("register progress: a thread that leaves the loop between two samples"
     CHECK(r.iterations_per_ns == doctest::Approx(0.05));
 }
 
+TEST_CASE("loop entries seen: a snapshot in the loop after its thread's last one elsewhere") {
+    // Thread 1: outside, in, in, outside, outside, in (two entries seen);
+    // thread 2 starts in the loop (no earlier snapshot: none seen), then
+    // another process's thread 2 is outside before this one's in the loop
+    // (not the same thread: none seen).
+    std::vector<RegisterSample> v;
+    const std::uint64_t out = kLoopEnd + 0x40;
+    const std::uint64_t pcs[] = {out, kLoopStart, kLoopStart + 4, out, out, kLoopStart + 8};
+    for (int k = 0; k < 6; ++k) v.push_back(snap(1, 1000 + k * 1000, pcs[k], 0));
+    v.push_back(snap(2, 1000, kLoopStart, 0));
+    RegisterSample other = snap(2, 1500, out, 0);
+    other.pid = 101;
+    v.push_back(other);
+    v.push_back(snap(2, 2000, kLoopStart, 0));
+    // (In the store's order: thread, time, process.)
+    CHECK(loop_entries_seen(query(v)) == 2);
+    // A snapshot in another image at the loop's offset is outside it.
+    std::vector<RegisterSample> w = {snap(3, 1000, kLoopStart, 0), snap(3, 2000, kLoopStart, 0)};
+    w[0].image = 1;
+    CHECK(loop_entries_seen(query(w)) == 1);
+}
+
 TEST_CASE("register progress: a loop the thread is seldom still in at its next snapshot is not measured") {
     // 40 pairs stay in the loop and move steadily, 160 leave it: the few
     // that stayed are no fair sample of the loop's trips.

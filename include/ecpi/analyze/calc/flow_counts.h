@@ -18,6 +18,11 @@
 //    snapshots that went its way were samples of it. The shares are odds,
 //    not counts: conserve_flow restates them at the flow's count of the
 //    block and solves again, until the block's count settles.
+//  - a loop that carries flow is entered: a circulation may keep a cycle
+//    running that no edge feeds (a loop whose way in costs more, unsampled,
+//    than the way around it), which no execution can do. Each loop's
+//    entries pass one virtual block held at a floor: the entries its
+//    snapshots saw, and one where the loop's header has a count.
 // Cycle-equivalent blocks and edges carry equal flow in every circulation,
 // so the solution is again one count per frequency class.
 #pragma once
@@ -31,6 +36,7 @@
 #include "ecpi/analyze/calc/cycle_equivalence.h"
 #include "ecpi/analyze/calc/flow_inference.h"
 #include "ecpi/analyze/calc/frequency.h"
+#include "ecpi/analyze/calc/loops.h"
 #include "ecpi/analyze/calc/machine_model.h"
 #include "ecpi/analyze/calc/ranges.h"
 #include "ecpi/analyze/calc/switch_odds.h"
@@ -50,6 +56,13 @@ struct FlowCountsInput {
     // measured tolerance), or with `entry_lower_bound` a hard floor.
     double entry_executions = 0;
     bool entry_lower_bound = false;
+    // The procedure's loops (null: none known). A loop is entered through
+    // the edges into its header from outside it: where the flow gives a
+    // loop a count, those carry at least one execution, and at least the
+    // entries its threads' snapshots saw (`loop_entries_seen`, per loop,
+    // loop_entries_seen() of register_progress.h; empty: none seen).
+    const LoopInfo* loops = nullptr;
+    std::span<const double> loop_entries_seen;
 };
 
 // The flow problem in executions: one soft count per block and edge, from

@@ -127,6 +127,15 @@ inline constexpr std::uint32_t kMinPairsToTrustCrossings = 100;
 
 LoopRate loop_rate(const ProgressQuery& query);
 
+// How many times the loop's threads were seen entering it: snapshots in the
+// loop whose thread's previous snapshot (same process) was not, so that the
+// thread came in between the two. A floor on the loop's entries, whatever
+// its trips' length (calc's flow: FlowCountsInput::loop_entries_seen).
+// Only for a loop without calls, whose thread is outside its code only
+// after leaving it (a signal handler's snapshot could count once too
+// often). Uses `stream`, `image`, `in_loop` and `candidates`.
+std::uint32_t loop_entries_seen(const ProgressQuery& query);
+
 // Issue 36: an inner loop whose trips are too short for pairs of snapshots
 // (bits' popcount, ~16 iterations a word) but whose induction register
 // nothing else in its outer loop writes (`total++`, kept across the outer
