@@ -11,8 +11,8 @@
 //    loops runs at most once per iteration of its loop, plus the loop's
 //    entries);
 //  - at least its samples over its best-case cycles plus the longest stall
-//    each of its instructions can take by the machine model (a load: a
-//    memory access plus a page walk; a return, call or indirect jump: a
+//    each of its instructions can take by the machine model (a load or a
+//    store: a memory access plus a page walk; a return, call or indirect jump: a
 //    misprediction; a conditional jump: a misprediction at most twice per
 //    execution of its rarer way, as far as its register snapshots bound that
 //    way's share, else every time), plus the longest a predecessor's last instruction can
