@@ -372,10 +372,11 @@ private:
 // free of the program is recorded, sampled or not (a per-granule hash
 // took 12% of ecpi's time at 1/10 on the tree program; docs/CACHESIM.md).
 // A small allocation's first granule carries kFirstGranule: a free clears
-// from its start up to the next allocation's first granule (or a free
-// one), so no map from start to end is kept. That map (a probe of a
-// 16 MiB table per allocation on hashtable's 300,000) took 14% of ecpi's
-// samples at --sets 1/8 (docs/CACHESIM.md, "The heap map without ends").
+// it and the granules after it that name the same site without the mark
+// (the next allocation's first granule has it), so no map from start to
+// end is kept. That map (a probe of a 16 MiB table per allocation on
+// hashtable's 300,000) took 15-18% of ecpi's samples at --sets 1/8 and
+// with time sampling alone (docs/CACHESIM.md, "The heap map without ends").
 class HeapMap {
 public:
     static constexpr std::uint64_t kGranuleShift = 4;
