@@ -371,6 +371,12 @@ private:
 // instead of probing a hash table once per granule: every allocation and
 // free of the program is recorded, sampled or not (a per-granule hash
 // took 12% of ecpi's time at 1/10 on the tree program; docs/CACHESIM.md).
+// A small allocation's first granule carries kFirstGranule: a free clears
+// it and the granules after it that name the same site without the mark
+// (the next allocation's first granule has it), so no map from start to
+// end is kept. That map (a probe of a 16 MiB table per allocation on
+// hashtable's 300,000) took 15-18% of ecpi's samples at --sets 1/8 and
+// with time sampling alone (docs/CACHESIM.md, "The heap map without ends").
 class HeapMap {
 public:
     static constexpr std::uint64_t kGranuleShift = 4;
@@ -382,17 +388,18 @@ public:
             large_[a.start] = a;
             return;
         }
-        ends_.insert(a.start, a.end);  // a start is never 0 (malloc never returns it)
         bool fresh = false;
         std::uint32_t site = site_ids_.id(a.site, 0, fresh);
         if (fresh) site_pcs_.push_back(a.site);
         // A granule belongs to one allocation, so its slot alone names the site.
         set_granules(a.start, a.end, site + 1);
+        *slot(a.start >> kGranuleShift) |= kFirstGranule;
     }
     void remove(std::uint64_t start) {
-        if (const std::uint64_t* end = ends_.find(start)) {
-            set_granules(start, *end, 0);
-            ends_.erase(start);
+        std::uint64_t g = start >> kGranuleShift;
+        std::uint32_t* first = slot(g);
+        if (first && (*first & kFirstGranule)) {
+            clear_from(g, *first & ~kFirstGranule);
             return;
         }
         if (!large_.empty()) large_.erase(start);
@@ -403,7 +410,7 @@ public:
     std::optional<std::uint64_t> find(std::uint64_t address, std::pair<std::uint64_t, std::uint64_t>* range = nullptr) const {
         std::uint64_t g = address >> kGranuleShift;
         if (const std::uint64_t* page = pages_.find((g >> kPageGranuleBits) + 1)) {
-            std::uint32_t site = granule_sites_[*page + (g & kPageGranuleMask)];
+            std::uint32_t site = granule_sites_[*page + (g & kPageGranuleMask)] & ~kFirstGranule;
             if (site != 0) return site_pcs_[site - 1];
         }
         if (large_.empty()) return std::nullopt;
@@ -418,6 +425,30 @@ public:
 private:
     static constexpr unsigned kPageGranuleBits = 8;  // 256 granules of 16 bytes: 4 KiB
     static constexpr std::uint64_t kPageGranuleMask = (1u << kPageGranuleBits) - 1;
+    static constexpr std::uint32_t kFirstGranule = 1u << 31;  // in a slot: an allocation's first granule
+
+    // The slot of granule g, or nullptr when its page holds no allocation.
+    std::uint32_t* slot(std::uint64_t g) {
+        const std::uint64_t* page = pages_.find((g >> kPageGranuleBits) + 1);
+        return page ? &granule_sites_[*page + (g & kPageGranuleMask)] : nullptr;
+    }
+
+    // Clears the allocation whose first granule is g and whose slots hold
+    // `value` (its site id + 1): g, then the granules after it that hold
+    // `value` without kFirstGranule, at most those of kLargeBytes. (An
+    // allocation freed without a record and overlapped by a later one of
+    // the same site loses its granules past the later one's end too; the
+    // start-to-end map it replaces mishandled that case as well.)
+    void clear_from(std::uint64_t g, std::uint32_t value) {
+        std::uint32_t* s = slot(g);
+        *s = 0;
+        for (std::uint64_t n = 0; n < (kLargeBytes >> kGranuleShift); n++) {
+            ++g;
+            s = (g & kPageGranuleMask) == 0 ? slot(g) : s + 1;
+            if (!s || *s != value) return;
+            *s = 0;
+        }
+    }
 
     // Sets the slots of the granules of [start, end) to `value` (a site
     // id + 1, or 0), making the pages' blocks as needed.
@@ -446,7 +477,6 @@ private:
     std::vector<std::uint32_t> granule_sites_; // per granule: site id + 1, 0: none
     DenseIds site_ids_;                       // site pc -> site id
     std::vector<std::uint64_t> site_pcs_;     // site id -> site pc
-    FlatMap ends_;                            // start -> end, for small allocations
     std::map<std::uint64_t, Allocation> large_;
 };
 

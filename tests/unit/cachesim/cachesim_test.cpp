@@ -374,3 +374,22 @@ TEST_CASE("attribution: a freed allocation's granules name nothing, across a pag
     sim.release(start);  // twice: nothing left to clear
     CHECK(object_at(start + 0x4) == CacheSimulator::ObjectKey{ObjectKind::kStatic, start});
 }
+
+TEST_CASE("attribution: freeing an allocation leaves its neighbour of the same site, which starts in the next granule") {
+    auto sim = make({"L1=64:1:64"});  // one line: each probe below touches a new line, so misses
+    auto objects_of_site = [&](std::uint64_t site) {
+        for (const auto& [key, counts] : sim.by_object())
+            if (key.kind == ObjectKind::kHeap && key.id == site) return counts.levels[0].references;
+        return std::uint64_t(0);
+    };
+    const std::uint64_t a = 0x30000, b = a + 0x20;  // two 24-byte blocks as malloc lays them out: granules 0-1 and 2-3
+    sim.allocate(HeapAllocation{a, 24, 0x900, 0});
+    sim.allocate(HeapAllocation{b, 24, 0x900, 0});
+    sim.release(a);
+    ref(sim, b + 0x10, false, 1);  // b's second granule
+    CHECK(objects_of_site(0x900) == 1);
+    ref(sim, a + 0x40, false, 1);  // past b: nothing
+    ref(sim, a + 0x10 + 0x80, false, 1);  // a line away, still nothing
+    ref(sim, a, false, 1);  // a's first granule, freed
+    CHECK(objects_of_site(0x900) == 1);
+}
