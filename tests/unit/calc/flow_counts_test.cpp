@@ -358,14 +358,8 @@ TEST_CASE("a loop branch's snapshot odds split its count and do not shrink it") 
     const std::uint32_t x = fx.add_block({1, 1});
     fx.edge(kEntryBlock, p, EdgeKind::kEntry);
     fx.edge(p, l, EdgeKind::kFallThrough);
-    BranchOdds odds;
-    odds.block = l;
-    odds.taken_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
-    fx.edge(l, l, EdgeKind::kBranch);
-    odds.fall_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
-    fx.edge(l, x, EdgeKind::kFallThrough);
+    const BranchOdds odds = branch(fx, l, l, x, 35, 35);
     fx.edge(x, kExitBlock, EdgeKind::kReturn);
-    odds.taken = odds.total = 35;
     std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
     fx.sample(samples, l, 100);
     const FrequencyClasses fc = frequency_classes(fx.cfg);
@@ -659,13 +653,7 @@ TEST_CASE("a loop's exit seen once in its snapshots leaves its count to the samp
     const std::uint32_t x = fx.add_block({1});
     fx.edge(kEntryBlock, p, EdgeKind::kEntry);
     fx.edge(p, h, EdgeKind::kFallThrough);
-    BranchOdds o;
-    o.block = h;
-    o.taken_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
-    fx.edge(h, h, EdgeKind::kBranch);
-    o.fall_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
-    fx.edge(h, x, EdgeKind::kFallThrough);
-    o.total = 1700;
+    BranchOdds o = branch(fx, h, h, x, 0, 1700);
     fx.edge(x, kExitBlock, EdgeKind::kReturn);
     const double calls = 0.1, trips = 4096;  // a period
     std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
