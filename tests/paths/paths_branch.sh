@@ -63,10 +63,19 @@ moved = "cold %.2f -> %.2f ms, price %.2f -> %.2f ms net variation" % (
 # its variation still gone when fixed). Stamps that serialize the core
 # distort by host (issue 31, ../shared/notes/vpp-timing.md); the attribution
 # below is what this test holds on every host.
+# What fixing the cause does is compared as shares kept, not against a fixed
+# half: the price path's own net variation differs 2.5x between runs of the
+# same program (1.56 to 3.89 ms in 4 runs on an AMD host, 2026-11-27), and
+# the 128 MB table's misses also evict some of the price path's lines and
+# TLB entries (CI's host: 3.78 and 4.79 ms -> 1.62 ms when the table fits the
+# cache). The misses are the cold path's cause: the fix takes nearly all of
+# its variation (96% on both hosts) and a far smaller share of the price
+# path's, which stays the larger of the two.
+cold_kept = cold_fixed["net_variation_ns"] / max(cold["net_variation_ns"], 1)
+price_kept = price_fixed["net_variation_ns"] / max(price["net_variation_ns"], 1)
 ok = (price["rank_by_time"] == 1 and cold["rank_by_variation"] <= 3 and cold["rank_by_time"] != 1 and
-      cold["basetime_ns"] < cold["mean_ns"] and
-      cold_fixed["net_variation_ns"] < 0.5 * cold["net_variation_ns"] and
-      price_fixed["net_variation_ns"] > 0.5 * price["net_variation_ns"])
+      cold["basetime_ns"] < cold["mean_ns"] and cold_kept < 0.5 and price_kept > 3 * cold_kept and
+      price_fixed["net_variation_ns"] > cold_fixed["net_variation_ns"])
 print(("ok: " if ok else "wrong ranking or attribution: ") + moved + "; " + table)
 sys.exit(0 if ok else 1)
 PY
