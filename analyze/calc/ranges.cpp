@@ -72,6 +72,7 @@ struct ClassTotals {
     double worst_stall = 0;   // per execution, that can land on the class's instructions
     std::uint32_t loop = kNoLoop;  // the innermost loop of all its blocks, if they share one
     bool one_loop = true;
+    std::uint32_t instructions = 0;
 };
 
 // A sample lands `skid` instructions after the one that waited (x86: one):
@@ -200,6 +201,7 @@ std::vector<ClassTotals> class_totals(const RangeInput& in) {
         // ~14 an iteration; its top, at 12.3, excluded the truth for all
         // 7,825 of its samples.
         t.landing_cycles += landings[b].own_best;
+        t.instructions += blk.count;
         for (std::uint32_t i = 0; i < blk.count; ++i) {
             t.samples += static_cast<double>(in.samples[blk.first + i]);
             t.worst_stall += worst_stall(cfg.instructions[blk.first + i], *in.model, rates[blk.first + i]);
@@ -252,10 +254,17 @@ std::vector<ClassRange> class_ranges(const RangeInput& in) {
     const std::vector<ClassTotals> totals = class_totals(in);
     for (std::uint32_t c = 0; c < fc.count; ++c) {
         const ClassEstimate& e = in.estimate->classes[c];
-        const ClassTotals& t = totals[c];
-        if (e.confidence == Confidence::kMeasured || t.samples < static_cast<double>(in.min_samples) ||
-            t.best_cycles <= 0)
-            continue;
+        ClassTotals t = totals[c];
+        if (e.confidence == Confidence::kMeasured || t.samples < static_cast<double>(in.min_samples)) continue;
+        if (t.best_cycles <= 0) {
+            // The model issues the whole class under its predecessor's
+            // cycles (a load and a jump after a compare-and-branch), yet
+            // its samples say it ran: its instructions must still retire.
+            // interp's `JNZ` arm (a load and a jmp, 0 cycles by the model)
+            // kept 2,019 samples and was given no count and no range.
+            t.best_cycles = retirement_floor(in, t.instructions);
+        }
+        if (t.best_cycles <= 0) continue;
         // The samples are themselves a count with sampling error (DCPI 6.2:
         // about sqrt(S) for S samples): the bounds use S +- 2 sqrt(S), so a
         // class of 25 samples is allowed 15 to 35 samples' worth of cycles.
@@ -278,8 +287,10 @@ std::vector<ClassRange> class_ranges(const RangeInput& in) {
             // its calls: 2.3x). Clamping the estimator's point into the
             // range moved right answers away from the truth (calls: within
             // 15% for 37% of samples, then 0%); the range spans both.
-            low = std::min(low, e.frequency);
-            high = std::max(high, e.frequency);
+            if (e.source != EstimateSource::kNone) {
+                low = std::min(low, e.frequency);
+                high = std::max(high, e.frequency);
+            }
         }
         if (e.confidence != Confidence::kLow && !over_bound) continue;
         ranges[c] = {true, low, high, low >= high ? RangePoint::kLoopBound : RangePoint::kNone};
@@ -305,7 +316,12 @@ void clamp_to_ranges(FrequencyEstimate& estimate, const Cfg& cfg, const Frequenc
     std::vector<double> f(fc.count);
     for (std::uint32_t c = 0; c < fc.count; ++c) {
         f[c] = estimate.classes[c].frequency;
-        if (ranges[c].ranged) f[c] = std::clamp(f[c], ranges[c].min, ranges[c].max);
+        if (!ranges[c].ranged) continue;
+        // A class its samples gave no point (class_ranges: no best-case
+        // cycles) starts in the middle of what they allow; the flow moves it.
+        if (estimate.classes[c].source == EstimateSource::kNone && ranges[c].min > 0)
+            f[c] = std::sqrt(ranges[c].min * ranges[c].max);
+        f[c] = std::clamp(f[c], ranges[c].min, ranges[c].max);
     }
     estimate = with_class_frequencies(estimate, cfg, fc, f);
 }

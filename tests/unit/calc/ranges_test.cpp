@@ -324,3 +324,36 @@ TEST_CASE("ranges: a loop that calls keeps fewer cycles than its calls take, and
     CHECK(r.max >= truth);
     CHECK(r.min <= truth);
 }
+
+TEST_CASE("ranges: a block the model times at no cycles still gets a range from its samples, and a count") {
+    // interp.c's JNZ arm as GCC -O2 emits it: the pop-and-test block, then
+    // (taken) a load of the jump's target and a jump back to the dispatch.
+    // The model issues the load and the jump under the compare-and-branch's
+    // cycles, so the arm's best case is 0 cycles; its 2,019 samples (the
+    // load's wait, the branch's refetch) were given no range and a count of 0.
+    const std::vector<std::uint8_t> code = {
+        0x83, 0xea, 0x01,                    // 0x1000 sub edx, 1
+        0x48, 0x83, 0x7c, 0x24, 0x08, 0x00,  // 0x1003 cmp qword ptr [rsp + 8], 0
+        0x74, 0xf5,                          // 0x1009 je 0x1000
+        0x48, 0x63, 0x41, 0x04,              // 0x100b movsxd rax, dword ptr [rcx + 4]
+        0xeb, 0xef,                          // 0x100f jmp 0x1000
+    };
+    Chase c = fixture(code, "x86_64-zen5");
+    REQUIRE(c.cfg.blocks.size() == 2);
+    REQUIRE(c.timing[1].cycles == 0);
+    REQUIRE(c.classes.block_class[1] != c.classes.block_class[0]);
+    c.samples[2] = 30;   // je: the compare's wait
+    c.samples[4] = 300;  // jmp: the load's wait and the refetch after the branch
+    FrequencyEstimate est = estimate_frequencies(c.cfg, c.classes, c.timing, c.samples);
+    const auto ranges = class_ranges(range_input(c, est, {0}));
+    const std::uint32_t arm = c.classes.block_class[1];
+    const ClassRange& r = ranges[arm];
+    REQUIRE(r.ranged);
+    const double truth = 300.0 / 3;  // executions per sampling period at 3 cycles an execution
+    CHECK(r.max >= truth);
+    CHECK(r.min <= truth);
+    CHECK(r.min > 0);
+    clamp_to_ranges(est, c.cfg, c.classes, ranges);
+    CHECK(est.block_frequency[1] >= r.min);
+    CHECK(est.block_frequency[1] <= r.max);
+}
