@@ -423,9 +423,9 @@ double most_entries(const Analysis& a, const ProcedureInput& input, std::uint32_
 }
 
 // Issue 36: a loop with a trip length (measure_trips) runs between the
-// fewest entries its snapshots saw (at least one) times its shortest
-// group's length and the most entries it can have (most_entries) times
-// its longest's: its class's range keeps within that. Where nothing
+// fewest iterations its groups' entries seen give (TripLength::fewest) and
+// the most entries it can have (most_entries) times its longest group's
+// length: its class's range keeps within that. Where nothing
 // decides how often the loop is entered (a guard no snapshot evaluated),
 // that is as narrow as it gets.
 void range_trip_loops(Analysis& a, const ProcedureInput& input, double period_cycles) {
@@ -434,7 +434,7 @@ void range_trip_loops(Analysis& a, const ProcedureInput& input, double period_cy
         if (!trip.known || a.loop_anchor[l] > 0) continue;
         const std::uint32_t cls = a.classes.block_class[a.loops.loops[l].latches.front()];
         if (cls >= a.ranges.size() || !a.ranges[cls].ranged) continue;
-        const double fewest = std::max(a.loop_entries_seen[l], 1.0) / period_cycles * trip.low;
+        const double fewest = trip.fewest / period_cycles;
         const double most = most_entries(a, input, l, period_cycles) * trip.high;
         ClassRange& r = a.ranges[cls];
         if (fewest > r.max || most < r.min) continue;  // they disagree: the samples' range stands

@@ -173,22 +173,53 @@ std::vector<double> edge_shares(const FlowCountsInput& in, const FlowSolution& f
     return share;
 }
 
-// The visits x of a Markov chain fed `entries`: x = entries + S x, S[b][u]
-// the share of u's count edge u -> b takes, solved directly (Gaussian
-// elimination with partial pivoting). Empty where the chain does not end
-// (a loop no share leaves: I - S singular, or counts below zero or beyond
-// `ceiling`).
+// The blocks a chain fed at `entries` reaches through edges with a share.
+std::vector<bool> reached(const Cfg& cfg, std::span<const double> share, std::span<const double> entries) {
+    std::vector<bool> seen(cfg.blocks.size(), false);
+    std::vector<std::uint32_t> work;
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b)
+        if (entries[b] > 0) {
+            seen[b] = true;
+            work.push_back(b);
+        }
+    while (!work.empty()) {
+        const std::uint32_t b = work.back();
+        work.pop_back();
+        for (auto e : cfg.blocks[b].out_edges) {
+            const std::uint32_t to = cfg.edges[e].to;
+            if (to < seen.size() && share[e] > 0 && !seen[to]) {
+                seen[to] = true;
+                work.push_back(to);
+            }
+        }
+    }
+    return seen;
+}
+
+// The visits x of a Markov chain fed `entries` (per block): x = entries +
+// S x, S[b][u] the share of u's count that edge u -> b takes, over the
+// blocks the chain reaches (the others 0), by Gaussian elimination with
+// partial pivoting. Empty where the chain does not end (a loop no share
+// leaves: I - S singular, or a count below 0 or beyond `ceiling`).
 std::vector<double> chain_visits(const Cfg& cfg, std::span<const double> share, std::span<const double> entries,
                                  double ceiling) {
-    const std::size_t n = cfg.blocks.size();
+    const std::vector<bool> in = reached(cfg, share, entries);
+    std::vector<std::uint32_t> index(cfg.blocks.size(), std::numeric_limits<std::uint32_t>::max()), blocks;
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b)
+        if (in[b]) {
+            index[b] = static_cast<std::uint32_t>(blocks.size());
+            blocks.push_back(b);
+        }
+    const std::size_t n = blocks.size();
     std::vector<double> m(n * (n + 1), 0);  // rows of [I - S | entries]
     const auto at = [&](std::size_t r, std::size_t c) -> double& { return m[r * (n + 1) + c]; };
-    for (std::size_t b = 0; b < n; ++b) {
-        at(b, b) += 1;
-        at(b, n) = entries[b];
+    for (std::size_t r = 0; r < n; ++r) {
+        const std::uint32_t b = blocks[r];
+        at(r, r) += 1;
+        at(r, n) = entries[b];
         for (auto e : cfg.blocks[b].in_edges) {
             const std::uint32_t from = cfg.edges[e].from;
-            if (from < n) at(b, from) -= share[e];
+            if (from < cfg.blocks.size() && in[from]) at(r, index[from]) -= share[e];
         }
     }
     for (std::size_t c = 0; c < n; ++c) {
@@ -204,11 +235,12 @@ std::vector<double> chain_visits(const Cfg& cfg, std::span<const double> share, 
             for (std::size_t k = c; k <= n; ++k) at(r, k) -= f * at(c, k);
         }
     }
-    std::vector<double> x(n);
-    for (std::size_t b = 0; b < n; ++b) {
-        x[b] = at(b, n) / at(b, b);
-        if (!(x[b] > -1e-6 * ceiling / 1e6 - 1e-9) || !(x[b] < ceiling)) return {};
-        x[b] = std::max(x[b], 0.0);
+    std::vector<double> x(cfg.blocks.size(), 0);
+    const double tolerance = 1e-12 * ceiling;  // rounding, against the largest count
+    for (std::size_t r = 0; r < n; ++r) {
+        const double v = at(r, n) / at(r, r);
+        if (!(v > -tolerance) || !(v < ceiling)) return {};
+        x[blocks[r]] = std::max(v, 0.0);
     }
     return x;
 }

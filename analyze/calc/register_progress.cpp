@@ -520,6 +520,7 @@ namespace {
 struct TripGroup {
     std::uint64_t longest = 0;
     std::vector<std::uint64_t> left;   // per snapshot: iterations left
+    std::uint32_t entries_seen = 0;    // its snapshots whose thread's previous one was outside the loop
 };
 
 }  // namespace
@@ -547,6 +548,8 @@ TripLength trip_length(const ProgressQuery& q, const TripExit& exit) {
         TripGroup& g = groups[key];
         g.longest = std::max(g.longest, left);
         g.left.push_back(left);
+        if (p > 0 && q.stream[p - 1].tid == s.tid && q.stream[p - 1].pid == s.pid && !in_own_code(q, q.stream[p - 1]))
+            ++g.entries_seen;
     };
     if (q.candidates.empty()) {
         for (std::size_t p = 0; p < q.stream.size(); ++p) visit(p);
@@ -561,7 +564,13 @@ TripLength trip_length(const ProgressQuery& q, const TripExit& exit) {
     out.high = 0;
     for (const auto& [key, g] : groups) {
         const auto n = static_cast<std::uint32_t>(g.left.size());
-        if (n < kMinTripSnapshots) continue;
+        // Every group ran at least one trip, each of its entries seen a
+        // trip at least as long as its furthest snapshot from the end.
+        out.fewest += static_cast<double>(std::max(g.entries_seen, 1u)) * static_cast<double>(g.longest);
+        if (n < kMinTripSnapshots) {
+            out.high = std::max(out.high, 2.0 * static_cast<double>(g.longest));
+            continue;
+        }
         const double length = static_cast<double>(g.longest);
         const auto early = std::count_if(g.left.begin(), g.left.end(),
                                          [&](std::uint64_t left) { return 2 * static_cast<double>(left) > length; });

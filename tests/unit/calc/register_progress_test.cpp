@@ -396,6 +396,28 @@ TEST_CASE("trip length: two arrays weigh by their entries, not by their snapshot
     CHECK(trip.length == doctest::Approx(1000.0 / (100.0 / 100 + 900.0 / 900)).epsilon(1e-9));
     CHECK(trip.low == 100);
     CHECK(trip.high >= 900);
+    // One thread, never outside the loop between snapshots: no entry seen,
+    // so each array ran at least one trip of its length.
+    CHECK(trip.fewest == 100 + 900);
+}
+
+TEST_CASE("trip length: the fewest iterations count the entries seen per array, a rarely seen one included") {
+    // 40 calls over 1,024 words, each entered between two snapshots (the
+    // thread's previous snapshot outside the loop), and 3 snapshots of a
+    // 10-word array: that group is too small for a length, but its trip
+    // still ran. The fewest iterations: 40 x 1,024 + 1 x 10.
+    std::vector<RegisterSample> v;
+    std::uint64_t t = 1'000'000;
+    for (std::uint64_t k = 0; k < 40; ++k) {
+        v.push_back(snap(1, t += 100'000, 0x9000, 0));  // elsewhere
+        v.push_back(word_snap(t += 100'000, 0x5555'0000'0000, 1024, (k * 397) % 1024, false));
+    }
+    for (std::uint64_t k = 0; k < 3; ++k) v.push_back(word_snap(t += 100'000, 0x7777'0000'0000, 10, k, false));
+    const TripLength trip = trip_length(words_query(v), words_exit());
+    REQUIRE(trip.known);
+    CHECK(trip.groups == 1);
+    CHECK(trip.fewest == 40 * 1024 + 10);
+    CHECK(trip.high >= 1024);
 }
 
 TEST_CASE("trip length: trips that start anywhere and run to one end are refused") {

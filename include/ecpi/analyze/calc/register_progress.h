@@ -194,6 +194,10 @@ struct TripLength {
     bool known = false;
     double length = 0;                   // iterations per entry: the groups' lengths, weighted by entries
     double low = 0, high = 0;            // the shortest group's length; the longest's, widened for an unseen start
+                                         // (a group of fewer than kMinTripSnapshots: twice its furthest snapshot)
+    // The fewest iterations the loop ran: per group (of any size), its
+    // entries seen (at least one) times its furthest snapshot from the end.
+    double fewest = 0;
     std::uint32_t snapshots = 0;         // in the loop, with a trip end found
     std::uint32_t in_groups = 0;         // of them in groups of kMinTripSnapshots or more
     std::uint32_t groups = 0;            // such groups
