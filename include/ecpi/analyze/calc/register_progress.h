@@ -220,11 +220,12 @@ inline constexpr std::uint64_t kMaxTrip = std::uint64_t{1} << 40;
 // holds `at_compare` at this iteration's exit compare and whose other
 // operand is `other` (this iteration included); 0 when the register never
 // reaches the exit within kMaxTrip (or steps past an equality's bound).
-std::uint64_t iterations_left(const TripExit& exit, std::int64_t step, std::uint64_t at_compare, std::uint64_t other);
+[[nodiscard]] std::uint64_t iterations_left(const TripExit& exit, std::int64_t step, std::uint64_t at_compare,
+                                             std::uint64_t other);
 
 // Uses `stream`, `image`, `in_loop`, `candidates`, `gp`, `step`, `width`
 // and `invariant` (which must hold the compare's other register).
-TripLength trip_length(const ProgressQuery& query, const TripExit& exit);
+[[nodiscard]] TripLength trip_length(const ProgressQuery& query, const TripExit& exit);
 
 // A loop that calls other code: how much of its thread's time went to the
 // calls. The calls' time is in their own samples, not in the loop's, while
