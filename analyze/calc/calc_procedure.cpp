@@ -58,6 +58,9 @@ struct Analysis {
     std::vector<CalcLoop> loop_reports;       // per loop
     std::vector<double> loop_anchor;          // per loop: anchored F (0: none)
     std::vector<double> loop_entries_seen;    // per loop: entries its snapshots saw (loop_entries_seen)
+    std::vector<TripLength> trips;            // per loop: its trip length from its exit's bound (trip_length)
+    std::vector<const InductionVariable*> trip_induction;  // per loop: the register that trip length is of
+    std::vector<TripShare> trip_shares;       // the trips known, for the flow
     std::vector<CalcBranch> branch_reports;
     std::vector<CalcSwitch> switch_reports;
     std::vector<BranchOdds> odds;             // conditional jumps evaluated on register snapshots
@@ -329,6 +332,117 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
     }
 }
 
+// The one way out of loop l, when it is the compare of an induction
+// register with a register the loop leaves alone (or a constant) closing
+// the loop's one latch, the block that steps that register before the
+// compare (a rotated `for` loop: `add rdi, 8; cmp rdi, rsi; jne`): every
+// iteration then steps once and compares once (register_progress.h,
+// TripExit).
+std::optional<std::pair<TripExit, const InductionVariable*>> trip_exit(const Analysis& a, std::uint32_t l) {
+    const Loop& loop = a.loops.loops[l];
+    if (loop.has_call || loop.latches.size() != 1) return std::nullopt;
+    const std::uint32_t latch = loop.latches.front();
+    for (auto b : loop.blocks)
+        for (auto e : a.cfg.blocks[b].out_edges)
+            if (!loop.contains(a.cfg.edges[e].to) && b != latch) return std::nullopt;
+    const auto condition = branch_condition(a.cfg, latch);
+    if (!condition) return std::nullopt;
+    const auto& invariant = a.loops.invariant[l];
+    const auto is_invariant = [&](int r) {
+        return r < 0 || std::find(invariant.begin(), invariant.end(), r) != invariant.end();
+    };
+    for (const auto& iv : a.loops.induction) {
+        if (iv.loop != l || iv.block != latch || iv.instruction >= condition->setter || iv.width != condition->width)
+            continue;
+        TripExit exit;
+        exit.condition = *condition;
+        if (condition->a == iv.gp && (condition->is_test ? condition->b == iv.gp : is_invariant(condition->b))) {
+            exit.induction_first = true;
+        } else if (!condition->is_test && condition->b == iv.gp && is_invariant(condition->a)) {
+            exit.induction_first = false;
+        } else {
+            continue;
+        }
+        std::uint32_t taken = kNoLoop;
+        for (auto e : a.cfg.blocks[latch].out_edges)
+            if (a.cfg.edges[e].kind == EdgeKind::kBranch) taken = a.cfg.edges[e].to;
+        exit.stay_when_taken = taken != kNoLoop && loop.contains(taken);
+        const DecodedInstruction& step = a.cfg.instructions[iv.instruction];
+        const std::uint64_t past_step = step.address + step.size;
+        const auto& last = a.cfg.instructions[a.cfg.blocks[latch].first + a.cfg.blocks[latch].count - 1];
+        const std::uint64_t latch_end = last.address + last.size;
+        exit.after_step = [past_step, latch_end](std::uint64_t pc) { return pc >= past_step && pc < latch_end; };
+        return std::pair{exit, &iv};
+    }
+    return std::nullopt;
+}
+
+// Per loop register progress could not measure, its trip length from its
+// exit's bound (register_progress.h, trip_length).
+void measure_trips(Analysis& a, const ProcedureInput& input) {
+    a.trips.assign(a.loops.loops.size(), {});
+    a.trip_induction.assign(a.loops.loops.size(), nullptr);
+    if (!input.registers || input.registers->stream.empty()) return;
+    for (std::uint32_t l = 0; l < a.loops.loops.size(); ++l) {
+        if (a.loop_anchor[l] > 0) continue;
+        const auto exit = trip_exit(a, l);
+        if (!exit) continue;
+        const ProgressQuery q = loop_query(a, input, l, loop_pcs(a.cfg, a.loops.loops[l]), *exit->second, LoopCalls{});
+        a.trips[l] = trip_length(q, exit->first);
+        a.trip_induction[l] = exit->second;
+        const TripLength& trip = a.trips[l];
+        if (!trip.known) continue;
+        const std::uint32_t latch = a.loops.loops[l].latches.front();
+        TripShare share;
+        share.block = latch;
+        share.length = trip.length;
+        share.weight = trip.in_groups;
+        for (auto e : a.cfg.blocks[latch].out_edges)
+            (a.loops.loops[l].contains(a.cfg.edges[e].to) ? share.stay_edge : share.exit_edge) = e;
+        a.trip_shares.push_back(share);
+        a.loop_reports[l].trip_length = trip.length;
+    }
+}
+
+// The most entries loop l can have: its procedure's invocations (their
+// range where ranged, the callers' measured count within its tolerance),
+// or for a nested loop its parent's header count.
+double most_entries(const Analysis& a, const ProcedureInput& input, std::uint32_t l, double period_cycles) {
+    const Loop& loop = a.loops.loops[l];
+    if (loop.parent != kNoLoop) {
+        const std::uint32_t cls = a.classes.block_class[a.loops.loops[loop.parent].header];
+        if (cls < a.ranges.size() && a.ranges[cls].ranged) return a.ranges[cls].max;
+        return a.estimate.block_frequency[a.loops.loops[loop.parent].header];
+    }
+    const std::uint32_t cls = a.classes.invocation_class;
+    double most = a.estimate.invocations;
+    if (cls < a.ranges.size() && a.ranges[cls].ranged) most = std::max(most, a.ranges[cls].max);
+    if (input.entry && !input.entry->lower_bound) most = std::max(most, 1.1 * input.entry->executions / period_cycles);
+    if (input.entry && input.entry->lower_bound) return INFINITY;
+    return most;
+}
+
+// Issue 36: a loop with a trip length (measure_trips) runs between the
+// fewest iterations its groups' entries seen give (TripLength::fewest) and
+// the most entries it can have (most_entries) times its longest group's
+// length: its class's range keeps within that. Where nothing
+// decides how often the loop is entered (a guard no snapshot evaluated),
+// that is as narrow as it gets.
+void range_trip_loops(Analysis& a, const ProcedureInput& input, double period_cycles) {
+    for (std::uint32_t l = 0; l < a.trips.size(); ++l) {
+        const TripLength& trip = a.trips[l];
+        if (!trip.known || a.loop_anchor[l] > 0) continue;
+        const std::uint32_t cls = a.classes.block_class[a.loops.loops[l].latches.front()];
+        if (cls >= a.ranges.size() || !a.ranges[cls].ranged) continue;
+        const double fewest = trip.fewest / period_cycles;
+        const double most = most_entries(a, input, l, period_cycles) * trip.high;
+        ClassRange& r = a.ranges[cls];
+        if (fewest > r.max || most < r.min) continue;  // they disagree: the samples' range stands
+        r.min = std::max(r.min, fewest);
+        r.max = std::min(r.max, most);
+    }
+}
+
 // Whether register gp is written in outer loop `outer` only by inner
 // loop `inner`'s own instructions (there, by its stepping ones alone:
 // InductionVariable), and no call in the outer loop may change it.
@@ -470,6 +584,7 @@ FlowCountsInput flow_input(const Analysis& a, const ProcedureInput& input, doubl
     in.period_cycles = period_cycles;
     in.loops = &a.loops;
     in.loop_entries_seen = a.loop_entries_seen;
+    in.trips = a.trip_shares;
     return in;
 }
 
@@ -552,6 +667,7 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
     ri.loop_anchor = a.loop_anchor;
     ri.odds = a.odds;
     a.ranges = class_ranges(ri);
+    range_trip_loops(a, input, period_cycles);
     range_anchored_classes(a);
     clamp_to_ranges(a.estimate, a.cfg, a.classes, a.ranges);
     conserve_flow(a.estimate, a.ranges, flow_input(a, input, period_cycles));
@@ -797,6 +913,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
         });
         measure_loops(a, input, period_cycles);
         count_loop_entries(a, input);
+        measure_trips(a, input);
         evaluate_branches(a, input);
     }
     estimate_with_ranges(a, input, model, period_cycles, sampled);

@@ -214,6 +214,9 @@ void render_loops(std::ostringstream& o, const CalcProcedure& p) {
         } else {
             o << "not measured: " << l.why_not;
             if (!l.induction.empty()) o << " (induction register " << l.induction << ", step " << l.step << ")";
+            if (l.trip_length > 0)
+                o << "; its trips run " << count_text(l.trip_length) << " iterations to the bound its exit compares "
+                  << l.induction << " with: its count is its entries times that";
             o << "\n";
         }
     }
@@ -409,6 +412,7 @@ json loop_json(const CalcLoop& l) {
         if (l.per_outer_iteration > 0) jl["per_outer_iteration"] = l.per_outer_iteration;
     } else {
         jl["why_not"] = l.why_not;
+        if (l.trip_length > 0) jl["trip_length"] = l.trip_length;
     }
     jl["pairs"] = {{"used", l.pairs.used},
                    {"other_thread", l.pairs.other_thread},

@@ -97,6 +97,18 @@ void add_odds(const FlowCountsInput& in, const FrequencyEstimate& estimate, std:
         std::vector<double> chose(o.counts.begin(), o.counts.end());
         split(o.block, o.edges, chose);
     }
+    // A trip length states the loop's exit at its latch's count over the
+    // length as a measured count: register values fix the ratio (to a few
+    // in a thousand), where a block's samples over the model's cycles are
+    // off by its overlap with the next (bits' outer loop: its samples said
+    // 0.2x). The level is the latch's count, which the entries decide
+    // where the callers give them (propagated_counts), else the samples.
+    for (const TripShare& t : in.trips) {
+        if (t.block >= executions.size() || !(executions[t.block] > 0) || !(t.length >= 1)) continue;
+        const double count = executions[t.block];
+        soft(t.exit_edge, measured_count(count / t.length));
+        soft(t.stay_edge, measured_count(count * (1 - 1 / t.length)));
+    }
 }
 
 std::vector<double> estimated_executions(const FrequencyEstimate& estimate, double p) {
@@ -153,27 +165,117 @@ std::vector<double> edge_shares(const FlowCountsInput& in, const FlowSolution& f
         std::vector<double> chose(o.counts.begin(), o.counts.end());
         split(o.edges, chose);
     }
+    for (const TripShare& t : in.trips) {
+        if (!(t.length >= 1) || t.exit_edge >= share.size() || t.stay_edge >= share.size()) continue;
+        share[t.exit_edge] = 1 / t.length;
+        share[t.stay_edge] = 1 - 1 / t.length;
+    }
     return share;
 }
 
+// The blocks a chain fed at `entries` reaches through edges with a share.
+std::vector<bool> reached(const Cfg& cfg, std::span<const double> share, std::span<const double> entries) {
+    std::vector<bool> seen(cfg.blocks.size(), false);
+    std::vector<std::uint32_t> work;
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b)
+        if (entries[b] > 0) {
+            seen[b] = true;
+            work.push_back(b);
+        }
+    while (!work.empty()) {
+        const std::uint32_t b = work.back();
+        work.pop_back();
+        for (auto e : cfg.blocks[b].out_edges) {
+            const std::uint32_t to = cfg.edges[e].to;
+            if (to < seen.size() && share[e] > 0 && !seen[to]) {
+                seen[to] = true;
+                work.push_back(to);
+            }
+        }
+    }
+    return seen;
+}
+
+// The visits x of a Markov chain fed `entries` (per block): x = entries +
+// S x, S[b][u] the share of u's count that edge u -> b takes, over the
+// blocks the chain reaches (the others 0), by Gaussian elimination with
+// partial pivoting. Empty where the chain does not end (a loop no share
+// leaves: I - S singular, or a count below 0 or beyond `ceiling`).
+std::vector<double> chain_visits(const Cfg& cfg, std::span<const double> share, std::span<const double> entries,
+                                 double ceiling) {
+    const std::vector<bool> in = reached(cfg, share, entries);
+    std::vector<std::uint32_t> index(cfg.blocks.size(), std::numeric_limits<std::uint32_t>::max()), blocks;
+    for (std::uint32_t b = 0; b < cfg.blocks.size(); ++b)
+        if (in[b]) {
+            index[b] = static_cast<std::uint32_t>(blocks.size());
+            blocks.push_back(b);
+        }
+    const std::size_t n = blocks.size();
+    std::vector<double> m(n * (n + 1), 0);  // rows of [I - S | entries]
+    const auto at = [&](std::size_t r, std::size_t c) -> double& { return m[r * (n + 1) + c]; };
+    for (std::size_t r = 0; r < n; ++r) {
+        const std::uint32_t b = blocks[r];
+        at(r, r) += 1;
+        at(r, n) = entries[b];
+        for (auto e : cfg.blocks[b].in_edges) {
+            const std::uint32_t from = cfg.edges[e].from;
+            if (from < cfg.blocks.size() && in[from]) at(r, index[from]) -= share[e];
+        }
+    }
+    for (std::size_t c = 0; c < n; ++c) {
+        std::size_t pivot = c;
+        for (std::size_t r = c + 1; r < n; ++r)
+            if (std::abs(at(r, c)) > std::abs(at(pivot, c))) pivot = r;
+        if (!(std::abs(at(pivot, c)) > 1e-12)) return {};
+        if (pivot != c)
+            for (std::size_t k = c; k <= n; ++k) std::swap(at(c, k), at(pivot, k));
+        for (std::size_t r = 0; r < n; ++r) {
+            if (r == c || at(r, c) == 0) continue;
+            const double f = at(r, c) / at(c, c);
+            for (std::size_t k = c; k <= n; ++k) at(r, k) -= f * at(c, k);
+        }
+    }
+    std::vector<double> x(cfg.blocks.size(), 0);
+    const double tolerance = 1e-12 * ceiling;  // rounding, against the largest count
+    for (std::size_t r = 0; r < n; ++r) {
+        const double v = at(r, n) / at(r, r);
+        if (!(v > -tolerance) || !(v < ceiling)) return {};
+        x[blocks[r]] = std::max(v, 0.0);
+    }
+    return x;
+}
+
 // The block counts the flow's entries give when every block passes its
-// count on at its edges' shares (edge_shares): a Markov chain's visits,
-// by Gauss-Seidel sweeps. A loop's count is then its entries over its exits'
-// odds, where the flow's own rounds close that gap by the exit's share
-// each (a loop left 8% of the time keeps 92% of its gap: branchy's `search`
-// stayed 1.6x over after 64 rounds). The flow's counts where the sweeps do
-// not settle (a loop whose exits no snapshot took never ends).
+// count on at its edges' shares (edge_shares): a Markov chain's visits.
+// A loop's count is then its entries over its exits' odds, where the
+// flow's own rounds close that gap by the exit's share each (a loop left
+// 8% of the time keeps 92% of its gap: branchy's `search` stayed 1.6x over
+// after 64 rounds). Solved directly up to kMaxDirectBlocks blocks: sweeps
+// (Gauss-Seidel) close a loop's gap by its exit's share each, and a trip
+// of 1,024 iterations (TripShare) took more than the sweeps allowed. Larger
+// procedures sweep. The flow's counts where the chain does not end (a loop
+// whose exits no snapshot took never ends).
+constexpr std::size_t kMaxDirectBlocks = 400;
+
 std::vector<double> propagated_counts(const FlowCountsInput& in, const FlowSolution& flow) {
     constexpr int kMaxSweeps = 20000;
     constexpr double kSettled = 1e-9;
     const Cfg& cfg = *in.cfg;
     const std::vector<double> share = edge_shares(in, flow);
     double entries = 0;
+    std::vector<double> fed(cfg.blocks.size(), 0);
     for (std::uint32_t e = 0; e < cfg.edges.size(); ++e)
-        if (cfg.edges[e].from == kEntryBlock) entries += flow.edges[e];
+        if (cfg.edges[e].from == kEntryBlock) {
+            entries += flow.edges[e];
+            if (cfg.edges[e].to < fed.size()) fed[cfg.edges[e].to] += flow.edges[e];
+        }
     if (!(entries > 0)) return flow.blocks;
     // Far beyond any count the flow holds: the chain does not end.
     const double ceiling = 1e6 * std::max(entries, *std::max_element(flow.blocks.begin(), flow.blocks.end()));
+    if (cfg.blocks.size() <= kMaxDirectBlocks) {
+        std::vector<double> x = chain_visits(cfg, share, fed, ceiling);
+        return x.empty() ? flow.blocks : x;
+    }
     std::vector<double> x(cfg.blocks.size(), 0);
     const int sweeps = static_cast<int>(std::min<std::size_t>(kMaxSweeps, 20'000'000 / (cfg.edges.size() + 1)));
     for (int sweep = 0; sweep < sweeps; ++sweep) {
@@ -272,7 +374,7 @@ FlowSolution solve_with_odds(const FlowCountsInput& in, const FrequencyEstimate&
     const bool entry_known = in.entry_executions > 0 && !in.entry_lower_bound;
     const int kOddsRounds = entry_known ? kEntryOddsRounds : 8;
     FlowSolution flow = solve_entered(in, problem);
-    if (in.odds.empty() && in.switches.empty()) return flow;
+    if (in.odds.empty() && in.switches.empty() && in.trips.empty()) return flow;
     for (int round = 0; round < kOddsRounds; ++round) {
         const std::vector<double> before = flow.blocks;
         add_odds(in, estimate, entry_known ? propagated_counts(in, flow) : flow.blocks, problem);

@@ -8,6 +8,8 @@
 #include <set>
 #include <tuple>
 
+#include <capstone/capstone.h>
+
 namespace ecpi::analyze {
 
 namespace {
@@ -453,6 +455,142 @@ NestedRatio nested_ratio(const ProgressQuery& outer, int inner_gp, std::int64_t 
         out.high = std::max(out.high, dy / dx);
     }
     out.known = out.per_outer > 0 && out.low > 0 && out.high <= kMaxNestedSpread * out.low;
+    return out;
+}
+
+}  // namespace ecpi::analyze
+
+namespace ecpi::analyze {
+
+namespace {
+
+std::uint64_t width_mask(std::uint8_t width) { return width >= 8 ? ~0ULL : (1ULL << (8 * width)) - 1; }
+
+// Whether the compare, with the induction register at v, stays in the loop.
+bool stays(const TripExit& exit, std::uint64_t v, std::uint64_t other) {
+    const bool taken = exit.induction_first ? evaluate(exit.condition, v, other) : evaluate(exit.condition, other, v);
+    return taken == exit.stay_when_taken;
+}
+
+}  // namespace
+
+std::uint64_t iterations_left(const TripExit& exit, std::int64_t step, std::uint64_t at_compare, std::uint64_t other) {
+    const std::uint8_t width = exit.condition.width;
+    const std::uint64_t m = width_mask(width);
+    const auto step_u = static_cast<std::uint64_t>(step);
+    const auto at = [&](std::uint64_t k) { return (at_compare + k * step_u) & m; };
+    const unsigned jcc = exit.condition.jcc;
+    // `test r, r` compares r with 0; any other test is no bound.
+    const bool self_test = exit.condition.is_test && exit.condition.a == exit.condition.b;
+    if (exit.condition.is_test && !self_test) return 0;
+    if (jcc == X86_INS_JE || jcc == X86_INS_JNE) {
+        // An equality: the register meets the bound after (bound - v) / step
+        // steps in its width, or never.
+        if (!stays(exit, at(0), other)) return 1;
+        const std::uint64_t b = self_test ? 0 : other & m;
+        std::uint64_t distance = (b - (at_compare & m)) & m;
+        std::uint64_t unit = step_u & m;
+        if (step < 0) {
+            distance = ((at_compare & m) - b) & m;
+            unit = static_cast<std::uint64_t>(-step) & m;
+        }
+        if (unit == 0 || distance % unit != 0) return 0;
+        const std::uint64_t k = distance / unit;
+        if (k >= kMaxTrip || stays(exit, at(k), other)) return 0;
+        return k + 1;
+    }
+    // An ordered compare (or a test) leaves once the register passes the
+    // bound: the first k whose compare goes out, by doubling and halving.
+    if (!stays(exit, at(0), other)) return 1;
+    std::uint64_t lo = 0, hi = 1;  // stays at lo, to find: the first out in (lo, hi]
+    while (stays(exit, at(hi), other)) {
+        lo = hi;
+        if (hi >= kMaxTrip) return 0;
+        hi *= 2;
+    }
+    while (hi - lo > 1) {
+        const std::uint64_t mid = lo + (hi - lo) / 2;
+        (stays(exit, at(mid), other) ? lo : hi) = mid;
+    }
+    return hi + 1;
+}
+
+namespace {
+
+struct TripGroup {
+    std::uint64_t longest = 0;
+    std::vector<std::uint64_t> left;   // per snapshot: iterations left
+    std::uint32_t entries_seen = 0;    // its snapshots whose thread's previous one was outside the loop
+};
+
+}  // namespace
+
+TripLength trip_length(const ProgressQuery& q, const TripExit& exit) {
+    TripLength out;
+    if (q.gp < 0 || q.gp >= 16 || q.step == 0 || !q.in_loop || !exit.after_step) return out;
+    const int other_reg = exit.induction_first ? exit.condition.b : exit.condition.a;
+    std::map<std::vector<std::uint64_t>, TripGroup> groups;
+    const auto visit = [&](std::size_t p) {
+        if (p >= q.stream.size() || !in_own_code(q, q.stream[p])) return;
+        const store::RegisterSample& s = q.stream[p];
+        std::uint64_t x = s.regs[static_cast<std::size_t>(q.gp)];
+        if (!exit.after_step(s.offset)) x += static_cast<std::uint64_t>(q.step);
+        const std::uint64_t other = other_reg < 0 ? static_cast<std::uint64_t>(exit.condition.immediate)
+                                                  : s.regs[static_cast<std::size_t>(other_reg)];
+        const std::uint64_t left = iterations_left(exit, q.step, x, other);
+        if (left == 0) {
+            ++out.unbounded;
+            return;
+        }
+        ++out.snapshots;
+        std::vector<std::uint64_t> key;
+        for (int r : q.invariant) key.push_back(s.regs[static_cast<std::size_t>(r)]);
+        TripGroup& g = groups[key];
+        g.longest = std::max(g.longest, left);
+        g.left.push_back(left);
+        if (p > 0 && q.stream[p - 1].tid == s.tid && q.stream[p - 1].pid == s.pid && !in_own_code(q, q.stream[p - 1]))
+            ++g.entries_seen;
+    };
+    if (q.candidates.empty()) {
+        for (std::size_t p = 0; p < q.stream.size(); ++p) visit(p);
+    } else {
+        for (auto p : q.candidates) visit(p);
+    }
+    // Entries per group go as its snapshots over its length (its time, at
+    // one cost per iteration in every group): the mean length over entries
+    // is the snapshots over the sum of those.
+    double snapshots = 0, entries = 0;
+    out.low = INFINITY;
+    out.high = 0;
+    for (const auto& [key, g] : groups) {
+        const auto n = static_cast<std::uint32_t>(g.left.size());
+        // Every group ran at least one trip, each of its entries seen a
+        // trip at least as long as its furthest snapshot from the end.
+        out.fewest += static_cast<double>(std::max(g.entries_seen, 1u)) * static_cast<double>(g.longest);
+        if (n < kMinTripSnapshots) {
+            out.high = std::max(out.high, 2.0 * static_cast<double>(g.longest));
+            continue;
+        }
+        const double length = static_cast<double>(g.longest);
+        const auto early = std::count_if(g.left.begin(), g.left.end(),
+                                         [&](std::uint64_t left) { return 2 * static_cast<double>(left) > length; });
+        if (static_cast<double>(early) < kMinEarlyShare * n) out.late = true;
+        ++out.groups;
+        out.in_groups += n;
+        snapshots += n;
+        entries += n / length;
+        out.low = std::min(out.low, length);
+        // A start none of n snapshots saw: the trips' first 3/n of their
+        // time unseen happens 5% of the time.
+        out.high = std::max(out.high, length / std::max(1 - 3.0 / n, 0.5));
+    }
+    // A snapshot whose register never meets the exit (a signal handler's
+    // registers, say) is one in a hundred at most.
+    if (out.groups == 0 || out.late || 100.0 * out.unbounded > out.snapshots + out.unbounded ||
+        static_cast<double>(out.in_groups) < kMinGroupedShare * static_cast<double>(out.snapshots))
+        return out;
+    out.length = snapshots / entries;
+    out.known = true;
     return out;
 }
 

@@ -750,3 +750,47 @@ TEST_CASE("a loop is entered at least as often as its snapshots saw it entered")
     CHECK(est.block_frequency[g.r] + est.block_frequency[g.p] == doctest::Approx(g.calls).epsilon(0.01));
     CHECK(est.block_frequency[g.h] == doctest::Approx(g.calls * g.trips).epsilon(0.1));
 }
+
+TEST_CASE("a loop's trip length ties its count to its entries, where its samples say a fifth of it") {
+    // bits' outer loop in bench/accuracy/loops.c: a guard (`test esi, esi;
+    // jle`), then a loop of 1,024 words whose exit no snapshot sees (once
+    // in 1,024) but whose length register snapshots read off the bound its
+    // exit compares with (TripShare). 50 entries a period from the callers'
+    // measured call sites; 20 snapshots at the guard all went into the loop.
+    // The loop's samples over the model's cycles say F 10,000 (its work
+    // overlaps the next block's); entries x trip say 51,200.
+    //   entry -> G;  G -> X (skip) | P;  P -> L;  L -> L (stay) | X;  X -> exit.
+    test::HandCfg fx;
+    const std::uint32_t g = fx.add_block({1, 1});
+    const std::uint32_t p = fx.add_block({1, 1});
+    const std::uint32_t l = fx.add_block({1, 1});
+    const std::uint32_t x = fx.add_block({1});
+    fx.edge(kEntryBlock, g, EdgeKind::kEntry);
+    const std::vector<BranchOdds> odds = {branch(fx, g, x, p, 0, 20)};
+    fx.edge(p, l, EdgeKind::kFallThrough);
+    TripShare trip;
+    trip.block = l;
+    trip.stay_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
+    fx.edge(l, l, EdgeKind::kBranch);
+    trip.exit_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
+    fx.edge(l, x, EdgeKind::kFallThrough);
+    trip.length = 1024;
+    trip.weight = 2000;
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
+    fx.sample(samples, l, 10'000);
+    const FrequencyClasses fc = frequency_classes(fx.cfg);
+    FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, EstimatorOptions{});
+    REQUIRE(est.block_frequency[l] <= 10'000);
+    std::vector<ClassRange> ranges(fc.count);
+    ranges[fc.block_class[l]] = {true, 1'000, 100'000};
+    FlowCountsInput in = hand_input(fx, fc, samples);
+    in.odds = odds;
+    in.entry_executions = 50'000;
+    const std::vector<TripShare> trips = {trip};
+    in.trips = trips;
+    const FrequencyEstimate flow = conserved(est, ranges, in);
+    CHECK(flow.block_frequency[p] == doctest::Approx(50).epsilon(0.01));
+    CHECK(flow.block_frequency[l] == doctest::Approx(50 * 1024).epsilon(0.01));
+    CHECK(flow.edge_frequency[trip.exit_edge] == doctest::Approx(50).epsilon(0.01));
+}

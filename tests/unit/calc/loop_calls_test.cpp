@@ -615,3 +615,95 @@ TEST_CASE("an inner loop too short for pairs is measured through its outer loop,
     CHECK(inner_block->executions_min <= inner_count);
     CHECK(inner_block->executions_max >= inner_count);
 }
+
+TEST_CASE("an outer loop too short for pairs runs its entries times the trip its exit's bound gives") {
+    // set_bits() again, called 3,000 times (the callers' measured count)
+    // over the same 1,024 words: one snapshot per call in the loop, none
+    // two in one trip. `add rdi, 8; cmp rdi, rsi; jne` leaves the loop when
+    // the word pointer meets the end pointer, which the loop never writes:
+    // from each snapshot the words left are (rsi - rdi) / 8, and the one
+    // nearest a trip's start gives the trip, 1,024 words. A few snapshots
+    // at the guard (`test esi, esi; jle`, n = 1,024) say the calls enter the
+    // loop. Before, the outer loop's count was its 300 samples over the
+    // model's cycles, and the inner loop's count that times its ratio.
+    Append fx = Append::open();
+    const Symbol* fn = fx.symbol("set_bits");
+    REQUIRE(fn != nullptr);
+    ProcedureInput plain;
+    plain.name = "set_bits";
+    plain.start = fn->start;
+    plain.end = fx.table.end_of(*fn);
+    plain.image = &fx.image;
+    plain.samples = {{fn->start, 1}};
+    auto first = analyze_procedure(plain, fx.model, 1000);
+    REQUIRE(first.ok());
+    const CalcLoop* outer = nullptr;
+    const CalcLoop* inner = nullptr;
+    for (const auto& l : first->loops) (l.depth == 1 ? outer : inner) = &l;
+    REQUIRE(outer != nullptr);
+    REQUIRE(inner != nullptr);
+    const int outer_gp = gp_of(outer->induction), inner_gp = gp_of(inner->induction);
+    REQUIRE(outer_gp >= 0);
+    REQUIRE(inner_gp >= 0);
+    constexpr int kWords = 1024, kCalls = 3000;
+    std::vector<int> bits(kWords);
+    std::uint64_t x = 0x2545F4914F6CDD1Dull;
+    const auto next = [&x] {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return x;
+    };
+    long total = 0;
+    for (auto& b : bits) total += b = 8 + static_cast<int>(next() % 17);
+    const double per_word = static_cast<double>(total) / kWords;
+    std::vector<RegisterSample> v;
+    const std::uint64_t base = 0x5555'0000'0000;
+    std::uint64_t t = 1'000'000'000;
+    for (int call = 0; call < kCalls; ++call) {
+        RegisterSample s;
+        s.pid = s.tid = 10;
+        s.time_ns = t += static_cast<std::uint64_t>(kPeriodNs);
+        if (call % 300 == 0) {  // at the guard: rdi the words, esi their number
+            s.offset = fn->start;
+            s.regs[7] = base;
+            s.regs[6] = kWords;
+            v.push_back(s);
+            continue;
+        }
+        const auto word = static_cast<int>(next() % kWords);
+        long done = 0;
+        for (int w = 0; w < word; ++w) done += bits[static_cast<std::size_t>(w)];
+        s.offset = inner->header;
+        s.regs[static_cast<std::size_t>(outer_gp)] = base + 8 * static_cast<std::uint64_t>(word);
+        s.regs[6] = base + 8 * kWords;  // rsi: the end
+        s.regs[static_cast<std::size_t>(inner_gp)] =
+            static_cast<std::uint64_t>(done + static_cast<long>(next() % static_cast<std::uint64_t>(bits[static_cast<std::size_t>(word)])));
+        v.push_back(s);
+    }
+    ProcedureInput in = plain;
+    in.samples = {{inner->header, 2800}, {outer->header, 100}, {outer->step_address, 200}};
+    in.registers = snapshot_registers(v, true);
+    in.entry = ProcedureInput::EntryCount{kCalls, false};
+    auto proc = analyze_procedure(in, fx.model, 1000);
+    REQUIRE(proc.ok());
+    const CalcLoop* outer_report = nullptr;
+    for (const auto& l : proc->loops)
+        if (l.header == outer->header) outer_report = &l;
+    REQUIRE(outer_report != nullptr);
+    CHECK(outer_report->trip_length == doctest::Approx(kWords).epsilon(0.01));
+    const CalcBlock* step_block = nullptr;
+    const CalcBlock* inner_block = nullptr;
+    for (const auto& b : proc->blocks) {
+        if (b.address <= outer->step_address && outer->step_address < b.address + 16 && b.address > inner->header)
+            step_block = &b;
+        if (b.address == inner->header) inner_block = &b;
+    }
+    REQUIRE(step_block != nullptr);
+    REQUIRE(inner_block != nullptr);
+    const double trips = static_cast<double>(kCalls) * kWords;
+    CHECK(step_block->executions == doctest::Approx(trips).epsilon(0.03));
+    CHECK(step_block->executions_min <= trips);
+    CHECK(step_block->executions_max >= trips);
+    CHECK(inner_block->executions == doctest::Approx(per_word * trips).epsilon(0.05));
+}

@@ -9,6 +9,8 @@
 
 #include "ecpi/analyze/calc/register_progress.h"
 
+#include <capstone/capstone.h>
+
 using namespace ecpi::analyze;
 using ecpi::store::RegisterSample;
 
@@ -295,4 +297,155 @@ TEST_CASE("nested ratio: a counter that restarts every outer iteration gives no 
     ProgressQuery q = query(v, 7, 8, 8);
     q.invariant = {kRsi};
     CHECK_FALSE(nested_ratio(q, 1, 1, 4).known);
+}
+
+namespace {
+
+constexpr int kRdi = 7;
+
+// A rotated `for` over words: `add rdi, 8; cmp rdi, rsi; jne header`, the
+// step at kLoopStart + 8, so a snapshot at kLoopStart + 12 or later is past it.
+TripExit words_exit() {
+    TripExit e;
+    e.condition.a = kRdi;
+    e.condition.b = kRsi;
+    e.condition.width = 8;
+    e.condition.jcc = X86_INS_JNE;
+    e.induction_first = true;
+    e.stay_when_taken = true;
+    e.after_step = [](std::uint64_t pc) { return pc >= kLoopStart + 12 && pc < kLoopEnd; };
+    return e;
+}
+
+ProgressQuery words_query(const std::vector<RegisterSample>& stream) {
+    ProgressQuery q = query(stream, kRdi, 8);
+    q.invariant = {kRsi};
+    return q;
+}
+
+// One snapshot per call of a walk over `words` words starting at `base`,
+// at word `at` (a pc before the step, or past it with the pointer one on).
+RegisterSample word_snap(std::uint64_t t, std::uint64_t base, std::uint64_t words, std::uint64_t at, bool past_step) {
+    RegisterSample s = snap(1, t, past_step ? kLoopStart + 12 : kLoopStart, 0);
+    s.regs[kRdi] = base + 8 * (at + (past_step ? 1 : 0));
+    s.regs[kRsi] = base + 8 * words;
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("iterations left: an equality, an ordered compare, a count to zero, a bound the register steps past") {
+    TripExit e = words_exit();
+    // At the compare rdi is 8 past the word: the last word compares equal.
+    CHECK(iterations_left(e, 8, 0x1008, 0x1008) == 1);
+    CHECK(iterations_left(e, 8, 0x1008, 0x2000) == (0x2000 - 0x1008) / 8 + 1);
+    CHECK(iterations_left(e, 8, 0x1004, 0x2000) == 0);  // never equal: steps past it
+    e.condition.jcc = X86_INS_JB;                        // cmp rdi, rsi; jb: while below
+    CHECK(iterations_left(e, 8, 0x1004, 0x2000) == (0x2000 - 0x1004 + 7) / 8 + 1);
+    CHECK(iterations_left(e, 8, 0x3000, 0x2000) == 1);
+    // `sub ecx, 1; test ecx, ecx; jne` (32 bits): ecx at the compare 5 -> 5 more.
+    TripExit down;
+    down.condition.is_test = true;
+    down.condition.a = down.condition.b = 1;
+    down.condition.width = 4;
+    down.condition.jcc = X86_INS_JNE;
+    down.stay_when_taken = true;
+    CHECK(iterations_left(down, -1, 5, 5) == 6);
+    CHECK(iterations_left(down, -1, 0xffffffff00000005ull, 0xffffffff00000005ull) == 6);  // upper half ignored
+    // A loop left when the jump is taken (`cmp; je out`): the same trip.
+    TripExit out = words_exit();
+    out.condition.jcc = X86_INS_JE;
+    out.stay_when_taken = false;
+    CHECK(iterations_left(out, 8, 0x1008, 0x2000) == (0x2000 - 0x1008) / 8 + 1);
+}
+
+TEST_CASE("trip length: calls too short for pairs, each over the same 1,024 words, give the trip from the end pointer") {
+    // One snapshot per 100 us, at a random word of a call: no two in one
+    // trip (loop_rate refuses), but every trip runs to the same end, and
+    // the snapshot nearest its start says how far that is.
+    std::vector<RegisterSample> v;
+    std::uint64_t x = 88172645463325252ull;
+    for (int k = 0; k < 2000; ++k) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.push_back(word_snap(1'000'000 + 100'000ull * k, 0x5555'0000'0000, 1024, x % 1024, (x >> 20) % 2 == 0));
+    }
+    const ProgressQuery q = words_query(v);
+    CHECK_FALSE(loop_rate(q).known);
+    const TripLength trip = trip_length(q, words_exit());
+    REQUIRE(trip.known);
+    CHECK(trip.groups == 1);
+    CHECK(trip.snapshots == 2000);
+    CHECK(trip.length == doctest::Approx(1024).epsilon(0.005));
+    CHECK(trip.low <= 1024);
+    CHECK(trip.high >= 1024);
+    CHECK(trip.high <= 1024 * 1.01);
+}
+
+TEST_CASE("trip length: two arrays weigh by their entries, not by their snapshots") {
+    // 1,000 calls over 100 words and 1,000 over 900 (the same cost a word):
+    // the snapshots fall 1:9, the entries 1:1, the mean trip is 500.
+    std::vector<RegisterSample> v;
+    std::uint64_t t = 1'000'000;
+    for (int k = 0; k < 100; ++k) v.push_back(word_snap(t += 100'000, 0x1000'0000, 100, k, false));
+    for (int k = 0; k < 900; ++k) v.push_back(word_snap(t += 100'000, 0x2000'0000, 900, k, false));
+    const TripLength trip = trip_length(words_query(v), words_exit());
+    REQUIRE(trip.known);
+    CHECK(trip.groups == 2);
+    CHECK(trip.length == doctest::Approx(1000.0 / (100.0 / 100 + 900.0 / 900)).epsilon(1e-9));
+    CHECK(trip.low == 100);
+    CHECK(trip.high >= 900);
+    // One thread, never outside the loop between snapshots: no entry seen,
+    // so each array ran at least one trip of its length.
+    CHECK(trip.fewest == 100 + 900);
+}
+
+TEST_CASE("trip length: the fewest iterations count the entries seen per array, a rarely seen one included") {
+    // 40 calls over 1,024 words, each entered between two snapshots (the
+    // thread's previous snapshot outside the loop), and 3 snapshots of a
+    // 10-word array: that group is too small for a length, but its trip
+    // still ran. The fewest iterations: 40 x 1,024 + 1 x 10.
+    std::vector<RegisterSample> v;
+    std::uint64_t t = 1'000'000;
+    for (std::uint64_t k = 0; k < 40; ++k) {
+        v.push_back(snap(1, t += 100'000, 0x9000, 0));  // elsewhere
+        v.push_back(word_snap(t += 100'000, 0x5555'0000'0000, 1024, (k * 397) % 1024, false));
+    }
+    for (std::uint64_t k = 0; k < 3; ++k) v.push_back(word_snap(t += 100'000, 0x7777'0000'0000, 10, k, false));
+    const TripLength trip = trip_length(words_query(v), words_exit());
+    REQUIRE(trip.known);
+    CHECK(trip.groups == 1);
+    CHECK(trip.fewest == 40 * 1024 + 10);
+    CHECK(trip.high >= 1024);
+}
+
+TEST_CASE("trip length: trips that start anywhere and run to one end are refused") {
+    // A suffix walk: each call starts at a random word and runs to the end.
+    // The snapshots crowd the end (a quarter in the first half), and the
+    // one furthest back says only how long the longest trip was.
+    std::vector<RegisterSample> v;
+    std::uint64_t x = 88172645463325252ull, t = 1'000'000;
+    for (int k = 0; k < 4000; ++k) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        const std::uint64_t start = x % 1024;
+        const std::uint64_t at = start + (x >> 20) % (1024 - start);
+        v.push_back(word_snap(t += 100'000, 0x5555'0000'0000, 1024, at, false));
+    }
+    const TripLength trip = trip_length(words_query(v), words_exit());
+    CHECK(trip.late);
+    CHECK_FALSE(trip.known);
+}
+
+TEST_CASE("trip length: arrays each seen a few times find no starts") {
+    // Every call walks another array (another end): groups of one or two
+    // snapshots cannot tell where their trips began.
+    std::vector<RegisterSample> v;
+    std::uint64_t t = 1'000'000;
+    for (std::uint64_t k = 0; k < 500; ++k) v.push_back(word_snap(t += 100'000, 0x1000'0000 + k * 0x10000, 1024, k % 1000, false));
+    const TripLength trip = trip_length(words_query(v), words_exit());
+    CHECK(trip.groups == 0);
+    CHECK_FALSE(trip.known);
 }

@@ -106,6 +106,9 @@ struct CalcLoop {
     // Anchored through its outer loop (nested_ratio): its iterations per
     // outer iteration (0: measured by its own pairs, or not at all).
     double per_outer_iteration = 0;
+    // Not anchored, but its trips' length read off its exit's bound on its
+    // snapshots (trip_length): its count is its entries times that (0: none).
+    double trip_length = 0;
     PairCounts pairs;                         // register_progress.h
 };
 

@@ -43,6 +43,17 @@
 
 namespace ecpi::analyze {
 
+// A loop whose trip length register snapshots read off its exit's bound
+// (register_progress.h, trip_length): its latch's branch leaves it once in
+// `length` executions. Odds the snapshots cannot give (a trip of 1,024
+// iterations is left about once in 1,024 snapshots: none seen).
+struct TripShare {
+    std::uint32_t block = 0;                     // the latch, ending in the loop's one exit
+    std::uint32_t stay_edge = 0, exit_edge = 0;  // CFG edge indices
+    double length = 0;                           // iterations a trip
+    double weight = 0;                           // the snapshots it rests on
+};
+
 struct FlowCountsInput {
     const Cfg* cfg = nullptr;
     const FrequencyClasses* classes = nullptr;
@@ -63,6 +74,10 @@ struct FlowCountsInput {
     // loop_entries_seen() of register_progress.h; empty: none seen).
     const LoopInfo* loops = nullptr;
     std::span<const double> loop_entries_seen;
+    // Loops with a trip length: their exit's share is 1 / length, stated
+    // like a branch's odds (as decided as odds whose rarer way was seen),
+    // and in place of the latch branch's own odds.
+    std::span<const TripShare> trips;
 };
 
 // The flow problem in executions: one soft count per block and edge, from

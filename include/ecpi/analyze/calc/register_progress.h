@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "ecpi/analyze/calc/branch_odds.h"
 #include "ecpi/analyze/calc/loops.h"
 #include "ecpi/store/profile.h"
 
@@ -163,6 +164,68 @@ inline constexpr double kMaxNestedSpread = 1.5;
 // `outer`: the outer loop's query (its code, induction register, invariants);
 // `inner_gp`, `inner_step`, `inner_width`: the inner loop's induction register.
 NestedRatio nested_ratio(const ProgressQuery& outer, int inner_gp, std::int64_t inner_step, std::uint8_t inner_width);
+
+// Issue 36: a loop whose trips are too short for pairs of snapshots (a
+// call lasting a tenth of the sampling period: bits' outer loop, 1,024
+// words a call) but whose one way out is a compare of its induction
+// register with a register the loop leaves alone (an end pointer, a count)
+// or a constant. From any snapshot in the loop, the iterations left in its
+// trip follow from the two registers alone: the register steps by `step`
+// until the compare goes the way out. Among the snapshots with the same
+// invariant registers (one group: the same end), the one with the most
+// iterations left is nearest the trip's start, so that group's trips run at
+// least that many iterations, and about that many when the trips of a
+// group start at the same place. That is the case this measures: the
+// group's snapshots must spread over the whole trip (kMinEarlyShare of
+// them in its first half), where trips starting at varying places (suffix
+// walks to one end) put most of them near the end and are refused. The
+// loop's count is then its entries (the flow's) times the trip length: no
+// clock and no cost per iteration enter it.
+struct TripExit {
+    BranchCondition condition;           // the exit block's compare and jump
+    bool induction_first = true;         // the induction register is the compare's first operand
+    bool stay_when_taken = true;         // the jump's taken way stays in the loop
+    // Whether a snapshot at this offset was taken after its iteration's
+    // step (the register then holds the value the exit compares).
+    std::function<bool(std::uint64_t)> after_step;
+};
+
+struct TripLength {
+    bool known = false;
+    double length = 0;                   // iterations per entry: the groups' lengths, weighted by entries
+    double low = 0, high = 0;            // the shortest group's length; the longest's, widened for an unseen start
+                                         // (a group of fewer than kMinTripSnapshots: twice its furthest snapshot)
+    // The fewest iterations the loop ran: per group (of any size), its
+    // entries seen (at least one) times its furthest snapshot from the end.
+    double fewest = 0;
+    std::uint32_t snapshots = 0;         // in the loop, with a trip end found
+    std::uint32_t in_groups = 0;         // of them in groups of kMinTripSnapshots or more
+    std::uint32_t groups = 0;            // such groups
+    std::uint32_t unbounded = 0;         // snapshots whose register never reaches the exit within kMaxTrip
+    bool late = false;                   // a group's snapshots sat near its trips' end (varying starts)
+};
+
+// A group makes a trip length from this many snapshots; the groups that do
+// must hold kMinGroupedShare of the loop's snapshots (else most trips are
+// seen too seldom to find their starts); at least kMinEarlyShare of each
+// group's snapshots must lie in the first half of its trip (a fixed start
+// spreads them evenly: about half; starts spread evenly over the trip put
+// a quarter there).
+inline constexpr std::uint32_t kMinTripSnapshots = 32;
+inline constexpr double kMinGroupedShare = 0.9;
+inline constexpr double kMinEarlyShare = 0.35;
+inline constexpr std::uint64_t kMaxTrip = std::uint64_t{1} << 40;
+
+// The iterations left in the trip of a snapshot whose induction register
+// holds `at_compare` at this iteration's exit compare and whose other
+// operand is `other` (this iteration included); 0 when the register never
+// reaches the exit within kMaxTrip (or steps past an equality's bound).
+[[nodiscard]] std::uint64_t iterations_left(const TripExit& exit, std::int64_t step, std::uint64_t at_compare,
+                                             std::uint64_t other);
+
+// Uses `stream`, `image`, `in_loop`, `candidates`, `gp`, `step`, `width`
+// and `invariant` (which must hold the compare's other register).
+[[nodiscard]] TripLength trip_length(const ProgressQuery& query, const TripExit& exit);
 
 // A loop that calls other code: how much of its thread's time went to the
 // calls. The calls' time is in their own samples, not in the loop's, while
