@@ -1,0 +1,179 @@
+// A loop with calls estimated together with the leaves it calls
+// (call_regions.h, issue 36). The hand-made procedures are shaped as
+// bench/accuracy/calls.c's: a loop calling square and clamp directly and one
+// of square, twice and clamp through a table, with the cycles of each
+// iteration landing partly in the callees (a call's wait on the callee's
+// first instruction) and partly after the calls in the loop.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "ecpi/analyze/calc/call_regions.h"
+
+using namespace ecpi::analyze;
+
+namespace {
+
+constexpr double kPeriodCycles = 1000;  // cycles a sample stands for
+constexpr double kIterations = 1e6;     // the loop's true count
+constexpr double kCallReturn = 4.1;     // the model's call_return_cycles
+
+constexpr std::uint64_t kSquare = 0x11c0, kTwice = 0x11d0, kClamp = 0x11e0, kCaller = 0x1240, kMain = 0x1300;
+constexpr std::uint64_t kHeader = 0x1260;
+
+// A leaf with `cycles_per_call` of the region's cycles landing on it, called
+// `calls_per_iteration` times an iteration, timed `best` cycles a call.
+CalcProcedure leaf(std::uint64_t start, double cycles_per_call, double calls_per_iteration, double best) {
+    CalcProcedure p;
+    p.start = start;
+    p.end = start + 0x10;
+    p.samples = static_cast<std::uint64_t>(std::lround(cycles_per_call * calls_per_iteration * kIterations / kPeriodCycles));
+    p.best_cycles_per_call = best;
+    p.invocations = p.samples * kPeriodCycles / best;  // alone: its samples over its own best case
+    return p;
+}
+
+// The loop with its three calls (the third indirect) keeping `own_cycles`
+// of each iteration's cycles on its own instructions.
+CalcProcedure caller(double own_cycles) {
+    CalcProcedure p;
+    p.start = kCaller;
+    p.end = kCaller + 0x70;
+    CalcLoop loop;
+    loop.header = kHeader;
+    loop.straight = true;
+    loop.best_cycles = 2.8;
+    loop.samples = static_cast<std::uint64_t>(std::lround(own_cycles * kIterations / kPeriodCycles));
+    loop.calls = {{0x1263, kSquare}, {0x126e, kClamp}, {0x1290, 0}};
+    p.loops.push_back(loop);
+    p.samples = loop.samples;
+    for (const auto& [site, target] : loop.calls) p.call_sites.push_back({site, target, 0, false});
+    return p;
+}
+
+CalcProcedure main_calling(std::uint64_t target) {
+    CalcProcedure p;
+    p.start = kMain;
+    p.end = kMain + 0x40;
+    p.call_sites.push_back({kMain + 0x10, target, 0, false});
+    return p;
+}
+
+struct Program {
+    std::vector<CalcProcedure> procs;
+    std::vector<RegionProcedure> view() const {
+        std::vector<RegionProcedure> v;
+        for (const auto& p : procs) v.push_back({0, &p});
+        return v;
+    }
+};
+
+// calls.c's shape: 12.3 cycles an iteration (the model's bound for three
+// calls), of which the loop keeps 3.97 and the callees hold the rest,
+// twice 5 cycles a call against its 0.5-cycle body.
+Program calls_program() {
+    Program prog;
+    prog.procs.push_back(main_calling(kCaller));
+    prog.procs.push_back(caller(3.97));
+    prog.procs.push_back(leaf(kSquare, 2.0, 4.0 / 3, 0.5));
+    prog.procs.push_back(leaf(kTwice, 5.0, 1.0 / 3, 0.5));
+    prog.procs.push_back(leaf(kClamp, 3.0, 4.0 / 3, 1.0));
+    return prog;
+}
+
+double count_at(const ProcedureRegion& r, std::uint64_t address) {
+    for (const auto& [a, executions] : r.counts)
+        if (a == address) return executions;
+    return -1;
+}
+
+}  // namespace
+
+TEST_CASE("a loop and the leaves it calls are one region: cycles that moved between them cancel") {
+    const Program prog = calls_program();
+    // Each procedure alone (its samples over its own best case) is off both ways.
+    CHECK(prog.procs[3].invocations > 9 * kIterations / 3);   // twice: 10x
+    CHECK(prog.procs[4].invocations > 2 * 4 * kIterations / 3);  // clamp: 3x
+    const auto regions = call_region_counts(prog.view(), kCallReturn, kPeriodCycles);
+    REQUIRE(regions.size() == 4);  // the caller and its three leaves; not main
+    CHECK(!regions.contains(0));
+    const ProcedureRegion& loop = regions.at(1);
+    CHECK(loop.loop);
+    CHECK(count_at(loop, kHeader) == doctest::Approx(kIterations).epsilon(0.01));
+    CHECK(loop.best_cycles.at(kHeader) == doctest::Approx(3 * kCallReturn));
+    // Each callee's entries are the counts of the call sites that reach it:
+    // the direct ones, and an equal share of the indirect call.
+    CHECK(!regions.at(2).loop);
+    CHECK(count_at(regions.at(2), kSquare) == doctest::Approx(4 * kIterations / 3).epsilon(0.01));
+    CHECK(count_at(regions.at(3), kTwice) == doctest::Approx(kIterations / 3).epsilon(0.01));
+    CHECK(count_at(regions.at(4), kClamp) == doctest::Approx(4 * kIterations / 3).epsilon(0.01));
+    // Where the samples sit does not matter: the loop keeping twice as much
+    // of the same total gives the same counts.
+    Program moved = calls_program();
+    moved.procs[1] = caller(3.97 + 2.0);
+    moved.procs[4] = leaf(kClamp, 1.5, 4.0 / 3, 1.0);
+    const auto again = call_region_counts(moved.view(), kCallReturn, kPeriodCycles);
+    CHECK(count_at(again.at(1), kHeader) == doctest::Approx(kIterations).epsilon(0.01));
+}
+
+TEST_CASE("a region's best case an iteration is its instructions' where they exceed the calls' bound") {
+    RegionLoop loop;
+    loop.samples = 1000;
+    loop.best_cycles = 20;
+    loop.direct = {0x10};
+    const RegionCallee callee{0x10, 1000, 10};
+    const auto r = region_counts(loop, std::span(&callee, 1), {}, kCallReturn);
+    REQUIRE(r.has_value());
+    CHECK(r->best_cycles == doctest::Approx(30));
+    CHECK(r->iterations == doctest::Approx(2000.0 / 30));
+    CHECK(r->entries.front().second == doctest::Approx(2000.0 / 30));
+    // A direct target the region does not know: no count.
+    loop.direct = {0x20};
+    CHECK(!region_counts(loop, std::span(&callee, 1), {}, kCallReturn).has_value());
+}
+
+TEST_CASE("no region where a callee has callers outside the loop, or the image has other indirect calls") {
+    SUBCASE("square also called from main") {
+        Program prog = calls_program();
+        prog.procs[0].call_sites.push_back({kMain + 0x20, kSquare, 0, false});
+        CHECK(call_region_counts(prog.view(), kCallReturn, kPeriodCycles).empty());
+    }
+    SUBCASE("another indirect call in the image") {
+        Program prog = calls_program();
+        prog.procs[0].call_sites.push_back({kMain + 0x20, 0, 0, false});
+        CHECK(call_region_counts(prog.view(), kCallReturn, kPeriodCycles).empty());
+    }
+    SUBCASE("a callee that calls") {
+        Program prog = calls_program();
+        prog.procs[2].call_sites.push_back({kSquare + 4, kMain, 0, false});
+        CHECK(call_region_counts(prog.view(), kCallReturn, kPeriodCycles).empty());
+    }
+    SUBCASE("a callee with a loop: its cost a call is what its trips take") {
+        Program prog = calls_program();
+        prog.procs[4].loops.push_back(CalcLoop{});
+        CHECK(call_region_counts(prog.view(), kCallReturn, kPeriodCycles).empty());
+    }
+    SUBCASE("a loop whose blocks do not all run once an iteration") {
+        Program prog = calls_program();
+        prog.procs[1].loops.front().straight = false;
+        CHECK(call_region_counts(prog.view(), kCallReturn, kPeriodCycles).empty());
+    }
+    SUBCASE("a loop register progress measured keeps its count") {
+        Program prog = calls_program();
+        prog.procs[1].loops.front().anchored = true;
+        CHECK(call_region_counts(prog.view(), kCallReturn, kPeriodCycles).empty());
+    }
+    SUBCASE("a leaf two loops call") {
+        Program prog = calls_program();
+        CalcProcedure other = caller(4.0);
+        other.start = 0x1400;
+        other.loops.front().header = 0x1410;
+        other.loops.front().calls = {{0x1413, kClamp}};
+        other.call_sites = {{0x1413, kClamp, 0, false}};
+        prog.procs.push_back(other);
+        // clamp's calls come from both loops: neither loop's samples and
+        // cycles account for it alone.
+        CHECK(call_region_counts(prog.view(), kCallReturn, kPeriodCycles).empty());
+    }
+}
