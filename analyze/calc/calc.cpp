@@ -590,7 +590,8 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
     std::map<std::size_t, std::optional<ProcedureInput::EntryCount>> entries;
     for (const auto& [i, entry] : entries_from_callers(sampled, analyzed)) entries[i] = entry;
     std::map<std::size_t, ProcedureRegion> regions;
-    for (auto& [k, region] : call_region_counts(region_procedures(sampled, analyzed), model.call_return_cycles(),
+    for (auto& [k, region] : call_region_counts(region_procedures(sampled, analyzed),
+                                                {model.call_return_cycles(), model.indirect_call_return_cycles()},
                                                 report.period_cycles))
         regions[analyzed[k].first] = std::move(region);
     for (const auto& [i, region] : regions) entries.emplace(i, std::nullopt);

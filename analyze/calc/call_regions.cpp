@@ -112,8 +112,7 @@ std::optional<LoopRegion> loop_region(std::span<const RegionProcedure> procs, co
 }  // namespace
 
 std::optional<RegionCounts> region_counts(const RegionLoop& loop, std::span<const RegionCallee> callees,
-                                          std::span<const std::uint64_t> indirect_targets,
-                                          double call_return_cycles) {
+                                          std::span<const std::uint64_t> indirect_targets, CallCosts costs) {
     if (loop.indirect > 0 && indirect_targets.empty()) return std::nullopt;
     for (auto t : loop.direct)
         if (!covers(callees, t)) return std::nullopt;
@@ -129,8 +128,9 @@ std::optional<RegionCounts> region_counts(const RegionLoop& loop, std::span<cons
         samples += c.samples;
         instructions += n * c.best_cycles;
     }
-    const double calls = static_cast<double>(loop.direct.size() + loop.indirect);
-    const double cycles = std::max(instructions, calls * call_return_cycles);
+    const double bound = static_cast<double>(loop.direct.size()) * costs.direct +
+                         static_cast<double>(loop.indirect) * costs.indirect;
+    const double cycles = std::max(instructions, bound);
     if (!(samples > 0) || !(cycles > 0)) return std::nullopt;
     RegionCounts out;
     out.iterations = samples / cycles;
@@ -140,7 +140,7 @@ std::optional<RegionCounts> region_counts(const RegionLoop& loop, std::span<cons
 }
 
 std::map<std::size_t, ProcedureRegion> call_region_counts(std::span<const RegionProcedure> procs,
-                                                          double call_return_cycles, double period_cycles) {
+                                                          CallCosts costs, double period_cycles) {
     const CallGraph g = call_graph(procs);
     struct Found {
         std::size_t k;
@@ -160,7 +160,7 @@ std::map<std::size_t, ProcedureRegion> call_region_counts(std::span<const Region
         const auto& positions = f.region.callee_positions;
         if (std::any_of(positions.begin(), positions.end(), [&](std::size_t pos) { return claims[pos] > 1; }))
             continue;
-        const auto counts = region_counts(f.region.loop, f.region.callees, f.region.indirect_targets, call_return_cycles);
+        const auto counts = region_counts(f.region.loop, f.region.callees, f.region.indirect_targets, costs);
         if (!counts) continue;
         ProcedureRegion& mine = out[f.k];
         mine.loop = true;

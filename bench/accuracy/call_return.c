@@ -11,7 +11,14 @@
 
 __asm__(".text\n"
 	"leaf_lea: lea (%rdi,%rdi,1), %rax\n ret\n"
-	"leaf_imul: mov %rdi, %rax\n imul %rdi, %rax\n ret\n");
+	"leaf_imul: mov %rdi, %rax\n imul %rdi, %rax\n ret\n"
+	"leaf_a: lea (%rdi,%rdi,1), %rax\n ret\n"
+	"leaf_b: lea (%rdi,%rdi,1), %rax\n ret\n"
+	"leaf_c: lea (%rdi,%rdi,1), %rax\n ret\n"
+	"leaf_d: lea (%rdi,%rdi,1), %rax\n ret\n"
+	".section .data.rel.ro\n .p2align 3\n"
+	"leaf_table: .quad leaf_a, leaf_b, leaf_c, leaf_d\n"
+	".text\n");
 
 int main(void)
 {
@@ -23,6 +30,14 @@ int main(void)
 	TIME_LOOP(mhz, "2 calls", "mov %[i], %%rdi\n call leaf_lea\n add %%rax, %[s]\n call leaf_lea\n xor %%rax, %[s]");
 	TIME_LOOP(mhz, "3 calls", "mov %[i], %%rdi\n call leaf_lea\n add %%rax, %[s]\n call leaf_lea\n xor %%rax, %[s]\n"
 			       "call leaf_lea\n add %%rax, %[s]");
+	/* through a table of four leaves (same code), the one of i & 3 */
+	TIME_LOOP(mhz, "1 indirect call (table, i & 3)",
+		  "mov %[i], %%rdi\n mov %[i], %%rax\n and $3, %%eax\n lea leaf_table(%%rip), %%rcx\n"
+		  "call *(%%rcx,%%rax,8)\n add %%rax, %[s]");
+	TIME_LOOP(mhz, "3 calls, the third indirect (table, i & 3)",
+		  "mov %[i], %%rdi\n call leaf_lea\n add %%rax, %[s]\n call leaf_lea\n xor %%rax, %[s]\n"
+		  "mov %[i], %%rax\n and $3, %%eax\n lea leaf_table(%%rip), %%rcx\n"
+		  "call *(%%rcx,%%rax,8)\n add %%rax, %[s]");
 	TIME_LOOP(mhz, "1 call, imul in the callee", "mov %[i], %%rdi\n call leaf_imul\n add %%rax, %[s]");
 	TIME_LOOP(mhz, "1 call and 10 independent adds",
 		  "mov %[i], %%rdi\n call leaf_lea\n add %%rax, %[s]\n add $1, %%rdx\n add $1, %%rcx\n"

@@ -14,7 +14,8 @@
 //
 // The region's best case an iteration is the larger of its instructions'
 // (the loop's own and each callee's per call, times its calls an
-// iteration) and its calls' bound (calls x the model's call_return_cycles):
+// iteration) and its calls' bound (each call the model's call_return_cycles,
+// an indirect one its indirect_call_return_cycles):
 // a call and its return are mostly a throughput bound the code around
 // overlaps with (docs/MACHINE_MODEL.md, bench/accuracy/call_return.c).
 //
@@ -63,9 +64,12 @@ struct RegionCounts {
 // the starts of the latter (empty where the loop has no indirect call).
 // None where a direct target is missing from `callees`, an indirect call
 // has no target, or the region has no samples or no cycles.
+struct CallCosts {
+    double direct = 0;                  // MachineModel::call_return_cycles
+    double indirect = 0;                // MachineModel::indirect_call_return_cycles
+};
 std::optional<RegionCounts> region_counts(const RegionLoop& loop, std::span<const RegionCallee> callees,
-                                          std::span<const std::uint64_t> indirect_targets,
-                                          double call_return_cycles);
+                                          std::span<const std::uint64_t> indirect_targets, CallCosts calls);
 
 // An analyzed procedure as the regions see it: its image (procedures of
 // one image call each other by address) and its first analysis.
@@ -92,6 +96,6 @@ struct ProcedureRegion {
 // no direct call reaches. A callee two regions claim is left to its own
 // samples, and so are both loops.
 std::map<std::size_t, ProcedureRegion> call_region_counts(std::span<const RegionProcedure> procs,
-                                                          double call_return_cycles, double period_cycles);
+                                                          CallCosts calls, double period_cycles);
 
 }  // namespace ecpi::analyze
