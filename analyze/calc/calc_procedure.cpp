@@ -775,6 +775,8 @@ CalcProcedure procedure_report(const Analysis& a, const ProcedureInput& input, d
     proc.end = input.end;
     proc.frequency_classes = a.classes.count;
     proc.missing_edges = a.cfg.missing_edges;
+    proc.tail_jumps = std::any_of(a.cfg.edges.begin(), a.cfg.edges.end(),
+                                  [](const CfgEdge& e) { return e.kind == EdgeKind::kTailJump; });
     proc.unresolved_jumps = a.cfg.unresolved_jumps;
     proc.jump_tables = static_cast<std::uint32_t>(a.cfg.jump_tables.size());
     proc.invocations = a.estimate.invocations * period_cycles;

@@ -46,8 +46,11 @@ CallGraph call_graph(std::span<const RegionProcedure> procs) {
 // whatever its own estimate makes of its blocks' counts. A callee with a
 // loop costs what its trips take, which its own samples would have to tell
 // (interp's `run` from its repetition loop in main: its entries came out at
-// 3 against 6,000 when taken in).
-bool straight_leaf(const CalcProcedure& p) { return p.call_sites.empty() && p.loops.empty(); }
+// 3 against 6,000 when taken in). One that jumps to other code (a tail
+// call) or whose jumps calc cannot follow runs code outside the region.
+bool straight_leaf(const CalcProcedure& p) {
+    return p.call_sites.empty() && p.loops.empty() && !p.tail_jumps && !p.missing_edges;
+}
 
 // The region of one loop of the procedure at procs[k]: its callees
 // (leaves that only this loop's calls reach) and the targets its indirect

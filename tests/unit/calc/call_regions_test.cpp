@@ -154,6 +154,11 @@ TEST_CASE("no region where a callee has callers outside the loop, or the image h
         prog.procs[4].loops.push_back(CalcLoop{});
         CHECK(call_region_counts(prog.view(), kCalls, kPeriodCycles).empty());
     }
+    SUBCASE("a callee that jumps to other code (a tail call)") {
+        Program prog = calls_program();
+        prog.procs[2].tail_jumps = true;
+        CHECK(call_region_counts(prog.view(), kCalls, kPeriodCycles).empty());
+    }
     SUBCASE("a loop whose blocks do not all run once an iteration") {
         Program prog = calls_program();
         prog.procs[1].loops.front().straight = false;

@@ -159,6 +159,9 @@ struct CalcProcedure {
     std::optional<double> actual_cpi;
     std::uint32_t frequency_classes = 0;
     bool missing_edges = false;
+    // A way out by a jump to other code (a tail call): its callers' calls
+    // run that code too.
+    bool tail_jumps = false;
     std::vector<std::uint64_t> unresolved_jumps;
     std::uint32_t jump_tables = 0;
     StallSummary stalls;                      // DCPI Figure 4 (each cause's range covers both ends of every count range)

@@ -90,7 +90,7 @@ struct ProcedureRegion {
 // Every region among `procs` (keyed by position in `procs`). A loop makes
 // one where it is not measured (CalcLoop::anchored), its blocks run once
 // an iteration (CalcLoop::straight), and every call in it reaches a leaf
-// of the same image (no call sites) without loops that no call outside the loop reaches
+// of the same image (no call sites, no loops, no jumps out) that no call outside the loop reaches
 // directly; its indirect calls, if any, are the image's only ones, and
 // their targets are its direct callees and the sampled leaves of the image
 // no direct call reaches. A callee two regions claim is left to its own
