@@ -6,10 +6,15 @@
 // first instruction) and partly after the calls in the loop.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "ecpi/analyze/calc/call_regions.h"
+#include "ecpi/analyze/symbols/symbolizer.h"
 
 using namespace ecpi::analyze;
 
@@ -180,5 +185,115 @@ TEST_CASE("no region where a callee has callers outside the loop, or the image h
         // clamp's calls come from both loops: neither loop's samples and
         // cycles account for it alone.
         CHECK(call_region_counts(prog.view(), kCalls, kPeriodCycles).empty());
+    }
+}
+
+namespace {
+
+// data/cfgtest.c's mixed(): a loop calling halve() directly and halve() or
+// negate() through a table, analyzed as run_calc does: each procedure
+// alone, then again with what its region gives it.
+struct Mixed {
+    SymbolTable table;
+    ImageBytes image;
+    MachineModel model;
+
+    static Mixed open() {
+        auto table = SymbolTable::from_elf(ECPI_CFGTEST_GCC);
+        REQUIRE(table.ok());
+        auto image = ImageBytes::open(ECPI_CFGTEST_GCC);
+        REQUIRE(image.ok());
+        auto model = MachineModel::load("x86_64-zen5");
+        REQUIRE(model.ok());
+        return {std::move(*table), std::move(*image), std::move(*model)};
+    }
+
+    const Symbol& symbol(const std::string& name) const {
+        for (const auto& s : table.symbols())
+            if (s.name == name) return s;
+        FAIL("no symbol " << name);
+        throw std::logic_error("unreachable");
+    }
+
+    ProcedureInput input(const std::string& name, std::map<std::uint64_t, std::uint64_t> samples) const {
+        const Symbol& s = symbol(name);
+        ProcedureInput in;
+        in.name = name;
+        in.start = s.start;
+        in.end = table.end_of(s);
+        in.image = &image;
+        in.samples = std::move(samples);
+        return in;
+    }
+};
+
+const CalcBlock* block_at(const CalcProcedure& p, std::uint64_t address) {
+    for (const auto& b : p.blocks)
+        if (b.address == address) return &b;
+    return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("a region from real code: the loop and its leaves analyzed again at the region's counts") {
+    const Mixed m = Mixed::open();
+    const std::uint64_t halve = m.symbol("halve").start, negate = m.symbol("negate").start;
+    // Most of the loop's samples sit on its first instruction after a call;
+    // the leaves' on their first instruction (a call's wait lands there).
+    auto first = analyze_procedure(m.input("mixed", {{m.symbol("mixed").start, 1}}), m.model,
+                                   kPeriodCycles);  // loops are found in sampled procedures
+    REQUIRE(first.ok());
+    REQUIRE(first->loops.size() == 1);
+    const CalcLoop& loop = first->loops.front();
+    REQUIRE(loop.calls.size() == 2);
+    std::uint64_t after_call = 0;
+    for (const auto& i : first->instructions)
+        if (i.address > loop.calls.front().first && after_call == 0) after_call = i.address;
+    std::vector<ProcedureInput> inputs = {m.input("mixed", {{after_call, 3000}, {loop.header, 200}}),
+                                          m.input("halve", {{halve, 2000}}), m.input("negate", {{negate, 1600}})};
+    std::vector<CalcProcedure> alone;
+    for (const auto& in : inputs) {
+        auto p = analyze_procedure(in, m.model, kPeriodCycles);
+        REQUIRE(p.ok());
+        alone.push_back(std::move(*p));
+    }
+    const CalcLoop& l = alone[0].loops.front();
+    CHECK(l.straight);
+    CHECK(l.best_cycles > 0);
+    CHECK(std::count_if(l.calls.begin(), l.calls.end(), [](const auto& c) { return c.second == 0; }) == 1);
+    std::vector<RegionProcedure> view;
+    for (const auto& p : alone) view.push_back({0, &p});
+    const auto regions = call_region_counts(
+        view, {m.model.call_return_cycles(), m.model.indirect_call_return_cycles()}, kPeriodCycles);
+    REQUIRE(regions.size() == 3);
+    const double iterations = count_at(regions.at(0), l.header);
+    const double best = regions.at(0).best_cycles.at(l.header);
+    CHECK(best >= m.model.call_return_cycles() + m.model.indirect_call_return_cycles());
+    CHECK(iterations == doctest::Approx((3200.0 + 2000 + 1600) * kPeriodCycles / best));
+    // halve: its direct call and half of the table's; negate the other half.
+    CHECK(count_at(regions.at(1), halve) == doctest::Approx(1.5 * iterations));
+    CHECK(count_at(regions.at(2), negate) == doctest::Approx(0.5 * iterations));
+    // (Alone, each leaf's samples on its untimed first instruction, the
+    // call's cost, gave it 0 calls, and the loop 333,333 iterations against
+    // the region's 708,333.)
+    // Analyzed again: the loop's block and each leaf's entry take the
+    // region's counts, rated low, and their ranges still hold them.
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+        ProcedureInput in = inputs[k];
+        in.region = regions.at(k).counts;
+        in.region_loop = regions.at(k).loop;
+        auto again = analyze_procedure(in, m.model, kPeriodCycles);
+        REQUIRE(again.ok());
+        const auto& [address, executions] = in.region.front();
+        const CalcBlock* b = block_at(*again, address);
+        REQUIRE(b != nullptr);
+        CAPTURE(k);
+        CHECK(b->source == EstimateSource::kCallRegion);
+        CHECK(b->confidence == Confidence::kLow);
+        CHECK(b->executions == doctest::Approx(executions).epsilon(0.01));
+        CHECK(b->executions_min <= b->executions);
+        CHECK(b->executions_max >= b->executions);
+        CHECK(again->entry_from_region == (k > 0));
+        if (k == 0) CHECK(again->loops.front().from_region);
     }
 }
