@@ -1,5 +1,7 @@
 // ecpi calc: the instruction-level analysis put together (DCPI 6.1). See calc.h.
 #include "ecpi/analyze/calc/calc.h"
+
+#include "ecpi/analyze/calc/call_regions.h"
 #include "ecpi/analyze/symbols/name_match.h"
 
 #include <elfutils/libdw.h>
@@ -531,6 +533,14 @@ std::vector<std::pair<std::size_t, ProcedureInput::EntryCount>> entries_from_cal
     return out;
 }
 
+// The analyzed procedures as call regions see them (call_regions.h).
+std::vector<RegionProcedure> region_procedures(const SampledProcedures& sampled,
+                                               const std::vector<std::pair<std::size_t, CalcProcedure>>& analyzed) {
+    std::vector<RegionProcedure> out;
+    for (const auto& [i, proc] : analyzed) out.push_back({sampled.procs[i].image, &proc});
+    return out;
+}
+
 }  // namespace
 
 Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOptions& options, Symbolizer& symbolizer) {
@@ -552,13 +562,18 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
     std::map<std::pair<std::size_t, std::uint64_t>, bool> leaf_cache;
     std::map<std::pair<std::size_t, std::uint64_t>, CalleeCode> callee_cache;
     const InputContext ctx{sampled, others, registers, report, !options.summary, leaf_cache, callee_cache};
-    const auto analyze = [&](std::size_t i, std::optional<ProcedureInput::EntryCount> entry) -> std::optional<CalcProcedure> {
+    const auto analyze = [&](std::size_t i, std::optional<ProcedureInput::EntryCount> entry,
+                             const ProcedureRegion* region) -> std::optional<CalcProcedure> {
         const auto& sp = sampled.procs[i];
         const store::ImageProfile& ip = *sampled.images[sp.image];
         const ImageBytes* bytes = images.bytes(sp.image, ip.image, report);
         if (!bytes) return std::nullopt;
         ProcedureInput input = procedure_input(sp, bytes, *symbolizer.table(ip.image), ctx);
         input.entry = entry;
+        if (region) {
+            input.region = region->counts;
+            input.region_loop = region->loop;
+        }
         auto proc = analyze_procedure(input, model, report.period_cycles);
         if (!proc.ok()) {
             report.warnings.push_back(proc.error().message());
@@ -568,11 +583,30 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
     };
     std::vector<std::pair<std::size_t, CalcProcedure>> analyzed;
     for (auto i : *selected)
-        if (auto proc = analyze(i, std::nullopt)) analyzed.emplace_back(i, std::move(*proc));
-    for (const auto& [i, entry] : entries_from_callers(sampled, analyzed))
-        for (auto& [j, proc] : analyzed)
-            if (j == i)
-                if (auto again = analyze(i, entry)) proc = std::move(*again);
+        if (auto proc = analyze(i, std::nullopt, nullptr)) analyzed.emplace_back(i, std::move(*proc));
+    // Across procedures: entry counts from measured call sites, and loops
+    // estimated with the leaves they call; each procedure analyzed again
+    // once with what it got.
+    std::map<std::size_t, std::optional<ProcedureInput::EntryCount>> entries;
+    for (const auto& [i, entry] : entries_from_callers(sampled, analyzed)) entries[i] = entry;
+    std::map<std::size_t, ProcedureRegion> regions;
+    for (auto& [k, region] : call_region_counts(region_procedures(sampled, analyzed),
+                                                {model.call_return_cycles(), model.indirect_call_return_cycles()},
+                                                report.period_cycles))
+        regions[analyzed[k].first] = std::move(region);
+    for (const auto& [i, region] : regions) entries.emplace(i, std::nullopt);
+    for (const auto& [i, entry] : entries)
+        for (auto& [j, proc] : analyzed) {
+            if (j != i) continue;
+            const auto region = regions.find(i);
+            auto again = analyze(i, entry, region == regions.end() ? nullptr : &region->second);
+            if (!again) continue;
+            proc = std::move(*again);
+            if (region == regions.end()) continue;
+            for (CalcLoop& loop : proc.loops)
+                if (auto b = region->second.best_cycles.find(loop.header); b != region->second.best_cycles.end())
+                    loop.region_best_cycles = b->second;
+        }
     for (auto& [i, proc] : analyzed) {
         const auto& sp = sampled.procs[i];
         const store::ImageProfile& ip = *sampled.images[sp.image];

@@ -109,6 +109,10 @@ EstimatorOptions estimator_options(const ProcedureInput& input, const Analysis& 
                                    double period_cycles, const EstimatorOptions& base) {
     EstimatorOptions o = base;
     o.whole_block_below = std::max(o.whole_block_below, model.whole_block_below());
+    for (const auto& [address, executions] : input.region)
+        for (std::uint32_t b = 0; b < a.cfg.blocks.size(); ++b)
+            if (a.cfg.instructions[a.cfg.blocks[b].first].address == address && period_cycles > 0)
+                o.regions.push_back({b, executions / period_cycles, false});
     if (!input.instruction_samples.empty() && input.instruction_period > 0) {
         o.instruction_samples = per_instruction(a.cfg, input.instruction_samples);
         o.instruction_period = input.instruction_period;
@@ -440,6 +444,31 @@ void range_trip_loops(Analysis& a, const ProcedureInput& input, double period_cy
         if (fewest > r.max || most < r.min) continue;  // they disagree: the samples' range stands
         r.min = std::max(r.min, fewest);
         r.max = std::min(r.max, most);
+    }
+}
+
+// What a call region needs of each loop (call_regions.h, run_calc):
+// whether its blocks all run once an iteration, its own best case an
+// iteration, and its calls; and whether run_calc gave it a region's count.
+void describe_loop_calls(Analysis& a, const ProcedureInput& input) {
+    for (std::uint32_t l = 0; l < a.loops.loops.size() && l < a.loop_reports.size(); ++l) {
+        const Loop& loop = a.loops.loops[l];
+        CalcLoop& r = a.loop_reports[l];
+        const std::uint32_t cls = a.classes.block_class[loop.header];
+        r.straight = true;
+        for (auto b : loop.blocks) {
+            r.straight = r.straight && a.classes.block_class[b] == cls;
+            r.best_cycles += a.timing[b].cycles;
+            const auto& blk = a.cfg.blocks[b];
+            for (std::uint32_t k = blk.first; k < blk.first + blk.count; ++k) {
+                const DecodedInstruction& d = a.cfg.instructions[k];
+                if (is_call(d.flow)) r.calls.emplace_back(d.address, d.flow == FlowKind::kCall ? d.target : 0);
+            }
+        }
+        std::sort(r.calls.begin(), r.calls.end());
+        if (!input.region_loop) continue;
+        for (const auto& [address, executions] : input.region)
+            if (address == r.header) r.from_region = true;
     }
 }
 
@@ -862,6 +891,8 @@ CalcProcedure procedure_report(const Analysis& a, const ProcedureInput& input, d
     proc.end = input.end;
     proc.frequency_classes = a.classes.count;
     proc.missing_edges = a.cfg.missing_edges;
+    proc.tail_jumps = std::any_of(a.cfg.edges.begin(), a.cfg.edges.end(),
+                                  [](const CfgEdge& e) { return e.kind == EdgeKind::kTailJump; });
     proc.unresolved_jumps = a.cfg.unresolved_jumps;
     proc.jump_tables = static_cast<std::uint32_t>(a.cfg.jump_tables.size());
     proc.invocations = a.estimate.invocations * period_cycles;
@@ -883,6 +914,8 @@ CalcProcedure procedure_report(const Analysis& a, const ProcedureInput& input, d
         for (std::uint32_t i = 0; i < cb.count; ++i) proc.instructions.push_back(instruction_report(a, cb, i));
         proc.blocks.push_back(cb);
     }
+    if (a.estimate.invocations > 0) proc.best_cycles_per_call = weighted_best / a.estimate.invocations;
+    proc.entry_from_region = !input.region.empty() && !input.region_loop;
     if (weighted_insns > 0) {
         proc.best_cpi = weighted_best / weighted_insns;
         proc.actual_cpi = weighted_samples / weighted_insns;
@@ -912,6 +945,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
             return c ? c->writes : kAllGp;
         });
         measure_loops(a, input, period_cycles);
+        describe_loop_calls(a, input);
         count_loop_entries(a, input);
         measure_trips(a, input);
         evaluate_branches(a, input);

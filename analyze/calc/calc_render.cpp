@@ -217,6 +217,9 @@ void render_loops(std::ostringstream& o, const CalcProcedure& p) {
             if (l.trip_length > 0)
                 o << "; its trips run " << count_text(l.trip_length) << " iterations to the bound its exit compares "
                   << l.induction << " with: its count is its entries times that";
+            if (l.from_region)
+                o << "; estimated with the leaves it calls as one region: their samples and its over "
+                  << fmt("%.1f", l.region_best_cycles) << " best-case cycles an iteration";
             o << "\n";
         }
     }
@@ -353,6 +356,9 @@ void render_procedure(std::ostringstream& o, const CalcProcedure& p) {
       << (p.actual_cpi ? fmt("%.2f", *p.actual_cpi) : std::string("n/a")) << "\n";
     o << "*** Counts: " << share(p.anchored_samples, p.samples) << " of the samples measured by register progress, "
       << share(p.ranged_samples, p.samples) << " on ranges (the samples cannot decide)\n";
+    if (p.entry_from_region)
+        o << "*** Calls: from a loop estimated together with the leaves it calls (its samples and theirs over "
+             "their best case an iteration: cycles move between a caller and its callees)\n";
     render_loops(o, p);
     if (p.missing_edges) {
         o << "*** CFG is missing edges (unresolved indirect jump";
@@ -413,6 +419,7 @@ json loop_json(const CalcLoop& l) {
     } else {
         jl["why_not"] = l.why_not;
         if (l.trip_length > 0) jl["trip_length"] = l.trip_length;
+        if (l.from_region) jl["region_best_cycles"] = l.region_best_cycles;
     }
     jl["pairs"] = {{"used", l.pairs.used},
                    {"other_thread", l.pairs.other_thread},

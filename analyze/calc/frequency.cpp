@@ -28,6 +28,7 @@ const char* estimate_source_name(EstimateSource s) {
         case EstimateSource::kPropagated: return "propagated";
         case EstimateSource::kPooled: return "pooled";
         case EstimateSource::kRegisterProgress: return "register-progress";
+        case EstimateSource::kCallRegion: return "call-region";
         case EstimateSource::kNone: return "none";
     }
     return "?";
@@ -510,6 +511,20 @@ void pool_contradictions(std::vector<ClassEstimate>& classes, const Cfg& cfg, co
     }
 }
 
+// A call region's counts replace the class's own estimate (call_regions.h):
+// the class's samples alone hold cycles of its callees or callers.
+void apply_regions(std::vector<ClassEstimate>& classes, const FrequencyClasses& fc, const EstimatorOptions& opt) {
+    for (const auto& a : opt.regions) {
+        const auto& class_of = a.edge ? fc.edge_class : fc.block_class;
+        if (a.index >= class_of.size()) continue;
+        auto& e = classes[class_of[a.index]];
+        e.frequency = a.frequency;
+        e.known = true;
+        e.source = EstimateSource::kCallRegion;
+        e.confidence = Confidence::kLow;
+    }
+}
+
 // Anchors override whatever the samples' placement suggested for their class.
 void apply_anchors(std::vector<ClassEstimate>& classes, const FrequencyClasses& fc, const EstimatorOptions& opt) {
     for (const auto& a : opt.anchors) {
@@ -701,6 +716,7 @@ FrequencyEstimate estimate_frequencies(const Cfg& cfg, const FrequencyClasses& f
         use_instruction_counts(classes[c], members(c), cfg, opt);
     }
     pool_contradictions(classes, cfg, fc, timing, samples, first_call, opt);
+    apply_regions(classes, fc, opt);
     apply_anchors(classes, fc, opt);
     if (fc.from_cycle_equivalence) propagate_flow(classes, cfg, fc);
     FrequencyEstimate out = per_block_and_edge(std::move(classes), cfg, fc);

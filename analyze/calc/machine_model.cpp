@@ -89,6 +89,8 @@ Result<MachineModel> MachineModel::from_json(const nlohmann::json& j) {
     ECPI_ASSIGN_OR_RETURN(m.sample_skid_, field<int>(j, "sample_skid", 1));
     ECPI_ASSIGN_OR_RETURN(m.whole_block_below_, field<std::uint32_t>(j, "whole_block_below", 0));
     ECPI_ASSIGN_OR_RETURN(m.call_return_cycles_, field<double>(j, "call_return_cycles", 0));
+    ECPI_ASSIGN_OR_RETURN(m.indirect_call_return_cycles_,
+                          field<double>(j, "indirect_call_return_cycles", m.call_return_cycles_));
     if (j.contains("match")) {
         const auto& match = j["match"];
         if (!match.is_object()) return Error("machine model: \"match\" is not an object");
@@ -108,9 +110,9 @@ Result<MachineModel> MachineModel::from_json(const nlohmann::json& j) {
     ECPI_ASSIGN_OR_RETURN(m.zero_idioms_, field<bool>(j, "zero_idioms", true));
     ECPI_ASSIGN_OR_RETURN(m.overlap_blocks_, field<bool>(j, "overlap_blocks", true));
     if (m.dispatch_width_ < 1 || m.retire_width_ < 1 || m.widest_retire_ < m.retire_width_ || m.rob_size_ < 1 || m.sample_skid_ < 0 ||
-        m.loop_iterations_ < 2 || m.call_return_cycles_ < 0)
+        m.loop_iterations_ < 2 || m.call_return_cycles_ < 0 || m.indirect_call_return_cycles_ < 0)
         return Error("machine model: widths and rob_size must be >= 1 (widest_retire >= retire_width), sample_skid >= 0, loop_iterations >= 2, "
-                     "call_return_cycles >= 0");
+                     "call_return_cycles and indirect_call_return_cycles >= 0");
 
     std::map<std::string, int> port_index;
     if (!j.contains("ports") || !j["ports"].is_object()) return Error("machine model: \"ports\" object missing");
@@ -721,7 +723,7 @@ private:
             for (auto start : rep_starts_) t.wait[i] += sim.wait[start + i] / reps_averaged;
             t.cycles += t.wait[i];
             t.span_start[i] = i;
-            if (is_call(cfg_.instructions[blk.first + i].flow)) t.call_cycles += model_.call_return_cycles_;
+            t.call_cycles += model_.call_cycles(cfg_.instructions[blk.first + i].flow);
         }
     }
 

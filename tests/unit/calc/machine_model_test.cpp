@@ -228,6 +228,27 @@ TEST_CASE("a straight-line block after a call: the instruction after the call ha
     CHECK(zen5.time_blocks(cfg)[0].call_cycles == doctest::Approx(4.1));  // one call
 }
 
+TEST_CASE("a call through a table costs its model's indirect call and return") {
+    // call qword ptr [rcx + rax*8]; add rax, 1; ret
+    const std::uint8_t code[] = {0xff, 0x14, 0xc1, 0x48, 0x83, 0xc0, 0x01, 0xc3};
+    auto insns = decode_x86_64(0x1000, code);
+    REQUIRE(insns.ok());
+    Cfg cfg = build_cfg(0x1000, 0x1000 + sizeof code, std::move(*insns), {});
+    REQUIRE(cfg.blocks.size() == 1);
+    auto zen5 = model("x86_64-zen5");
+    CHECK(zen5.indirect_call_return_cycles() == doctest::Approx(5.5));  // bench/accuracy/call_return.c
+    CHECK(zen5.time_blocks(cfg)[0].call_cycles == doctest::Approx(5.5));
+    // A model that does not measure it takes a direct call's.
+    auto zen4 = model("x86_64-zen4");
+    CHECK(zen4.indirect_call_return_cycles() == doctest::Approx(zen4.call_return_cycles()));
+    auto negative = nlohmann::json::parse(R"({"schema": "ecpi.machine", "version": 1,
+        "indirect_call_return_cycles": -1, "ports": {"alu": 1},
+        "classes": {"alu": {"latency": 1, "uops": 1, "port": "alu"}}})");
+    auto bad = MachineModel::from_json(negative);
+    REQUIRE(!bad.ok());
+    CHECK(bad.error().message().find("indirect_call_return_cycles") != std::string::npos);
+}
+
 TEST_CASE("one mnemonic, different classes: a register move before a load of the same mnemonic") {
     // classify caches classes per Capstone id; the flags (load, store,
     // vector) must still tell `mov rcx, rax` from `mov rax, [rax]`.

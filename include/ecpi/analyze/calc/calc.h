@@ -110,6 +110,16 @@ struct CalcLoop {
     // snapshots (trip_length): its count is its entries times that (0: none).
     double trip_length = 0;
     PairCounts pairs;                         // register_progress.h
+    // For call regions (call_regions.h, run_calc), not rendered: whether
+    // every block of the loop runs once an iteration (one frequency class),
+    // its own instructions' best case an iteration, and its calls (address,
+    // target; target 0: indirect).
+    bool straight = false;
+    double best_cycles = 0;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+    // Its count came from its samples and its callees' as one region.
+    bool from_region = false;
+    double region_best_cycles = 0;            // the region's best case an iteration
 };
 
 // A conditional branch whose way was read off register snapshots (branch_odds.h).
@@ -152,6 +162,9 @@ struct CalcProcedure {
     std::optional<double> actual_cpi;
     std::uint32_t frequency_classes = 0;
     bool missing_edges = false;
+    // A way out by a jump to other code (a tail call): its callers' calls
+    // run that code too.
+    bool tail_jumps = false;
     std::vector<std::uint64_t> unresolved_jumps;
     std::uint32_t jump_tables = 0;
     StallSummary stalls;                      // DCPI Figure 4 (each cause's range covers both ends of every count range)
@@ -166,6 +179,12 @@ struct CalcProcedure {
     std::vector<CalcCallSite> call_sites;     // kept with or without details; not rendered
     // Whether its entry count came from its callers' measured call sites.
     bool entry_from_callers = false;
+    // Its best case a call: its blocks' best-case cycles at its estimate's
+    // counts over its invocations (0: not run).
+    double best_cycles_per_call = 0;
+    // Its count came from a call region (call_regions.h): its calls from a
+    // loop estimated with it.
+    bool entry_from_region = false;
 };
 
 struct CalcImageSummary {
@@ -241,6 +260,11 @@ struct ProcedureInput {
         bool lower_bound = false;
     };
     std::optional<EntryCount> entry;
+    // Counts from a call region (call_regions.h, run_calc): a block's first
+    // address and its executions. They replace the block's class's own
+    // estimate (rated low; ranges stay what the samples allow).
+    std::vector<std::pair<std::uint64_t, double>> region;
+    bool region_loop = false;                 // a loop of this procedure is the region's (else: a callee)
 };
 [[nodiscard]] Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const MachineModel& model,
                                                       double period_cycles, const EstimatorOptions& options = {});

@@ -47,6 +47,7 @@ enum class EstimateSource : std::uint8_t {
     kPropagated,   // flow constraints (DCPI 6.1.4)
     kPooled,       // with a neighbouring block whose estimate contradicted the flow between them
     kRegisterProgress,  // an anchor: a loop's iteration rate from register snapshots times its time
+    kCallRegion,   // a loop with the leaves it calls as one region, or such a leaf's calls (call_regions.h)
     kNone,         // nothing to go on: taken as 0
 };
 const char* estimate_source_name(EstimateSource s);
@@ -108,6 +109,9 @@ struct EstimatorOptions {
     double instruction_period = 0;
     double cycle_period = 0;           // P in cycles (needed with instruction_samples)
     std::vector<Anchor> anchors;       // measured counts (override estimates, rated kMeasured)
+    // Blocks' counts from a call region (call_regions.h): they replace the
+    // class's own estimate, rated low (anchors override them).
+    std::vector<Anchor> regions;
 };
 
 struct FrequencyEstimate {

@@ -111,6 +111,17 @@ public:
     // and independent work around the call included (0 = not modelled);
     // see BlockTiming::call_cycles.
     double call_return_cycles() const { return call_return_cycles_; }
+    // The same for a call through a register or memory (a table of
+    // functions): a predicted indirect call and its return (Zen 5: 5.5
+    // against 4.1, bench/accuracy/call_return.c). A model that does not
+    // say takes a direct call's.
+    double indirect_call_return_cycles() const { return indirect_call_return_cycles_; }
+    // An instruction's share of BlockTiming::call_cycles: 0 unless a call.
+    double call_cycles(FlowKind flow) const {
+        return flow == FlowKind::kCall ? call_return_cycles_
+               : flow == FlowKind::kIndirectCall ? indirect_call_return_cycles_
+                                                 : 0;
+    }
     int retire_width() const { return retire_width_; }
     // The most instructions a core this model stands for retires a cycle
     // (ranges.h: what must land on a block outside a loop's steady state).
@@ -150,6 +161,7 @@ private:
     int sample_skid_ = 1;
     std::uint32_t whole_block_below_ = 0;
     double call_return_cycles_ = 0;
+    double indirect_call_return_cycles_ = 0;
     std::string match_vendor_;
     std::vector<std::uint64_t> match_families_, match_models_;  // empty: any
     double mispredict_penalty_ = 17;

@@ -63,6 +63,33 @@ __attribute__((noinline)) int tail(int x)
 	return leaf(x * 5);
 }
 
+/* A loop around calls of small functions, the second through a table of
+ * them: where an iteration's cycles land between the loop and its callees
+ * varies (call regions). */
+__attribute__((noinline)) long halve(long x)
+{
+	sink = (int)x;
+	return x / 2;
+}
+
+__attribute__((noinline)) long negate(long x)
+{
+	sink = (int)x;
+	return -x;
+}
+
+static long (*const steps[2])(long) = {halve, negate};
+
+__attribute__((noinline)) long mixed(int n)
+{
+	long s = 0;
+	for (int i = 0; i < n; i++) {
+		s += halve(i);
+		s ^= steps[i & 1](s);
+	}
+	return s;
+}
+
 __attribute__((noinline)) long counted(const long *v, int n)
 {
 	long s = 0;
@@ -161,9 +188,9 @@ int main(int argc, char **argv)
 	(void)argv;
 	if (argc > 5)
 		forever();
-	printf("%d %d %d %ld %ld %ld %ld %d\n", dispatch(argc, 3), checked(argc), tail(argc), counted(v, 4),
+	printf("%d %d %d %ld %ld %ld %ld %d %ld\n", dispatch(argc, 3), checked(argc), tail(argc), counted(v, 4),
 	       append(&grown, v, 4), found(keys, 3, table, 4), found_rounds(keys, 3, table, 4, argc),
-	       set_bits((const unsigned long *)v, 4));
+	       set_bits((const unsigned long *)v, 4), mixed(argc));
 	free(grown.items);
 	return 0;
 }
