@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <capstone/capstone.h>
 
@@ -69,6 +70,7 @@ struct ClassTotals {
     double samples = 0;
     double best_cycles = 0;   // per execution, over the class's blocks
     double landing_cycles = 0;// of those, what lands on the class's own instructions (skid)
+    double landing_average = 0;// the same at the retirement width's average (retirement_floor)
     double worst_stall = 0;   // per execution, that can land on the class's instructions
     std::uint32_t loop = kNoLoop;  // the innermost loop of all its blocks, if they share one
     bool one_loop = true;
@@ -83,6 +85,7 @@ struct ClassTotals {
 // instructions explains; their ranges excluded the truth 2-3x off).
 struct Landing {
     double own_best = 0;      // best-case cycles of the instructions whose samples stay in the block
+    double own_average = 0;   // the same, outside a steady state at the retirement width's average
     double tail_worst = 0;    // best case + worst stall of its last `skid` instructions, but for
     double tail_jump = 0;     // a conditional jump's misprediction there, which depends on the way taken
 };
@@ -105,6 +108,23 @@ double retirement_floor(const RangeInput& in, std::uint32_t own_instructions) {
     return static_cast<double>(own_instructions) / std::max(in.model->widest_retire(), 1);
 }
 
+// What retirement must leave on a block's own instructions: not their share
+// of the retirement width (retirement_floor, an average), since a cycle's
+// retired group can hold the end of the block before and the start of the
+// one after. n own instructions retire in at least ceil(n / width) cycles,
+// and only between those cycles is the oldest unretired instruction one of
+// them: at least ceil(n / width) - 1 cycles an execution, none for a block
+// of at most `width` own instructions. interp.c's `DEC` arm (a mispredicted
+// `jmp rax`'s target, 4 instructions) kept 51 samples of its own for 120 M
+// executions (0.08 cycles each, 3/8 by the average); its top, at 3/8 a
+// cycle, excluded the truth for all 202 of its samples, and the `XOR` arm's
+// (10 instructions, 9/8) for its 657.
+double retired_inside(const RangeInput& in, std::uint32_t own_instructions) {
+    const auto width = static_cast<std::uint32_t>(std::max(in.model->widest_retire(), 1));
+    if (own_instructions <= width) return 0;
+    return static_cast<double>((own_instructions + width - 1) / width - 1);
+}
+
 Landing landing(const RangeInput& in, std::uint32_t b) {
     const BasicBlock& blk = in.cfg->blocks[b];
     const BlockTiming& timing = (*in.timing)[b];
@@ -124,7 +144,8 @@ Landing landing(const RangeInput& in, std::uint32_t b) {
             l.tail_worst += wait + worst_stall(d, *in.model, 1);
         }
     }
-    if (!timing.steady_state) l.own_best = retirement_floor(in, own);
+    l.own_average = timing.steady_state ? l.own_best : retirement_floor(in, own);
+    if (!timing.steady_state) l.own_best = retired_inside(in, own);
     return l;
 }
 
@@ -201,6 +222,7 @@ std::vector<ClassTotals> class_totals(const RangeInput& in) {
         // ~14 an iteration; its top, at 12.3, excluded the truth for all
         // 7,825 of its samples.
         t.landing_cycles += landings[b].own_best;
+        t.landing_average += landings[b].own_average;
         t.instructions += blk.count;
         for (std::uint32_t i = 0; i < blk.count; ++i) {
             t.samples += static_cast<double>(in.samples[blk.first + i]);
@@ -237,6 +259,29 @@ FrequencyEstimate with_class_frequencies(const FrequencyEstimate& base, const Cf
     return out;
 }
 
+// A class nothing must land on (retired_inside: a short block that can
+// retire with its neighbours) has no top of its own: it runs as often as
+// the flow lets it. Its top stands in as the largest any class can run (a
+// finite count for the solver): another's top, or any short class's samples
+// over the retirement width's average (its own instructions retired at full
+// width, alone: the tops before). conserve_flow then narrows it to what the
+// flow through its bounded neighbours allows (interp.c's arms: the
+// dispatch's count). The stand-in is not itself a bound: a procedure whose
+// every block is that short and every path free of bounds (calls.c's
+// leaves) keeps it.
+void unbounded_tops(std::span<const double> average_tops, std::vector<ClassRange>& ranges) {
+    double most = 0;
+    for (std::uint32_t c = 0; c < ranges.size(); ++c) {
+        if (!ranges[c].ranged) continue;
+        most = std::max(most, std::isfinite(ranges[c].max) ? ranges[c].max : average_tops[c]);
+    }
+    for (ClassRange& r : ranges) {
+        if (!r.ranged || std::isfinite(r.max)) continue;
+        r.max = std::max(most, r.min);
+        r.point = RangePoint::kNone;
+    }
+}
+
 }  // namespace
 
 const char* range_point_reason(RangePoint point) {
@@ -251,6 +296,7 @@ const char* range_point_reason(RangePoint point) {
 std::vector<ClassRange> class_ranges(const RangeInput& in) {
     const auto& fc = *in.classes;
     std::vector<ClassRange> ranges(fc.count);
+    std::vector<double> average_tops(fc.count, 0);
     const std::vector<ClassTotals> totals = class_totals(in);
     for (std::uint32_t c = 0; c < fc.count; ++c) {
         const ClassEstimate& e = in.estimate->classes[c];
@@ -272,7 +318,10 @@ std::vector<ClassRange> class_ranges(const RangeInput& in) {
         // At most: its samples over the cycles that must land on it; at
         // least: over everything that can (its own and a predecessor's
         // last instructions at their worst).
-        double high = (t.samples + spread) / (t.landing_cycles > 0 ? t.landing_cycles : t.best_cycles);
+        // Nothing that must land on it: no top but the flow's (unbounded_tops).
+        double high = t.landing_cycles > 0 ? (t.samples + spread) / t.landing_cycles
+                                           : std::numeric_limits<double>::infinity();
+        average_tops[c] = (t.samples + spread) / (t.landing_average > 0 ? t.landing_average : t.best_cycles);
         double low = std::max(t.samples - spread, 0.0) / (t.best_cycles + t.worst_stall);
         bool over_bound = false;
         if (t.one_loop && t.loop != kNoLoop && in.loop_anchor[t.loop] > 0) {
@@ -295,6 +344,7 @@ std::vector<ClassRange> class_ranges(const RangeInput& in) {
         if (e.confidence != Confidence::kLow && !over_bound) continue;
         ranges[c] = {true, low, high, low >= high ? RangePoint::kLoopBound : RangePoint::kNone};
     }
+    unbounded_tops(average_tops, ranges);
     return ranges;
 }
 
