@@ -2,19 +2,19 @@
 #include "ecpi/analyze/calc/call_regions.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ecpi::analyze {
 
 namespace {
 
-// Calls of `start` an iteration: its direct call sites and its share of
-// the indirect ones.
-double calls_an_iteration(const RegionLoop& loop, std::span<const std::uint64_t> indirect_targets,
-                          std::uint64_t start) {
-    double n = static_cast<double>(std::count(loop.direct.begin(), loop.direct.end(), start));
-    if (std::find(indirect_targets.begin(), indirect_targets.end(), start) != indirect_targets.end())
-        n += static_cast<double>(loop.indirect) / static_cast<double>(indirect_targets.size());
-    return n;
+// Calls of `start` an iteration from the loop's direct call sites.
+double direct_calls_an_iteration(const RegionLoop& loop, std::uint64_t start) {
+    return static_cast<double>(std::count(loop.direct.begin(), loop.direct.end(), start));
+}
+
+bool is_indirect_target(std::span<const std::uint64_t> indirect_targets, std::uint64_t start) {
+    return std::find(indirect_targets.begin(), indirect_targets.end(), start) != indirect_targets.end();
 }
 
 bool covers(std::span<const RegionCallee> callees, std::uint64_t start) {
@@ -122,23 +122,33 @@ std::optional<RegionCounts> region_counts(const RegionLoop& loop, std::span<cons
     for (auto t : indirect_targets)
         if (!covers(callees, t)) return std::nullopt;
     // Steps: the region's samples, its instructions' best case an
-    // iteration, the calls' bound, and the counts.
+    // iteration at the cheapest and the dearest split of its indirect calls
+    // over their targets, the calls' bound, and the counts.
     double samples = loop.samples, instructions = loop.best_cycles;
-    std::vector<double> per_iteration;
+    double cheapest = INFINITY, dearest = 0;
     for (const RegionCallee& c : callees) {
-        const double n = calls_an_iteration(loop, indirect_targets, c.start);
-        per_iteration.push_back(n);
         samples += c.samples;
-        instructions += n * c.best_cycles;
+        instructions += direct_calls_an_iteration(loop, c.start) * c.best_cycles;
+        if (!is_indirect_target(indirect_targets, c.start)) continue;
+        cheapest = std::min(cheapest, c.best_cycles);
+        dearest = std::max(dearest, c.best_cycles);
     }
-    const double bound = static_cast<double>(loop.direct.size()) * costs.direct +
-                         static_cast<double>(loop.indirect) * costs.indirect;
-    const double cycles = std::max(instructions, bound);
-    if (!(samples > 0) || !(cycles > 0)) return std::nullopt;
+    const double indirect = static_cast<double>(loop.indirect);
+    if (loop.indirect == 0) cheapest = dearest = 0;
+    const double bound = static_cast<double>(loop.direct.size()) * costs.direct + indirect * costs.indirect;
+    const double low = std::max(instructions + indirect * cheapest, bound);
+    const double high = std::max(instructions + indirect * dearest, bound);
+    if (!(samples > 0) || !(low > 0) || high > kMaxSplitSpread * low) return std::nullopt;
+    const double cycles = std::sqrt(low * high);
     RegionCounts out;
     out.iterations = samples / cycles;
     out.best_cycles = cycles;
-    for (std::size_t k = 0; k < callees.size(); ++k) out.entries.emplace_back(callees[k].start, per_iteration[k] * out.iterations);
+    // Where the indirect calls go is not in the code (call_regions.h): a
+    // target they may reach keeps its own count; the others' entries are
+    // their call sites'.
+    for (const RegionCallee& c : callees)
+        if (!is_indirect_target(indirect_targets, c.start))
+            out.entries.emplace_back(c.start, direct_calls_an_iteration(loop, c.start) * out.iterations);
     return out;
 }
 
@@ -169,8 +179,9 @@ std::map<std::size_t, ProcedureRegion> call_region_counts(std::span<const Region
         mine.loop = true;
         mine.counts.emplace_back(f.header, counts->iterations * period_cycles);
         mine.best_cycles[f.header] = counts->best_cycles;
-        for (std::size_t c = 0; c < counts->entries.size(); ++c)
-            out[positions[c]].counts.emplace_back(counts->entries[c].first, counts->entries[c].second * period_cycles);
+        for (const auto& [start, entries] : counts->entries)
+            for (std::size_t c = 0; c < f.region.callees.size(); ++c)
+                if (f.region.callees[c].start == start) out[positions[c]].counts.emplace_back(start, entries * period_cycles);
     }
     return out;
 }

@@ -101,18 +101,18 @@ TEST_CASE("a loop and the leaves it calls are one region: cycles that moved betw
     CHECK(prog.procs[3].invocations > 9 * kIterations / 3);   // twice: 10x
     CHECK(prog.procs[4].invocations > 2 * 4 * kIterations / 3);  // clamp: 3x
     const auto regions = call_region_counts(prog.view(), kCalls, kPeriodCycles);
-    REQUIRE(regions.size() == 4);  // the caller and its three leaves; not main
+    REQUIRE(regions.size() == 1);  // the caller; not main, and no leaf (below)
     CHECK(!regions.contains(0));
     const ProcedureRegion& loop = regions.at(1);
     CHECK(loop.loop);
     CHECK(count_at(loop, kHeader) == doctest::Approx(kIterations).epsilon(0.01));
     CHECK(loop.best_cycles.at(kHeader) == doctest::Approx(2 * kCalls.direct + kCalls.indirect));
-    // Each callee's entries are the counts of the call sites that reach it:
-    // the direct ones, and an equal share of the indirect call.
-    CHECK(!regions.at(2).loop);
-    CHECK(count_at(regions.at(2), kSquare) == doctest::Approx(4 * kIterations / 3).epsilon(0.01));
-    CHECK(count_at(regions.at(3), kTwice) == doctest::Approx(kIterations / 3).epsilon(0.01));
-    CHECK(count_at(regions.at(4), kClamp) == doctest::Approx(4 * kIterations / 3).epsilon(0.01));
+    // The table's call may reach any of the three leaves, and nothing says
+    // how often each: every one of them keeps its own count (an equal share
+    // would be exact here only because calls.c calls them in turn).
+    CHECK(!regions.contains(2));
+    CHECK(!regions.contains(3));
+    CHECK(!regions.contains(4));
     // Where the samples sit does not matter: the loop keeping twice as much
     // of the same total gives the same counts.
     Program moved = calls_program();
@@ -265,20 +265,16 @@ TEST_CASE("a region from real code: the loop and its leaves analyzed again at th
     for (const auto& p : alone) view.push_back({0, &p});
     const auto regions = call_region_counts(
         view, {m.model.call_return_cycles(), m.model.indirect_call_return_cycles()}, kPeriodCycles);
-    REQUIRE(regions.size() == 3);
+    // The loop only: both leaves are the table's possible targets.
+    REQUIRE(regions.size() == 1);
     const double iterations = count_at(regions.at(0), l.header);
     const double best = regions.at(0).best_cycles.at(l.header);
     CHECK(best >= m.model.call_return_cycles() + m.model.indirect_call_return_cycles());
     CHECK(iterations == doctest::Approx((3200.0 + 2000 + 1600) * kPeriodCycles / best));
-    // halve: its direct call and half of the table's; negate the other half.
-    CHECK(count_at(regions.at(1), halve) == doctest::Approx(1.5 * iterations));
-    CHECK(count_at(regions.at(2), negate) == doctest::Approx(0.5 * iterations));
-    // (Alone, each leaf's samples on its untimed first instruction, the
-    // call's cost, gave it 0 calls, and the loop 333,333 iterations against
-    // the region's 708,333.)
-    // Analyzed again: the loop's block and each leaf's entry take the
-    // region's counts, rated low, and their ranges still hold them.
-    for (std::size_t k = 0; k < inputs.size(); ++k) {
+    // (Alone, the loop came out at 333,333 iterations against the region's
+    // 708,333.) Analyzed again: the loop's block takes the region's count,
+    // rated low, and its range still holds it.
+    for (std::size_t k = 0; k < regions.size(); ++k) {
         ProcedureInput in = inputs[k];
         in.region = regions.at(k).counts;
         in.region_loop = regions.at(k).loop;
@@ -293,7 +289,27 @@ TEST_CASE("a region from real code: the loop and its leaves analyzed again at th
         CHECK(b->executions == doctest::Approx(executions).epsilon(0.01));
         CHECK(b->executions_min <= b->executions);
         CHECK(b->executions_max >= b->executions);
-        CHECK(again->entry_from_region == (k > 0));
+        CHECK(!again->entry_from_region);
         if (k == 0) CHECK(again->loops.front().from_region);
     }
+}
+
+TEST_CASE("no region where the split of the indirect calls over their targets decides its best case") {
+    // A loop of 2 cycles with one call through a table whose targets take
+    // 1 and 40 cycles a call: the region's best case an iteration is 8.5 or
+    // 42 by where the calls go, and nothing in the code says.
+    RegionLoop loop;
+    loop.samples = 100;
+    loop.best_cycles = 2;
+    loop.indirect = 1;
+    const std::vector<RegionCallee> callees = {{0x10, 500, 1}, {0x20, 500, 40}};
+    const std::vector<std::uint64_t> targets = {0x10, 0x20};
+    CHECK(!region_counts(loop, callees, targets, kCalls).has_value());
+    // Targets alike, within the calls' bound: the loop's count, no target's.
+    const std::vector<RegionCallee> alike = {{0x10, 500, 1}, {0x20, 500, 1.5}};
+    const auto r = region_counts(loop, alike, targets, kCalls);
+    REQUIRE(r.has_value());
+    CHECK(r->best_cycles == doctest::Approx(kCalls.indirect));
+    CHECK(r->iterations == doctest::Approx(1100 / kCalls.indirect));
+    CHECK(r->entries.empty());
 }
