@@ -551,30 +551,19 @@ void pool_contradictions(std::vector<ClassEstimate>& classes, const Cfg& cfg, co
     }
 }
 
-// A call region's counts replace the class's own estimate (call_regions.h):
-// the class's samples alone hold cycles of its callees or callers.
-void apply_regions(std::vector<ClassEstimate>& classes, const FrequencyClasses& fc, const EstimatorOptions& opt) {
-    for (const auto& a : opt.regions) {
+// Counts that replace whatever the samples' placement suggested for their
+// class: a call region's (call_regions.h: the class's samples alone hold
+// cycles of its callees or callers), rated low, and then measured anchors.
+void apply_counts(std::vector<ClassEstimate>& classes, const FrequencyClasses& fc, std::span<const Anchor> counts,
+                  EstimateSource source, Confidence confidence) {
+    for (const auto& a : counts) {
         const auto& class_of = a.edge ? fc.edge_class : fc.block_class;
         if (a.index >= class_of.size()) continue;
         auto& e = classes[class_of[a.index]];
         e.frequency = a.frequency;
         e.known = true;
-        e.source = EstimateSource::kCallRegion;
-        e.confidence = Confidence::kLow;
-    }
-}
-
-// Anchors override whatever the samples' placement suggested for their class.
-void apply_anchors(std::vector<ClassEstimate>& classes, const FrequencyClasses& fc, const EstimatorOptions& opt) {
-    for (const auto& a : opt.anchors) {
-        const auto& class_of = a.edge ? fc.edge_class : fc.block_class;
-        if (a.index >= class_of.size()) continue;
-        auto& e = classes[class_of[a.index]];
-        e.frequency = a.frequency;
-        e.known = true;
-        e.source = EstimateSource::kRegisterProgress;
-        e.confidence = Confidence::kMeasured;
+        e.source = source;
+        e.confidence = confidence;
     }
 }
 
@@ -756,8 +745,8 @@ FrequencyEstimate estimate_frequencies(const Cfg& cfg, const FrequencyClasses& f
         use_instruction_counts(classes[c], members(c), cfg, opt);
     }
     pool_contradictions(classes, cfg, fc, timing, samples, first_call, opt);
-    apply_regions(classes, fc, opt);
-    apply_anchors(classes, fc, opt);
+    apply_counts(classes, fc, opt.regions, EstimateSource::kCallRegion, Confidence::kLow);
+    apply_counts(classes, fc, opt.anchors, EstimateSource::kRegisterProgress, Confidence::kMeasured);
     if (fc.from_cycle_equivalence) propagate_flow(classes, cfg, fc);
     FrequencyEstimate out = per_block_and_edge(std::move(classes), cfg, fc);
     out.propagated = fc.from_cycle_equivalence;

@@ -1,5 +1,5 @@
 /* Cycles per iteration of a loop with a chain of data-dependent branches
- * (issue 36): a three-way `if / else if / else` on a random 32-bit value
+ * (issue 36), branchy.c's classify() itself (included): a three-way `if / else if / else` on a random 32-bit value
  * (taken 1/16, 3/16 and 12/16 of the time) and a branch-free odd count,
  * over 8192 values (in L1/L2), timed unsampled with the add-chain clock.
  * `random` gives the branches their unpredictable outcomes, new values for
@@ -10,36 +10,18 @@
  * model's best case for the loop is neither. Prints the median of 7
  * interleaved rounds of each. Used by docs/MACHINE_MODEL.md to check what
  * a profile's samples say a loop iteration costs against the time it takes. */
-#include <stdint.h>
-#include <stdlib.h>
-
+#define BRANCHY_NO_MAIN
+#pragma GCC diagnostic ignored "-Wunused-variable" /* branchy.c's main uses the rest */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "branchy.c" /* its classify(), timed here as the profile saw it */
 #include "microbench.h"
 
-#define N 8192
 #define ROUNDS 7
 #define PASSES 2000
 
 static uint32_t values[N];
 
-__attribute__((noipa)) static int branch_chain(const uint32_t *v, int n)
-{
-	__asm__ volatile("" ::: "memory");
-	int small = 0, medium = 0, large = 0, odd = 0;
-	for (int i = 0; i < n; i++) {
-		uint32_t x = v[i];
-		if (x < (1u << 20))
-			small++;
-		else if (x < (1u << 22))
-			medium += 2;
-		else
-			large += x & 3;
-		if (x & 1)
-			odd++;
-	}
-	return small * 7 + medium * 5 + large * 3 + odd;
-}
-
-static void fill(int one_way, uint32_t seed)
+static void fill_values(int one_way, uint32_t seed)
 {
 	for (int i = 0; i < N; i++) {
 		seed = seed * 1103515245u + 12345u;
@@ -52,9 +34,9 @@ static double round_cycles(int one_way, long *sink)
 {
 	double mhz = add_chain_mhz(), s = 0;
 	for (int p = 0; p < PASSES; p++) {
-		fill(one_way, 12345u + (uint32_t)p);  /* new values: no pattern to learn */
+		fill_values(one_way, 12345u + (uint32_t)p);  /* new values: no pattern to learn */
 		double a = cpu_seconds();
-		*sink += branch_chain(values, N);
+		*sink += classify(values, N);
 		s += cpu_seconds() - a;
 	}
 	return s * mhz * 1e6 / ((double)PASSES * N);

@@ -89,6 +89,7 @@ KERNEL int machine(const uint32_t *v, int n)
 	return count;
 }
 
+#ifndef BRANCHY_NO_MAIN /* branch_chain.c includes the kernels */
 int main(int argc, char **argv)
 {
 	int reps = argc > 1 ? atoi(argv[1]) : 100;
@@ -104,3 +105,4 @@ int main(int argc, char **argv)
 	printf("%ld\n", acc);
 	return 0;
 }
+#endif

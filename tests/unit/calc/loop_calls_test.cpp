@@ -528,6 +528,61 @@ TEST_CASE("a loop's exit its odds never saw taken ranges up to the odds' interva
     CHECK(exits >= 1);
 }
 
+namespace {
+
+// set_bits() analyzed once without snapshots, to find its loops: the
+// outer one over the words (stepping a pointer), the inner popcount.
+struct SetBits {
+    Append fx = Append::open();
+    const Symbol* fn = nullptr;
+    ProcedureInput plain;
+    CalcProcedure first;
+    const CalcLoop* outer = nullptr;
+    const CalcLoop* inner = nullptr;
+    int outer_gp = -1, inner_gp = -1;
+
+    SetBits() {
+        fn = fx.symbol("set_bits");
+        REQUIRE(fn != nullptr);
+        plain.name = "set_bits";
+        plain.start = fn->start;
+        plain.end = fx.table.end_of(*fn);
+        plain.image = &fx.image;
+        plain.samples = {{fn->start, 1}};
+        auto analyzed = analyze_procedure(plain, fx.model, 1000);
+        REQUIRE(analyzed.ok());
+        first = std::move(*analyzed);
+        for (const auto& l : first.loops) (l.depth == 1 ? outer : inner) = &l;
+        REQUIRE(outer != nullptr);
+        REQUIRE(inner != nullptr);
+        outer_gp = gp_of(outer->induction);
+        inner_gp = gp_of(inner->induction);
+        REQUIRE(outer_gp >= 0);
+        REQUIRE(inner_gp >= 0);
+    }
+    SetBits(const SetBits&) = delete;
+    SetBits& operator=(const SetBits&) = delete;
+};
+
+struct XorShift {
+    std::uint64_t x;
+    std::uint64_t operator()() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return x;
+    }
+};
+
+// Set bits per word: 8 to 24, drawn once (the same array every call).
+std::vector<int> set_bits_per_word(XorShift& next, int words) {
+    std::vector<int> bits(static_cast<std::size_t>(words));
+    for (auto& b : bits) b = 8 + static_cast<int>(next() % 17);
+    return bits;
+}
+
+}  // namespace
+
 TEST_CASE("an inner loop too short for pairs is measured through its outer loop, by a counter the outer loop leaves alone") {
     // set_bits(): per word (rdi, step 8), `while (w) { w &= w - 1; total++; }`
     // with total (ecx) running on across the words. One snapshot per call,
@@ -537,38 +592,18 @@ TEST_CASE("an inner loop too short for pairs is measured through its outer loop,
     // the inner loop's count is the outer loop's times that ratio. Before,
     // the inner loop was not measured, and its count was its samples' over
     // the model's cycles (bits in bench/accuracy: -47%).
-    Append fx = Append::open();
-    const Symbol* fn = fx.symbol("set_bits");
-    REQUIRE(fn != nullptr);
-    ProcedureInput plain;
-    plain.name = "set_bits";
-    plain.start = fn->start;
-    plain.end = fx.table.end_of(*fn);
-    plain.image = &fx.image;
-    plain.samples = {{fn->start, 1}};
-    auto first = analyze_procedure(plain, fx.model, 1000);
-    REQUIRE(first.ok());
-    const CalcLoop* outer = nullptr;
-    const CalcLoop* inner = nullptr;
-    for (const auto& l : first->loops) (l.depth == 1 ? outer : inner) = &l;
-    REQUIRE(outer != nullptr);
-    REQUIRE(inner != nullptr);
-    const int outer_gp = gp_of(outer->induction), inner_gp = gp_of(inner->induction);
-    REQUIRE(outer_gp >= 0);
-    REQUIRE(inner_gp >= 0);
+    SetBits sb;
+    const Append& fx = sb.fx;
+    const ProcedureInput& plain = sb.plain;
+    const CalcLoop* outer = sb.outer;
+    const CalcLoop* inner = sb.inner;
+    const int outer_gp = sb.outer_gp, inner_gp = sb.inner_gp;
     REQUIRE(inner->step == 1);
-    // Set bits per word: 8 to 24, drawn once (the same array every call).
     constexpr int kWords = 1024, kCalls = 3000;
-    std::vector<int> bits(kWords);
-    std::uint64_t x = 88172645463325252ull;
-    const auto next = [&x] {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        return x;
-    };
+    XorShift next{88172645463325252ull};
+    const std::vector<int> bits = set_bits_per_word(next, kWords);
     long total = 0;
-    for (auto& b : bits) total += b = 8 + static_cast<int>(next() % 17);
+    for (int b : bits) total += b;
     const double per_word = static_cast<double>(total) / kWords;
     std::vector<RegisterSample> v;
     const std::uint64_t base = 0x5555'0000'0000;
@@ -626,36 +661,18 @@ TEST_CASE("an outer loop too short for pairs runs its entries times the trip its
     // at the guard (`test esi, esi; jle`, n = 1,024) say the calls enter the
     // loop. Before, the outer loop's count was its 300 samples over the
     // model's cycles, and the inner loop's count that times its ratio.
-    Append fx = Append::open();
-    const Symbol* fn = fx.symbol("set_bits");
-    REQUIRE(fn != nullptr);
-    ProcedureInput plain;
-    plain.name = "set_bits";
-    plain.start = fn->start;
-    plain.end = fx.table.end_of(*fn);
-    plain.image = &fx.image;
-    plain.samples = {{fn->start, 1}};
-    auto first = analyze_procedure(plain, fx.model, 1000);
-    REQUIRE(first.ok());
-    const CalcLoop* outer = nullptr;
-    const CalcLoop* inner = nullptr;
-    for (const auto& l : first->loops) (l.depth == 1 ? outer : inner) = &l;
-    REQUIRE(outer != nullptr);
-    REQUIRE(inner != nullptr);
-    const int outer_gp = gp_of(outer->induction), inner_gp = gp_of(inner->induction);
-    REQUIRE(outer_gp >= 0);
-    REQUIRE(inner_gp >= 0);
+    SetBits sb;
+    const Append& fx = sb.fx;
+    const Symbol* fn = sb.fn;
+    const ProcedureInput& plain = sb.plain;
+    const CalcLoop* outer = sb.outer;
+    const CalcLoop* inner = sb.inner;
+    const int outer_gp = sb.outer_gp, inner_gp = sb.inner_gp;
     constexpr int kWords = 1024, kCalls = 3000;
-    std::vector<int> bits(kWords);
-    std::uint64_t x = 0x2545F4914F6CDD1Dull;
-    const auto next = [&x] {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        return x;
-    };
+    XorShift next{0x2545F4914F6CDD1Dull};
+    const std::vector<int> bits = set_bits_per_word(next, kWords);
     long total = 0;
-    for (auto& b : bits) total += b = 8 + static_cast<int>(next() % 17);
+    for (int b : bits) total += b;
     const double per_word = static_cast<double>(total) / kWords;
     std::vector<RegisterSample> v;
     const std::uint64_t base = 0x5555'0000'0000;
