@@ -171,6 +171,15 @@ int main() {
     }
     Measured plain, dear;
     if (!measure(0, plain) || !measure(100'000, dear)) return 1;
+    // A calibration whose own pairs spread wider than the difference the
+    // test looks for cannot tell it (CI's host, 2026-11-27: 2 pairs of the
+    // dear handler, quartiles 24.9-128.6 us, where a quiet run gives 6 pairs
+    // within 2 us): the machine was busy, not the measure wrong. Once more.
+    if (dear.cost.pairs < 4 || dear.cost.high_us - dear.cost.low_us > 50) {
+        std::printf("the dear handler's pairs cannot tell 100 us apart (%d pairs, quartiles %.1f-%.1f us): measuring again\n",
+                    dear.cost.pairs, dear.cost.low_us, dear.cost.high_us);
+        if (!measure(100'000, dear)) return 1;
+    }
     int failures = 0;
     // 100 us more per sample must show as most of 100 us (the spin runs
     // in the timer interrupt the calibration's program waits for).
