@@ -581,6 +581,22 @@ std::vector<int> set_bits_per_word(XorShift& next, int words) {
     return bits;
 }
 
+// A snapshot at the inner loop's header, at a random word of a trip over
+// `bits` (the array at `base`): the word pointer, the end pointer (rsi) and
+// the set bits counted so far, part of the word's own.
+void snapshot_in_trip(RegisterSample& s, const SetBits& sb, XorShift& next, const std::vector<int>& bits,
+                      std::uint64_t base) {
+    const auto words = static_cast<std::uint64_t>(bits.size());
+    const auto word = static_cast<std::size_t>(next() % words);
+    long done = 0;
+    for (std::size_t w = 0; w < word; ++w) done += bits[w];
+    s.offset = sb.inner->header;
+    s.regs[static_cast<std::size_t>(sb.outer_gp)] = base + 8 * word;
+    s.regs[6] = base + 8 * words;  // rsi: the end
+    s.regs[static_cast<std::size_t>(sb.inner_gp)] =
+        static_cast<std::uint64_t>(done + static_cast<long>(next() % static_cast<std::uint64_t>(bits[word])));
+}
+
 }  // namespace
 
 TEST_CASE("an inner loop too short for pairs is measured through its outer loop, by a counter the outer loop leaves alone") {
@@ -597,7 +613,6 @@ TEST_CASE("an inner loop too short for pairs is measured through its outer loop,
     const ProcedureInput& plain = sb.plain;
     const CalcLoop* outer = sb.outer;
     const CalcLoop* inner = sb.inner;
-    const int outer_gp = sb.outer_gp, inner_gp = sb.inner_gp;
     REQUIRE(inner->step == 1);
     constexpr int kWords = 1024, kCalls = 3000;
     XorShift next{88172645463325252ull};
@@ -608,17 +623,10 @@ TEST_CASE("an inner loop too short for pairs is measured through its outer loop,
     std::vector<RegisterSample> v;
     const std::uint64_t base = 0x5555'0000'0000;
     for (int call = 0; call < kCalls; ++call) {
-        const auto word = static_cast<int>(next() % kWords);
-        long done = 0;
-        for (int w = 0; w < word; ++w) done += bits[static_cast<std::size_t>(w)];
         RegisterSample s;
         s.pid = s.tid = 10;
         s.time_ns = 1'000'000'000 + static_cast<std::uint64_t>(call) * static_cast<std::uint64_t>(kPeriodNs);
-        s.offset = inner->header;
-        s.regs[static_cast<std::size_t>(outer_gp)] = base + 8 * static_cast<std::uint64_t>(word);
-        s.regs[6] = base + 8 * kWords;  // rsi: the end
-        s.regs[static_cast<std::size_t>(inner_gp)] =
-            static_cast<std::uint64_t>(done + static_cast<long>(next() % static_cast<std::uint64_t>(bits[static_cast<std::size_t>(word)])));
+        snapshot_in_trip(s, sb, next, bits, base);
         v.push_back(s);
     }
     ProcedureInput in = plain;
@@ -667,7 +675,6 @@ TEST_CASE("an outer loop too short for pairs runs its entries times the trip its
     const ProcedureInput& plain = sb.plain;
     const CalcLoop* outer = sb.outer;
     const CalcLoop* inner = sb.inner;
-    const int outer_gp = sb.outer_gp, inner_gp = sb.inner_gp;
     constexpr int kWords = 1024, kCalls = 3000;
     XorShift next{0x2545F4914F6CDD1Dull};
     const std::vector<int> bits = set_bits_per_word(next, kWords);
@@ -688,14 +695,7 @@ TEST_CASE("an outer loop too short for pairs runs its entries times the trip its
             v.push_back(s);
             continue;
         }
-        const auto word = static_cast<int>(next() % kWords);
-        long done = 0;
-        for (int w = 0; w < word; ++w) done += bits[static_cast<std::size_t>(w)];
-        s.offset = inner->header;
-        s.regs[static_cast<std::size_t>(outer_gp)] = base + 8 * static_cast<std::uint64_t>(word);
-        s.regs[6] = base + 8 * kWords;  // rsi: the end
-        s.regs[static_cast<std::size_t>(inner_gp)] =
-            static_cast<std::uint64_t>(done + static_cast<long>(next() % static_cast<std::uint64_t>(bits[static_cast<std::size_t>(word)])));
+        snapshot_in_trip(s, sb, next, bits, base);
         v.push_back(s);
     }
     ProcedureInput in = plain;
