@@ -13,6 +13,7 @@
 #include "ecpi/analyze/calc/branch_odds.h"
 #include "ecpi/analyze/calc/later_odds.h"
 #include "ecpi/analyze/calc/calc.h"
+#include "ecpi/analyze/calc/entry_trips.h"
 #include "ecpi/analyze/calc/flow_counts.h"
 #include "ecpi/analyze/calc/loops.h"
 #include "ecpi/analyze/calc/register_progress.h"
@@ -405,6 +406,37 @@ void measure_trips(Analysis& a, const ProcedureInput& input) {
             (a.loops.loops[l].contains(a.cfg.edges[e].to) ? share.stay_edge : share.exit_edge) = e;
         a.trip_shares.push_back(share);
         a.loop_reports[l].trip_length = trip.length;
+    }
+}
+
+// Issue 36: per loop neither register progress nor its exit's bound
+// measured, its trip length from the snapshots taken in its trips' first
+// iterations (entry_trips.h): wordfreq's hash probe, whose exit compares a
+// loaded key. Its back edge then runs length - 1 times per entry.
+void measure_entry_trips(Analysis& a, const ProcedureInput& input) {
+    if (!input.registers || input.registers->stream.empty()) return;
+    for (std::uint32_t l = 0; l < a.loops.loops.size(); ++l) {
+        if (a.loop_anchor[l] > 0 || a.trips[l].known) continue;
+        const auto site = entry_trip_site(a.cfg, a.loops, l);
+        if (!site) continue;
+        const EntryTrips trips = entry_trips(a.cfg, a.loops, *site, input.registers->stream, input.registers->image,
+                                             input.registers->candidates);
+        if (!trips.known) continue;
+        TripShare share;
+        share.block = site->preheader;
+        share.stay_edge = site->back_edge;
+        share.exit_edge = site->entry_edge;
+        share.length = trips.length;
+        share.weight = trips.snapshots;
+        share.from_entry = true;
+        a.trip_shares.push_back(share);
+        CalcLoop& r = a.loop_reports[l];
+        r.trip_length = trips.length;
+        r.trip_starts = "its trips run " + fmt_count(trips.length) + " iterations (" + fmt_count(trips.low) + "-" +
+                        fmt_count(trips.high) + "): " + std::to_string(trips.first) + " of " +
+                        std::to_string(trips.snapshots) + " register snapshots at the top of its header hold " +
+                        register_name(site->gp, 8) + " at the start its preheader computes: its count is its " +
+                        "entries times that";
     }
 }
 
@@ -948,6 +980,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
         describe_loop_calls(a, input);
         count_loop_entries(a, input);
         measure_trips(a, input);
+        measure_entry_trips(a, input);
         evaluate_branches(a, input);
     }
     estimate_with_ranges(a, input, model, period_cycles, sampled);

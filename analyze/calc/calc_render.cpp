@@ -214,7 +214,8 @@ void render_loops(std::ostringstream& o, const CalcProcedure& p) {
         } else {
             o << "not measured: " << l.why_not;
             if (!l.induction.empty()) o << " (induction register " << l.induction << ", step " << l.step << ")";
-            if (l.trip_length > 0)
+            if (!l.trip_starts.empty()) o << "; " << l.trip_starts;
+            else if (l.trip_length > 0)
                 o << "; its trips run " << count_text(l.trip_length) << " iterations to the bound its exit compares "
                   << l.induction << " with: its count is its entries times that";
             if (l.from_region)

@@ -106,6 +106,11 @@ void add_odds(const FlowCountsInput& in, const FrequencyEstimate& estimate, std:
     for (const TripShare& t : in.trips) {
         if (t.block >= executions.size() || !(executions[t.block] > 0) || !(t.length >= 1)) continue;
         const double count = executions[t.block];
+        if (t.from_entry) {
+            // The entries are the preheader's count: the back edge follows.
+            soft(t.stay_edge, measured_count(count * (t.length - 1)));
+            continue;
+        }
         soft(t.exit_edge, measured_count(count / t.length));
         soft(t.stay_edge, measured_count(count * (1 - 1 / t.length)));
     }
@@ -166,7 +171,9 @@ std::vector<double> edge_shares(const FlowCountsInput& in, const FlowSolution& f
         split(o.edges, chose);
     }
     for (const TripShare& t : in.trips) {
-        if (!(t.length >= 1) || t.exit_edge >= share.size() || t.stay_edge >= share.size()) continue;
+        // From the entries: the loop's exits' shares are the flow's, which
+        // the back edge's count (add_odds) holds at the length.
+        if (t.from_entry || !(t.length >= 1) || t.exit_edge >= share.size() || t.stay_edge >= share.size()) continue;
         share[t.exit_edge] = 1 / t.length;
         share[t.stay_edge] = 1 - 1 / t.length;
     }

@@ -109,6 +109,9 @@ struct CalcLoop {
     // Not anchored, but its trips' length read off its exit's bound on its
     // snapshots (trip_length): its count is its entries times that (0: none).
     double trip_length = 0;
+    // The trip length from its trips' first iterations (entry_trips.h): why,
+    // in words ("" when from its exit's bound or none).
+    std::string trip_starts;
     PairCounts pairs;                         // register_progress.h
     // For call regions (call_regions.h, run_calc), not rendered: whether
     // every block of the loop runs once an iteration (one frequency class),

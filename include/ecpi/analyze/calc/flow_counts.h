@@ -52,6 +52,10 @@ struct TripShare {
     std::uint32_t stay_edge = 0, exit_edge = 0;  // CFG edge indices
     double length = 0;                           // iterations a trip
     double weight = 0;                           // the snapshots it rests on
+    // From its trips' first iterations (entry_trips.h): `block` is the
+    // preheader, whose one edge `exit_edge` enters the loop, and
+    // `stay_edge` the back edge, which runs length - 1 times per entry.
+    bool from_entry = false;
 };
 
 struct FlowCountsInput {

@@ -1,0 +1,215 @@
+// A loop's trip length from its trips' first iterations (entry_trips.h,
+// issue 36): wordfreq's hash probe, whose exit compares a loaded key, and
+// the flow that ties such a loop's count to its entries (flow_counts.h,
+// TripShare::from_entry).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "ecpi/analyze/calc/entry_trips.h"
+#include "ecpi/analyze/calc/flow_counts.h"
+#include "hand_cfg.h"
+
+using namespace ecpi::analyze;
+using ecpi::store::RegisterSample;
+
+namespace {
+
+// GCC 12 -O2's count_words of tests/testprogs/pgo/wordfreq.c at 0x1590
+// (as loops_test.cpp has it). Its hash probe:
+//   0x1632 sub rdi, 1; mov rsi, rcx; mov r8, [r14]; and rsi, rdi; jmp 0x1654
+//   0x1648 cmp rcx, [rax]; je 0x1698            (the key matches: out)
+//   0x164d add rsi, 1; and rsi, rdi               (the latch)
+//   0x1654 mov rax, rsi; shl rax, 4; add rax, r8; mov r9d, [rax+8]; test r9d, r9d; jne 0x1648
+std::vector<std::uint8_t> count_words() {
+    return {
+            0x48, 0xb9, 0x25, 0x23, 0x22, 0x84, 0xe4, 0x9c, 0xf2, 0xcb, 0x41, 0x57, 0x49, 0xbf, 0xb3, 0x01,
+            0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x41, 0x56, 0x49, 0x89, 0xfe, 0x41, 0x55, 0x49, 0x89, 0xf5,
+            0x41, 0x54, 0x49, 0x89, 0xd4, 0x31, 0xd2, 0x55, 0x31, 0xed, 0x53, 0x31, 0xdb, 0x48, 0x83, 0xec,
+            0x18, 0xeb, 0x16, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0x3c, 0x27, 0x74, 0x21, 0x85, 0xed, 0x75, 0x50,
+            0x48, 0x83, 0xc3, 0x01, 0x49, 0x39, 0xdc, 0x72, 0x31, 0x41, 0x0f, 0xb6, 0x44, 0x1d, 0x00, 0x89,
+            0xc6, 0x83, 0xe6, 0xdf, 0x83, 0xee, 0x41, 0x40, 0x80, 0xfe, 0x19, 0x77, 0xdb, 0x83, 0xc8, 0x20,
+            0x48, 0x83, 0xc3, 0x01, 0x83, 0xc5, 0x01, 0x48, 0x0f, 0xbe, 0xc0, 0x48, 0x31, 0xc8, 0x49, 0x0f,
+            0xaf, 0xc7, 0x48, 0x89, 0xc1, 0x49, 0x39, 0xdc, 0x73, 0xcf, 0x48, 0x83, 0xc4, 0x18, 0x48, 0x89,
+            0xd0, 0x5b, 0x5d, 0x41, 0x5c, 0x41, 0x5d, 0x41, 0x5e, 0x41, 0x5f, 0xc3, 0x0f, 0x1f, 0x40, 0x00,
+            0x49, 0x8b, 0x46, 0x10, 0x49, 0x8b, 0x7e, 0x08, 0x48, 0x8d, 0x44, 0x00, 0x02, 0x48, 0x39, 0xc7,
+            0x72, 0x6e, 0x48, 0x83, 0xef, 0x01, 0x48, 0x89, 0xce, 0x4d, 0x8b, 0x06, 0x48, 0x21, 0xfe, 0xeb,
+            0x13, 0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00, 0x48, 0x3b, 0x08, 0x74, 0x4b, 0x48, 0x83, 0xc6,
+            0x01, 0x48, 0x21, 0xfe, 0x48, 0x89, 0xf0, 0x48, 0xc1, 0xe0, 0x04, 0x4c, 0x01, 0xc0, 0x44, 0x8b,
+            0x48, 0x08, 0x45, 0x85, 0xc9, 0x75, 0xe1, 0x48, 0x89, 0x08, 0x41, 0xb9, 0x01, 0x00, 0x00, 0x00,
+            0x89, 0x68, 0x0c, 0x49, 0x83, 0x46, 0x10, 0x01, 0x44, 0x89, 0x48, 0x08, 0x48, 0x83, 0xc2, 0x01,
+            0x31, 0xed, 0x48, 0xb9, 0x25, 0x23, 0x22, 0x84, 0xe4, 0x9c, 0xf2, 0xcb, 0xe9, 0x3f, 0xff, 0xff,
+            0xff, 0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00, 0x41, 0x83, 0xc1, 0x01, 0xeb, 0xda, 0x66, 0x90,
+            0x4c, 0x89, 0xf7, 0x48, 0x89, 0x54, 0x24, 0x08, 0x48, 0x89, 0x0c, 0x24, 0xe8, 0x9f, 0xfd, 0xff,
+            0xff, 0x49, 0x8b, 0x7e, 0x08, 0x48, 0x8b, 0x54, 0x24, 0x08, 0x48, 0x8b, 0x0c, 0x24, 0xe9, 0x6f,
+            0xff, 0xff, 0xff};
+}
+
+Cfg hand_assembled(std::uint64_t at, const std::vector<std::uint8_t>& code) {
+    auto insns = decode_x86_64(at, code);
+    REQUIRE(insns.ok());
+    return build_cfg(at, at + code.size(), std::move(*insns), {});
+}
+
+struct Probe {
+    Cfg cfg = hand_assembled(0x1590, count_words());
+    LoopInfo loops = find_loops(cfg);
+    std::uint32_t probe = 0;  // the probe loop's index
+    Probe() {
+        REQUIRE(loops.loops.size() == 2);
+        probe = loops.loops[0].parent == kNoLoop ? 1 : 0;
+    }
+};
+
+constexpr std::uint64_t kMask = 0x3fff;  // 16,384 slots
+
+// A snapshot at `pc` in the probe loop of the trip for `hash`, k iterations
+// into it.
+RegisterSample at_probe(std::uint64_t pc, std::uint64_t hash, std::uint64_t k, std::uint64_t time) {
+    RegisterSample s;
+    s.pid = s.tid = 7;
+    s.time_ns = time;
+    s.offset = pc;
+    s.regs[1] = hash;                          // rcx
+    s.regs[7] = kMask;                         // rdi (after the preheader's sub)
+    s.regs[6] = ((hash & kMask) + k) & kMask;  // rsi
+    s.regs[8] = 0x7f0000000000;                // r8: the slots
+    s.regs[0] = s.regs[8] + 16 * s.regs[6];    // rax
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("entry_trips: a hash probe's index starts at the hash its preheader masks, which the loop leaves alone") {
+    Probe p;
+    const auto site = entry_trip_site(p.cfg, p.loops, p.probe);
+    REQUIRE(site);
+    CHECK(site->gp == 6);  // rsi
+    CHECK(site->top_begin == 0x1654);
+    CHECK(site->top_end == 0x1667);  // the header never writes rsi
+    CHECK(p.cfg.instructions[p.cfg.blocks[site->preheader].first].address == 0x1632);
+    CHECK(p.cfg.edges[site->entry_edge].to == p.loops.loops[p.probe].header);
+    CHECK(p.cfg.edges[site->back_edge].from == p.loops.loops[p.probe].latches.front());
+    const auto start = trip_start(p.cfg, p.loops, *site, at_probe(0x1662, 0x9e3779b97f4a7c15, 3, 0));
+    REQUIRE(start);
+    CHECK(*start == (0x9e3779b97f4a7c15 & kMask));
+
+    // The outer scan loop steps rbx on every path but calls grow(): no site.
+    CHECK_FALSE(entry_trip_site(p.cfg, p.loops, 1 - p.probe));
+
+    // The index moved by a load instead of `add rsi, 1` (mov rsi, [rax];
+    // nop) may come back to its start in any iteration: no site.
+    auto code = count_words();
+    const std::size_t at = 0x164d - 0x1590;
+    REQUIRE(code[at + 2] == 0xc6);
+    code[at + 1] = 0x8b;
+    code[at + 2] = 0x30;
+    code[at + 3] = 0x90;
+    const Cfg loaded = hand_assembled(0x1590, code);
+    const LoopInfo loaded_loops = find_loops(loaded);
+    for (std::uint32_t l = 0; l < loaded_loops.loops.size(); ++l) CHECK_FALSE(entry_trip_site(loaded, loaded_loops, l));
+}
+
+TEST_CASE("entry_trips: the header's snapshots over those at a trip's start are the trip length") {
+    Probe p;
+    const auto site = entry_trip_site(p.cfg, p.loops, p.probe);
+    REQUIRE(site);
+    // 600 trips, of 1 (70%), 2 (20%) and 3 (10%) iterations: 1.4 a trip.
+    // One snapshot an iteration at the header's load and one at its shift.
+    std::vector<RegisterSample> stream;
+    std::uint64_t time = 0, iterations = 0;
+    for (std::uint64_t t = 0; t < 600; ++t) {
+        const std::uint64_t hash = 0x9e3779b97f4a7c15 * (t + 1);
+        const std::uint64_t length = t % 10 < 7 ? 1 : t % 10 < 9 ? 2 : 3;
+        for (std::uint64_t k = 0; k < length; ++k, ++iterations) {
+            stream.push_back(at_probe(0x1662, hash, k, time += 1000));
+            stream.push_back(at_probe(0x1657, hash, k, time += 1000));
+        }
+    }
+    REQUIRE(iterations == 840);
+    const EntryTrips even = entry_trips(p.cfg, p.loops, *site, stream, 0, {});
+    REQUIRE(even.known);
+    CHECK(even.snapshots == 1680);
+    CHECK(even.first == 1200);
+    CHECK(even.length == doctest::Approx(1.4));
+    CHECK(even.low < 1.4);
+    CHECK(even.high > 1.4);
+
+    // A first iteration that waits at its load twice as long (its line
+    // missed): the load's pc sees first iterations twice. The pooled length
+    // is low; the shift's pc, which waits as long in every iteration, keeps
+    // the range holding the truth.
+    std::vector<RegisterSample> slow = stream;
+    for (const auto& s : stream)
+        if (s.offset == 0x1662 && s.regs[6] == (s.regs[1] & kMask)) {
+            slow.push_back(s);
+            slow.back().time_ns += 1;
+        }
+    const EntryTrips weighted = entry_trips(p.cfg, p.loops, *site, slow, 0, {});
+    REQUIRE(weighted.known);
+    CHECK(weighted.length < 1.3);
+    CHECK(weighted.low <= 1.4);
+    CHECK(weighted.high >= 1.4);
+
+    // Snapshots past the header's top, or too few at a trip's start: no length.
+    std::vector<RegisterSample> few;
+    for (const auto& s : stream)
+        if (s.regs[6] != (s.regs[1] & kMask) || few.size() < 4) few.push_back(s);
+    CHECK_FALSE(entry_trips(p.cfg, p.loops, *site, few, 0, {}).known);
+}
+
+TEST_CASE("a loop's trip length from its trips' starts ties its count to its preheader's, where its samples say 20x") {
+    // wordfreq's probe: entry -> P (the preheader);  P -> H;  H -> C (a slot
+    // in use) | N (a free one);  C -> X (the key matches) | L;  L -> H (the
+    // latch);  N -> X;  X -> exit. 100 entries a period from the callers'
+    // measured call sites; the header's samples over the model's cycles say
+    // F 2,000 (its load's misses), its trips' starts 1.25 iterations a trip.
+    test::HandCfg fx;
+    const std::uint32_t pre = fx.add_block({1, 1});
+    const std::uint32_t h = fx.add_block({1, 1, 1});
+    const std::uint32_t c = fx.add_block({1, 1});
+    const std::uint32_t l = fx.add_block({1, 1});
+    const std::uint32_t n = fx.add_block({1});
+    const std::uint32_t x = fx.add_block({1});
+    fx.edge(kEntryBlock, pre, EdgeKind::kEntry);
+    TripShare trip;
+    trip.from_entry = true;
+    trip.block = pre;
+    trip.exit_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
+    fx.edge(pre, h, EdgeKind::kJump);
+    fx.edge(h, c, EdgeKind::kBranch);
+    fx.edge(h, n, EdgeKind::kFallThrough);
+    fx.edge(c, x, EdgeKind::kBranch);
+    fx.edge(c, l, EdgeKind::kFallThrough);
+    trip.stay_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
+    fx.edge(l, h, EdgeKind::kFallThrough);
+    fx.edge(n, x, EdgeKind::kFallThrough);
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    trip.length = 1.25;
+    trip.weight = 8000;
+    std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
+    fx.sample(samples, pre, 100);
+    fx.sample(samples, h, 2000);
+    fx.sample(samples, c, 125);
+    fx.sample(samples, l, 25);
+    fx.sample(samples, x, 100);
+    const FrequencyClasses fc = frequency_classes(fx.cfg);
+    FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, EstimatorOptions{});
+    std::vector<ClassRange> ranges(fc.count);
+    ranges[fc.block_class[h]] = {true, 20, 4000};
+    FlowCountsInput in;
+    in.cfg = &fx.cfg;
+    in.classes = &fc;
+    in.timing = &fx.timing;
+    in.samples = samples;
+    in.period_cycles = 1000;
+    in.entry_executions = 100'000;
+    const std::vector<TripShare> trips = {trip};
+    in.trips = trips;
+    conserve_flow(est, ranges, in);
+    CHECK(est.block_frequency[pre] == doctest::Approx(100).epsilon(0.01));
+    CHECK(est.block_frequency[h] == doctest::Approx(125).epsilon(0.02));
+    CHECK(est.edge_frequency[trip.stay_edge] == doctest::Approx(25).epsilon(0.05));
+    CHECK(est.block_frequency[n] < 1);
+}
