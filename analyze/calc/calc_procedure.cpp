@@ -62,6 +62,9 @@ struct Analysis {
     std::vector<TripLength> trips;            // per loop: its trip length from its exit's bound (trip_length)
     std::vector<const InductionVariable*> trip_induction;  // per loop: the register that trip length is of
     std::vector<TripShare> trip_shares;       // the trips known, for the flow
+    // Per loop with a trip length from its trips' starts (entry_trips.h):
+    // its site and length.
+    std::vector<std::pair<EntryTripSite, EntryTrips>> entry_trips;
     std::vector<CalcBranch> branch_reports;
     std::vector<CalcSwitch> switch_reports;
     std::vector<BranchOdds> odds;             // conditional jumps evaluated on register snapshots
@@ -430,6 +433,7 @@ void measure_entry_trips(Analysis& a, const ProcedureInput& input) {
         share.weight = trips.snapshots;
         share.from_entry = true;
         a.trip_shares.push_back(share);
+        a.entry_trips.emplace_back(*site, trips);
         CalcLoop& r = a.loop_reports[l];
         r.trip_length = trips.length;
         r.trip_starts = "its trips run " + fmt_count(trips.length) + " iterations (" + fmt_count(trips.low) + "-" +
@@ -525,6 +529,33 @@ std::pair<double, double> class_bounds(const Analysis& a, std::uint32_t b) {
     const std::uint32_t cls = a.classes.block_class[b];
     if (cls < a.ranges.size() && a.ranges[cls].ranged) return {a.ranges[cls].min, a.ranges[cls].max};
     return {a.estimate.block_frequency[b], a.estimate.block_frequency[b]};
+}
+
+// Issue 36: a loop with a trip length from its trips' starts
+// (measure_entry_trips) runs its header between its preheader's least
+// count times the shortest length the snapshots allow and its most count
+// times the longest, and its back edge's class length - 1 times that: its
+// classes' ranges keep within those where they overlap (else the samples'
+// ranges stand).
+void range_entry_trip_loops(Analysis& a) {
+    for (const auto& [site, trips] : a.entry_trips) {
+        const std::uint32_t entry_class = a.classes.block_class[site.preheader];
+        if (entry_class >= a.ranges.size() || !a.ranges[entry_class].ranged) continue;
+        const auto [low, high] = class_bounds(a, site.preheader);
+        const Loop& loop = a.loops.loops[site.loop];
+        const std::pair<std::uint32_t, double> bounds[] = {{loop.header, 0}, {loop.latches.front(), 1}};
+        for (const auto& [block, less] : bounds) {
+            if (a.classes.block_class[block] == a.classes.block_class[site.preheader]) continue;
+            if (block == loop.latches.front() && a.cfg.blocks[block].out_edges.size() != 1) continue;
+            const std::uint32_t cls = a.classes.block_class[block];
+            if (cls >= a.ranges.size() || !a.ranges[cls].ranged) continue;
+            ClassRange& r = a.ranges[cls];
+            const double least = low * (trips.low - less), most = high * (trips.high - less);
+            if (!(least <= r.max) || !(most >= r.min)) continue;
+            r.min = std::max(r.min, least);
+            r.max = std::min(r.max, most);
+        }
+    }
 }
 
 // Issue 36: an inner loop the pairs could not measure (trips too short
@@ -729,6 +760,7 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
     ri.odds = a.odds;
     a.ranges = class_ranges(ri);
     range_trip_loops(a, input, period_cycles);
+    range_entry_trip_loops(a);
     range_anchored_classes(a);
     clamp_to_ranges(a.estimate, a.cfg, a.classes, a.ranges);
     conserve_flow(a.estimate, a.ranges, flow_input(a, input, period_cycles));
