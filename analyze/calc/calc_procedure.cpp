@@ -548,12 +548,7 @@ void range_entry_trip_loops(Analysis& a) {
             if (a.classes.block_class[block] == a.classes.block_class[site.preheader]) continue;
             if (block == loop.latches.front() && a.cfg.blocks[block].out_edges.size() != 1) continue;
             const std::uint32_t cls = a.classes.block_class[block];
-            if (cls >= a.ranges.size() || !a.ranges[cls].ranged) continue;
-            ClassRange& r = a.ranges[cls];
-            const double least = low * (trips.low - less), most = high * (trips.high - less);
-            if (!(least <= r.max) || !(most >= r.min)) continue;
-            r.min = std::max(r.min, least);
-            r.max = std::min(r.max, most);
+            if (cls < a.ranges.size()) (void)narrow_by_entry_trips(a.ranges[cls], trips, low, high, less);
         }
     }
 }

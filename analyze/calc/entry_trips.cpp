@@ -205,4 +205,14 @@ EntryTrips entry_trips(const Cfg& cfg, const LoopInfo& loops, const EntryTripSit
     return out;
 }
 
+bool narrow_by_entry_trips(ClassRange& range, const EntryTrips& trips, double entries_low, double entries_high,
+                           double less) {
+    if (!range.ranged || !trips.known) return false;
+    const double least = entries_low * (trips.low - less), most = entries_high * (trips.high - less);
+    if (!(least <= range.max) || !(most >= range.min)) return false;
+    range.min = std::max(range.min, least);
+    range.max = std::min(range.max, most);
+    return true;
+}
+
 }  // namespace ecpi::analyze

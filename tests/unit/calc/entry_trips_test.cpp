@@ -214,3 +214,27 @@ TEST_CASE("a loop's trip length from its trips' starts ties its count to its pre
     CHECK(est.edge_frequency[trip.stay_edge] == doctest::Approx(25).epsilon(0.05));
     CHECK(est.block_frequency[n] < 1);
 }
+
+TEST_CASE("entry_trips: a loop's header and latch range over their entries' range times the length's interval") {
+    EntryTrips trips;
+    trips.known = true;
+    trips.length = 1.2;
+    trips.low = 1.1;
+    trips.high = 1.7;
+    // wordfreq's probe: the header's samples allowed 27 to 3,820 (M), its
+    // preheader 4.5 to 206: the header 27 to 350, the latch 0.5 to 144.
+    ClassRange header{true, 27, 3820};
+    CHECK(narrow_by_entry_trips(header, trips, 4.5, 206, 0));
+    CHECK(header.min == doctest::Approx(27));
+    CHECK(header.max == doctest::Approx(206 * 1.7));
+    ClassRange latch{true, 0.1, 3820};
+    CHECK(narrow_by_entry_trips(latch, trips, 4.5, 206, 1));
+    CHECK(latch.min == doctest::Approx(4.5 * 0.1));
+    CHECK(latch.max == doctest::Approx(206 * 0.7));
+    // Where they do not overlap the samples' range stands; a point stays one.
+    ClassRange apart{true, 1000, 3820};
+    CHECK_FALSE(narrow_by_entry_trips(apart, trips, 4.5, 206, 0));
+    CHECK(apart.min == 1000);
+    ClassRange point{false, 50, 50};
+    CHECK_FALSE(narrow_by_entry_trips(point, trips, 4.5, 206, 0));
+}

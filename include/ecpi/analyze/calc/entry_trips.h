@@ -29,6 +29,7 @@
 
 #include "ecpi/analyze/calc/cfg.h"
 #include "ecpi/analyze/calc/loops.h"
+#include "ecpi/analyze/calc/ranges.h"
 #include "ecpi/store/profile.h"
 
 namespace ecpi::analyze {
@@ -82,5 +83,13 @@ inline constexpr std::uint32_t kMinFirstSnapshots = 5;
 [[nodiscard]] EntryTrips entry_trips(const Cfg& cfg, const LoopInfo& loops, const EntryTripSite& site,
                                      std::span<const store::RegisterSample> stream, std::uint32_t image,
                                      std::span<const std::uint32_t> candidates);
+
+// A ranged class of the loop's that runs `less` times fewer than its
+// iterations per entry (the header: 0; a latch whose one way out is the
+// back edge: 1) runs between its entries' least count times trips.low - less
+// and their most times trips.high - less: its range keeps within that where
+// they overlap (else the samples' range stands; returns false).
+bool narrow_by_entry_trips(ClassRange& range, const EntryTrips& trips, double entries_low, double entries_high,
+                           double less);
 
 }  // namespace ecpi::analyze
