@@ -52,9 +52,9 @@ std::optional<std::int64_t> step_or_mask(const DecodedInstruction& d, int gp, co
     }
 }
 
-// Whether block b runs on every iteration of loop l: in no loop nested in
-// it, and dominating its latch.
-bool every_iteration(const LoopInfo& loops, std::uint32_t l, std::uint32_t b) {
+// Whether block b runs on every way round loop l: in no loop nested in
+// it, and dominating its latch (an iteration that goes on passes it).
+bool every_turn(const LoopInfo& loops, std::uint32_t l, std::uint32_t b) {
     return b < loops.innermost.size() && loops.innermost[b] == l &&
            dominates(loops, b, loops.loops[l].latches.front());
 }
@@ -76,7 +76,7 @@ bool stepped(const Cfg& cfg, const LoopInfo& loops, std::uint32_t l, int gp) {
             const int s = *step > 0 ? 1 : -1;
             if (sign != 0 && s != sign) return false;
             sign = s;
-            every = every || every_iteration(loops, l, b);
+            every = every || every_turn(loops, l, b);
         }
     }
     return every;

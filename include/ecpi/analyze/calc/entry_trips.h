@@ -39,8 +39,8 @@ namespace ecpi::analyze {
 // register it steps: written in the loop only by adds of a nonzero
 // constant to itself (add, sub, inc, dec, lea r, [r + d]), all the same
 // sign, and masks by a register the loop leaves alone or a constant (`and
-// r, mask`: a table's index wraps), at least one add in a block every
-// iteration runs (in no nested loop, dominating the latch). It then
+// r, mask`: a table's index wraps), at least one add in a block every way
+// round the loop passes (in no nested loop, dominating the latch). It then
 // differs from its start in every later iteration of a trip shorter than
 // its wrap. Its start is computed in the preheader from registers the rest
 // of the preheader and the loop leave alone.
@@ -89,7 +89,7 @@ inline constexpr std::uint32_t kMinFirstSnapshots = 5;
 // back edge: 1) runs between its entries' least count times trips.low - less
 // and their most times trips.high - less: its range keeps within that where
 // they overlap (else the samples' range stands; returns false).
-bool narrow_by_entry_trips(ClassRange& range, const EntryTrips& trips, double entries_low, double entries_high,
+[[nodiscard]] bool narrow_by_entry_trips(ClassRange& range, const EntryTrips& trips, double entries_low, double entries_high,
                            double less);
 
 }  // namespace ecpi::analyze
