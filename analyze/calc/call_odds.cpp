@@ -1,0 +1,171 @@
+// An indirect call's targets from register snapshots. See call_odds.h.
+#include "ecpi/analyze/calc/call_odds.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <capstone/capstone.h>
+
+#include "ecpi/analyze/calc/switch_odds.h"
+
+namespace ecpi::analyze {
+
+namespace {
+
+// rbx, rbp, r12-r15: a callee returns them as it found them (System V ABI).
+bool callee_saved(std::uint16_t canonical) {
+    const int n = gp_register_number(canonical);
+    return n == 3 || n == 5 || (n >= 12 && n <= 15);
+}
+
+// A rip-relative lea: its address (made absolute when decoded).
+std::optional<std::uint64_t> rip_lea(const DecodedInstruction& d) {
+    const bool rip_base = d.memory.base != 0 && gp_register_number(d.memory.base) < 0;
+    if (d.id != X86_INS_LEA || !rip_base || d.memory.index != 0 || d.memory.segment != 0) return std::nullopt;
+    return static_cast<std::uint64_t>(d.memory.disp);
+}
+
+// The address register `reg` holds at instruction k on every path to it:
+// the one rip-relative lea every backward path meets first (a call on the
+// way keeps only a callee-saved register). None where a path reaches the
+// entry, another write, or two different addresses.
+std::optional<std::uint64_t> static_address(const Cfg& cfg, std::uint32_t k, std::uint16_t reg) {
+    std::optional<std::uint64_t> found;
+    std::set<std::uint32_t> seen;
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> work{{cfg.instruction_block[k], k}};  // block, end
+    while (!work.empty()) {
+        const auto [b, end] = work.back();
+        work.pop_back();
+        const auto& blk = cfg.blocks[b];
+        bool defined = false;
+        for (std::uint32_t x = end; x-- > blk.first;) {
+            const auto& d = cfg.instructions[x];
+            if (is_call(d.flow) && !callee_saved(reg)) return std::nullopt;
+            if (!d.writes.contains(reg)) continue;
+            const auto v = rip_lea(d);
+            if (!v || (found && *found != *v)) return std::nullopt;
+            found = v;
+            defined = true;
+            break;
+        }
+        if (defined) continue;
+        for (auto e : blk.in_edges) {
+            const std::uint32_t from = cfg.edges[e].from;
+            if (from >= cfg.blocks.size()) return std::nullopt;  // the procedure's entry
+            if (seen.insert(from).second) work.push_back({from, cfg.blocks[from].first + cfg.blocks[from].count});
+        }
+    }
+    return found;
+}
+
+// Replays one instruction; cdqe (rax from eax, sign-extended) too.
+void replay_one(const DecodedInstruction& d, KnownRegisters& r) {
+    if (d.id != X86_INS_CDQE) return replay(d, r);
+    const int rax = 0;
+    if (!r.known[rax]) return;
+    r.value[rax] = static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(r.value[rax])));
+}
+
+// Whether the call's index register was loaded from memory in its block,
+// through register moves (as switch_odds' index_loaded_in_block).
+bool index_loaded(const Cfg& cfg, std::uint32_t call) {
+    std::uint16_t reg = cfg.instructions[call].memory.index;
+    const std::uint32_t first = cfg.blocks[cfg.instruction_block[call]].first;
+    for (std::uint32_t x = call; x-- > first;) {
+        const auto& d = cfg.instructions[x];
+        if (!d.writes.contains(reg)) continue;
+        if (d.loads) return true;
+        if (d.id == X86_INS_CDQE) continue;  // rax from eax: the same register
+        const bool moves = d.id == X86_INS_MOV || d.id == X86_INS_MOVSXD || d.id == X86_INS_MOVZX ||
+                           d.id == X86_INS_MOVSX;
+        if (!moves || d.has_immediate || d.second_register == 0) return false;
+        reg = d.second_register;
+    }
+    return false;
+}
+
+// An indirect call through a table of 8-byte entries, and where its base
+// comes from: the table's address less index*8 (none where it cannot be known).
+struct TableCall {
+    std::uint32_t call = 0;   // CFG index
+    std::uint64_t base = 0;   // base register's address (or 0) + disp
+};
+
+std::optional<TableCall> table_call(const Cfg& cfg, std::uint32_t k) {
+    const auto& d = cfg.instructions[k];
+    if (d.flow != FlowKind::kIndirectCall || !d.loads || d.memory.index == 0 || d.memory.scale != 8 ||
+        d.memory.segment != 0 || gp_register_number(d.memory.index) < 0)
+        return std::nullopt;
+    std::uint64_t base = 0;
+    if (d.memory.base != 0) {
+        if (gp_register_number(d.memory.base) < 0) return std::nullopt;  // rip-relative with an index: not x86
+        const auto b = static_address(cfg, k, d.memory.base);
+        if (!b) return std::nullopt;
+        base = *b;
+    }
+    return TableCall{k, base + static_cast<std::uint64_t>(d.memory.disp)};
+}
+
+// The target a snapshot at instruction k calls, if nothing between k and
+// the call (no other call) loses the index.
+std::optional<std::uint64_t> target_from(const Cfg& cfg, const TableCall& t, std::uint32_t k,
+                                         const store::RegisterSample& snap, const PointerAt& pointer_at) {
+    if (k > t.call) return std::nullopt;
+    KnownRegisters r;
+    for (std::size_t n = 0; n < r.value.size() && n < snap.regs.size(); ++n) {
+        r.value[n] = snap.regs[n];
+        r.known[n] = true;
+    }
+    for (std::uint32_t x = k; x < t.call; ++x) {
+        if (is_call(cfg.instructions[x].flow)) return std::nullopt;
+        replay_one(cfg.instructions[x], r);
+    }
+    const auto index = known_value(r, cfg.instructions[t.call].memory.index);
+    if (!index) return std::nullopt;
+    const auto target = pointer_at(t.base + *index * 8);
+    if (!target || *target == 0) return std::nullopt;
+    return target;
+}
+
+}  // namespace
+
+bool call_odds_decide(const CallOdds& o) { return !o.index_from_memory && o.total >= kMinCallSnapshots; }
+
+std::vector<CallOdds> indirect_call_odds(const Cfg& cfg, const PointerAt& pointer_at,
+                                         std::span<const store::RegisterSample> stream, std::uint32_t image,
+                                         std::span<const std::uint32_t> candidates) {
+    // Steps: the table calls per block (the first in a block: a snapshot
+    // is not replayed across a call anyway), each snapshot's target, the odds.
+    std::map<std::uint32_t, TableCall> calls;  // block -> its first table call
+    for (std::uint32_t k = 0; k < cfg.instructions.size(); ++k) {
+        const std::uint32_t b = cfg.instruction_block[k];
+        if (calls.contains(b)) continue;
+        if (const auto t = table_call(cfg, k)) calls[b] = *t;
+    }
+    if (calls.empty()) return {};
+    std::map<std::uint32_t, std::map<std::uint64_t, std::uint32_t>> seen;  // call index -> target -> snapshots
+    for (auto p : candidates) {
+        if (p >= stream.size() || stream[p].image != image) continue;
+        const auto k = instruction_at(cfg, stream[p].offset);
+        if (!k) continue;
+        const auto t = calls.find(cfg.instruction_block[*k]);
+        if (t == calls.end()) continue;
+        if (const auto target = target_from(cfg, t->second, *k, stream[p], pointer_at))
+            ++seen[t->second.call][*target];
+    }
+    std::vector<CallOdds> out;
+    for (const auto& [call, targets] : seen) {
+        CallOdds o;
+        o.call = cfg.instructions[call].address;
+        o.index_from_memory = index_loaded(cfg, call);
+        for (const auto& [target, n] : targets) {
+            o.targets.emplace_back(target, n);
+            o.total += n;
+        }
+        out.push_back(std::move(o));
+    }
+    return out;
+}
+
+}  // namespace ecpi::analyze
