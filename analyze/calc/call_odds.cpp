@@ -107,6 +107,14 @@ std::optional<TableCall> table_call(const Cfg& cfg, std::uint32_t k) {
     return TableCall{k, base + static_cast<std::uint64_t>(d.memory.disp)};
 }
 
+// The first call at or after instruction k in its block.
+std::optional<std::uint32_t> next_call(const Cfg& cfg, std::uint32_t k) {
+    const auto& blk = cfg.blocks[cfg.instruction_block[k]];
+    for (std::uint32_t x = k; x < blk.first + blk.count; ++x)
+        if (is_call(cfg.instructions[x].flow)) return x;
+    return std::nullopt;
+}
+
 // The target a snapshot at instruction k calls, if nothing between k and
 // the call (no other call) loses the index.
 std::optional<std::uint64_t> target_from(const Cfg& cfg, const TableCall& t, std::uint32_t k,
@@ -135,24 +143,22 @@ bool call_odds_decide(const CallOdds& o) { return !o.index_from_memory && o.tota
 std::vector<CallOdds> indirect_call_odds(const Cfg& cfg, const PointerAt& pointer_at,
                                          std::span<const store::RegisterSample> stream, std::uint32_t image,
                                          std::span<const std::uint32_t> candidates) {
-    // Steps: the table calls per block (the first in a block: a snapshot
-    // is not replayed across a call anyway), each snapshot's target, the odds.
-    std::map<std::uint32_t, TableCall> calls;  // block -> its first table call
-    for (std::uint32_t k = 0; k < cfg.instructions.size(); ++k) {
-        const std::uint32_t b = cfg.instruction_block[k];
-        if (calls.contains(b)) continue;
-        if (const auto t = table_call(cfg, k)) calls[b] = *t;
-    }
+    // Steps: the table calls, each snapshot's next call in its block (if a
+    // table call, its target), the odds.
+    std::map<std::uint32_t, TableCall> calls;  // CFG index -> table call
+    for (std::uint32_t k = 0; k < cfg.instructions.size(); ++k)
+        if (const auto t = table_call(cfg, k)) calls[k] = *t;
     if (calls.empty()) return {};
     std::map<std::uint32_t, std::map<std::uint64_t, std::uint32_t>> seen;  // call index -> target -> snapshots
     for (auto p : candidates) {
         if (p >= stream.size() || stream[p].image != image) continue;
         const auto k = instruction_at(cfg, stream[p].offset);
         if (!k) continue;
-        const auto t = calls.find(cfg.instruction_block[*k]);
+        const auto call = next_call(cfg, *k);
+        const auto t = call ? calls.find(*call) : calls.end();
         if (t == calls.end()) continue;
         if (const auto target = target_from(cfg, t->second, *k, stream[p], pointer_at))
-            ++seen[t->second.call][*target];
+            ++seen[t->first][*target];
     }
     std::vector<CallOdds> out;
     for (const auto& [call, targets] : seen) {
