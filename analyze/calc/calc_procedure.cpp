@@ -730,7 +730,7 @@ void evaluate_branches(Analysis& a, const ProcedureInput& input) {
         if (!switch_undecided(o)) a.switch_evidence.push_back(o);
     if (input.image) {
         const PointerAt pointer_at = [image = input.image](std::uint64_t address) { return image->pointer_at(address); };
-        a.calls = indirect_call_odds(a.cfg, pointer_at, r.stream, r.image, r.candidates);
+        a.calls = indirect_call_odds(a.cfg, pointer_at, r.stream, r.image, r.candidates, &a.loops);
     }
 }
 

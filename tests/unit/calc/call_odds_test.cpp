@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ecpi/analyze/calc/call_odds.h"
+#include "ecpi/analyze/calc/loops.h"
 #include "test_cfg.h"
 
 using namespace ecpi::analyze;
@@ -139,4 +140,61 @@ TEST_CASE("call odds: cdqe replayed; an index loaded from memory just before the
     const auto more = indirect_call_odds(cfg, pointer_at, stream, 0, all_of(stream));
     REQUIRE(more.size() == 2);
     CHECK_FALSE(call_odds_decide(more[1]));
+}
+
+TEST_CASE("call odds: where the index follows the loop's counter, a snapshot stands for the iterations around it") {
+    // mixed()'s steps[i & 1]: i is the loop's induction variable. Ten
+    // snapshots at even i and two at odd (the time before the call longer
+    // when halve comes next, say): counted alone they say 10:2; the
+    // iterations around each split 1:1, as the loop runs them.
+    for (const auto& file : binaries()) {
+        CAPTURE(file);
+        const Cfg cfg = test::cfg_of(file, "mixed");
+        const LoopInfo loops = find_loops(cfg);
+        auto image = ImageBytes::open(file);
+        REQUIRE(image.ok());
+        const PointerAt pointer_at = [&image](std::uint64_t a) { return image->pointer_at(a); };
+        const std::uint64_t halve = start_of(file, "halve"), negate = start_of(file, "negate");
+        std::uint64_t after_direct = 0;
+        for (std::size_t k = 0; k + 1 < cfg.instructions.size(); ++k)
+            if (cfg.instructions[k].flow == FlowKind::kCall && cfg.instructions[k].target == halve)
+                after_direct = cfg.instructions[k + 1].address;
+        REQUIRE(after_direct != 0);
+        std::vector<RegisterSample> stream;
+        for (std::uint64_t i = 0; i < 20; i += 2) stream.push_back(snapshot(after_direct, i));
+        for (std::uint64_t i : {1, 3}) stream.push_back(snapshot(after_direct, i));
+        const auto plain = indirect_call_odds(cfg, pointer_at, stream, 0, all_of(stream));
+        REQUIRE(plain.size() == 1);
+        CHECK_FALSE(plain[0].by_induction);
+        CHECK(seen(plain[0], halve) == 10);
+        CHECK(seen(plain[0], negate) == 2);
+        const auto windowed = indirect_call_odds(cfg, pointer_at, stream, 0, all_of(stream), &loops);
+        REQUIRE(windowed.size() == 1);
+        CHECK(windowed[0].by_induction);
+        CHECK(windowed[0].total == 12);
+        CHECK(seen(windowed[0], halve) == 12 * kWindow / 2);
+        CHECK(seen(windowed[0], negate) == 12 * kWindow / 2);
+    }
+}
+
+TEST_CASE("call odds: an index that needs more than the counter and the loop's invariants keeps the snapshots' own targets") {
+    // The hand-written code's first call: rax from rbx, which no loop steps
+    // here (there is no loop): the window has no counter to follow.
+    const std::vector<std::uint8_t> code = {0x4c, 0x8d, 0x2d, 0x00, 0x10, 0x00, 0x00, 0x48, 0x89, 0xd8, 0x83,
+                                            0xe0, 0x01, 0x48, 0x98, 0x41, 0xff, 0x54, 0xc5, 0x00, 0xc3};
+    auto insns = decode_x86_64(0x1000, code);
+    REQUIRE(insns.ok());
+    const Cfg cfg = build_cfg(0x1000, 0x1000 + code.size(), std::move(*insns), CfgContext{});
+    const LoopInfo loops = find_loops(cfg);
+    const PointerAt pointer_at = [](std::uint64_t a) -> std::optional<std::uint64_t> {
+        if (a == 0x2007) return 0xa000;
+        if (a == 0x200f) return 0xb000;
+        return std::nullopt;
+    };
+    const std::vector<RegisterSample> stream = {snapshot(0x1007, 4), snapshot(0x1007, 5), snapshot(0x1007, 7)};
+    const auto odds = indirect_call_odds(cfg, pointer_at, stream, 0, all_of(stream), &loops);
+    REQUIRE(odds.size() == 1);
+    CHECK_FALSE(odds[0].by_induction);
+    CHECK(seen(odds[0], 0xa000) == 1);
+    CHECK(seen(odds[0], 0xb000) == 2);
 }
