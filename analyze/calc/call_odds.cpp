@@ -2,7 +2,6 @@
 #include "ecpi/analyze/calc/call_odds.h"
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -148,13 +147,15 @@ struct Induction {
     std::vector<int> invariant;
 };
 
-std::optional<Induction> induction_of(const LoopInfo* loops, std::uint32_t block) {
-    if (!loops || block >= loops->innermost.size() || loops->innermost[block] == kNoLoop) return std::nullopt;
+// Each induction variable of the block's innermost loop.
+std::vector<Induction> inductions_of(const LoopInfo* loops, std::uint32_t block) {
+    std::vector<Induction> out;
+    if (!loops || block >= loops->innermost.size() || loops->innermost[block] == kNoLoop) return out;
     const std::uint32_t l = loops->innermost[block];
     for (const InductionVariable& iv : loops->induction)
         if (iv.loop == l && iv.gp >= 0 && iv.step != 0)
-            return Induction{iv.gp, iv.step, iv.width, iv.instruction, loops->invariant[l]};
-    return std::nullopt;
+            out.push_back(Induction{iv.gp, iv.step, iv.width, iv.instruction, loops->invariant[l]});
+    return out;
 }
 
 // The target the call selects with the induction at `value` at instruction
@@ -273,9 +274,9 @@ std::vector<CallOdds> indirect_call_odds(const Cfg& cfg, const PointerAt& pointe
         o.index_from_memory = index_loaded(cfg, call);
         const auto& snaps = deciding.at(call);
         o.total = static_cast<std::uint32_t>(snaps.size());
-        const auto iv = induction_of(loops, cfg.instruction_block[call]);
-        const auto window = iv ? window_targets(cfg, calls.at(call), stream, snaps, *iv, pointer_at)
-                               : std::map<std::uint64_t, std::uint32_t>{};
+        std::map<std::uint64_t, std::uint32_t> window;  // the first induction variable the index follows
+        for (const Induction& iv : inductions_of(loops, cfg.instruction_block[call]))
+            if (window = window_targets(cfg, calls.at(call), stream, snaps, iv, pointer_at); !window.empty()) break;
         o.by_induction = !window.empty();
         for (const auto& [target, n] : o.by_induction ? window : targets) o.targets.emplace_back(target, n);
         out.push_back(std::move(o));
