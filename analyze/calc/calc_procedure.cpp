@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "ecpi/analyze/calc/branch_odds.h"
+#include "ecpi/analyze/calc/call_odds.h"
 #include "ecpi/analyze/calc/later_odds.h"
 #include "ecpi/analyze/calc/calc.h"
 #include "ecpi/analyze/calc/entry_trips.h"
@@ -71,6 +72,7 @@ struct Analysis {
     std::vector<bool> odds_anchored;          // per odds: its edges are anchors
     std::vector<SwitchOdds> switches;         // jump tables' cases from their index on register snapshots
     std::vector<SwitchOdds> switch_evidence;  // of them, those that decide (switch_undecided): what the flow uses
+    std::vector<CallOdds> calls;              // indirect calls' targets from their index on register snapshots
     std::vector<bool> switch_anchored;        // per switch: its edges are anchors
     // Per frequency class a branch's odds anchored: the frequencies its
     // share interval allows (its range; the anchor is its point).
@@ -785,6 +787,10 @@ void evaluate_branches(Analysis& a, const ProcedureInput& input) {
     a.switch_anchored.assign(a.switches.size(), false);
     for (const SwitchOdds& o : a.switches)
         if (!switch_undecided(o)) a.switch_evidence.push_back(o);
+    if (input.image) {
+        const PointerAt pointer_at = [image = input.image](std::uint64_t address) { return image->pointer_at(address); };
+        a.calls = indirect_call_odds(a.cfg, pointer_at, r.stream, r.image, r.candidates, &a.loops);
+    }
 }
 
 // An edge's share of its measured block as an anchor, unless register
@@ -936,7 +942,12 @@ std::vector<CalcCallSite> call_sites(const Analysis& a, double period_cycles) {
             if (!is_call(d.flow)) continue;
             out.push_back({d.address, d.flow == FlowKind::kCall ? d.target : 0,
                            a.estimate.block_frequency[b] * period_cycles,
-                           a.estimate.block_confidence[b] == Confidence::kMeasured});
+                           a.estimate.block_confidence[b] == Confidence::kMeasured, {}, false});
+            for (const CallOdds& o : a.calls)
+                if (o.call == d.address) {
+                    out.back().targets_seen = o.targets;
+                    out.back().decided = call_odds_decide(o);
+                }
         }
     return out;
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace ecpi::analyze {
 
@@ -19,6 +20,31 @@ bool is_indirect_target(std::span<const std::uint64_t> indirect_targets, std::ui
 
 bool covers(std::span<const RegionCallee> callees, std::uint64_t start) {
     return std::any_of(callees.begin(), callees.end(), [start](const RegionCallee& c) { return c.start == start; });
+}
+
+// The calls an iteration the snapshots gave `start` among the indirect calls' targets.
+double indirect_share(const RegionLoop& loop, std::uint64_t start) {
+    double n = 0;
+    for (const auto& [target, share] : loop.indirect_shares)
+        if (target == start) n += share;
+    return n;
+}
+
+// Per target, the calls an iteration the loop's indirect call sites make
+// to it by their snapshots' shares; empty unless every site is decided.
+std::vector<std::pair<std::uint64_t, double>> decided_shares(const CalcProcedure& proc, const CalcLoop& loop) {
+    std::map<std::uint64_t, double> shares;
+    for (const auto& [site, target] : loop.calls) {
+        if (target != 0) continue;
+        const auto c = std::find_if(proc.call_sites.begin(), proc.call_sites.end(),
+                                    [site](const CalcCallSite& s) { return s.address == site; });
+        if (c == proc.call_sites.end() || !c->decided) return {};
+        double total = 0;
+        for (const auto& [t, n] : c->targets_seen) total += n;
+        if (!(total > 0)) return {};
+        for (const auto& [t, n] : c->targets_seen) shares[t] += n / total;
+    }
+    return {shares.begin(), shares.end()};
 }
 
 // Who calls what among the procedures, per image.
@@ -51,6 +77,11 @@ CallGraph call_graph(std::span<const RegionProcedure> procs) {
 bool straight_leaf(const CalcProcedure& p) {
     return p.call_sites.empty() && p.loops.empty() && !p.tail_jumps && !p.missing_edges;
 }
+
+struct LoopRegion;
+bool seen_targets(std::span<const RegionProcedure> procs, const CallGraph& g, std::size_t k,
+                  const std::function<bool(std::uint64_t)>& in_loop,
+                  std::vector<std::pair<std::uint64_t, double>> shares, LoopRegion& r);
 
 // The region of one loop of the procedure at procs[k]: its callees
 // (leaves that only this loop's calls reach) and the targets its indirect
@@ -94,10 +125,13 @@ std::optional<LoopRegion> loop_region(std::span<const RegionProcedure> procs, co
         add_callee(it->second);
     }
     if (r.loop.indirect == 0) return r;
-    // its indirect calls, the image's only ones: they may reach its direct
-    // callees and the sampled leaves of the image no direct call reaches.
+    // its indirect calls, the image's only ones: they reach the targets
+    // their snapshots saw, where those decide them, else they may reach
+    // its direct callees and the sampled leaves of the image no direct call
+    // reaches.
     const auto& sites = g.indirect_sites.at(image);
     if (!std::all_of(sites.begin(), sites.end(), in_loop)) return std::nullopt;
+    if (seen_targets(procs, g, k, in_loop, decided_shares(proc, loop), r)) return r;
     for (auto t : r.loop.direct)
         if (std::find(r.indirect_targets.begin(), r.indirect_targets.end(), t) == r.indirect_targets.end())
             r.indirect_targets.push_back(t);
@@ -110,6 +144,35 @@ std::optional<LoopRegion> loop_region(std::span<const RegionProcedure> procs, co
         add_callee(pos);
     }
     return r;
+}
+
+// Where the snapshots decided the indirect calls (`shares` not empty) and
+// every target they saw is a leaf of the image whose direct callers are
+// the loop's: those targets, with their shares, join the region r. Else r
+// is left as it was.
+bool seen_targets(std::span<const RegionProcedure> procs, const CallGraph& g, std::size_t k,
+                  const std::function<bool(std::uint64_t)>& in_loop,
+                  std::vector<std::pair<std::uint64_t, double>> shares, LoopRegion& r) {
+    if (shares.empty()) return false;
+    const std::size_t image = procs[k].image;
+    std::vector<std::size_t> positions;
+    for (const auto& [target, share] : shares) {
+        const auto it = g.by_start.find({image, target});
+        if (it == g.by_start.end() || it->second == k || !straight_leaf(*procs[it->second].proc)) return false;
+        if (const auto callers = g.direct_callers.find({image, target}); callers != g.direct_callers.end())
+            if (!std::all_of(callers->second.begin(), callers->second.end(), in_loop)) return false;
+        positions.push_back(it->second);
+    }
+    for (std::size_t j = 0; j < shares.size(); ++j) {
+        r.indirect_targets.push_back(shares[j].first);
+        if (std::find(r.callee_positions.begin(), r.callee_positions.end(), positions[j]) != r.callee_positions.end())
+            continue;
+        const CalcProcedure& callee = *procs[positions[j]].proc;
+        r.callee_positions.push_back(positions[j]);
+        r.callees.push_back({callee.start, static_cast<double>(callee.samples), callee.best_cycles_per_call});
+    }
+    r.loop.indirect_shares = std::move(shares);
+    return true;
 }
 
 }  // namespace
@@ -134,7 +197,10 @@ std::optional<RegionCounts> region_counts(const RegionLoop& loop, std::span<cons
         dearest = std::max(dearest, c.best_cycles);
     }
     const double indirect = static_cast<double>(loop.indirect);
-    if (loop.indirect == 0) cheapest = dearest = 0;
+    const bool decided = !loop.indirect_shares.empty();
+    if (loop.indirect == 0 || decided) cheapest = dearest = 0;
+    if (decided)
+        for (const RegionCallee& c : callees) instructions += indirect_share(loop, c.start) * c.best_cycles;
     const double bound = static_cast<double>(loop.direct.size()) * costs.direct + indirect * costs.indirect;
     const double low = std::max(instructions + indirect * cheapest, bound);
     const double high = std::max(instructions + indirect * dearest, bound);
@@ -146,9 +212,12 @@ std::optional<RegionCounts> region_counts(const RegionLoop& loop, std::span<cons
     // Where the indirect calls go is not in the code (call_regions.h): a
     // target they may reach keeps its own count; the others' entries are
     // their call sites'.
+    // Where the snapshots decided them, every callee's entries are its
+    // calls' (direct and its share of the indirect).
     for (const RegionCallee& c : callees)
-        if (!is_indirect_target(indirect_targets, c.start))
-            out.entries.emplace_back(c.start, direct_calls_an_iteration(loop, c.start) * out.iterations);
+        if (decided || !is_indirect_target(indirect_targets, c.start))
+            out.entries.emplace_back(c.start, (direct_calls_an_iteration(loop, c.start) + indirect_share(loop, c.start)) *
+                                                  out.iterations);
     return out;
 }
 

@@ -352,6 +352,7 @@ struct ImageBytes::Impl {
     int fd = -1;
     Elf* elf = nullptr;
     std::vector<Section> sections;  // sorted by address
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> relative;  // R_X86_64_RELATIVE: address -> addend, sorted
 
     ~Impl() {
         if (elf) elf_end(elf);
@@ -363,6 +364,31 @@ ImageBytes::ImageBytes(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ImageBytes::ImageBytes(ImageBytes&&) noexcept = default;
 ImageBytes& ImageBytes::operator=(ImageBytes&&) noexcept = default;
 ImageBytes::~ImageBytes() = default;
+
+namespace {
+
+// An x86-64 image's R_X86_64_RELATIVE relocations (address -> addend,
+// sorted): what a position-independent image's pointer tables hold once loaded.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> relative_relocations(Elf* elf) {
+    constexpr std::uint64_t kRelative = 8;  // R_X86_64_RELATIVE
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+    for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || sh.sh_entsize == 0) continue;
+        Elf_Data* data = elf_getdata(scn, nullptr);
+        if (!data) continue;
+        const std::size_t n = sh.sh_size / sh.sh_entsize;
+        for (std::size_t i = 0; i < n; ++i) {
+            GElf_Rela r;
+            if (gelf_getrela(data, static_cast<int>(i), &r) && GELF_R_TYPE(r.r_info) == kRelative)
+                out.emplace_back(r.r_offset, static_cast<std::uint64_t>(r.r_addend));
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace
 
 Result<ImageBytes> ImageBytes::open(const std::filesystem::path& elf_file) {
     elf_version(EV_CURRENT);
@@ -391,7 +417,19 @@ Result<ImageBytes> ImageBytes::open(const std::filesystem::path& elf_file) {
     std::sort(impl->sections.begin(), impl->sections.end(),
               [](const auto& a, const auto& b) { return a.address < b.address; });
     if (impl->sections.empty()) return Error(elf_file.string() + ": no loadable sections with contents");
+    if (impl->machine == EM_X86_64) impl->relative = relative_relocations(elf);
     return ImageBytes(std::move(impl));
+}
+
+std::optional<std::uint64_t> ImageBytes::pointer_at(std::uint64_t address) const {
+    const auto& rel = impl_->relative;
+    const auto it = std::lower_bound(rel.begin(), rel.end(), std::make_pair(address, std::uint64_t{0}));
+    if (it != rel.end() && it->first == address) return it->second;
+    const auto bytes = read(address, 8);
+    if (bytes.size() != 8) return std::nullopt;
+    std::uint64_t v = 0;
+    std::memcpy(&v, bytes.data(), 8);
+    return v;
 }
 
 std::span<const std::uint8_t> ImageBytes::read(std::uint64_t address, std::uint64_t size) const {

@@ -313,3 +313,54 @@ TEST_CASE("no region where the split of the indirect calls over their targets de
     CHECK(r->iterations == doctest::Approx(1100 / kCalls.indirect));
     CHECK(r->entries.empty());
 }
+
+namespace {
+
+// The table call's site in calls_program() with snapshots per target.
+void snapshots_decide(Program& prog, std::vector<std::pair<std::uint64_t, std::uint32_t>> targets, bool decided) {
+    for (CalcCallSite& site : prog.procs[1].call_sites)
+        if (site.target == 0) {
+            site.targets_seen = std::move(targets);
+            site.decided = decided;
+        }
+}
+
+}  // namespace
+
+TEST_CASE("where snapshots decide a table call's targets, every leaf's entries are its calls': direct and its share") {
+    SUBCASE("the table's calls split as its snapshots saw them (here not equally)") {
+        Program prog = calls_program();
+        snapshots_decide(prog, {{kSquare, 600}, {kTwice, 300}, {kClamp, 1500}}, true);
+        const auto regions = call_region_counts(prog.view(), kCalls, kPeriodCycles);
+        REQUIRE(regions.size() == 4);  // the caller and its three leaves
+        const double iterations = count_at(regions.at(1), kHeader);
+        CHECK(iterations == doctest::Approx(kIterations).epsilon(0.01));
+        CHECK(!regions.at(2).loop);
+        CHECK(count_at(regions.at(2), kSquare) == doctest::Approx(1.25 * iterations));
+        CHECK(count_at(regions.at(3), kTwice) == doctest::Approx(0.125 * iterations));
+        CHECK(count_at(regions.at(4), kClamp) == doctest::Approx(1.625 * iterations));
+        // The calls into the leaves add up to the loop's calls: flow is conserved across them.
+        CHECK(count_at(regions.at(2), kSquare) + count_at(regions.at(3), kTwice) + count_at(regions.at(4), kClamp) ==
+              doctest::Approx(3 * iterations));
+    }
+    SUBCASE("a target no snapshot saw is not a target: it keeps its own count") {
+        Program prog = calls_program();
+        snapshots_decide(prog, {{kSquare, 1000}, {kClamp, 1000}}, true);
+        const auto regions = call_region_counts(prog.view(), kCalls, kPeriodCycles);
+        CHECK(!regions.contains(3));
+        CHECK(count_at(regions.at(2), kSquare) == doctest::Approx(1.5 * count_at(regions.at(1), kHeader)));
+    }
+    SUBCASE("too few snapshots, or a target with a caller outside the loop: the leaves keep their own counts") {
+        Program few = calls_program();
+        snapshots_decide(few, {{kSquare, 100}, {kTwice, 100}, {kClamp, 100}}, false);
+        const auto undecided = call_region_counts(few.view(), kCalls, kPeriodCycles);
+        CHECK(undecided.size() == 1);
+        CHECK(!undecided.contains(3));
+        Program called = calls_program();
+        snapshots_decide(called, {{kSquare, 1000}, {kTwice, 1000}, {kClamp, 1000}}, true);
+        called.procs[0].call_sites.push_back({kMain + 0x20, kTwice, 0, false});
+        const auto elsewhere = call_region_counts(called.view(), kCalls, kPeriodCycles);
+        CHECK(!elsewhere.contains(3));
+        CHECK(!elsewhere.contains(2));
+    }
+}

@@ -152,6 +152,12 @@ struct CalcCallSite {
     std::uint64_t target = 0;                 // 0: an indirect call
     double executions = 0;
     bool measured = false;                    // its block's count is measured (register progress)
+    // An indirect call through a table: the targets its block's register
+    // snapshots called (call_odds.h), target -> snapshots; empty where none
+    // decided one. `decided`: enough of them, and the index was not loaded
+    // just before the call (call_odds_decide).
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> targets_seen;
+    bool decided = false;
 };
 
 struct CalcProcedure {

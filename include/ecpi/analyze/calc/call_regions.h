@@ -29,6 +29,14 @@
 // target the indirect calls may reach keeps its own count and range (an
 // equal share was tried: it made stackvm's seven handlers equally common in
 // the AFDO profile, against the -g stacks' op_push first).
+//
+// Where the register snapshots taken before each indirect call decide
+// which entry of its table it calls (call_odds.h, at least
+// kMinCallSnapshots of them), the targets are those they saw, the region's
+// best case adds each target's at its share of the calls, and every
+// callee's entries are its direct calls plus its share of the indirect
+// ones, times the loop's count: the calls conserve flow across the call
+// graph (each target's entries are what the sites that reach it called).
 #pragma once
 
 #include <cstdint>
@@ -48,6 +56,10 @@ struct RegionLoop {
     double best_cycles = 0;             // its own instructions' best case an iteration (calls' cost not included)
     std::vector<std::uint64_t> direct;  // one target per direct call site (each runs once an iteration)
     std::uint32_t indirect = 0;         // indirect call sites
+    // Where the register snapshots decided every indirect call's targets
+    // (call_odds.h): per target, its calls an iteration (the sites' shares
+    // added up); empty where they did not.
+    std::vector<std::pair<std::uint64_t, double>> indirect_shares;
 };
 
 // A leaf the loop calls (directly, or through its indirect calls).
@@ -60,7 +72,9 @@ struct RegionCallee {
 struct RegionCounts {
     double iterations = 0;              // F of the loop: executions per sampling period
     double best_cycles = 0;             // the region's best case an iteration
-    std::vector<std::pair<std::uint64_t, double>> entries;  // F of each callee no indirect call may reach
+    // F of each callee no indirect call may reach, and of every callee
+    // where the snapshots decided the indirect calls' targets
+    std::vector<std::pair<std::uint64_t, double>> entries;
 };
 
 // The most the region's best case an iteration may differ between the

@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -145,6 +146,10 @@ public:
 
     // Bytes of [address, address + size): empty when no section holds all of them.
     std::span<const std::uint8_t> read(std::uint64_t address, std::uint64_t size) const;
+    // The 8-byte pointer stored at `address` as the loaded image holds it: a
+    // position-independent image's R_X86_64_RELATIVE relocation's addend
+    // (the file holds 0 there), else the bytes; none where unreadable.
+    std::optional<std::uint64_t> pointer_at(std::uint64_t address) const;
     unsigned machine() const;  // ELF e_machine
     const std::filesystem::path& path() const;
 
