@@ -80,7 +80,8 @@ mkdir -p "$PGO_DIR"
 
 # stackvm, records and checksums: the other bundled programs screened for a
 # second program (bench/pgo.sh screen; docs/PGO.md, "A second program").
-declare -A ARGS=([sqlite]="20000 8 50000" [wordfreq]="40" [stackvm]="600" [records]="3000000" [checksums]="400")
+declare -A ARGS=([sqlite]="20000 8 50000" [wordfreq]="40" [jsonq]="100 5000" [stackvm]="600" [records]="3000000"
+	[checksums]="400")
 
 # sources PROGRAM: the compiler's inputs (driver and library together, so
 # every build applies its flags to both).
@@ -92,10 +93,11 @@ sources() {
 		echo "-I$dir -DSQLITE_THREADSAFE=0 -DSQLITE_OMIT_LOAD_EXTENSION $here/cachesim/sqlite_orders.c $dir/sqlite3.c -lm"
 		;;
 	wordfreq) echo "$here/../tests/testprogs/pgo/wordfreq.c" ;;
+	jsonq) echo "$here/../tests/testprogs/pgo/jsonq.c" ;;
 	stackvm) echo "$here/../tests/testprogs/pgo/stackvm.c" ;;
 	records) echo "$here/../tests/testprogs/layout/records.c" ;;
 	checksums) echo "$here/../tests/testprogs/pgo/checksums/"{crc32,adler32,main}.c ;;
-	*) echo "bench/pgo.sh: unknown program $1 (sqlite, wordfreq, stackvm, records, checksums)" >&2; return 1 ;;
+	*) echo "bench/pgo.sh: unknown program $1 (sqlite, wordfreq, jsonq, stackvm, records, checksums)" >&2; return 1 ;;
 	esac
 }
 
