@@ -6,7 +6,9 @@
  * descent parser building a tree in an arena, and cold error paths.
  * The program writes a log of orders as JSON (deterministic, no files),
  * parses it ROUNDS times and answers the same queries each time.
- * Usage: jsonq [ROUNDS] [ORDERS]   prints the queries' answers and a checksum. */
+ * Usage: jsonq [ROUNDS] [ORDERS]   prints the queries' answers and a checksum;
+ *        jsonq --print [ORDERS]     prints the log itself (tests check the answers
+ *                                   against another JSON parser's). */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -721,7 +723,11 @@ static void answer(const struct value *root, struct keys *keys, double *per_cust
 		a->gifts += has_tag(order, &k, "gift");
 		const struct value *paid = member(order, k.paid);
 		a->unpaid += paid && paid->kind == J_FALSE;
-		a->noted += member(order, k.note) != NULL;
+		const struct value *note = member(order, k.note);
+		if (note && note->kind == J_STRING) {
+			a->noted++;
+			a->checksum += note->count; /* its bytes after unescaping */
+		}
 		a->coupons += member(order, k.coupon) != NULL;
 	}
 	for (unsigned c = 0; c < 1000; c++)
@@ -733,10 +739,21 @@ static void answer(const struct value *root, struct keys *keys, double *per_cust
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "--print") == 0) {
+		long orders = argc > 2 ? strtol(argv[2], NULL, 10) : 20000;
+		if (orders < 1 || orders > 10000000) {
+			fprintf(stderr, "usage: jsonq --print [ORDERS 1-10000000]\n");
+			return 2;
+		}
+		struct text log = write_log((unsigned)orders);
+		fwrite(log.data, 1, log.length, stdout);
+		free(log.data);
+		return 0;
+	}
 	long rounds = argc > 1 ? strtol(argv[1], NULL, 10) : 10;
 	long orders = argc > 2 ? strtol(argv[2], NULL, 10) : 20000;
 	if (rounds < 1 || orders < 1 || orders > 10000000) {
-		fprintf(stderr, "usage: jsonq [ROUNDS >= 1] [ORDERS 1-10000000]\n");
+		fprintf(stderr, "usage: jsonq [ROUNDS >= 1] [ORDERS 1-10000000] | --print [ORDERS]\n");
 		return 2;
 	}
 	struct text log = write_log((unsigned)orders);
