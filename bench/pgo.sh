@@ -6,7 +6,9 @@
 # Programs: SQLite's amalgamation (npm's better-sqlite3, fetched into a cache
 # directory by bench/sqlite_source.sh) driven by bench/cachesim/sqlite_orders.c
 # (inserts in a transaction, indexed lookups, a join with grouping, a sort),
-# and the bundled word counter tests/testprogs/pgo/wordfreq.c. Each is built
+# the bundled word counter tests/testprogs/pgo/wordfreq.c and the JSON order log
+# tests/testprogs/pgo/jsonq.c (parse into a tree, query it; the bundled program
+# whose gain a profile of exact counts carries: docs/PGO.md, "jsonq"). Each is built
 # with clang -O2 four ways:
 #   plain   -O2 -g -fdebug-info-for-profiling (the build ecpi records)
 #   instr   -fprofile-instr-generate, trained on the workload, then -fprofile-instr-use
@@ -53,14 +55,14 @@
 #       flock -x -w 1200 /work/quiet.lock bash bench/pgo.sh time 4   # twice: 8 rounds
 # Environment: ECPI (default build/loader/ecpi), ECPI_BENCH_CACHE (SQLite's
 # sources; default ~/.cache/ecpi-bench), PGO_DIR (the builds; default
-# CACHE/pgo), PROGRAMS (default "sqlite wordfreq"), DAEMON_RUNS, DAEMON_FLAGS,
+# CACHE/pgo), PROGRAMS (default "sqlite wordfreq jsonq"), DAEMON_RUNS, DAEMON_FLAGS,
 # NOW (build_now's variant name), REFERENCE (the report's reference build).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ECPI=${ECPI:-$here/../build/loader/ecpi}
 CACHE_DIR=${ECPI_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ecpi-bench}
 PGO_DIR=${PGO_DIR:-$CACHE_DIR/pgo}
-PROGRAMS=${PROGRAMS:-sqlite wordfreq}
+PROGRAMS=${PROGRAMS:-sqlite wordfreq jsonq}
 MODE=${1:-}
 RUNS=${2:-7}
 source "$here/sqlite_source.sh"
@@ -78,9 +80,10 @@ daemon_pid=""
 trap '[ -z "$daemon_pid" ] || { kill -TERM "$daemon_pid"; wait "$daemon_pid"; } 2>/dev/null; rm -rf "$T"' EXIT
 mkdir -p "$PGO_DIR"
 
-# stackvm, records and checksums: the other bundled programs screened for a
-# second program (bench/pgo.sh screen; docs/PGO.md, "A second program").
-declare -A ARGS=([sqlite]="20000 8 50000" [wordfreq]="40" [stackvm]="600" [records]="3000000" [checksums]="400")
+# jsonq: the second program (PROGRAMS=jsonq). stackvm, records and checksums:
+# the other bundled programs screened for a second program (bench/pgo.sh screen; docs/PGO.md, "A second program").
+declare -A ARGS=([sqlite]="20000 8 50000" [wordfreq]="40" [jsonq]="100 5000" [stackvm]="600" [records]="3000000"
+	[checksums]="400")
 
 # sources PROGRAM: the compiler's inputs (driver and library together, so
 # every build applies its flags to both).
@@ -92,10 +95,11 @@ sources() {
 		echo "-I$dir -DSQLITE_THREADSAFE=0 -DSQLITE_OMIT_LOAD_EXTENSION $here/cachesim/sqlite_orders.c $dir/sqlite3.c -lm"
 		;;
 	wordfreq) echo "$here/../tests/testprogs/pgo/wordfreq.c" ;;
+	jsonq) echo "$here/../tests/testprogs/pgo/jsonq.c" ;;
 	stackvm) echo "$here/../tests/testprogs/pgo/stackvm.c" ;;
 	records) echo "$here/../tests/testprogs/layout/records.c" ;;
 	checksums) echo "$here/../tests/testprogs/pgo/checksums/"{crc32,adler32,main}.c ;;
-	*) echo "bench/pgo.sh: unknown program $1 (sqlite, wordfreq, stackvm, records, checksums)" >&2; return 1 ;;
+	*) echo "bench/pgo.sh: unknown program $1 (sqlite, wordfreq, jsonq, stackvm, records, checksums)" >&2; return 1 ;;
 	esac
 }
 
