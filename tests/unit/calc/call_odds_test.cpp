@@ -14,17 +14,10 @@
 #include "test_cfg.h"
 
 using namespace ecpi::analyze;
+using test::cfgtest_binaries;
 using ecpi::store::RegisterSample;
 
 namespace {
-
-std::vector<std::string> binaries() {
-    std::vector<std::string> v = {ECPI_CFGTEST_GCC, ECPI_CFGTEST_GCC_NOPIE};
-#ifdef ECPI_CFGTEST_CLANG
-    v.push_back(ECPI_CFGTEST_CLANG);
-#endif
-    return v;
-}
 
 std::uint64_t start_of(const std::string& file, const std::string& name) {
     auto table = SymbolTable::from_elf(file);
@@ -61,7 +54,7 @@ TEST_CASE("call odds: each snapshot's index selects its table entry's target, in
     // through a table of {halve, negate}. PIE code reads the table through
     // a register set by a rip-relative lea before the loop, and the file
     // holds 0 in the table's entries (R_X86_64_RELATIVE relocations).
-    for (const auto& file : binaries()) {
+    for (const auto& file : cfgtest_binaries()) {
         CAPTURE(file);
         const Cfg cfg = test::cfg_of(file, "mixed");
         auto image = ImageBytes::open(file);
@@ -147,7 +140,7 @@ TEST_CASE("call odds: where the index follows the loop's counter, a snapshot sta
     // snapshots at even i and two at odd (the time before the call longer
     // when halve comes next, say): counted alone they say 10:2; the
     // iterations around each split 1:1, as the loop runs them.
-    for (const auto& file : binaries()) {
+    for (const auto& file : cfgtest_binaries()) {
         CAPTURE(file);
         const Cfg cfg = test::cfg_of(file, "mixed");
         const LoopInfo loops = find_loops(cfg);

@@ -16,6 +16,7 @@
 #include "test_cfg.h"
 
 using namespace ecpi::analyze;
+using test::cfgtest_binaries;
 
 namespace {
 
@@ -23,14 +24,6 @@ struct Built {
     Cfg cfg;
     std::string file;
 };
-
-std::vector<std::string> binaries() {
-    std::vector<std::string> v = {ECPI_CFGTEST_GCC, ECPI_CFGTEST_GCC_NOPIE};
-#ifdef ECPI_CFGTEST_CLANG
-    v.push_back(ECPI_CFGTEST_CLANG);
-#endif
-    return v;
-}
 
 using test::cfg_of;
 
@@ -97,7 +90,7 @@ TEST_CASE("no-return functions are recognized by name") {
 }
 
 TEST_CASE("switch statements become jump tables, PIC and non-PIC, GCC and Clang") {
-    for (const auto& file : binaries()) {
+    for (const auto& file : cfgtest_binaries()) {
         CAPTURE(file);
         Cfg cfg = cfg_of(file, "dispatch");
         check_well_formed(cfg);
@@ -115,7 +108,7 @@ TEST_CASE("switch statements become jump tables, PIC and non-PIC, GCC and Clang"
 }
 
 TEST_CASE("a call to abort ends its block with an edge to the exit") {
-    for (const auto& file : binaries()) {
+    for (const auto& file : cfgtest_binaries()) {
         CAPTURE(file);
         Cfg cfg = cfg_of(file, "checked");
         check_well_formed(cfg);
@@ -125,7 +118,7 @@ TEST_CASE("a call to abort ends its block with an edge to the exit") {
 }
 
 TEST_CASE("a tail call is a jump out of the procedure") {
-    for (const auto& file : binaries()) {
+    for (const auto& file : cfgtest_binaries()) {
         CAPTURE(file);
         Cfg cfg = cfg_of(file, "tail");
         check_well_formed(cfg);
@@ -135,7 +128,7 @@ TEST_CASE("a tail call is a jump out of the procedure") {
 }
 
 TEST_CASE("a counted loop has a back edge; a loop that never exits gets a loop-exit edge") {
-    for (const auto& file : binaries()) {
+    for (const auto& file : cfgtest_binaries()) {
         CAPTURE(file);
         Cfg loop = cfg_of(file, "counted");
         check_well_formed(loop);
@@ -169,7 +162,7 @@ TEST_CASE("an indirect jump through a register loaded with an index is unresolve
 }
 
 TEST_CASE("leaf functions: no call and no jump out of themselves") {
-    for (const auto& file : binaries()) {
+    for (const auto& file : cfgtest_binaries()) {
         INFO(file);
         auto table = SymbolTable::from_elf(file);
         REQUIRE(table.ok());

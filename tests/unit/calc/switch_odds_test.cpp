@@ -12,17 +12,10 @@
 #include "test_cfg.h"
 
 using namespace ecpi::analyze;
+using test::cfgtest_binaries;
 using ecpi::store::RegisterSample;
 
 namespace {
-
-std::vector<std::string> binaries() {
-    std::vector<std::string> v = {ECPI_CFGTEST_GCC, ECPI_CFGTEST_GCC_NOPIE};
-#ifdef ECPI_CFGTEST_CLANG
-    v.push_back(ECPI_CFGTEST_CLANG);
-#endif
-    return v;
-}
 
 std::vector<DecodedInstruction> decoded(const std::vector<std::uint8_t>& code) {
     auto insns = decode_x86_64(0x1000, code);
@@ -62,7 +55,7 @@ TEST_CASE("switch odds: the replay computes moves, shifts, masks, multiplies and
 }
 
 TEST_CASE("switch odds: each snapshot's index selects its case's edge, in GCC's and Clang's tables") {
-    for (const auto& file : binaries()) {
+    for (const auto& file : cfgtest_binaries()) {
         CAPTURE(file);
         Cfg cfg = test::cfg_of(file, "dispatch");
         REQUIRE(cfg.jump_tables.size() == 1);
@@ -116,7 +109,7 @@ TEST_CASE("switch odds: a case byte loaded just before the table decides nothing
     // shares are of time, not of executions (interp: a case 14% of the
     // dispatches was chosen by 33% of them). `dispatch`'s index comes in a
     // register from its caller: its snapshots decide.
-    for (const auto& file : binaries()) {
+    for (const auto& file : cfgtest_binaries()) {
         CAPTURE(file);
         for (const char* name : {"step", "dispatch"}) {
             CAPTURE(name);

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "ecpi/analyze/calc/cfg.h"
 #include "ecpi/analyze/symbols/symbolizer.h"
@@ -33,6 +34,16 @@ inline Cfg cfg_of(const std::string& file, const std::string& name) {
         return s && s->start == a ? s->name : std::string();
     };
     return build_cfg(sym->start, end, std::move(*insns), ctx);
+}
+
+// The compiled test binaries (data/cfgtest.c): GCC PIE and non-PIE, and
+// Clang's where the build found it.
+inline std::vector<std::string> cfgtest_binaries() {
+    std::vector<std::string> v = {ECPI_CFGTEST_GCC, ECPI_CFGTEST_GCC_NOPIE};
+#ifdef ECPI_CFGTEST_CLANG
+    v.push_back(ECPI_CFGTEST_CLANG);
+#endif
+    return v;
 }
 
 }  // namespace ecpi::analyze::test
