@@ -339,7 +339,14 @@ FlowProblem layout_flow_problem(const CalcProcedure& p, double period_cycles) {
     // A conditional jump whose condition calc evaluated on register
     // snapshots: each edge a soft count at its share of the block's
     // estimate (Laplace's rule, as split_by_odds), as if the snapshots
-    // that went its way were samples of it.
+    // that went its way were samples of it. An edge no snapshot chose is
+    // evidence only that it ran less often (calc's flow, add_odds: each
+    // execution costs n / executions, the odds' likelihood of n snapshots
+    // that all missed it; DCPI 6.2, an unsampled path carries no more
+    // than its evidence allows). A pseudo-snapshot there claimed 1/(n+2)
+    // of the block's count: jsonq's arena_alloc (19 snapshots, none on
+    // the guard's rare side) put E/4 on its unsampled arena slow path,
+    // 37,080 executions of the out-of-memory exit that never ran (issue 36).
     for (const CalcBranch& br : p.branches) {
         if (br.snapshots < kMinOddsSnapshots) continue;
         for (std::uint32_t b = 0; b < p.blocks.size(); ++b) {
@@ -348,11 +355,15 @@ FlowProblem layout_flow_problem(const CalcProcedure& p, double period_cycles) {
                 continue;
             const auto edges = conditional_edges(p, b);
             if (!edges) continue;
-            const double taken = static_cast<double>(br.taken) + 1;
-            const double fall = static_cast<double>(br.snapshots - br.taken) + 1;
-            const double share = taken / (taken + fall);
-            problem.edges[edges->taken].count = poisson_count(share * blk.executions, taken);
-            problem.edges[edges->fall].count = poisson_count((1 - share) * blk.executions, fall);
+            const auto n = static_cast<double>(br.snapshots);
+            const auto chose_taken = static_cast<double>(br.taken);
+            const double chose[] = {chose_taken, n - chose_taken};
+            const std::size_t sides[] = {edges->taken, edges->fall};
+            const double seen = (chose[0] > 0 ? 1 : 0) + (chose[1] > 0 ? 1 : 0);
+            for (int k = 0; k < 2; ++k)
+                problem.edges[sides[k]].count =
+                    chose[k] > 0 ? poisson_count((chose[k] + 1) / (n + seen) * blk.executions, chose[k] + 1)
+                                 : unseen_count(n / blk.executions);
         }
     }
     return problem;

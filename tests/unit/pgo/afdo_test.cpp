@@ -284,3 +284,49 @@ TEST_CASE("the profile's flow keeps the counts calc measured") {
     CHECK(split[1] == doctest::Approx(9.6e7).epsilon(0.001));
     CHECK(split[2] == doctest::Approx(1.57e7).epsilon(0.001));
 }
+
+namespace {
+
+// jsonq's arena_alloc (issue 36), reduced: the entry's guard jumps to an
+// unsampled slow path that ends in a call to exit (out of memory); the
+// common side, sampled, returns. Register snapshots evaluated the guard
+// 19 times and never saw it taken.
+CalcProcedure guarded_exit() {
+    CalcProcedure p;
+    p.blocks.resize(3);
+    p.instructions.resize(3);
+    const std::uint64_t samples[] = {55, 0, 48};
+    const double best[] = {1.5, 3.5, 1.5};
+    for (std::uint32_t b = 0; b < 3; ++b) {
+        p.blocks[b].index = b;
+        p.blocks[b].first = b;
+        p.blocks[b].count = 1;
+        p.blocks[b].samples = samples[b];
+        p.blocks[b].best_cycles = best[b];
+        p.blocks[b].executions = b == 1 ? 0 : 7.475e6;
+        p.instructions[b].address = 0x10 * (b + 1);
+    }
+    p.edges = {{kEntryBlock, 0, EdgeKind::kEntry, 0, 7.475e6}, {0, 1, EdgeKind::kBranch, 0, 0},
+               {0, 2, EdgeKind::kFallThrough, 0, 7.475e6},     {1, kExitBlock, EdgeKind::kNoReturn, 0, 0},
+               {2, kExitBlock, EdgeKind::kReturn, 0, 7.475e6}};
+    p.branches = {{0x10, 0, 19, false}};
+    return p;
+}
+
+}  // namespace
+
+// An edge no snapshot chose is evidence that it ran less often than the
+// other, not a share of 1 / (n + 2): stated as one pseudo-snapshot, the
+// flow put a quarter of that share (~89,000 executions) on the unsampled
+// out-of-memory exit, which never ran.
+TEST_CASE("the profile's flow puts no count on a side no snapshot or sample saw") {
+    const double period = 415284;
+    const std::vector<double> counts = afdo_block_counts(guarded_exit(), period);
+    CHECK(counts[1] < 100);
+    CHECK(counts[2] == doctest::Approx(7.475e6).epsilon(0.01));
+    // One snapshot of 20 taken: the side takes its share again.
+    CalcProcedure seen = guarded_exit();
+    seen.branches[0] = {0x10, 1, 20, false};
+    const std::vector<double> shared = afdo_block_counts(seen, period);
+    CHECK(shared[1] > 1e5);
+}
