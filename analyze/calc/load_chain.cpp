@@ -52,14 +52,15 @@ Result<std::vector<store::ChaseLatency>> parse_chase_latency(std::string_view sp
         spec = comma == std::string_view::npos ? std::string_view{} : spec.substr(comma + 1);
         double v[4] = {0, 0, 0, 0};
         int n = 0;
-        for (const char* at = item.c_str(); n < 4;) {
+        bool ended = false;
+        for (const char* at = item.c_str(); n < 4 && !ended;) {
             char* end = nullptr;
             v[n++] = std::strtod(at, &end);
             if (end == at || (*end != ':' && *end != '\0')) return bad(item, "is not MIB:NS or MIB:NS:LOW:HIGH");
-            if (*end == '\0') break;
+            ended = *end == '\0';
             at = end + 1;
         }
-        if (n != 2 && n != 4) return bad(item, "is not MIB:NS or MIB:NS:LOW:HIGH");
+        if (!ended || (n != 2 && n != 4)) return bad(item, "is not MIB:NS or MIB:NS:LOW:HIGH");
         if (n == 2) v[2] = v[3] = v[1];
         if (!(v[0] > 0 && v[0] <= 1 << 20)) return bad(item, "has a size outside 0-1 TiB");
         if (!(v[2] > 0 && v[2] <= v[1] && v[1] <= v[3] && v[3] < 1e6)) return bad(item, "is not 0 < LOW <= NS <= HIGH < 1 ms");

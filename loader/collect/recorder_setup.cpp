@@ -229,7 +229,10 @@ void Session::measure_sampled_clock() {
             else warn_once("the clock rate under sampling is not recorded (ecpi calc falls back to the unsampled rate): " + sampled.error().message());
             // What a load that misses costs the sampled program, for calc's
             // pointer chases (load_chain.h), which need register snapshots.
-            if (options_.registers_every > 0 && chase_period_ != mean_periods_[k]) {
+            // Only while a command waits to be released: with --pid or
+            // --cgroup the target runs meanwhile, and the 0.3-0.6 s came out
+            // of a 1.5 s --duration (tests/bpf/record_cgroup.sh).
+            if (options_.registers_every > 0 && !options_.command.empty() && chase_period_ != mean_periods_[k]) {
                 chase_period_ = mean_periods_[k];
                 auto chase = measure_sampled_chase(mean_periods_[k]);
                 if (chase.ok()) chase_latency_ = std::move(*chase);

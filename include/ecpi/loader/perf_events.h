@@ -83,7 +83,8 @@ double add_chain_wall_seconds(long iterations);
 // walks included), timed like measure_sampled_cpu_mhz on this thread's CPU
 // time less what it waited runnable. Per size the median of `rounds` rounds
 // of 20,000 steps and their fastest and slowest. About 0.3-0.5 s here, most
-// of it faulting in and linking the 64 MiB.
+// of it faulting in and linking the 64 MiB (ecpi record measures it only
+// while a command waits to be released).
 [[nodiscard]] Result<std::vector<store::ChaseLatency>> measure_sampled_chase(std::uint64_t period_ns, int rounds = 3);
 
 class FileDescriptor {

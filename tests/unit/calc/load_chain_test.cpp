@@ -154,5 +154,6 @@ TEST_CASE("--chase-latency sizes") {
     CHECK_FALSE(parse_chase_latency("16").ok());
     CHECK_FALSE(parse_chase_latency("16:300:350:320").ok());  // low above the median
     CHECK_FALSE(parse_chase_latency("16:300x").ok());
+    CHECK_FALSE(parse_chase_latency("16:300:250:350:9").ok());  // a fifth field
     CHECK_FALSE(parse_chase_latency("-1:300").ok());
 }
