@@ -11,6 +11,8 @@
 #   ECPI=path/to/ecpi  (default build/loader/ecpi)   OUT=dir  (default /tmp/ecpi-accuracy)
 #   FREQ=samples/s (default 10000)   CC=gcc|clang   MHZ=clock rate (default: measured)
 #   MACHINE=model (default auto: the built-in model matching this CPU)   REUSE=1: re-analyze the last run's profiles
+#   CHASE_LATENCY=MIB:NS:LOW:HIGH,...: calc --chase-latency (a pointer chase's time per step by working set, for
+#     recordings made before ecpi record measured it; default: as recorded)
 #   FROM=dir: re-analyze the recordings stored in dir (an earlier run's OUT: its profiles, binaries, callgrind
 #     counts and clocks, left untouched) with this $ECPI, writing the analysis to OUT; compare two builds
 #     on the same recordings with two OUTs:  FROM=/tmp/ecpi-accuracy OUT=/tmp/before ECPI=old bench/accuracy.sh
@@ -121,9 +123,11 @@ EOF
     echo "$mhz" > "$OUT/$name.mhz"
     fi
     if [[ $name == sed ]]; then cg2="$SRC/$name.cg1"; else cg2="$SRC/$name.cg2"; fi
-    "$ECPI" calc --all "$db" --image "$image" --machine "$MACHINE" --cpu-mhz "$mhz" --format json --no-lines \
-        > "$OUT/$name.calc.json"
-    "$ECPI" calc --all "$db" --image "$image" --machine "$MACHINE" --format json --no-lines \
+    chase=()
+    [[ -z ${CHASE_LATENCY:-} ]] || chase=(--chase-latency "$CHASE_LATENCY")
+    "$ECPI" calc --all "$db" --image "$image" --machine "$MACHINE" --cpu-mhz "$mhz" "${chase[@]}" --format json \
+        --no-lines > "$OUT/$name.calc.json"
+    "$ECPI" calc --all "$db" --image "$image" --machine "$MACHINE" "${chase[@]}" --format json --no-lines \
         > "$OUT/$name.calc-recorded-clock.json"
     python3 "$here/accuracy/compare.py" rows "$name" "$OUT/$name.calc.json" "$reps" "$SRC/$name.cg1" 1 "$cg2" 2 \
         > "$OUT/$name.rows"

@@ -250,6 +250,13 @@ Result<void> check_schema(const json& j, const char* schema, std::int64_t versio
     return ok();
 }
 
+// The chase's sizes (EpochMeta::chase_latency), one object each.
+json chase_latency_json(const std::vector<ChaseLatency>& sizes) {
+    json out = json::array();
+    for (const auto& c : sizes) out.push_back({{"bytes", c.bytes}, {"ns", c.ns}, {"ns_low", c.ns_low}, {"ns_high", c.ns_high}});
+    return out;
+}
+
 json meta_document(const EpochMeta& m) {
     json events = json::object();
     for (const auto& [name, e] : m.events) {
@@ -270,6 +277,7 @@ json meta_document(const EpochMeta& m) {
                  {"cpu_mhz", m.cpu_mhz},
                  {"cpu_mhz_measured", m.cpu_mhz_measured},
                  {"cpu_mhz_sampled", m.cpu_mhz_sampled},
+                 {"chase_latency", chase_latency_json(m.chase_latency)},
                  {"cpu_vendor", m.cpu_vendor},
                  {"cpu_family", m.cpu_family},
                  {"cpu_model", m.cpu_model},
@@ -318,6 +326,29 @@ Result<void> read_stack_ends(const json& e, std::map<std::string, std::uint64_t>
         if (!v.is_number_unsigned() || v.get<std::uint64_t>() > kMaxSampleCount)
             return Error("\"stack_ends\"." + name + " is not a sample count");
         out[name] = v.get<std::uint64_t>();
+    }
+    return ok();
+}
+
+// Reads "chase_latency" (absent in databases written before it existed);
+// a step of a chase takes between 0 and 1 ms, its rounds' spread around it.
+Result<void> read_chase_latency(const json& j, std::vector<ChaseLatency>& out) {
+    const auto it = j.find("chase_latency");
+    if (it == j.end()) return ok();
+    if (!it->is_array() || it->size() > 64) return Error("\"chase_latency\" is not an array of at most 64 sizes");
+    for (const auto& e : *it) {
+        if (!e.is_object()) return Error("\"chase_latency\" holds something other than an object");
+        ChaseLatency c;
+        ECPI_RETURN_IF_ERROR(read_field(e, "bytes", c.bytes));
+        for (auto [key, field] : {std::pair{"ns", &c.ns}, std::pair{"ns_low", &c.ns_low}, std::pair{"ns_high", &c.ns_high}}) {
+            const auto v = e.find(key);
+            if (v == e.end() || !v->is_number()) return Error(std::string("\"chase_latency\": \"") + key + "\" is not a number");
+            *field = v->get<double>();
+        }
+        if (!(c.ns_low > 0 && c.ns_low <= c.ns && c.ns <= c.ns_high && c.ns_high < 1e6) || c.bytes == 0)
+            return Error("\"chase_latency\": a size of " + std::to_string(c.bytes) + " bytes has times out of order or "
+                         "outside 0-1 ms (ns_low <= ns <= ns_high)");
+        out.push_back(c);
     }
     return ok();
 }
@@ -371,6 +402,7 @@ Result<EpochMeta> meta_from_json_unchecked(const std::vector<std::uint8_t>& byte
     ECPI_RETURN_IF_ERROR(read_field(j, "cpu_mhz", m.cpu_mhz));
     ECPI_RETURN_IF_ERROR(read_field(j, "cpu_mhz_measured", m.cpu_mhz_measured));
     ECPI_RETURN_IF_ERROR(read_field(j, "cpu_mhz_sampled", m.cpu_mhz_sampled));
+    ECPI_RETURN_IF_ERROR(read_chase_latency(j, m.chase_latency));
     ECPI_RETURN_IF_ERROR(read_field(j, "cpu_vendor", m.cpu_vendor));
     ECPI_RETURN_IF_ERROR(read_field(j, "cpu_family", m.cpu_family));
     ECPI_RETURN_IF_ERROR(read_field(j, "cpu_model", m.cpu_model));

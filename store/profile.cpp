@@ -337,6 +337,7 @@ void merge_into(EpochMeta& into, const EpochMeta& from) {
     if (from.cpu_mhz != 0) into.cpu_mhz = from.cpu_mhz;
     if (from.cpu_mhz_measured != 0) into.cpu_mhz_measured = from.cpu_mhz_measured;
     if (from.cpu_mhz_sampled != 0) into.cpu_mhz_sampled = from.cpu_mhz_sampled;
+    if (!from.chase_latency.empty()) into.chase_latency = from.chase_latency;
     if (!from.cpu_vendor.empty()) {
         into.cpu_vendor = from.cpu_vendor;
         into.cpu_family = from.cpu_family;

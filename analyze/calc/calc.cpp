@@ -569,6 +569,7 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
         const ImageBytes* bytes = images.bytes(sp.image, ip.image, report);
         if (!bytes) return std::nullopt;
         ProcedureInput input = procedure_input(sp, bytes, *symbolizer.table(ip.image), ctx);
+        input.chase_latency = options.chase_latency.empty() ? contents.meta.chase_latency : options.chase_latency;
         input.entry = entry;
         if (region) {
             input.region = region->counts;

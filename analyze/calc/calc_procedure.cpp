@@ -17,6 +17,7 @@
 #include "ecpi/analyze/calc/entry_trips.h"
 #include "ecpi/analyze/calc/flow_counts.h"
 #include "ecpi/analyze/calc/loops.h"
+#include "ecpi/analyze/calc/load_chain.h"
 #include "ecpi/analyze/calc/register_progress.h"
 #include "ecpi/analyze/calc/ranges.h"
 #include "ecpi/analyze/calc/switch_odds.h"
@@ -77,6 +78,9 @@ struct Analysis {
     // Per frequency class a branch's odds anchored: the frequencies its
     // share interval allows (its range; the anchor is its point).
     ClassBounds anchor_bounds;
+    // Per frequency class a pointer chase's count came from (load_chain.h):
+    // the counts its measured chase latency allows.
+    ClassBounds chain_bounds;
     EstimatorOptions options;
     FrequencyEstimate estimate;
     std::vector<ClassRange> ranges;
@@ -339,6 +343,57 @@ void measure_loops(Analysis& a, const ProcedureInput& input, double period_cycle
         r.iterations_max = best.high * loop_ns * (1 + calls.high);
         a.loop_anchor[l] = r.iterations / period_cycles;
         a.options.anchors.push_back({best_iv->block, a.loop_anchor[l], false});
+    }
+}
+
+// Loops bound by a chain of loads that miss (load_chain.h) and not
+// measured by register progress: their samples' time over k steps of the
+// machine's measured chase at their snapshots' working set, for the class
+// of their header (the blocks that run once an iteration).
+void estimate_load_chains(Analysis& a, const ProcedureInput& input, double period_cycles) {
+    if (input.chase_latency.empty() || !input.registers || period_cycles <= 0) return;
+    const double ns_per_cycle = input.registers->period_ns / period_cycles;
+    for (std::uint32_t l = 0; l < a.loops.loops.size(); ++l) {
+        const Loop& loop = a.loops.loops[l];
+        if (a.loop_anchor[l] > 0) continue;
+        const std::uint32_t cls = a.classes.block_class[loop.header];
+        std::vector<std::uint32_t> once;
+        double body_cycles = 0;
+        for (auto b : loop.blocks)
+            if (a.classes.block_class[b] == cls) {
+                once.push_back(b);
+                body_cycles += a.timing[b].cycles;
+            }
+        const LoadChain chain = find_load_chain(a.cfg, loop, once);
+        if (!chain.found) continue;
+        const ChainSpan span = chain_span(input.registers->stream, input.registers->candidates,
+                                          input.registers->image, loop_pcs(a.cfg, loop), chain.gp);
+        const ChainIteration it = chain_iteration(chain, span, input.chase_latency, body_cycles * ns_per_cycle);
+        CalcLoop& r = a.loop_reports[l];
+        if (!it.known) {
+            r.load_chain = "not used: " + it.why_not;
+            continue;
+        }
+        const double loop_ns = static_cast<double>(r.samples) * input.registers->period_ns;
+        const double f = loop_ns / it.ns / period_cycles;
+        a.options.load_chains.push_back({loop.header, f, false});
+        a.chain_bounds[cls] = {loop_ns / it.ns_high / period_cycles, loop_ns / it.ns_low / period_cycles};
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "%s chased %u time(s) an iteration over %.3g MiB: %.0f ns an iteration [%.0f, %.0f]",
+                      register_name(chain.gp, 8), chain.loads, it.span_bytes / (1 << 20), it.ns, it.ns_low, it.ns_high);
+        r.load_chain = buf;
+    }
+}
+
+// A pointer chase's count ranges over what its chase latency allows,
+// within what its samples allow (where the two disagree, the samples' stands).
+void range_load_chains(Analysis& a) {
+    for (const auto& [cls, bounds] : a.chain_bounds) {
+        if (cls >= a.ranges.size() || a.estimate.classes[cls].source != EstimateSource::kLoadChain) continue;
+        ClassRange& r = a.ranges[cls];
+        if (!r.ranged || bounds.first > r.max || bounds.second < r.min) continue;
+        r.min = std::max(r.min, bounds.first);
+        r.max = std::min(r.max, bounds.second);
     }
 }
 
@@ -757,6 +812,7 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
     ri.odds = a.odds;
     a.ranges = class_ranges(ri);
     range_trip_loops(a, input, period_cycles);
+    range_load_chains(a);
     range_entry_trip_loops(a);
     range_anchored_classes(a);
     clamp_to_ranges(a.estimate, a.cfg, a.classes, a.ranges);
@@ -1015,6 +1071,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
             return c ? c->writes : kAllGp;
         });
         measure_loops(a, input, period_cycles);
+        estimate_load_chains(a, input, period_cycles);
         describe_loop_calls(a, input);
         count_loop_entries(a, input);
         measure_trips(a, input);

@@ -214,6 +214,7 @@ void render_loops(std::ostringstream& o, const CalcProcedure& p) {
         } else {
             o << "not measured: " << l.why_not;
             if (!l.induction.empty()) o << " (induction register " << l.induction << ", step " << l.step << ")";
+            if (!l.load_chain.empty()) o << "; load chain: " << l.load_chain;
             if (!l.trip_starts.empty()) o << "; " << l.trip_starts;
             else if (l.trip_length > 0)
                 o << "; its trips run " << count_text(l.trip_length) << " iterations to the bound its exit compares "
@@ -419,6 +420,7 @@ json loop_json(const CalcLoop& l) {
         if (l.per_outer_iteration > 0) jl["per_outer_iteration"] = l.per_outer_iteration;
     } else {
         jl["why_not"] = l.why_not;
+        if (!l.load_chain.empty()) jl["load_chain"] = l.load_chain;
         if (l.trip_length > 0) jl["trip_length"] = l.trip_length;
         if (l.from_region) jl["region_best_cycles"] = l.region_best_cycles;
     }

@@ -29,6 +29,7 @@ const char* estimate_source_name(EstimateSource s) {
         case EstimateSource::kPooled: return "pooled";
         case EstimateSource::kRegisterProgress: return "register-progress";
         case EstimateSource::kCallRegion: return "call-region";
+        case EstimateSource::kLoadChain: return "load-chain";
         case EstimateSource::kNone: return "none";
     }
     return "?";
@@ -745,6 +746,7 @@ FrequencyEstimate estimate_frequencies(const Cfg& cfg, const FrequencyClasses& f
         use_instruction_counts(classes[c], members(c), cfg, opt);
     }
     pool_contradictions(classes, cfg, fc, timing, samples, first_call, opt);
+    apply_counts(classes, fc, opt.load_chains, EstimateSource::kLoadChain, Confidence::kLow);
     apply_counts(classes, fc, opt.regions, EstimateSource::kCallRegion, Confidence::kLow);
     apply_counts(classes, fc, opt.anchors, EstimateSource::kRegisterProgress, Confidence::kMeasured);
     if (fc.from_cycle_equivalence) propagate_flow(classes, cfg, fc);

@@ -5,6 +5,7 @@
 #include "cli_common.h"
 #include "ecpi/terminal_text.h"
 #include "ecpi/analyze/calc/calc.h"
+#include "ecpi/analyze/calc/load_chain.h"
 #include "ecpi/store/profile.h"
 
 namespace ecpi::cli {
@@ -19,6 +20,7 @@ struct CalcArgs {
     std::string event;
     std::string machine = analyze::MachineModel::kAuto;
     std::optional<double> cpu_mhz;
+    std::string chase_latency;
     bool all = false;
     bool unsampled = false;
     bool summary = false;
@@ -46,6 +48,7 @@ int run_calc(CalcArgs args) {
     if (!args.image.empty()) options.image = args.image;
     options.event = args.event;
     options.cpu_mhz = args.cpu_mhz;
+    if (!args.chase_latency.empty()) options.chase_latency = unwrap(analyze::parse_chase_latency(args.chase_latency));
     options.machine = args.machine;
     options.lines = !args.no_lines;
     analyze::Symbolizer symbolizer(symbolizer_options(db.path(), args.symbols));
@@ -76,6 +79,8 @@ void add_calc_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--machine", args->machine, "Machine model: a built-in name, a JSON file, or auto (the built-in model matching the CPU recorded with the epoch, else x86_64-generic)")
         ->default_str(analyze::MachineModel::kAuto);
     app->add_option("--cpu-mhz", args->cpu_mhz, "Clock rate turning clock periods into cycles (default: as recorded)");
+    app->add_option("--chase-latency", args->chase_latency,
+                    "A random pointer chase's ns per step by working set, MIB:NS[:LOW:HIGH],... (default: as recorded)");
     app->add_flag("--summary", args->summary,
                   "Where the cycles went (DCPI Figure 4) instead of the listing; with --all a line per procedure and Figure 4 per image");
     app->add_flag("--no-lines", args->no_lines, "Do not look up source lines");

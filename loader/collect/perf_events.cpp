@@ -246,6 +246,98 @@ double measure_cpu_mhz(int rounds) {
     return median(std::move(mhz));
 }
 
+namespace {
+
+// A cpu-clock event sampling this thread every `period_ns`, disabled.
+Result<FileDescriptor> self_clock_event(std::uint64_t period_ns) {
+    perf_event_attr attr{};
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.sample_period = period_ns;
+    attr.sample_type = PERF_SAMPLE_IP;
+    attr.disabled = 1;
+    long fd = perf_event_open(&attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) return Error::from_errno(errno, "opening a cpu-clock event on the recorder's thread to time it under sampling");
+    return FileDescriptor(static_cast<int>(fd));
+}
+
+// An anonymous mapping of 4 KiB pages, unmapped when it goes.
+struct ChaseBuffer {
+    explicit ChaseBuffer(std::size_t bytes) : size(bytes) {
+        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return;
+        base = static_cast<char*>(p);
+        madvise(base, bytes, MADV_NOHUGEPAGE);  // programs' heaps are mostly 4 KiB pages
+    }
+    ~ChaseBuffer() {
+        if (base) munmap(base, size);
+    }
+    ChaseBuffer(const ChaseBuffer&) = delete;
+    ChaseBuffer& operator=(const ChaseBuffer&) = delete;
+    char* base = nullptr;
+    std::size_t size = 0;
+};
+
+// Links the first `bytes` of `buf` into one random cycle (Sattolo's
+// shuffle), a pointer at the start of each 64-byte line.
+void link_chase(char* buf, std::size_t bytes, std::vector<std::uint32_t>& order, std::uint64_t& seed) {
+    const std::size_t n = bytes / 64;
+    order.resize(n);
+    for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
+    for (std::size_t i = n - 1; i > 0; --i) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        std::swap(order[i], order[(seed >> 33) % i]);
+    }
+    for (std::size_t i = 0; i < n; ++i)
+        *reinterpret_cast<void**>(buf + std::size_t{order[i]} * 64) = buf + std::size_t{order[(i + 1) % n]} * 64;
+}
+
+// ns per step of `steps` steps from *p, over the time the thread held its CPU.
+double chase_ns(void**& p, long steps) {
+    timespec a{}, b{};
+    const double waited_before = run_delay_seconds();
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    void** q = p;
+    for (long i = 0; i < steps; ++i) q = static_cast<void**>(*q);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    const double waited = run_delay_seconds() - waited_before;
+    p = q;
+    const double wall = static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_nsec - a.tv_nsec) * 1e-9;
+    const double on_cpu = wall - (std::isnan(waited) ? 0.0 : std::max(waited, 0.0));
+    if (on_cpu < wall / 4) return 0;  // preempted for most of the round: says nothing
+    return on_cpu / static_cast<double>(steps) * 1e9;
+}
+
+}  // namespace
+
+Result<std::vector<store::ChaseLatency>> measure_sampled_chase(std::uint64_t period_ns, int rounds) {
+    ECPI_ASSIGN_OR_RETURN(FileDescriptor event, self_clock_event(period_ns));
+    constexpr std::size_t kMiB = std::size_t{1} << 20;
+    ChaseBuffer buf(64 * kMiB);
+    if (!buf.base) return Error::from_errno(errno, "mapping 64 MiB to time a pointer chase (free some memory)");
+    std::vector<std::uint32_t> order;
+    std::uint64_t seed = 1;
+    std::vector<store::ChaseLatency> out;
+    for (std::size_t bytes = kMiB; bytes <= buf.size; bytes *= 4) {
+        link_chase(buf.base, bytes, order, seed);
+        void** p = reinterpret_cast<void**>(buf.base);
+        chase_ns(p, 2000);  // warm up: the TLB and caches in their steady state
+        std::vector<double> ns;
+        for (int r = 0; r < rounds; ++r) {
+            if (ioctl(event.get(), PERF_EVENT_IOC_ENABLE, 0) != 0)
+                return Error::from_errno(errno, "enabling the cpu-clock event that times the recorder's thread");
+            ns.push_back(chase_ns(p, 20000));
+            ioctl(event.get(), PERF_EVENT_IOC_DISABLE, 0);
+        }
+        ns.erase(std::remove(ns.begin(), ns.end(), 0.0), ns.end());
+        if (ns.empty()) continue;
+        std::sort(ns.begin(), ns.end());
+        out.push_back({bytes, ns[ns.size() / 2], ns.front(), ns.back()});
+    }
+    return out;
+}
+
 Result<double> measure_sampled_cpu_mhz(std::uint64_t period_ns, int rounds) {
     perf_event_attr attr{};
     attr.size = sizeof(attr);

@@ -159,6 +159,7 @@ store::EpochMeta Session::epoch_meta() {
     meta.cpu_mhz = mhz_;
     meta.cpu_mhz_measured = measured_mhz_;
     meta.cpu_mhz_sampled = sampled_mhz_;
+    meta.chase_latency = chase_latency_;
     meta.cpu_vendor = cpu_.vendor;
     meta.cpu_family = cpu_.family;
     meta.cpu_model = cpu_.model;

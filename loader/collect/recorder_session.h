@@ -243,6 +243,8 @@ private:
     double mhz_ = 0;
     double measured_mhz_ = 0;  // measure_cpu_mhz() before sampling starts
     double sampled_mhz_ = 0;   // measure_sampled_cpu_mhz() at the first clock event's period
+    std::vector<store::ChaseLatency> chase_latency_;  // measure_sampled_chase() at that period, with registers
+    std::uint64_t chase_period_ = 0;                  // the period chase_latency_ was measured at
     std::mt19937_64 rng_{std::random_device{}()};
 
     std::vector<RawSample> pending_flat_;

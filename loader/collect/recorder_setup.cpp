@@ -227,6 +227,17 @@ void Session::measure_sampled_clock() {
             auto sampled = measure_sampled_cpu_mhz(mean_periods_[k]);
             if (sampled.ok()) sampled_mhz_ = *sampled;
             else warn_once("the clock rate under sampling is not recorded (ecpi calc falls back to the unsampled rate): " + sampled.error().message());
+            // What a load that misses costs the sampled program, for calc's
+            // pointer chases (load_chain.h), which need register snapshots.
+            // Only while a command waits to be released: with --pid or
+            // --cgroup the target runs meanwhile, and the 0.3-0.6 s came out
+            // of a 1.5 s --duration (tests/bpf/record_cgroup.sh).
+            if (options_.registers_every > 0 && !options_.command.empty() && chase_period_ != mean_periods_[k]) {
+                chase_period_ = mean_periods_[k];
+                auto chase = measure_sampled_chase(mean_periods_[k]);
+                if (chase.ok()) chase_latency_ = std::move(*chase);
+                else warn_once("the pointer-chase latency is not recorded (ecpi calc cannot time pointer chases by it): " + chase.error().message());
+            }
             return;
         }
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ecpi/result.h"
+#include "ecpi/store/profile.h"
 
 namespace ecpi::loader {
 
@@ -74,6 +75,17 @@ double add_chain_wall_seconds(long iterations);
 // bound of that rate. Median of `rounds` rounds of 100 samples each (at
 // most 50 ms a round: fewer samples at low rates, where the cost is small).
 [[nodiscard]] Result<double> measure_sampled_cpu_mhz(std::uint64_t period_ns, int rounds = 3);
+
+// What one step of a dependent chain of loads that miss costs a program
+// sampled every `period_ns` (store::EpochMeta::chase_latency, used by calc's
+// load_chain.h): a random cyclic pointer chase, one pointer per 64-byte line,
+// over 1, 4, 16 and 64 MiB of 4 KiB pages (TLB misses and a VM's nested page
+// walks included), timed like measure_sampled_cpu_mhz on this thread's CPU
+// time less what it waited runnable. Per size the median of `rounds` rounds
+// of 20,000 steps and their fastest and slowest. About 0.3-0.5 s here, most
+// of it faulting in and linking the 64 MiB (ecpi record measures it only
+// while a command waits to be released).
+[[nodiscard]] Result<std::vector<store::ChaseLatency>> measure_sampled_chase(std::uint64_t period_ns, int rounds = 3);
 
 class FileDescriptor {
 public:

@@ -170,6 +170,14 @@ struct ProcessMeta {
     bool operator==(const ProcessMeta&) const = default;
 };
 // epoch.json: JSON, written atomically. Merging adds counts, overwrites names.
+// One size of the chase that EpochMeta::chase_latency measured: ns per step
+// (the median of its rounds) and the rounds' fastest and slowest.
+struct ChaseLatency {
+    std::uint64_t bytes = 0;
+    double ns = 0, ns_low = 0, ns_high = 0;
+    bool operator==(const ChaseLatency&) const = default;
+};
+
 struct EpochMeta {
     std::map<std::string, EventMeta> events;        // keyed by event name
     std::map<std::uint32_t, ProcessMeta> processes; // keyed by pid
@@ -183,6 +191,12 @@ struct EpochMeta {
     // recording's period: the cycles a sampled program keeps per second
     // (sampling costs it time); 0 when not measured.
     double cpu_mhz_sampled = 0;
+    // A random pointer chase's time per step over buffers of a few sizes,
+    // timed like cpu_mhz_sampled (under sampling at the recording's period):
+    // what one load of a dependent chain that misses costs a sampled program
+    // here, TLB and a VM's nested page walks included (docs/ACCURACY.md).
+    // Empty when not measured.
+    std::vector<ChaseLatency> chase_latency;
     // The CPU as /proc/cpuinfo names it, so analysis can pick a machine model
     // (calc --machine auto). Empty/0 in databases written before it existed.
     std::string cpu_vendor;              // "AuthenticAMD", "GenuineIntel"

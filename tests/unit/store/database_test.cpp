@@ -322,6 +322,7 @@ TEST_CASE("epoch.json round trip and merge") {
     m.cpu_mhz = 2893.4371;
     m.cpu_mhz_measured = 3651.25;
     m.cpu_mhz_sampled = 3302.75;
+    m.chase_latency = {{16u << 20, 316.5, 247.25, 325.5}, {64u << 20, 591.5, 475, 603.25}};
     m.cpu_vendor = "AuthenticAMD";
     m.cpu_family = 26;
     m.cpu_model = 2;

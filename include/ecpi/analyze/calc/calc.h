@@ -34,6 +34,8 @@ struct CalcOptions {
     std::optional<std::string> image;         // only images whose path equals this or ends with "/" + it
     std::string event;                        // "" = cycles if recorded, else cpu-clock, else the first
     std::optional<double> cpu_mhz;            // override the clock rate recorded in the epoch
+    // Override the chase latency recorded in the epoch (load_chain.h); empty: as recorded.
+    std::vector<store::ChaseLatency> chase_latency;
     std::string machine = "auto";             // a built-in model name, a JSON file, or "auto" (by the recorded CPU)
     bool lines = true;                        // look up source lines (DWARF)
     bool summary = false;                     // DCPI Figure 4 per procedure (and per image with --all); no listing
@@ -100,6 +102,9 @@ struct CalcLoop {
     std::uint64_t step_address = 0;           // the stepping instruction
     bool anchored = false;                    // its count comes from register progress
     std::string why_not;                      // when not anchored: why
+    // A pointer chase (load_chain.h): the chain, its working set and time an
+    // iteration, or why its chase latency was not used ("" : no chain).
+    std::string load_chain;
     double iterations = 0;                    // anchored: executions of the stepping block
     double iterations_min = 0, iterations_max = 0;  // from the spread of the rate
     double iterations_per_second = 0;
@@ -261,6 +266,8 @@ struct ProcedureInput {
         double max_gap_ns = 0;                // pairs further apart are not used
     };
     std::optional<Registers> registers;
+    // A random chase's time per step by working-set size (load_chain.h); empty: unknown.
+    std::vector<store::ChaseLatency> chase_latency;
     // Its entry count from its callers' measured call sites (run_calc),
     // when known: exact (within a measured count's tolerance) where every
     // caller's count is measured, else a lower bound.

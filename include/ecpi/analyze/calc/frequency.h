@@ -48,6 +48,7 @@ enum class EstimateSource : std::uint8_t {
     kPooled,       // with a neighbouring block whose estimate contradicted the flow between them
     kRegisterProgress,  // an anchor: a loop's iteration rate from register snapshots times its time
     kCallRegion,   // a loop with the leaves it calls as one region, or such a leaf's calls (call_regions.h)
+    kLoadChain,    // a pointer chase's samples over its measured chase latency (load_chain.h)
     kNone,         // nothing to go on: taken as 0
 };
 const char* estimate_source_name(EstimateSource s);
@@ -112,6 +113,10 @@ struct EstimatorOptions {
     // Blocks' counts from a call region (call_regions.h): they replace the
     // class's own estimate, rated low (anchors override them).
     std::vector<Anchor> regions;
+    // Loops bound by a chain of loads that miss (load_chain.h): their
+    // samples' time over the measured chase latency, rated low (call
+    // regions and anchors override them).
+    std::vector<Anchor> load_chains;
 };
 
 struct FrequencyEstimate {
