@@ -91,6 +91,7 @@ struct BlockEvidence {
     double executions_min = 0, executions_max = 0;
     double best_cycles = 0;                  // per execution (0: unknown, taken as 1)
     bool alternative = false;                // one side of a conditional jump
+    bool after_call = false;                 // every sample within a few instructions after a call
 };
 
 // Expected samples per execution of a block with no stall: best-case cycles
@@ -102,7 +103,19 @@ double samples_per_execution(double best_cycles, double period_cycles);
 // at calc's point; where the samples allow a range and the block is one side
 // of a conditional jump, poisson_range, free only up to what its samples
 // guarantee (above, a quarter of an unsampled block's price per execution).
+// A side of a conditional jump that calc did not range, with one or two
+// samples, all after a call (`after_call`), is taken as ranged from what its
+// samples' own error allows (0) up to its point.
 SoftCount block_evidence(const BlockEvidence& b, double period_cycles);
+
+// That last case's range (ranged false where it does not apply): a branch
+// closing such a block states its odds within it (layout_flow_problem), not
+// at the block's point.
+struct EvidenceRange {
+    bool ranged = false;
+    double low = 0, high = 0;                // executions
+};
+[[nodiscard]] EvidenceRange few_samples_range(const BlockEvidence& b);
 
 // Counts are rounded to whole executions. Edges to or from a block index
 // out of range (other than kFlowSource/kFlowSink) are ignored (count 0).
