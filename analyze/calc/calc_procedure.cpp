@@ -14,6 +14,7 @@
 #include "ecpi/analyze/calc/call_odds.h"
 #include "ecpi/analyze/calc/later_odds.h"
 #include "ecpi/analyze/calc/calc.h"
+#include "ecpi/analyze/calc/entry_arguments.h"
 #include "ecpi/analyze/calc/entry_trips.h"
 #include "ecpi/analyze/calc/flow_counts.h"
 #include "ecpi/analyze/calc/loops.h"
@@ -77,6 +78,8 @@ struct Analysis {
     // Per frequency class a branch's odds anchored: the frequencies its
     // share interval allows (its range; the anchor is its point).
     ClassBounds anchor_bounds;
+    // The entry block's edge the callers' constants rule out (entry_arguments.h).
+    std::optional<std::uint32_t> ruled_out;
     EstimatorOptions options;
     FrequencyEstimate estimate;
     std::vector<ClassRange> ranges;
@@ -674,6 +677,7 @@ FlowCountsInput flow_input(const Analysis& a, const ProcedureInput& input, doubl
     in.loops = &a.loops;
     in.loop_entries_seen = a.loop_entries_seen;
     in.trips = a.trip_shares;
+    if (a.ruled_out) in.ruled_out = std::span<const std::uint32_t>(&*a.ruled_out, 1);
     return in;
 }
 
@@ -933,8 +937,16 @@ CalcInstruction instruction_report(const Analysis& a, const CalcBlock& cb, std::
     return ci;
 }
 
+// Whether indirect call d goes through a slot the loader fills with
+// another image's symbol (`call qword ptr [rip + got]`).
+bool imported_call(const ProcedureInput& input, const DecodedInstruction& d) {
+    return input.image && d.loads && d.memory.index == 0 && d.memory.disp > 0 &&
+           d.operands.find("rip") != std::string::npos &&
+           input.image->imported_slot(static_cast<std::uint64_t>(d.memory.disp));
+}
+
 // Its calls at their blocks' counts: what its callees' entries take from it.
-std::vector<CalcCallSite> call_sites(const Analysis& a, double period_cycles) {
+std::vector<CalcCallSite> call_sites(const Analysis& a, const ProcedureInput& input, double period_cycles) {
     std::vector<CalcCallSite> out;
     for (std::uint32_t b = 0; b < a.cfg.blocks.size(); ++b)
         for (std::uint32_t k = a.cfg.blocks[b].first; k < a.cfg.blocks[b].first + a.cfg.blocks[b].count; ++k) {
@@ -943,6 +955,8 @@ std::vector<CalcCallSite> call_sites(const Analysis& a, double period_cycles) {
             out.push_back({d.address, d.flow == FlowKind::kCall ? d.target : 0,
                            a.estimate.block_frequency[b] * period_cycles,
                            a.estimate.block_confidence[b] == Confidence::kMeasured, {}, false});
+            if (d.flow == FlowKind::kCall) out.back().arguments = call_arguments(a.cfg, k);
+            else out.back().imported = imported_call(input, d);
             for (const CallOdds& o : a.calls)
                 if (o.call == d.address) {
                     out.back().targets_seen = o.targets;
@@ -954,7 +968,7 @@ std::vector<CalcCallSite> call_sites(const Analysis& a, double period_cycles) {
 
 CalcProcedure procedure_report(const Analysis& a, const ProcedureInput& input, double period_cycles) {
     CalcProcedure proc;
-    proc.call_sites = call_sites(a, period_cycles);
+    proc.call_sites = call_sites(a, input, period_cycles);
     proc.entry_from_callers = input.entry.has_value();
     proc.name = input.name;
     proc.start = input.start;
@@ -1006,6 +1020,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     a.timing = model.time_blocks(a.cfg);
     a.samples = per_instruction(a.cfg, input.samples);
     a.options = estimator_options(input, a, model, period_cycles, options);
+    if (input.entry && !input.entry->lower_bound) a.ruled_out = ruled_out_entry_edge(a.cfg, input.entry->arguments);
     // Loops, anchors and ranges only matter where there are samples (most
     // procedures of `calc --all --unsampled` have none).
     const bool sampled = std::any_of(a.samples.begin(), a.samples.end(), [](std::uint64_t s) { return s > 0; });

@@ -19,6 +19,7 @@
 
 #include "ecpi/analyze/calc/callee_code.h"
 #include "ecpi/analyze/calc/culprits.h"
+#include "ecpi/analyze/calc/entry_arguments.h"
 #include "ecpi/analyze/calc/frequency.h"
 #include "ecpi/analyze/calc/register_progress.h"
 #include "ecpi/analyze/symbols/symbolizer.h"
@@ -158,6 +159,11 @@ struct CalcCallSite {
     // just before the call (call_odds_decide).
     std::vector<std::pair<std::uint64_t, std::uint32_t>> targets_seen;
     bool decided = false;
+    // An indirect call through a slot the loader fills with another image's
+    // symbol (`call [rip + got]` to an imported function): it leaves the image.
+    bool imported = false;
+    // A direct call: the constants its block leaves in registers (entry_arguments.h).
+    std::vector<ArgumentValue> arguments;
 };
 
 struct CalcProcedure {
@@ -267,6 +273,8 @@ struct ProcedureInput {
     struct EntryCount {
         double executions = 0;
         bool lower_bound = false;
+        // Where exact: the constants every caller passes (entry_arguments.h).
+        std::vector<ArgumentValue> arguments;
     };
     std::optional<EntryCount> entry;
     // Counts from a call region (call_regions.h, run_calc): a block's first
