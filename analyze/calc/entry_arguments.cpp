@@ -51,6 +51,7 @@ std::vector<ArgumentValue> call_arguments(const Cfg& cfg, std::uint32_t call) {
     std::vector<int> decided;  // registers whose last write is already seen
     for (std::uint32_t k = call; k-- > block->first;) {
         const DecodedInstruction& d = cfg.instructions[k];
+        if (is_call(d.flow)) break;  // an earlier call may leave any caller-saved register changed
         for (auto r : d.writes) {
             const int gp = gp_register_number(r);
             if (gp < 0 || std::find(decided.begin(), decided.end(), gp) != decided.end()) continue;

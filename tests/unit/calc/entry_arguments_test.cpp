@@ -54,6 +54,21 @@ TEST_CASE("entry arguments: a constant set in another block than the call's is n
     CHECK(call_arguments(cfg, call_index(cfg)).empty());
 }
 
+TEST_CASE("entry arguments: a constant set before an earlier call in the block is not taken") {
+    // mov esi, 0x2000; call 0x3000; mov edi, 1; call 0x3000; ret: the first
+    // callee may change esi (main's block calls fill, then classify)
+    const Cfg cfg = test::hand_assembled(0x2000, {0xbe, 0x00, 0x20, 0x00, 0x00, 0xe8, 0xf6, 0x0f, 0x00, 0x00, 0xbf,
+                                                  0x01, 0x00, 0x00, 0x00, 0xe8, 0xec, 0x0f, 0x00, 0x00, 0xc3});
+    std::vector<std::uint32_t> calls;
+    for (std::uint32_t k = 0; k < cfg.instructions.size(); ++k)
+        if (is_call(cfg.instructions[k].flow)) calls.push_back(k);
+    REQUIRE(calls.size() == 2);
+    const std::vector<ArgumentValue> first = {{kRsi, 0x2000}};
+    CHECK(call_arguments(cfg, calls[0]) == first);
+    const std::vector<ArgumentValue> second = {{kRdi, 1}};
+    CHECK(call_arguments(cfg, calls[1]) == second);
+}
+
 TEST_CASE("entry arguments: only the values every call site passes alike") {
     const std::vector<std::vector<ArgumentValue>> sites = {{{kRsi, 8192}, {kRdi, 1}}, {{kRsi, 8192}, {kRdi, 2}}};
     const std::vector<ArgumentValue> want = {{kRsi, 8192}};

@@ -30,8 +30,9 @@ struct ArgumentValue {
 };
 
 // The registers the call at instruction `call` (a CFG instruction index)
-// holds constants in: those whose last write before it in its block is a
-// move of an immediate (32-bit moves zero-extend) or a zeroing idiom.
+// holds constants in: those whose last write before it in its block, and
+// after the block's previous call, is a move of an immediate (32-bit moves
+// zero-extend) or a zeroing idiom.
 [[nodiscard]] std::vector<ArgumentValue> call_arguments(const Cfg& cfg, std::uint32_t call);
 
 // The values every call site passes alike (sites: each one's constants);
