@@ -625,6 +625,7 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
         const store::ImageProfile& ip = *sampled.images[sp.image];
         proc.image = ip.image.path;
         proc.build_id = ip.image.build_id;
+        if (!proc.entry_conflict.empty()) report.warnings.push_back(proc.entry_conflict);
         if (options.all) add_to_image_summary(report, ip.image, proc);
         if (const LineTable* lines = images.lines(sp.image); lines && !options.summary)
             for (auto& ci : proc.instructions) std::tie(ci.file, ci.line) = lines->at(ci.address);

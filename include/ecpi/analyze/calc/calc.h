@@ -200,6 +200,11 @@ struct CalcProcedure {
     // Its count came from a call region (call_regions.h): its calls from a
     // loop estimated with it.
     bool entry_from_region = false;
+    // Its callers' constant arguments and its entry branch (entry_arguments.h):
+    // the way they rule out ("" where none), or where samples fell on that
+    // way, the conflict (the samples stand; run_calc warns).
+    std::string entry_guard;
+    std::string entry_conflict;
 };
 
 struct CalcImageSummary {
