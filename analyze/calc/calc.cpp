@@ -500,35 +500,48 @@ void add_to_image_summary(CalcReport& report, const store::ImageId& image, const
 // measured gets their sum as its entry count. Exact (a hard constraint
 // within the measured tolerance) where no caller's count is unknown: no
 // direct call to it from an unmeasured block and no indirect call in the
-// analyzed procedures of its image; else a lower bound. Callers with no samples at all are not
-// analyzed and count as never run.
+// analyzed procedures of its image that may stay in it (a call through a
+// slot the loader fills with another image's symbol leaves it: _start's
+// call of __libc_start_main made every entry count of branchy a lower
+// bound); else a lower bound. Callers with no samples at all are not
+// analyzed and count as never run. Where exact, and no analyzed procedure
+// of the image jumps to other code (a tail call passes registers no call
+// site shows), the constants every call site passes go with it
+// (entry_arguments.h).
 std::vector<std::pair<std::size_t, ProcedureInput::EntryCount>> entries_from_callers(
     const SampledProcedures& sampled, const std::vector<std::pair<std::size_t, CalcProcedure>>& analyzed) {
     struct Callers {
         double measured = 0;
         bool unknown = false;
+        std::vector<std::vector<ArgumentValue>> arguments;  // per call site
     };
     std::map<std::pair<std::size_t, std::uint64_t>, Callers> by_callee;  // (image, start)
     std::set<std::size_t> indirect;                                        // images with an indirect call
-    for (const auto& [i, proc] : analyzed)
+    std::set<std::size_t> tail_jumps;                                      // images with a jump to other code
+    for (const auto& [i, proc] : analyzed) {
+        const std::size_t image = sampled.procs[i].image;
+        if (proc.tail_jumps) tail_jumps.insert(image);
         for (const CalcCallSite& c : proc.call_sites) {
-            const std::size_t image = sampled.procs[i].image;
             if (c.target == 0) {
-                indirect.insert(image);
+                if (!c.imported) indirect.insert(image);
                 continue;
             }
             Callers& callers = by_callee[{image, c.target}];
+            callers.arguments.push_back(c.arguments);
             if (c.measured)
                 callers.measured += c.executions;
             else
                 callers.unknown = true;
         }
+    }
     std::vector<std::pair<std::size_t, ProcedureInput::EntryCount>> out;
     for (const auto& [i, proc] : analyzed) {
         const SampledProcedure& sp = sampled.procs[i];
         auto it = by_callee.find({sp.image, sp.start});
         if (it == by_callee.end() || !(it->second.measured > 0)) continue;
-        out.push_back({i, {it->second.measured, it->second.unknown || indirect.count(sp.image) > 0}});
+        ProcedureInput::EntryCount entry{it->second.measured, it->second.unknown || indirect.count(sp.image) > 0, {}};
+        if (!entry.lower_bound && !tail_jumps.count(sp.image)) entry.arguments = common_arguments(it->second.arguments);
+        out.push_back({i, std::move(entry)});
     }
     return out;
 }
@@ -613,6 +626,7 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
         const store::ImageProfile& ip = *sampled.images[sp.image];
         proc.image = ip.image.path;
         proc.build_id = ip.image.build_id;
+        if (!proc.entry_conflict.empty()) report.warnings.push_back(proc.entry_conflict);
         if (options.all) add_to_image_summary(report, ip.image, proc);
         if (const LineTable* lines = images.lines(sp.image); lines && !options.summary)
             for (auto& ci : proc.instructions) std::tie(ci.file, ci.line) = lines->at(ci.address);

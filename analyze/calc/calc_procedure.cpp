@@ -14,6 +14,7 @@
 #include "ecpi/analyze/calc/call_odds.h"
 #include "ecpi/analyze/calc/later_odds.h"
 #include "ecpi/analyze/calc/calc.h"
+#include "ecpi/analyze/calc/entry_arguments.h"
 #include "ecpi/analyze/calc/entry_trips.h"
 #include "ecpi/analyze/calc/flow_counts.h"
 #include "ecpi/analyze/calc/loops.h"
@@ -81,6 +82,9 @@ struct Analysis {
     // Per frequency class a pointer chase's count came from (load_chain.h):
     // the counts its measured chase latency allows.
     ClassBounds chain_bounds;
+    // The entry block's edge the callers' constants rule out (entry_arguments.h).
+    std::optional<std::uint32_t> ruled_out;
+    std::string entry_guard, entry_conflict;  // rule_out_entry_way's sentences
     EstimatorOptions options;
     FrequencyEstimate estimate;
     std::vector<ClassRange> ranges;
@@ -729,6 +733,7 @@ FlowCountsInput flow_input(const Analysis& a, const ProcedureInput& input, doubl
     in.loops = &a.loops;
     in.loop_entries_seen = a.loop_entries_seen;
     in.trips = a.trip_shares;
+    if (a.ruled_out) in.ruled_out = std::span<const std::uint32_t>(&*a.ruled_out, 1);
     return in;
 }
 
@@ -989,8 +994,48 @@ CalcInstruction instruction_report(const Analysis& a, const CalcBlock& cb, std::
     return ci;
 }
 
+// "esi = 0x2000, edi = 0x10": the constants a guard was evaluated at.
+std::string arguments_text(std::span<const ArgumentValue> arguments) {
+    std::string out;
+    for (const ArgumentValue& v : arguments)
+        out += (out.empty() ? "" : ", ") + std::string(register_name(v.gp, 8)) + " = " + hex(v.value);
+    return out;
+}
+
+// Issue 36: the entry branch's way its callers' constants rule out
+// (entry_arguments.h), unless samples fell on it: then the evidence
+// conflicts (code entered some other way, or a constant this cannot see
+// change), the samples stand and the procedure says so.
+void rule_out_entry_way(Analysis& a, const ProcedureInput& input) {
+    if (!input.entry || input.entry->lower_bound) return;
+    const auto edge = ruled_out_entry_edge(a.cfg, input.entry->arguments);
+    if (!edge) return;
+    const std::uint32_t to = a.cfg.edges[*edge].to;
+    const std::uint64_t at = to < a.cfg.blocks.size() ? a.cfg.instructions[a.cfg.blocks[to].first].address : 0;
+    std::uint64_t seen = 0;
+    if (to < a.cfg.blocks.size())
+        for (std::uint32_t i = 0; i < a.cfg.blocks[to].count; ++i) seen += a.samples[a.cfg.blocks[to].first + i];
+    const std::string why = "every caller passes " + arguments_text(input.entry->arguments) +
+                            ": its entry branch never goes to " + hex(at);
+    if (seen > 0) {
+        a.entry_conflict = input.name + ": " + why + ", yet " + std::to_string(seen) +
+                           " samples fell there: the samples stand";
+        return;
+    }
+    a.ruled_out = edge;
+    a.entry_guard = why;
+}
+
+// Whether indirect call d goes through a slot the loader fills with
+// another image's symbol (`call qword ptr [rip + got]`).
+bool imported_call(const ProcedureInput& input, const DecodedInstruction& d) {
+    return input.image && d.loads && d.memory.index == 0 && d.memory.disp > 0 &&
+           d.operands.find("rip") != std::string::npos &&
+           input.image->imported_slot(static_cast<std::uint64_t>(d.memory.disp));
+}
+
 // Its calls at their blocks' counts: what its callees' entries take from it.
-std::vector<CalcCallSite> call_sites(const Analysis& a, double period_cycles) {
+std::vector<CalcCallSite> call_sites(const Analysis& a, const ProcedureInput& input, double period_cycles) {
     std::vector<CalcCallSite> out;
     for (std::uint32_t b = 0; b < a.cfg.blocks.size(); ++b)
         for (std::uint32_t k = a.cfg.blocks[b].first; k < a.cfg.blocks[b].first + a.cfg.blocks[b].count; ++k) {
@@ -999,6 +1044,8 @@ std::vector<CalcCallSite> call_sites(const Analysis& a, double period_cycles) {
             out.push_back({d.address, d.flow == FlowKind::kCall ? d.target : 0,
                            a.estimate.block_frequency[b] * period_cycles,
                            a.estimate.block_confidence[b] == Confidence::kMeasured, {}, false});
+            if (d.flow == FlowKind::kCall) out.back().arguments = call_arguments(a.cfg, k);
+            else out.back().imported = imported_call(input, d);
             for (const CallOdds& o : a.calls)
                 if (o.call == d.address) {
                     out.back().targets_seen = o.targets;
@@ -1010,8 +1057,10 @@ std::vector<CalcCallSite> call_sites(const Analysis& a, double period_cycles) {
 
 CalcProcedure procedure_report(const Analysis& a, const ProcedureInput& input, double period_cycles) {
     CalcProcedure proc;
-    proc.call_sites = call_sites(a, period_cycles);
+    proc.call_sites = call_sites(a, input, period_cycles);
     proc.entry_from_callers = input.entry.has_value();
+    proc.entry_guard = a.entry_guard;
+    proc.entry_conflict = a.entry_conflict;
     proc.name = input.name;
     proc.start = input.start;
     proc.end = input.end;
@@ -1062,6 +1111,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     a.timing = model.time_blocks(a.cfg);
     a.samples = per_instruction(a.cfg, input.samples);
     a.options = estimator_options(input, a, model, period_cycles, options);
+    rule_out_entry_way(a, input);
     // Loops, anchors and ranges only matter where there are samples (most
     // procedures of `calc --all --unsampled` have none).
     const bool sampled = std::any_of(a.samples.begin(), a.samples.end(), [](std::uint64_t s) { return s > 0; });

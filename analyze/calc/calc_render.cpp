@@ -361,6 +361,7 @@ void render_procedure(std::ostringstream& o, const CalcProcedure& p) {
     if (p.entry_from_region)
         o << "*** Calls: from a loop estimated together with the leaves it calls (its samples and theirs over "
              "their best case an iteration: cycles move between a caller and its callees)\n";
+    if (!p.entry_guard.empty()) o << "*** Entry: " << escape_for_terminal(p.entry_guard) << "\n";
     render_loops(o, p);
     if (p.missing_edges) {
         o << "*** CFG is missing edges (unresolved indirect jump";

@@ -353,6 +353,7 @@ struct ImageBytes::Impl {
     Elf* elf = nullptr;
     std::vector<Section> sections;  // sorted by address
     std::vector<std::pair<std::uint64_t, std::uint64_t>> relative;  // R_X86_64_RELATIVE: address -> addend, sorted
+    std::vector<std::uint64_t> imported;  // slots the loader fills with an undefined symbol's address, sorted
 
     ~Impl() {
         if (elf) elf_end(elf);
@@ -388,6 +389,34 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> relative_relocations(Elf* e
     return out;
 }
 
+// The slots an x86-64 image's R_X86_64_GLOB_DAT and R_X86_64_JUMP_SLOT
+// relocations fill with the address of a symbol the image does not define
+// (sorted): pointers into other images.
+std::vector<std::uint64_t> imported_slots(Elf* elf) {
+    constexpr std::uint64_t kGlobDat = 6, kJumpSlot = 7;
+    std::vector<std::uint64_t> out;
+    for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || sh.sh_entsize == 0) continue;
+        Elf_Data* data = elf_getdata(scn, nullptr);
+        Elf_Scn* symbols = elf_getscn(elf, sh.sh_link);
+        Elf_Data* symbol_data = symbols ? elf_getdata(symbols, nullptr) : nullptr;
+        if (!data || !symbol_data) continue;
+        const std::size_t n = sh.sh_size / sh.sh_entsize;
+        for (std::size_t i = 0; i < n; ++i) {
+            GElf_Rela r;
+            GElf_Sym sym;
+            if (!gelf_getrela(data, static_cast<int>(i), &r)) continue;
+            const std::uint64_t type = GELF_R_TYPE(r.r_info);
+            if (type != kGlobDat && type != kJumpSlot) continue;
+            if (gelf_getsym(symbol_data, static_cast<int>(GELF_R_SYM(r.r_info)), &sym) && sym.st_shndx == SHN_UNDEF)
+                out.push_back(r.r_offset);
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 }  // namespace
 
 Result<ImageBytes> ImageBytes::open(const std::filesystem::path& elf_file) {
@@ -417,7 +446,10 @@ Result<ImageBytes> ImageBytes::open(const std::filesystem::path& elf_file) {
     std::sort(impl->sections.begin(), impl->sections.end(),
               [](const auto& a, const auto& b) { return a.address < b.address; });
     if (impl->sections.empty()) return Error(elf_file.string() + ": no loadable sections with contents");
-    if (impl->machine == EM_X86_64) impl->relative = relative_relocations(elf);
+    if (impl->machine == EM_X86_64) {
+        impl->relative = relative_relocations(elf);
+        impl->imported = imported_slots(elf);
+    }
     return ImageBytes(std::move(impl));
 }
 
@@ -430,6 +462,10 @@ std::optional<std::uint64_t> ImageBytes::pointer_at(std::uint64_t address) const
     std::uint64_t v = 0;
     std::memcpy(&v, bytes.data(), 8);
     return v;
+}
+
+bool ImageBytes::imported_slot(std::uint64_t address) const {
+    return std::binary_search(impl_->imported.begin(), impl_->imported.end(), address);
 }
 
 std::span<const std::uint8_t> ImageBytes::read(std::uint64_t address, std::uint64_t size) const {

@@ -19,6 +19,7 @@
 
 #include "ecpi/analyze/calc/callee_code.h"
 #include "ecpi/analyze/calc/culprits.h"
+#include "ecpi/analyze/calc/entry_arguments.h"
 #include "ecpi/analyze/calc/frequency.h"
 #include "ecpi/analyze/calc/register_progress.h"
 #include "ecpi/analyze/symbols/symbolizer.h"
@@ -163,6 +164,11 @@ struct CalcCallSite {
     // just before the call (call_odds_decide).
     std::vector<std::pair<std::uint64_t, std::uint32_t>> targets_seen;
     bool decided = false;
+    // An indirect call through a slot the loader fills with another image's
+    // symbol (`call [rip + got]` to an imported function): it leaves the image.
+    bool imported = false;
+    // A direct call: the constants its block leaves in registers (entry_arguments.h).
+    std::vector<ArgumentValue> arguments;
 };
 
 struct CalcProcedure {
@@ -199,6 +205,11 @@ struct CalcProcedure {
     // Its count came from a call region (call_regions.h): its calls from a
     // loop estimated with it.
     bool entry_from_region = false;
+    // Its callers' constant arguments and its entry branch (entry_arguments.h):
+    // the way they rule out ("" where none), or where samples fell on that
+    // way, the conflict (the samples stand; run_calc warns).
+    std::string entry_guard;
+    std::string entry_conflict;
 };
 
 struct CalcImageSummary {
@@ -274,6 +285,8 @@ struct ProcedureInput {
     struct EntryCount {
         double executions = 0;
         bool lower_bound = false;
+        // Where exact: the constants every caller passes (entry_arguments.h).
+        std::vector<ArgumentValue> arguments;
     };
     std::optional<EntryCount> entry;
     // Counts from a call region (call_regions.h, run_calc): a block's first

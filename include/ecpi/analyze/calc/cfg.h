@@ -150,6 +150,10 @@ public:
     // position-independent image's R_X86_64_RELATIVE relocation's addend
     // (the file holds 0 there), else the bytes; none where unreadable.
     std::optional<std::uint64_t> pointer_at(std::uint64_t address) const;
+    // Whether the 8-byte slot at `address` is one the loader fills with the
+    // address of a symbol the image does not define (R_X86_64_GLOB_DAT or
+    // JUMP_SLOT against an undefined symbol): a call through it leaves the image.
+    bool imported_slot(std::uint64_t address) const;
     unsigned machine() const;  // ELF e_machine
     const std::filesystem::path& path() const;
 

@@ -82,6 +82,9 @@ struct FlowCountsInput {
     // like a branch's odds (as decided as odds whose rarer way was seen),
     // and in place of the latch branch's own odds.
     std::span<const TripShare> trips;
+    // Edges that never run: the entry block's way its callers' constant
+    // arguments do not take (entry_arguments.h). Measured at 0.
+    std::span<const std::uint32_t> ruled_out;
 };
 
 // The flow problem in executions: one soft count per block and edge, from
