@@ -339,16 +339,7 @@ Result<std::vector<store::ChaseLatency>> measure_sampled_chase(std::uint64_t per
 }
 
 Result<double> measure_sampled_cpu_mhz(std::uint64_t period_ns, int rounds) {
-    perf_event_attr attr{};
-    attr.size = sizeof(attr);
-    attr.type = PERF_TYPE_SOFTWARE;
-    attr.config = PERF_COUNT_SW_CPU_CLOCK;
-    attr.sample_period = period_ns;
-    attr.sample_type = PERF_SAMPLE_IP;
-    attr.disabled = 1;
-    long fd = perf_event_open(&attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-    if (fd < 0) return Error::from_errno(errno, "opening a cpu-clock event on the recorder's thread to time it under sampling");
-    FileDescriptor event(static_cast<int>(fd));
+    ECPI_ASSIGN_OR_RETURN(FileDescriptor event, self_clock_event(period_ns));
     // 100 samples a round, so one more or fewer moves it by 1%, but at most
     // 50 ms (about 5 samples at 99 Hz, where sampling costs ~0.2% anyway).
     const double seconds = std::clamp(100.0 * static_cast<double>(period_ns) * 1e-9, 0.02, 0.05);
