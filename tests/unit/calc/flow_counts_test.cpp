@@ -35,6 +35,20 @@ void check_conserved(const Cfg& cfg, const FrequencyEstimate& est) {
 }
 
 // The flow's input for a hand-made CFG, a period of 1000 cycles.
+// A self-loop L that stays `length` times a trip, then leaves to X: its two
+// edges (the stay taken, the exit falling through) and the trip that says so.
+TripShare self_loop_trip(test::HandCfg& fx, std::uint32_t l, std::uint32_t x, double length) {
+    TripShare trip;
+    trip.block = l;
+    trip.stay_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
+    fx.edge(l, l, EdgeKind::kBranch);
+    trip.exit_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
+    fx.edge(l, x, EdgeKind::kFallThrough);
+    trip.length = length;
+    trip.weight = 2000;
+    return trip;
+}
+
 FlowCountsInput hand_input(const test::HandCfg& fx, const FrequencyClasses& fc,
                            const std::vector<std::uint64_t>& samples) {
     FlowCountsInput in;
@@ -768,14 +782,7 @@ TEST_CASE("a loop's trip length ties its count to its entries, where its samples
     fx.edge(kEntryBlock, g, EdgeKind::kEntry);
     const std::vector<BranchOdds> odds = {branch(fx, g, x, p, 0, 20)};
     fx.edge(p, l, EdgeKind::kFallThrough);
-    TripShare trip;
-    trip.block = l;
-    trip.stay_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
-    fx.edge(l, l, EdgeKind::kBranch);
-    trip.exit_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
-    fx.edge(l, x, EdgeKind::kFallThrough);
-    trip.length = 1024;
-    trip.weight = 2000;
+    const TripShare trip = self_loop_trip(fx, l, x, 1024);
     fx.edge(x, kExitBlock, EdgeKind::kReturn);
     std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
     fx.sample(samples, l, 10'000);
@@ -823,13 +830,7 @@ struct GuardedTrip {
         fx.edge(g, r, EdgeKind::kBranch);
         fx.edge(g, p, EdgeKind::kFallThrough);
         fx.edge(p, l, EdgeKind::kFallThrough);
-        trip.block = l;
-        trip.stay_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
-        fx.edge(l, l, EdgeKind::kBranch);
-        trip.exit_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
-        fx.edge(l, x, EdgeKind::kFallThrough);
-        trip.length = 8192;
-        trip.weight = 2000;
+        trip = self_loop_trip(fx, l, x, 8192);
         fx.edge(x, kExitBlock, EdgeKind::kReturn);
         fx.edge(r, kExitBlock, EdgeKind::kReturn);
         samples.assign(fx.cfg.instructions.size(), 0);
@@ -876,14 +877,7 @@ TEST_CASE("a trip length restated at an exact entry count, not at the flow's ent
     const std::uint32_t x = fx.add_block({1});
     fx.edge(kEntryBlock, p, EdgeKind::kEntry);
     fx.edge(p, l, EdgeKind::kFallThrough);
-    TripShare trip;
-    trip.block = l;
-    trip.stay_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
-    fx.edge(l, l, EdgeKind::kBranch);
-    trip.exit_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
-    fx.edge(l, x, EdgeKind::kFallThrough);
-    trip.length = 8192;
-    trip.weight = 2000;
+    const TripShare trip = self_loop_trip(fx, l, x, 8192);
     fx.edge(x, kExitBlock, EdgeKind::kReturn);
     std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
     fx.sample(samples, l, 94'000);
