@@ -804,6 +804,22 @@ TEST_CASE("a loop's trip length ties its count to its entries, where its samples
 
 namespace {
 
+// branchy's kernels' flow: 16,000 exact entries (16 at this scale), the
+// loop's samples ranged 9,000-400,000, its trip stated, some edges ruled out.
+FrequencyEstimate solve_at_entries(const test::HandCfg& fx, const std::vector<std::uint64_t>& samples,
+                                   const TripShare& trip, std::span<const std::uint32_t> ruled_out) {
+    const FrequencyClasses fc = frequency_classes(fx.cfg);
+    FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, EstimatorOptions{});
+    std::vector<ClassRange> ranges(fc.count);
+    ranges[fc.block_class[trip.block]] = {true, 9'000, 400'000};
+    FlowCountsInput in = hand_input(fx, fc, samples);
+    in.entry_executions = 16'000;
+    const std::vector<TripShare> trips = {trip};
+    in.trips = trips;
+    in.ruled_out = ruled_out;
+    return conserved(est, ranges, in);
+}
+
 // branchy.c's classify as gcc -O2 lays it out: a guard no snapshot
 // evaluated (`test esi, esi; jle`: n <= 0 returns at once), a preheader,
 // and a loop of 8,192 elements whose exit no snapshot sees but whose length
@@ -839,16 +855,8 @@ struct GuardedTrip {
 
     // The flow with the guard's early return ruled out or not.
     FrequencyEstimate solve(bool rule_out_skip) {
-        const FrequencyClasses fc = frequency_classes(fx.cfg);
-        FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, EstimatorOptions{});
-        std::vector<ClassRange> ranges(fc.count);
-        ranges[fc.block_class[l]] = {true, 9'000, 400'000};
-        FlowCountsInput in = hand_input(fx, fc, samples);
-        in.entry_executions = 16'000;
-        const std::vector<TripShare> trips = {trip};
-        in.trips = trips;
-        if (rule_out_skip) in.ruled_out = std::span<const std::uint32_t>(&skip_edge, 1);
-        return conserved(est, ranges, in);
+        return solve_at_entries(fx, samples, trip,
+                                rule_out_skip ? std::span<const std::uint32_t>(&skip_edge, 1) : std::span<const std::uint32_t>{});
     }
 };
 
@@ -881,15 +889,7 @@ TEST_CASE("a trip length restated at an exact entry count, not at the flow's ent
     fx.edge(x, kExitBlock, EdgeKind::kReturn);
     std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
     fx.sample(samples, l, 94'000);
-    const FrequencyClasses fc = frequency_classes(fx.cfg);
-    FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, EstimatorOptions{});
-    std::vector<ClassRange> ranges(fc.count);
-    ranges[fc.block_class[l]] = {true, 9'000, 400'000};
-    FlowCountsInput in = hand_input(fx, fc, samples);
-    in.entry_executions = 16'000;
-    const std::vector<TripShare> trips = {trip};
-    in.trips = trips;
-    const FrequencyEstimate flow = conserved(est, ranges, in);
+    const FrequencyEstimate flow = solve_at_entries(fx, samples, trip, {});
     CHECK(flow.invocations == doctest::Approx(16).epsilon(0.01));
     CHECK(flow.block_frequency[l] == doctest::Approx(16 * 8192).epsilon(0.01));
 }
