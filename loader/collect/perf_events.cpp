@@ -314,6 +314,7 @@ double chase_ns(void**& p, long steps) {
 Result<std::vector<store::ChaseLatency>> measure_sampled_chase(std::uint64_t period_ns, int rounds) {
     ECPI_ASSIGN_OR_RETURN(FileDescriptor event, self_clock_event(period_ns));
     constexpr std::size_t kMiB = std::size_t{1} << 20;
+    constexpr std::size_t kWholeWarmUp = 16 * kMiB;
     ChaseBuffer buf(64 * kMiB);
     if (!buf.base) return Error::from_errno(errno, "mapping 64 MiB to time a pointer chase (free some memory)");
     std::vector<std::uint32_t> order;
@@ -321,8 +322,18 @@ Result<std::vector<store::ChaseLatency>> measure_sampled_chase(std::uint64_t per
     std::vector<store::ChaseLatency> out;
     for (std::size_t bytes = kMiB; bytes <= buf.size; bytes *= 4) {
         link_chase(buf.base, bytes, order, seed);
-        void** p = reinterpret_cast<void**>(buf.base);
-        chase_ns(p, 2000);  // warm up: the TLB and caches in their steady state
+        // The steady state calc times is a program chasing the same span again
+        // and again: each line was last touched a whole span ago. Right after
+        // link_chase, the lines it wrote last are still in the caches and the
+        // TLB's walk caches: a warm-up of 2,000 steps from an arbitrary line
+        // read 41-66 ns at 4 MiB where the steady state is 18-22 (AMD EPYC
+        // VM), 51-93 ns at 16 MiB where it is 145 and a program's chase took
+        // 131 (16-CPU Intel Xeon VM, 300 MiB of L3). So start where link_chase
+        // began writing, and warm up by one whole traversal, unsampled, up to
+        // 16 MiB; past that the 2,000 steps suffice (the lines ahead were
+        // written before 60 MiB of others) and a traversal would cost 0.2 s.
+        void** p = reinterpret_cast<void**>(buf.base + std::size_t{order[0]} * 64);
+        chase_ns(p, bytes <= kWholeWarmUp ? static_cast<long>(bytes / 64) : 2000);
         std::vector<double> ns;
         for (int r = 0; r < rounds; ++r) {
             if (ioctl(event.get(), PERF_EVENT_IOC_ENABLE, 0) != 0)
