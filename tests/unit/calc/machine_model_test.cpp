@@ -18,6 +18,20 @@ Cfg self_loop(std::vector<std::uint8_t> bytes) {
     return build_cfg(0x1000, 0x1000 + bytes.size(), std::move(*insns), {});
 }
 
+// A loop of eight independent instructions, one on each of r8-r15 (`encode`
+// gives the bytes of the one on r8+reg), then `sub rsi, 1; jne 0`: what
+// latency.c's throughput lines time.
+Cfg eight_independent(std::vector<std::uint8_t> (*encode)(std::uint8_t reg)) {
+    std::vector<std::uint8_t> code;
+    for (std::uint8_t reg = 0; reg < 8; ++reg) {
+        auto insn = encode(reg);
+        code.insert(code.end(), insn.begin(), insn.end());
+    }
+    code.insert(code.end(), {0x48, 0x83, 0xee, 0x01});                                          // sub rsi, 1
+    code.insert(code.end(), {0x75, static_cast<std::uint8_t>(-static_cast<int>(code.size() + 2))});  // jne 0
+    return self_loop(code);
+}
+
 MachineModel model(const char* name = MachineModel::kDefault) {
     auto m = MachineModel::load(name);
     REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message()));
@@ -202,13 +216,10 @@ TEST_CASE("Zen 4: what bench/machine_model.sh measured on it") {
     CHECK(m.time_blocks(chase)[0].cycles == doctest::Approx(8).epsilon(0.05));
     // Eight independent shifts: two shift units, 4 cycles (latency.c: 0.5
     // cycles a shift).
-    std::vector<std::uint8_t> shifts;
-    for (std::uint8_t reg = 0; reg < 8; ++reg) {
-        shifts.insert(shifts.end(), {0x49, 0xd1, static_cast<std::uint8_t>(0xe0 + reg)});  // shl r8+reg, 1
-    }
-    shifts.insert(shifts.end(), {0x48, 0x83, 0xee, 0x01});  // sub rsi, 1
-    shifts.insert(shifts.end(), {0x75, static_cast<std::uint8_t>(-static_cast<int>(shifts.size() + 2))});  // jne 0
-    CHECK(m.time_blocks(self_loop(shifts))[0].cycles == doctest::Approx(4).epsilon(0.1));
+    Cfg shifts = eight_independent([](std::uint8_t reg) -> std::vector<std::uint8_t> {
+        return {0x49, 0xd1, static_cast<std::uint8_t>(0xe0 + reg)};  // shl r8+reg, 1
+    });
+    CHECK(m.time_blocks(shifts)[0].cycles == doctest::Approx(4).epsilon(0.1));
     CHECK(m.call_return_cycles() == doctest::Approx(4.0));
 }
 
@@ -221,14 +232,11 @@ TEST_CASE("Golden Cove: what bench/machine_model.sh measured on the Emerald Rapi
     CHECK(m.time_blocks(chase)[0].cycles == doctest::Approx(10).epsilon(0.05));
     // Eight independent adds: about two a cycle on that vCPU (latency.c: 0.46-0.47
     // cycles an add), 4 cycles; the generic model's four ALUs gave 2.
-    std::vector<std::uint8_t> adds;
-    for (std::uint8_t reg = 0; reg < 8; ++reg) {
-        adds.insert(adds.end(), {0x49, 0x83, static_cast<std::uint8_t>(0xc0 + reg), 0x01});  // add r8+reg, 1
-    }
-    adds.insert(adds.end(), {0x48, 0x83, 0xee, 0x01});  // sub rsi, 1
-    adds.insert(adds.end(), {0x75, static_cast<std::uint8_t>(-static_cast<int>(adds.size() + 2))});  // jne 0
-    CHECK(m.time_blocks(self_loop(adds))[0].cycles == doctest::Approx(4.5).epsilon(0.15));
-    CHECK(model().time_blocks(self_loop(adds))[0].cycles < 3);
+    Cfg adds = eight_independent([](std::uint8_t reg) -> std::vector<std::uint8_t> {
+        return {0x49, 0x83, static_cast<std::uint8_t>(0xc0 + reg), 0x01};  // add r8+reg, 1
+    });
+    CHECK(m.time_blocks(adds)[0].cycles == doctest::Approx(4.5).epsilon(0.15));
+    CHECK(model().time_blocks(adds)[0].cycles < 3);
     // call_return.c: 3.5, 7.4-7.7 and 13.6-13.9 cycles an iteration for 1, 2
     // and 3 calls; one call through a table 5.3-5.5.
     CHECK(m.call_return_cycles() == doctest::Approx(3.8));
