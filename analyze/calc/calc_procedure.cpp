@@ -22,6 +22,7 @@
 #include "ecpi/analyze/calc/register_progress.h"
 #include "ecpi/analyze/calc/ranges.h"
 #include "ecpi/analyze/calc/switch_odds.h"
+#include "ecpi/analyze/calc/trip_exit.h"
 
 namespace ecpi::analyze {
 
@@ -401,51 +402,6 @@ void range_load_chains(Analysis& a) {
     }
 }
 
-// The one way out of loop l, when it is the compare of an induction
-// register with a register the loop leaves alone (or a constant) closing
-// the loop's one latch, the block that steps that register before the
-// compare (a rotated `for` loop: `add rdi, 8; cmp rdi, rsi; jne`): every
-// iteration then steps once and compares once (register_progress.h,
-// TripExit).
-std::optional<std::pair<TripExit, const InductionVariable*>> trip_exit(const Analysis& a, std::uint32_t l) {
-    const Loop& loop = a.loops.loops[l];
-    if (loop.has_call || loop.latches.size() != 1) return std::nullopt;
-    const std::uint32_t latch = loop.latches.front();
-    for (auto b : loop.blocks)
-        for (auto e : a.cfg.blocks[b].out_edges)
-            if (!loop.contains(a.cfg.edges[e].to) && b != latch) return std::nullopt;
-    const auto condition = branch_condition(a.cfg, latch);
-    if (!condition) return std::nullopt;
-    const auto& invariant = a.loops.invariant[l];
-    const auto is_invariant = [&](int r) {
-        return r < 0 || std::find(invariant.begin(), invariant.end(), r) != invariant.end();
-    };
-    for (const auto& iv : a.loops.induction) {
-        if (iv.loop != l || iv.block != latch || iv.instruction >= condition->setter || iv.width != condition->width)
-            continue;
-        TripExit exit;
-        exit.condition = *condition;
-        if (condition->a == iv.gp && (condition->is_test ? condition->b == iv.gp : is_invariant(condition->b))) {
-            exit.induction_first = true;
-        } else if (!condition->is_test && condition->b == iv.gp && is_invariant(condition->a)) {
-            exit.induction_first = false;
-        } else {
-            continue;
-        }
-        std::uint32_t taken = kNoLoop;
-        for (auto e : a.cfg.blocks[latch].out_edges)
-            if (a.cfg.edges[e].kind == EdgeKind::kBranch) taken = a.cfg.edges[e].to;
-        exit.stay_when_taken = taken != kNoLoop && loop.contains(taken);
-        const DecodedInstruction& step = a.cfg.instructions[iv.instruction];
-        const std::uint64_t past_step = step.address + step.size;
-        const auto& last = a.cfg.instructions[a.cfg.blocks[latch].first + a.cfg.blocks[latch].count - 1];
-        const std::uint64_t latch_end = last.address + last.size;
-        exit.after_step = [past_step, latch_end](std::uint64_t pc) { return pc >= past_step && pc < latch_end; };
-        return std::pair{exit, &iv};
-    }
-    return std::nullopt;
-}
-
 // Per loop register progress could not measure, its trip length from its
 // exit's bound (register_progress.h, trip_length).
 void measure_trips(Analysis& a, const ProcedureInput& input) {
@@ -454,21 +410,24 @@ void measure_trips(Analysis& a, const ProcedureInput& input) {
     if (!input.registers || input.registers->stream.empty()) return;
     for (std::uint32_t l = 0; l < a.loops.loops.size(); ++l) {
         if (a.loop_anchor[l] > 0) continue;
-        const auto exit = trip_exit(a, l);
+        const auto exit = trip_exit(a.cfg, a.loops, l);
         if (!exit) continue;
         const ProgressQuery q = loop_query(a, input, l, loop_pcs(a.cfg, a.loops.loops[l]), *exit->second, LoopCalls{});
         a.trips[l] = trip_length(q, exit->first);
         a.trip_induction[l] = exit->second;
         const TripLength& trip = a.trips[l];
         if (!trip.known) continue;
-        const std::uint32_t latch = a.loops.loops[l].latches.front();
-        TripShare share;
-        share.block = latch;
-        share.length = trip.length;
-        share.weight = trip.in_groups;
-        for (auto e : a.cfg.blocks[latch].out_edges)
-            (a.loops.loops[l].contains(a.cfg.edges[e].to) ? share.stay_edge : share.exit_edge) = e;
-        a.trip_shares.push_back(share);
+        // Each iteration passes one latch, and the last leaves: every latch
+        // leaves in 1 / length of its passes, whichever the trip ends at.
+        for (auto latch : a.loops.loops[l].latches) {
+            TripShare share;
+            share.block = latch;
+            share.length = trip.length;
+            share.weight = trip.in_groups;
+            for (auto e : a.cfg.blocks[latch].out_edges)
+                (a.loops.loops[l].contains(a.cfg.edges[e].to) ? share.stay_edge : share.exit_edge) = e;
+            a.trip_shares.push_back(share);
+        }
         a.loop_reports[l].trip_length = trip.length;
     }
 }

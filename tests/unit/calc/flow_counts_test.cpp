@@ -35,18 +35,24 @@ void check_conserved(const Cfg& cfg, const FrequencyEstimate& est) {
 }
 
 // The flow's input for a hand-made CFG, a period of 1000 cycles.
-// A self-loop L that stays `length` times a trip, then leaves to X: its two
-// edges (the stay taken, the exit falling through) and the trip that says so.
-TripShare self_loop_trip(test::HandCfg& fx, std::uint32_t l, std::uint32_t x, double length) {
+// A latch that jumps back to the loop's header H, its trips `length`
+// iterations long, else falls through to X: its two edges (the stay taken,
+// the exit falling through) and the trip that says so.
+TripShare latch_trip(test::HandCfg& fx, std::uint32_t latch, std::uint32_t h, std::uint32_t x, double length) {
     TripShare trip;
-    trip.block = l;
+    trip.block = latch;
     trip.stay_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
-    fx.edge(l, l, EdgeKind::kBranch);
+    fx.edge(latch, h, EdgeKind::kBranch);
     trip.exit_edge = static_cast<std::uint32_t>(fx.cfg.edges.size());
-    fx.edge(l, x, EdgeKind::kFallThrough);
+    fx.edge(latch, x, EdgeKind::kFallThrough);
     trip.length = length;
     trip.weight = 2000;
     return trip;
+}
+
+// A self-loop L that stays `length` times a trip, then leaves to X.
+TripShare self_loop_trip(test::HandCfg& fx, std::uint32_t l, std::uint32_t x, double length) {
+    return latch_trip(fx, l, l, x, length);
 }
 
 FlowCountsInput hand_input(const test::HandCfg& fx, const FrequencyClasses& fc,
@@ -892,4 +898,50 @@ TEST_CASE("a trip length restated at an exact entry count, not at the flow's ent
     const FrequencyEstimate flow = solve_at_entries(fx, samples, trip, {});
     CHECK(flow.invocations == doctest::Approx(16).epsilon(0.01));
     CHECK(flow.block_frequency[l] == doctest::Approx(16 * 8192).epsilon(0.01));
+}
+
+TEST_CASE("a trip length ties a loop closed by two latches to its entries, whichever latch ends each trip") {
+    // branchy.c's machine as gcc -O2 lays it out (trip_exit_test.cpp): the
+    // header's state test sends each iteration through one of two arms,
+    // each closed by its own `add rdi, 4; cmp rdi, rcx` latch. 16 entries a
+    // period exact from the callers, trips of 8,192 words; the arms'
+    // samples over the model's cycles say 0.7x of that. Each latch leaves
+    // in 1 / 8,192 of its passes: the header runs entries x trip, split by
+    // the header's odds (60 of 100 snapshots to B).
+    //   entry -> P -> H;  H -> A | B;  A -> L1;  B -> L2;  L1, L2 -> H (stay) | X;  X -> exit.
+    test::HandCfg fx;
+    const std::uint32_t p = fx.add_block({1, 1});
+    const std::uint32_t h = fx.add_block({1, 1, 1});
+    const std::uint32_t a = fx.add_block({1});
+    const std::uint32_t b = fx.add_block({1, 1});
+    const std::uint32_t l1 = fx.add_block({1, 1, 1});
+    const std::uint32_t l2 = fx.add_block({1, 1, 1});
+    const std::uint32_t x = fx.add_block({1});
+    fx.edge(kEntryBlock, p, EdgeKind::kEntry);
+    fx.edge(p, h, EdgeKind::kFallThrough);
+    const std::vector<BranchOdds> odds = {branch(fx, h, a, b, 40, 100)};
+    fx.edge(a, l1, EdgeKind::kFallThrough);
+    fx.edge(b, l2, EdgeKind::kFallThrough);
+    const std::vector<TripShare> trips = {latch_trip(fx, l1, h, x, 8192), latch_trip(fx, l2, h, x, 8192)};
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
+    const double iterations = 16 * 8192;
+    fx.sample(samples, h, 0.7 * iterations);
+    fx.sample(samples, a, 0.7 * 0.4 * iterations);
+    fx.sample(samples, b, 0.7 * 0.6 * iterations);
+    fx.sample(samples, l1, 0.7 * 0.4 * iterations);
+    fx.sample(samples, l2, 0.7 * 0.6 * iterations);
+    const FrequencyClasses fc = frequency_classes(fx.cfg);
+    FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, EstimatorOptions{});
+    std::vector<ClassRange> ranges(fc.count);
+    for (auto blk : {h, a, b, l1, l2}) ranges[fc.block_class[blk]] = {true, 9'000, 400'000};
+    FlowCountsInput in = hand_input(fx, fc, samples);
+    in.odds = odds;
+    in.entry_executions = 16'000;
+    in.trips = trips;
+    const FrequencyEstimate flow = conserved(est, ranges, in);
+    CHECK(flow.block_frequency[p] == doctest::Approx(16).epsilon(0.01));
+    CHECK(flow.block_frequency[h] == doctest::Approx(iterations).epsilon(0.02));
+    CHECK(flow.block_frequency[l1] + flow.block_frequency[l2] == doctest::Approx(iterations).epsilon(0.02));
+    CHECK(flow.block_frequency[x] == doctest::Approx(16).epsilon(0.01));
 }

@@ -1,0 +1,106 @@
+// The way out of a loop with several latches (trip_exit.h): branchy's state
+// machine as gcc -O2 compiles it, its trip length from snapshots, and
+// latches that disagree.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "ecpi/analyze/calc/trip_exit.h"
+
+using namespace ecpi::analyze;
+using ecpi::store::RegisterSample;
+
+namespace {
+
+// bench/accuracy/branchy.c's `machine` (gcc 12 -O2), at its address 0x13a0:
+// 13a0 test esi, esi; jle 13f0; movsxd rsi, esi; xor edx, edx;
+// lea rcx, [rdi + rsi*4]; xor esi, esi; jmp 13c3; (nop)
+// 13b8 mov edx, eax
+// 13ba add rdi, 4; cmp rdi, rcx; je 13e2          <- latch 1
+// 13c3 mov eax, [rdi]; shr eax, 5; and eax, 1; test edx, edx; je 13b8
+// 13cf cmp edx, 1; je 13e8
+// 13d4 add rdi, 4; add esi, eax; lea edx, [rax + 1]; cmp rdi, rcx; jne 13c3   <- latch 2
+// 13e2 mov eax, esi; ret; (nop)
+// 13e8 lea edx, [rax + rax]; jmp 13ba; (nop)
+// 13f0 xor esi, esi; mov eax, esi; ret
+std::vector<std::uint8_t> machine_code() {
+    return {0x85, 0xf6, 0x7e, 0x4c, 0x48, 0x63, 0xf6, 0x31, 0xd2, 0x48, 0x8d, 0x0c, 0xb7, 0x31, 0xf6, 0xeb, 0x12,
+            0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00, 0x89, 0xc2, 0x48, 0x83, 0xc7, 0x04, 0x48, 0x39, 0xcf, 0x74,
+            0x1f, 0x8b, 0x07, 0xc1, 0xe8, 0x05, 0x83, 0xe0, 0x01, 0x85, 0xd2, 0x74, 0xe9, 0x83, 0xfa, 0x01, 0x74,
+            0x14, 0x48, 0x83, 0xc7, 0x04, 0x01, 0xc6, 0x8d, 0x50, 0x01, 0x48, 0x39, 0xcf, 0x75, 0xe1, 0x89, 0xf0,
+            0xc3, 0x0f, 0x1f, 0x00, 0x8d, 0x14, 0x00, 0xeb, 0xcd, 0x0f, 0x1f, 0x00, 0x31, 0xf6, 0x89, 0xf0, 0xc3};
+}
+
+constexpr std::uint64_t kBase = 0x13a0;
+constexpr int kRcx = 1, kRdi = 7;
+
+Cfg cfg_of(const std::vector<std::uint8_t>& code) {
+    auto insns = decode_x86_64(kBase, code);
+    REQUIRE(insns.ok());
+    return build_cfg(kBase, kBase + code.size(), std::move(*insns), {});
+}
+
+std::uint32_t loop_at(const Cfg& cfg, const LoopInfo& loops, std::uint64_t header) {
+    for (std::uint32_t l = 0; l < loops.loops.size(); ++l)
+        if (cfg.instructions[cfg.blocks[loops.loops[l].header].first].address == header) return l;
+    FAIL("no loop at the header");
+    return 0;
+}
+
+}  // namespace
+
+TEST_CASE("trip exit: a loop closed by two latches that step and compare the same register") {
+    Cfg cfg = cfg_of(machine_code());
+    LoopInfo loops = find_loops(cfg);
+    const std::uint32_t l = loop_at(cfg, loops, 0x13c3);
+    REQUIRE(loops.loops[l].latches.size() == 2);
+    const auto exit = trip_exit(cfg, loops, l);
+    REQUIRE(exit.has_value());
+    CHECK(exit->second->gp == kRdi);
+    CHECK(exit->second->step == 4);
+    CHECK(exit->first.induction_first);
+    CHECK(exit->first.condition.b == kRcx);
+    // Past either latch's step the register holds what the compare reads.
+    CHECK(exit->first.after_step(0x13be));
+    CHECK(exit->first.after_step(0x13dd));
+    CHECK(exit->first.after_step(0x13d8));
+    CHECK_FALSE(exit->first.after_step(0x13ba));
+    CHECK_FALSE(exit->first.after_step(0x13c5));
+    CHECK_FALSE(exit->first.after_step(0x13d4));
+
+    // One trip over 8,192 words, 256 snapshots spread over it: its length.
+    const std::uint64_t start = 0x7f0000000000, words = 8192;
+    std::vector<RegisterSample> stream;
+    const std::uint64_t pcs[] = {0x13c5, 0x13cf, 0x13d8, 0x13be, 0x13c8};
+    for (std::uint64_t k = 0; k < 256; ++k) {
+        RegisterSample s;
+        s.tid = s.pid = 1;
+        s.time_ns = k * 100'000;
+        s.offset = pcs[k % 5];
+        const std::uint64_t word = (k * words) / 256;
+        // After a latch's step rdi already points at the next word.
+        s.regs[kRdi] = start + 4 * (word + (exit->first.after_step(s.offset) ? 1 : 0));
+        s.regs[kRcx] = start + 4 * words;
+        stream.push_back(s);
+    }
+    ProgressQuery q;
+    q.stream = stream;
+    q.in_loop = [](std::uint64_t pc) { return (pc >= 0x13b8 && pc < 0x13e2) || (pc >= 0x13e8 && pc < 0x13ed); };
+    q.gp = kRdi;
+    q.step = 4;
+    q.invariant = loops.invariant[l];
+    const TripLength trip = trip_length(q, exit->first);
+    REQUIRE(trip.known);
+    CHECK(trip.length == doctest::Approx(words).epsilon(0.02));
+}
+
+TEST_CASE("trip exit: latches comparing with different bounds give none") {
+    // The second latch compares rdi with rsi (`cmp rdi, rsi`), which the loop
+    // writes: no one bound ends every trip.
+    auto code = machine_code();
+    REQUIRE(code[0x13dd - kBase + 2] == 0xcf);
+    code[0x13dd - kBase + 2] = 0xf7;
+    Cfg cfg = cfg_of(code);
+    LoopInfo loops = find_loops(cfg);
+    CHECK_FALSE(trip_exit(cfg, loops, loop_at(cfg, loops, 0x13c3)).has_value());
+}
