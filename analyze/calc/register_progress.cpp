@@ -548,7 +548,10 @@ TripLength trip_length(const ProgressQuery& q, const TripExit& exit) {
         TripGroup& g = groups[key];
         g.longest = std::max(g.longest, left);
         g.left.push_back(left);
-        if (p > 0 && q.stream[p - 1].tid == s.tid && q.stream[p - 1].pid == s.pid && !in_own_code(q, q.stream[p - 1]))
+        // Through calls, the thread's previous snapshot outside the loop's
+        // code may be in a callee of this trip: no entry known.
+        if (!q.through_calls && p > 0 && q.stream[p - 1].tid == s.tid && q.stream[p - 1].pid == s.pid &&
+            !in_own_code(q, q.stream[p - 1]))
             ++g.entries_seen;
     };
     if (q.candidates.empty()) {

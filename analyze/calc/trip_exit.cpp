@@ -60,9 +60,12 @@ std::optional<TripExit> latch_exit(const Cfg& cfg, const LoopInfo& loops, std::u
             (k == iv.instruction || iv.block == loop.header))
             step = k;
     if (!step || (iv.block != latch && iv.block != loop.header)) return std::nullopt;
+    // A register the loop's calls may change is no bound (nor a step).
+    const auto clobbered = [&](int r) { return r >= 0 && ((loop.call_clobbers >> r) & 1u) != 0; };
+    if (clobbered(iv.gp)) return std::nullopt;
     const auto& invariant = loops.invariant[l];
     const auto is_invariant = [&](int r) {
-        return r < 0 || std::find(invariant.begin(), invariant.end(), r) != invariant.end();
+        return r < 0 || (std::find(invariant.begin(), invariant.end(), r) != invariant.end() && !clobbered(r));
     };
     TripExit exit;
     exit.condition = *condition;
@@ -90,7 +93,7 @@ std::optional<TripExit> latch_exit(const Cfg& cfg, const LoopInfo& loops, std::u
 std::optional<std::pair<TripExit, const InductionVariable*>> trip_exit(const Cfg& cfg, const LoopInfo& loops,
                                                                     std::uint32_t l) {
     const Loop& loop = loops.loops[l];
-    if (loop.has_call || loop.latches.empty()) return std::nullopt;
+    if (loop.latches.empty()) return std::nullopt;
     const auto is_latch = [&](std::uint32_t b) {
         return std::find(loop.latches.begin(), loop.latches.end(), b) != loop.latches.end();
     };

@@ -104,3 +104,60 @@ TEST_CASE("trip exit: latches comparing with different bounds give none") {
     LoopInfo loops = find_loops(cfg);
     CHECK_FALSE(trip_exit(cfg, loops, loop_at(cfg, loops, 0x13c3)).has_value());
 }
+
+TEST_CASE("trip exit: a loop around a call that leaves its register and bound alone") {
+    // branchy.c's main, its loop over the 2,048 keys (gcc -O2), at 0x10c8:
+    // mov edx, [r9]; mov esi, 0x2000; mov rdi, r11; add r9, 0x10;
+    // and edx, 0xffffff; call search (0x1320); cdqe; add r10, rax;
+    // cmp r9, rbx; jne 0x10c8; then a ret.
+    constexpr std::uint64_t base = 0x10c8;
+    std::vector<std::uint8_t> code = {0x41, 0x8b, 0x11, 0xbe, 0x00, 0x20, 0x00, 0x00, 0x4c, 0x89, 0xdf, 0x49, 0x83,
+                                      0xc1, 0x10, 0x81, 0xe2, 0xff, 0xff, 0xff, 0x00, 0xe8, 0x3e, 0x02, 0x00, 0x00,
+                                      0x48, 0x98, 0x49, 0x01, 0xc2, 0x49, 0x39, 0xd9, 0x75, 0xdc, 0xc3};
+    auto insns = decode_x86_64(base, code);
+    REQUIRE(insns.ok());
+    Cfg cfg = build_cfg(base, base + code.size(), std::move(*insns), {});
+    constexpr int kRbx = 3, kR9 = 9;
+    // A callee whose code is not known may change every caller-saved register, r9 among them.
+    LoopInfo unknown = find_loops(cfg);
+    REQUIRE(unknown.loops.size() == 1);
+    CHECK_FALSE(trip_exit(cfg, unknown, 0).has_value());
+    // search writes eax, ecx, esi and r8d only (callee_code.h reads that off its code).
+    const std::uint16_t search_writes = (1u << 0) | (1u << 1) | (1u << 6) | (1u << 8);
+    LoopInfo known = find_loops(cfg, [&](std::uint64_t target) -> std::uint16_t {
+        return target == 0x1320 ? search_writes : 0xffff;
+    });
+    REQUIRE(known.loops.size() == 1);
+    const auto exit = trip_exit(cfg, known, 0);
+    REQUIRE(exit.has_value());
+    CHECK(exit->second->gp == kR9);
+    CHECK(exit->second->step == 16);
+    CHECK(exit->first.condition.b == kRbx);
+
+    // Snapshots in the loop, each after one in the callee: the callee's are
+    // not entries into the loop, so the fewest iterations stay one trip's.
+    std::vector<RegisterSample> stream;
+    const std::uint64_t keys = 0x555555560040, words = 2048;
+    for (std::uint64_t k = 0; k < 64; ++k) {
+        RegisterSample in_search;
+        in_search.tid = in_search.pid = 1;
+        in_search.offset = 0x1343;
+        stream.push_back(in_search);
+        RegisterSample s = in_search;
+        s.offset = 0x10e4;  // add r10, rax: after the step
+        s.regs[kR9] = keys + 16 * (1 + (k * words) / 64);
+        s.regs[kRbx] = keys + 16 * words;
+        stream.push_back(s);
+    }
+    ProgressQuery q;
+    q.stream = stream;
+    q.in_loop = [&](std::uint64_t pc) { return pc >= base && pc < base + code.size() - 1; };
+    q.gp = kR9;
+    q.step = 16;
+    q.invariant = known.invariant[0];
+    q.through_calls = true;
+    const TripLength trip = trip_length(q, exit->first);
+    REQUIRE(trip.known);
+    CHECK(trip.length == doctest::Approx(words).epsilon(0.05));
+    CHECK(trip.fewest <= words);
+}

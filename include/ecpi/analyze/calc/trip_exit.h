@@ -18,8 +18,11 @@ namespace ecpi::analyze {
 // same register and compare it with the same bound (gcc gives branchy's
 // state machine two: `add rdi, 4; cmp rdi, rcx` closing each arm). Every
 // iteration passes one latch, steps once and compares once; a snapshot in a
-// latch past its step holds the value the compare reads. None when the
-// loop calls, leaves elsewhere, or its latches disagree.
+// latch past its step holds the value the compare reads. A loop that calls
+// qualifies where its calls change neither register (Loop::call_clobbers:
+// branchy's main steps r9 over 2,048 words around each call of `search`,
+// which leaves r9 and the bound alone). None when the loop leaves
+// elsewhere, or its latches disagree.
 [[nodiscard]] std::optional<std::pair<TripExit, const InductionVariable*>> trip_exit(const Cfg& cfg,
                                                                                    const LoopInfo& loops,
                                                                                    std::uint32_t l);
