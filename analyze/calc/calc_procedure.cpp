@@ -3,6 +3,7 @@
 // frequency estimates, ranges where the samples cannot decide, culprits.
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -995,6 +996,8 @@ bool imported_call(const ProcedureInput& input, const DecodedInstruction& d) {
 
 // Its calls at their blocks' counts: what its callees' entries take from it.
 std::vector<CalcCallSite> call_sites(const Analysis& a, const ProcedureInput& input, double period_cycles) {
+    const std::vector<bool> trip_measured =
+        trip_measured_blocks(a.cfg, a.loops, a.trips, a.loop_anchor, a.classes, a.estimate);
     std::vector<CalcCallSite> out;
     for (std::uint32_t b = 0; b < a.cfg.blocks.size(); ++b)
         for (std::uint32_t k = a.cfg.blocks[b].first; k < a.cfg.blocks[b].first + a.cfg.blocks[b].count; ++k) {
@@ -1002,7 +1005,7 @@ std::vector<CalcCallSite> call_sites(const Analysis& a, const ProcedureInput& in
             if (!is_call(d.flow)) continue;
             out.push_back({d.address, d.flow == FlowKind::kCall ? d.target : 0,
                            a.estimate.block_frequency[b] * period_cycles,
-                           a.estimate.block_confidence[b] == Confidence::kMeasured, {}, false});
+                           a.estimate.block_confidence[b] == Confidence::kMeasured || trip_measured[b], {}, false});
             if (d.flow == FlowKind::kCall) out.back().arguments = call_arguments(a.cfg, k);
             else out.back().imported = imported_call(input, d);
             for (const CallOdds& o : a.calls)

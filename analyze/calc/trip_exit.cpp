@@ -2,6 +2,7 @@
 #include "ecpi/analyze/calc/trip_exit.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <vector>
 
@@ -118,6 +119,31 @@ std::optional<std::pair<TripExit, const InductionVariable*>> trip_exit(const Cfg
         return std::pair{exit, &iv};
     }
     return std::nullopt;
+}
+
+std::vector<bool> trip_measured_blocks(const Cfg& cfg, const LoopInfo& loops, std::span<const TripLength> trips,
+                                       std::span<const double> loop_anchor, const FrequencyClasses& classes,
+                                       const FrequencyEstimate& estimate) {
+    std::vector<bool> out(cfg.blocks.size(), false);
+    for (std::uint32_t l = 0; l < trips.size() && l < loops.loops.size(); ++l) {
+        if (!trips[l].known || (l < loop_anchor.size() && loop_anchor[l] > 0)) continue;
+        const Loop& loop = loops.loops[l];
+        double entries = 0;
+        bool measured_entries = true;
+        for (auto e : cfg.blocks[loop.header].in_edges) {
+            const std::uint32_t from = cfg.edges[e].from;
+            if (from < cfg.blocks.size() && loop.contains(from)) continue;
+            measured_entries = measured_entries && from < cfg.blocks.size() &&
+                               estimate.block_confidence[from] == Confidence::kMeasured;
+            entries += estimate.edge_frequency[e];
+        }
+        const double expected = entries * trips[l].length;
+        const double header = estimate.block_frequency[loop.header];
+        if (!measured_entries || !(entries > 0) || std::abs(header - expected) > 0.1 * expected) continue;
+        const std::uint32_t cls = classes.block_class[loop.header];
+        for (auto b : loop.blocks) out[b] = out[b] || classes.block_class[b] == cls;
+    }
+    return out;
 }
 
 }  // namespace ecpi::analyze

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ecpi/analyze/calc/trip_exit.h"
+#include "hand_cfg.h"
 
 using namespace ecpi::analyze;
 using ecpi::store::RegisterSample;
@@ -160,4 +161,43 @@ TEST_CASE("trip exit: a loop around a call that leaves its register and bound al
     REQUIRE(trip.known);
     CHECK(trip.length == doctest::Approx(words).epsilon(0.05));
     CHECK(trip.fewest <= words);
+}
+
+TEST_CASE("trip measured: a header at its measured entries times its trip length passes its count on as measured") {
+    // entry -> P -> H;  H -> H (stay) | X;  X -> exit. P measured at 16 a
+    // period, the trip 2,048 long: H runs 32,768 a period.
+    test::HandCfg fx;
+    const std::uint32_t p = fx.add_block({1});
+    const std::uint32_t h = fx.add_block({1, 1});
+    const std::uint32_t x = fx.add_block({1});
+    fx.edge(kEntryBlock, p, EdgeKind::kEntry);
+    fx.edge(p, h, EdgeKind::kFallThrough);
+    fx.edge(h, h, EdgeKind::kBranch);
+    fx.edge(h, x, EdgeKind::kFallThrough);
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    const LoopInfo loops = find_loops(fx.cfg);
+    REQUIRE(loops.loops.size() == 1);
+    const FrequencyClasses fc = frequency_classes(fx.cfg);
+    FrequencyEstimate est;
+    est.block_frequency = {16, 16 * 2048, 16};
+    est.block_confidence = {Confidence::kMeasured, Confidence::kLow, Confidence::kMeasured};
+    est.edge_frequency = {16, 16, 16 * 2047, 16, 16};
+    std::vector<TripLength> trips(1);
+    trips[0].known = true;
+    trips[0].length = 2048;
+    std::vector<double> anchor(1, 0);
+    const auto measured = [&] { return trip_measured_blocks(fx.cfg, loops, trips, anchor, fc, est); };
+    CHECK(measured()[h]);
+    CHECK_FALSE(measured()[p]);  // measured already, not by the trip
+    // Entries from a block not measured: no.
+    est.block_confidence[p] = Confidence::kLow;
+    CHECK_FALSE(measured()[h]);
+    est.block_confidence[p] = Confidence::kMeasured;
+    // The flow left the header 30% off entries x length: no.
+    est.block_frequency[h] = 0.7 * 16 * 2048;
+    CHECK_FALSE(measured()[h]);
+    est.block_frequency[h] = 16 * 2048;
+    // No trip length: no.
+    trips[0].known = false;
+    CHECK_FALSE(measured()[h]);
 }

@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <utility>
+#include <vector>
 
 #include "ecpi/analyze/calc/cfg.h"
+#include "ecpi/analyze/calc/frequency.h"
 #include "ecpi/analyze/calc/loops.h"
 #include "ecpi/analyze/calc/register_progress.h"
 
@@ -26,5 +29,20 @@ namespace ecpi::analyze {
 [[nodiscard]] std::optional<std::pair<TripExit, const InductionVariable*>> trip_exit(const Cfg& cfg,
                                                                                    const LoopInfo& loops,
                                                                                    std::uint32_t l);
+
+// Per block, whether its count is as good as measured though no register
+// progress measured it: the blocks of a loop header's class whose trip
+// length is known (trip_length on trip_exit's compare) and whose entries all
+// come from measured blocks, where `estimate` (the flow's) gave the header
+// their count times the length within the measured tolerance (10%).
+// branchy's main calls `search` from such a loop, 2,048 keys a trip, its
+// entries the repetition loop's measured count: the call site passes that
+// count on as the callee's entries (calc.cpp, entries_from_callers).
+// `loop_anchor` per loop: > 0 where register progress measured it.
+[[nodiscard]] std::vector<bool> trip_measured_blocks(const Cfg& cfg, const LoopInfo& loops,
+                                                     std::span<const TripLength> trips,
+                                                     std::span<const double> loop_anchor,
+                                                     const FrequencyClasses& classes,
+                                                     const FrequencyEstimate& estimate);
 
 }  // namespace ecpi::analyze
