@@ -3,7 +3,6 @@
 // frequency estimates, ranges where the samples cannot decide, culprits.
 #include <algorithm>
 #include <cinttypes>
-#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -486,14 +485,15 @@ double most_entries(const Analysis& a, const ProcedureInput& input, std::uint32_
 // Issue 36: a loop with a trip length (measure_trips) runs between the
 // fewest iterations its groups' entries seen give (TripLength::fewest) and
 // the most entries it can have (most_entries) times its longest group's
-// length: its class's range keeps within that. Where nothing
+// length: its header's class's range keeps within that (the header runs
+// once an iteration; a loop of several latches runs each only in some). Where nothing
 // decides how often the loop is entered (a guard no snapshot evaluated),
 // that is as narrow as it gets.
 void range_trip_loops(Analysis& a, const ProcedureInput& input, double period_cycles) {
     for (std::uint32_t l = 0; l < a.trips.size(); ++l) {
         const TripLength& trip = a.trips[l];
         if (!trip.known || a.loop_anchor[l] > 0) continue;
-        const std::uint32_t cls = a.classes.block_class[a.loops.loops[l].latches.front()];
+        const std::uint32_t cls = a.classes.block_class[a.loops.loops[l].header];
         if (cls >= a.ranges.size() || !a.ranges[cls].ranged) continue;
         const double fewest = trip.fewest / period_cycles;
         const double most = most_entries(a, input, l, period_cycles) * trip.high;

@@ -81,10 +81,11 @@ double add_chain_wall_seconds(long iterations);
 // load_chain.h): a random cyclic pointer chase, one pointer per 64-byte line,
 // over 1, 4, 16 and 64 MiB of 4 KiB pages (TLB misses and a VM's nested page
 // walks included), timed like measure_sampled_cpu_mhz on this thread's CPU
-// time less what it waited runnable. Per size, after one whole traversal
-// unsampled (the steady state of a program that chases that span again and
-// again), the median of `rounds` rounds of 20,000 steps and their fastest and
-// slowest. ecpi record measures it only while a command waits to be released.
+// time less what it waited runnable. Per size, from where the linking began
+// and after one whole traversal unsampled up to 16 MiB (the steady state of a
+// program that chases that span again and again; 2,000 steps at 64 MiB), the
+// median of `rounds` rounds of 20,000 steps and their fastest and slowest.
+// ecpi record measures it only while a command waits to be released.
 [[nodiscard]] Result<std::vector<store::ChaseLatency>> measure_sampled_chase(std::uint64_t period_ns, int rounds = 3);
 
 class FileDescriptor {
