@@ -624,6 +624,46 @@ bool anchor_nested_loops(Analysis& a, const ProcedureInput& input, double period
     return added;
 }
 
+// Issue 36: a loop register progress measured whose trips all run one
+// length to the bound its exit compares (trip_length: every group alike)
+// and whose entries are measured has a second count, entries times that
+// length, which needs no time base. Register progress times the loop's
+// samples plus its calls' estimated share of them (callee_share); where
+// the product falls outside the rate's own bounds, the product stands:
+// branchy's main, whose loop around `search` read 0.74x by register
+// progress on one recording (its bounds 0.73-0.76x) against its measured
+// entries (1.015x) times 2,048 keys. The anchor moves to the product, a
+// point like every measured count. Whether any moved.
+bool recount_anchors_by_trips(Analysis& a, const ProcedureInput& input, double period_cycles) {
+    if (!input.registers || input.registers->stream.empty() || !(period_cycles > 0)) return false;
+    bool moved = false;
+    for (std::uint32_t l = 0; l < a.loops.loops.size(); ++l) {
+        CalcLoop& r = a.loop_reports[l];
+        if (!(a.loop_anchor[l] > 0) || !r.anchored || r.per_outer_iteration > 0) continue;
+        const std::optional<double> entries = measured_loop_entries(a.cfg, a.loops.loops[l], a.estimate);
+        const auto exit = entries ? trip_exit(a.cfg, a.loops, l) : std::nullopt;
+        if (!exit) continue;
+        const ProgressQuery q = loop_query(a, input, l, loop_pcs(a.cfg, a.loops.loops[l]), *exit->second, LoopCalls{});
+        const TripLength trip = trip_length(q, exit->first);
+        const std::optional<double> f =
+            trip_recount(trip, entries, r.iterations_min / period_cycles, r.iterations_max / period_cycles);
+        if (!f) continue;
+        for (auto& anchor : a.options.anchors)
+            if (!anchor.edge && anchor.frequency == a.loop_anchor[l] && a.loops.loops[l].contains(anchor.index))
+                anchor.frequency = *f;
+        a.loop_anchor[l] = *f;
+        r.recounted = "its entries (" + fmt_count(*entries * period_cycles) + ", measured) times its trips' " +
+                      fmt_count(trip.length) + " iterations to the bound its exit compares " +
+                      register_name(exit->second->gp, exit->second->width) + " with; register progress gave " +
+                      fmt_count(r.iterations) + " (" + fmt_count(r.iterations_min) + "-" +
+                      fmt_count(r.iterations_max) + "), which leaves that count out";
+        r.iterations = r.iterations_min = r.iterations_max = *f * period_cycles;
+        r.trip_length = trip.length;
+        moved = true;
+    }
+    return moved;
+}
+
 // Each cause's range widened by the analysis at another count the samples
 // allow: stall cycles fall as counts rise, but a cause's share can peak
 // inside a range (at the low end the stall may outrun what one cause
@@ -1091,6 +1131,8 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
         evaluate_branches(a, input);
     }
     estimate_with_ranges(a, input, model, period_cycles, sampled);
+    if (sampled && recount_anchors_by_trips(a, input, period_cycles))
+        estimate_with_ranges(a, input, model, period_cycles, sampled);
     if (sampled && anchor_nested_loops(a, input, period_cycles))
         estimate_with_ranges(a, input, model, period_cycles, sampled);
     constexpr int kAnchorRounds = 4;

@@ -206,6 +206,8 @@ void render_loops(std::ostringstream& o, const CalcProcedure& p) {
               << count_text(l.iterations_max) << "), measured through its outer loop: " << l.induction
               << " steps " << l.step << " at " << hex(l.step_address) << " and nothing else in the outer loop "
               << "writes it, " << count_text(l.per_outer_iteration) << " iterations per outer iteration\n";
+        } else if (l.anchored && !l.recounted.empty()) {
+            o << count_text(l.iterations) << " iterations, measured: " << l.recounted << "\n";
         } else if (l.anchored) {
             o << count_text(l.iterations) << " iterations (" << count_text(l.iterations_min) << "-"
               << count_text(l.iterations_max) << "), measured: " << l.induction << " steps " << l.step << " at "
@@ -419,6 +421,10 @@ json loop_json(const CalcLoop& l) {
         jl["iterations_max"] = l.iterations_max;
         jl["iterations_per_second"] = l.iterations_per_second;
         if (l.per_outer_iteration > 0) jl["per_outer_iteration"] = l.per_outer_iteration;
+        if (!l.recounted.empty()) {
+            jl["recounted"] = l.recounted;
+            jl["trip_length"] = l.trip_length;
+        }
     } else {
         jl["why_not"] = l.why_not;
         if (!l.load_chain.empty()) jl["load_chain"] = l.load_chain;

@@ -121,6 +121,26 @@ std::optional<std::pair<TripExit, const InductionVariable*>> trip_exit(const Cfg
     return std::nullopt;
 }
 
+std::optional<double> measured_loop_entries(const Cfg& cfg, const Loop& loop, const FrequencyEstimate& estimate) {
+    double entries = 0;
+    for (auto e : cfg.blocks[loop.header].in_edges) {
+        const std::uint32_t from = cfg.edges[e].from;
+        if (from < cfg.blocks.size() && loop.contains(from)) continue;
+        if (from >= cfg.blocks.size() || estimate.block_confidence[from] != Confidence::kMeasured) return std::nullopt;
+        entries += estimate.edge_frequency[e];
+    }
+    if (!(entries > 0)) return std::nullopt;
+    return entries;
+}
+
+std::optional<double> trip_recount(const TripLength& trip, std::optional<double> entries, double low, double high) {
+    constexpr double kOneLength = 0.01;
+    if (!entries || !trip.known || trip.high - trip.low > kOneLength * trip.length) return std::nullopt;
+    const double product = *entries * trip.length;
+    if (!(product > 0) || (product >= low && product <= high)) return std::nullopt;
+    return product;
+}
+
 std::vector<bool> trip_measured_blocks(const Cfg& cfg, const LoopInfo& loops, std::span<const TripLength> trips,
                                        std::span<const double> loop_anchor, const FrequencyClasses& classes,
                                        const FrequencyEstimate& estimate) {
@@ -128,18 +148,11 @@ std::vector<bool> trip_measured_blocks(const Cfg& cfg, const LoopInfo& loops, st
     for (std::uint32_t l = 0; l < trips.size() && l < loops.loops.size(); ++l) {
         if (!trips[l].known || (l < loop_anchor.size() && loop_anchor[l] > 0)) continue;
         const Loop& loop = loops.loops[l];
-        double entries = 0;
-        bool measured_entries = true;
-        for (auto e : cfg.blocks[loop.header].in_edges) {
-            const std::uint32_t from = cfg.edges[e].from;
-            if (from < cfg.blocks.size() && loop.contains(from)) continue;
-            measured_entries = measured_entries && from < cfg.blocks.size() &&
-                               estimate.block_confidence[from] == Confidence::kMeasured;
-            entries += estimate.edge_frequency[e];
-        }
-        const double expected = entries * trips[l].length;
+        const std::optional<double> entries = measured_loop_entries(cfg, loop, estimate);
+        if (!entries) continue;
+        const double expected = *entries * trips[l].length;
         const double header = estimate.block_frequency[loop.header];
-        if (!measured_entries || !(entries > 0) || std::abs(header - expected) > 0.1 * expected) continue;
+        if (std::abs(header - expected) > 0.1 * expected) continue;
         const std::uint32_t cls = classes.block_class[loop.header];
         for (auto b : loop.blocks) out[b] = out[b] || classes.block_class[b] == cls;
     }

@@ -201,3 +201,53 @@ TEST_CASE("trip measured: a header at its measured entries times its trip length
     trips[0].known = false;
     CHECK_FALSE(measured()[h]);
 }
+
+TEST_CASE("trip recount: measured entries times one trip length replace a register-progress count that leaves it out") {
+    // branchy's main on one recording: its loop around `search` at 0.74x by
+    // register progress (bounds 0.73-0.76x), its entries measured at 16.24 k
+    // a run's worth, its trips 2,048 keys long.
+    TripLength trip;
+    trip.known = true;
+    trip.length = trip.low = trip.high = 2048;
+    const double entries = 16241, truth = 16000 * 2048.0;
+    const auto f = trip_recount(trip, entries, 0.73 * truth, 0.76 * truth);
+    REQUIRE(f.has_value());
+    CHECK(*f == doctest::Approx(entries * 2048));
+    // Inside the rate's bounds: register progress stands.
+    CHECK_FALSE(trip_recount(trip, entries, 0.95 * truth, 1.05 * truth).has_value());
+    // Entries not measured: nothing to multiply.
+    CHECK_FALSE(trip_recount(trip, std::nullopt, 0.73 * truth, 0.76 * truth).has_value());
+    // Groups of different lengths (a data-dependent bound): no one length.
+    trip.low = 1024;
+    CHECK_FALSE(trip_recount(trip, entries, 0.73 * truth, 0.76 * truth).has_value());
+    trip.low = 2048;
+    trip.known = false;
+    CHECK_FALSE(trip_recount(trip, entries, 0.73 * truth, 0.76 * truth).has_value());
+}
+
+TEST_CASE("measured loop entries: the flow's count on a header's edges from outside, where each comes from a measured block") {
+    // entry -> P -> H;  H -> H | X. The one entry edge P -> H.
+    test::HandCfg fx;
+    const std::uint32_t p = fx.add_block({1});
+    const std::uint32_t h = fx.add_block({1, 1});
+    const std::uint32_t x = fx.add_block({1});
+    fx.edge(kEntryBlock, p, EdgeKind::kEntry);
+    fx.edge(p, h, EdgeKind::kFallThrough);
+    fx.edge(h, h, EdgeKind::kBranch);
+    fx.edge(h, x, EdgeKind::kFallThrough);
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    const LoopInfo loops = find_loops(fx.cfg);
+    REQUIRE(loops.loops.size() == 1);
+    FrequencyEstimate est;
+    est.block_frequency = {16, 16 * 2048, 16};
+    est.block_confidence = {Confidence::kMeasured, Confidence::kLow, Confidence::kMeasured};
+    est.edge_frequency = {16, 16, 16 * 2047, 16, 16};
+    const auto entries = measured_loop_entries(fx.cfg, loops.loops[0], est);
+    REQUIRE(entries.has_value());
+    CHECK(*entries == doctest::Approx(16));  // the back edge is not an entry
+    est.block_confidence[p] = Confidence::kLow;
+    CHECK_FALSE(measured_loop_entries(fx.cfg, loops.loops[0], est).has_value());
+    est.block_confidence[p] = Confidence::kMeasured;
+    est.edge_frequency[1] = 0;
+    CHECK_FALSE(measured_loop_entries(fx.cfg, loops.loops[0], est).has_value());
+}

@@ -118,6 +118,10 @@ struct CalcLoop {
     // The trip length from its trips' first iterations (entry_trips.h): why,
     // in words ("" when from its exit's bound or none).
     std::string trip_starts;
+    // Measured by register progress, then counted anew as its measured
+    // entries times its trips' length, which its rate's bounds excluded:
+    // both counts, in words ("" when not).
+    std::string recounted;
     PairCounts pairs;                         // register_progress.h
     // For call regions (call_regions.h, run_calc), not rendered: whether
     // every block of the loop runs once an iteration (one frequency class),

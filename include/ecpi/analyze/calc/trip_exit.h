@@ -30,6 +30,22 @@ namespace ecpi::analyze {
                                                                                    const LoopInfo& loops,
                                                                                    std::uint32_t l);
 
+// Loop l's entries (the flow's count on its header's edges from outside the
+// loop) where every one of them comes from a block `estimate` rates
+// measured; none otherwise, or where they sum to nothing.
+[[nodiscard]] std::optional<double> measured_loop_entries(const Cfg& cfg, const Loop& loop,
+                                                          const FrequencyEstimate& estimate);
+
+// Issue 36: a second count for a loop register progress measured at
+// [low, high] (the same unit as `entries`): its measured entries times a
+// trip length every group of its snapshots agrees on (within 1%), where that
+// product falls outside [low, high]; none where it falls inside, where the
+// entries are not measured, or where the groups' lengths differ. Register
+// progress times a loop's time by its samples and its calls' estimated
+// share; the product needs neither.
+[[nodiscard]] std::optional<double> trip_recount(const TripLength& trip, std::optional<double> entries, double low,
+                                                 double high);
+
 // Per block, whether its count is as good as measured though no register
 // progress measured it: the blocks of a loop header's class whose trip
 // length is known (trip_length on trip_exit's compare) and whose entries all
