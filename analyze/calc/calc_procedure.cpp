@@ -624,39 +624,62 @@ bool anchor_nested_loops(Analysis& a, const ProcedureInput& input, double period
     return added;
 }
 
-// Issue 36: a loop register progress measured whose trips all run one
-// length to the bound its exit compares (trip_length: every group alike)
-// and whose entries are measured has a second count, entries times that
-// length, which needs no time base. Register progress times the loop's
-// samples plus its calls' estimated share of them (callee_share); where
-// the product falls outside the rate's own bounds, the product stands:
-// branchy's main, whose loop around `search` read 0.74x by register
-// progress on one recording (its bounds 0.73-0.76x) against its measured
-// entries (1.015x) times 2,048 keys. The anchor moves to the product, a
-// point like every measured count. Whether any moved.
-bool recount_anchors_by_trips(Analysis& a, const ProcedureInput& input, double period_cycles) {
+// A recounted loop's two counts, in words (CalcLoop::recounted).
+std::string recount_sentence(const TripLength& trip, const InductionVariable& iv, double entries,
+                             const std::string& before) {
+    return "its entries (" + fmt_count(entries) + ", measured) times its trips' " + fmt_count(trip.length) +
+           " iterations to the bound its exit compares " + register_name(iv.gp, iv.width) + " with; " + before;
+}
+
+// Issue 36: a loop whose trips all run one length to the bound its exit
+// compares (trip_length: every group alike) and whose entries are measured
+// has a count that needs no time base: entries times that length. It
+// replaces (1) register progress's count where that count's bounds leave
+// the product out: register progress times the loop's samples plus its
+// calls' estimated share of them (callee_share), and branchy's main read its
+// loop around `search` at 0.74x on one recording (bounds 0.73-0.76x) against
+// its measured entries (1.015x) times 2,048 keys; (2) the flow's count of a
+// loop's header more than 10% off it: the trip's shares (TripShare) state
+// the exit at the latch's own count, which the samples set where the
+// procedure's entry does not reach the loop's measured entries (loops.c's
+// main on the Intel VM: its inner loop of 1,024 at 0.55x under a measured
+// outer loop). The anchor is the product, a point like every measured
+// count. Whether any moved.
+bool recount_loops_by_trips(Analysis& a, const ProcedureInput& input, double period_cycles) {
     if (!input.registers || input.registers->stream.empty() || !(period_cycles > 0)) return false;
     bool moved = false;
     for (std::uint32_t l = 0; l < a.loops.loops.size(); ++l) {
+        const Loop& loop = a.loops.loops[l];
         CalcLoop& r = a.loop_reports[l];
-        if (!(a.loop_anchor[l] > 0) || !r.anchored || r.per_outer_iteration > 0) continue;
-        const std::optional<double> entries = measured_loop_entries(a.cfg, a.loops.loops[l], a.estimate);
+        const bool progress = a.loop_anchor[l] > 0 && r.anchored && r.per_outer_iteration == 0;
+        if (!progress && !(a.loop_anchor[l] == 0 && a.trips[l].known)) continue;
+        const std::optional<double> entries = measured_loop_entries(a.cfg, loop, a.estimate);
         const auto exit = entries ? trip_exit(a.cfg, a.loops, l) : std::nullopt;
         if (!exit) continue;
-        const ProgressQuery q = loop_query(a, input, l, loop_pcs(a.cfg, a.loops.loops[l]), *exit->second, LoopCalls{});
-        const TripLength trip = trip_length(q, exit->first);
+        const TripLength trip =
+            progress ? trip_length(loop_query(a, input, l, loop_pcs(a.cfg, loop), *exit->second, LoopCalls{}),
+                                   exit->first)
+                     : a.trips[l];
+        const double flow = a.estimate.block_frequency[loop.header];
         const std::optional<double> f =
-            trip_recount(trip, entries, r.iterations_min / period_cycles, r.iterations_max / period_cycles);
+            progress ? trip_recount(trip, entries, r.iterations_min / period_cycles, r.iterations_max / period_cycles)
+                     : trip_recount(trip, entries, 0.9 * flow, 1.1 * flow);
         if (!f) continue;
-        for (auto& anchor : a.options.anchors)
-            if (!anchor.edge && anchor.frequency == a.loop_anchor[l] && a.loops.loops[l].contains(anchor.index))
-                anchor.frequency = *f;
+        std::string before;
+        if (progress) {
+            for (auto& anchor : a.options.anchors)
+                if (!anchor.edge && anchor.frequency == a.loop_anchor[l] && loop.contains(anchor.index))
+                    anchor.frequency = *f;
+            before = "register progress gave " + fmt_count(r.iterations) + " (" + fmt_count(r.iterations_min) + "-" +
+                     fmt_count(r.iterations_max) + "), which leaves that count out";
+        } else {
+            a.options.anchors.push_back({loop.header, *f, false});
+            before = "the flow gave its header " + fmt_count(flow * period_cycles) + " from its samples, more than 10% off it";
+            r.why_not.clear();
+        }
         a.loop_anchor[l] = *f;
-        r.recounted = "its entries (" + fmt_count(*entries * period_cycles) + ", measured) times its trips' " +
-                      fmt_count(trip.length) + " iterations to the bound its exit compares " +
-                      register_name(exit->second->gp, exit->second->width) + " with; register progress gave " +
-                      fmt_count(r.iterations) + " (" + fmt_count(r.iterations_min) + "-" +
-                      fmt_count(r.iterations_max) + "), which leaves that count out";
+        r.anchored = true;
+        r.recounted = recount_sentence(trip, *exit->second, *entries * period_cycles, before);
         r.iterations = r.iterations_min = r.iterations_max = *f * period_cycles;
         r.trip_length = trip.length;
         moved = true;
@@ -1131,7 +1154,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
         evaluate_branches(a, input);
     }
     estimate_with_ranges(a, input, model, period_cycles, sampled);
-    if (sampled && recount_anchors_by_trips(a, input, period_cycles))
+    if (sampled && recount_loops_by_trips(a, input, period_cycles))
         estimate_with_ranges(a, input, model, period_cycles, sampled);
     if (sampled && anchor_nested_loops(a, input, period_cycles))
         estimate_with_ranges(a, input, model, period_cycles, sampled);
