@@ -117,6 +117,20 @@ TEST_CASE("a chase loop's iteration from its snapshots' working set") {
         CHECK(it.ns_low <= it.ns);
         CHECK(it.ns_high >= it.ns);
     }
+    SUBCASE("the range reaches a program slower than record's bare chase") {
+        // Record's measurement at 2,500 samples/s (2026-11-28), and chase.c's
+        // walk_until in the same recording: 179 ns a step at 16 MiB.
+        const std::vector<ecpi::store::ChaseLatency> measured = {{1u << 20, 14.36, 11.29, 19.64},
+                                                                 {4u << 20, 23.34, 20.29, 26.04},
+                                                                 {16u << 20, 125.26, 124.54, 130.57},
+                                                                 {64u << 20, 209.35, 209.22, 209.75}};
+        const auto stream = snapshots(200, 200, 16 * kMiB);
+        const ChainSpan span = chain_span(stream, {}, 0, in_walk_until_loop, chain.gp);
+        const ChainIteration it = chain_iteration(chain, span, measured, 2.0);
+        REQUIRE(it.known);
+        CHECK(it.ns < 179);
+        CHECK(it.ns_high > 179);
+    }
     SUBCASE("a body slower than the chase sets the iteration") {
         const auto stream = snapshots(200, 200, 16 * kMiB);
         const ChainSpan span = chain_span(stream, {}, 0, in_walk_until_loop, chain.gp);
