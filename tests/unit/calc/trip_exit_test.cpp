@@ -48,6 +48,32 @@ std::uint32_t loop_at(const Cfg& cfg, const LoopInfo& loops, std::uint64_t heade
     return 0;
 }
 
+// entry -> P (0) -> H (1);  H -> H (stay) | X (2);  X -> exit, with P and
+// X measured at 16 a period and H at 2,048 times that (a trip of 2,048).
+struct PreheaderLoop {
+    test::HandCfg fx;
+    LoopInfo loops;
+    FrequencyEstimate est;
+};
+
+PreheaderLoop preheader_loop() {
+    PreheaderLoop out;
+    test::HandCfg& fx = out.fx;
+    const std::uint32_t p = fx.add_block({1});
+    const std::uint32_t h = fx.add_block({1, 1});
+    const std::uint32_t x = fx.add_block({1});
+    fx.edge(kEntryBlock, p, EdgeKind::kEntry);
+    fx.edge(p, h, EdgeKind::kFallThrough);
+    fx.edge(h, h, EdgeKind::kBranch);
+    fx.edge(h, x, EdgeKind::kFallThrough);
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    out.loops = find_loops(fx.cfg);
+    out.est.block_frequency = {16, 16 * 2048, 16};
+    out.est.block_confidence = {Confidence::kMeasured, Confidence::kLow, Confidence::kMeasured};
+    out.est.edge_frequency = {16, 16, 16 * 2047, 16, 16};
+    return out;
+}
+
 }  // namespace
 
 TEST_CASE("trip exit: a loop closed by two latches that step and compare the same register") {
@@ -164,24 +190,14 @@ TEST_CASE("trip exit: a loop around a call that leaves its register and bound al
 }
 
 TEST_CASE("trip measured: a header at its measured entries times its trip length passes its count on as measured") {
-    // entry -> P -> H;  H -> H (stay) | X;  X -> exit. P measured at 16 a
-    // period, the trip 2,048 long: H runs 32,768 a period.
-    test::HandCfg fx;
-    const std::uint32_t p = fx.add_block({1});
-    const std::uint32_t h = fx.add_block({1, 1});
-    const std::uint32_t x = fx.add_block({1});
-    fx.edge(kEntryBlock, p, EdgeKind::kEntry);
-    fx.edge(p, h, EdgeKind::kFallThrough);
-    fx.edge(h, h, EdgeKind::kBranch);
-    fx.edge(h, x, EdgeKind::kFallThrough);
-    fx.edge(x, kExitBlock, EdgeKind::kReturn);
-    const LoopInfo loops = find_loops(fx.cfg);
+    // P measured at 16 a period, the trip 2,048 long: H runs 32,768 a period.
+    PreheaderLoop fixture = preheader_loop();
+    const test::HandCfg& fx = fixture.fx;
+    const LoopInfo& loops = fixture.loops;
     REQUIRE(loops.loops.size() == 1);
+    FrequencyEstimate& est = fixture.est;
+    constexpr std::uint32_t p = 0, h = 1;
     const FrequencyClasses fc = frequency_classes(fx.cfg);
-    FrequencyEstimate est;
-    est.block_frequency = {16, 16 * 2048, 16};
-    est.block_confidence = {Confidence::kMeasured, Confidence::kLow, Confidence::kMeasured};
-    est.edge_frequency = {16, 16, 16 * 2047, 16, 16};
     std::vector<TripLength> trips(1);
     trips[0].known = true;
     trips[0].length = 2048;
@@ -226,28 +242,15 @@ TEST_CASE("trip recount: measured entries times one trip length replace a regist
 }
 
 TEST_CASE("measured loop entries: the flow's count on a header's edges from outside, where each comes from a measured block") {
-    // entry -> P -> H;  H -> H | X. The one entry edge P -> H.
-    test::HandCfg fx;
-    const std::uint32_t p = fx.add_block({1});
-    const std::uint32_t h = fx.add_block({1, 1});
-    const std::uint32_t x = fx.add_block({1});
-    fx.edge(kEntryBlock, p, EdgeKind::kEntry);
-    fx.edge(p, h, EdgeKind::kFallThrough);
-    fx.edge(h, h, EdgeKind::kBranch);
-    fx.edge(h, x, EdgeKind::kFallThrough);
-    fx.edge(x, kExitBlock, EdgeKind::kReturn);
-    const LoopInfo loops = find_loops(fx.cfg);
-    REQUIRE(loops.loops.size() == 1);
-    FrequencyEstimate est;
-    est.block_frequency = {16, 16 * 2048, 16};
-    est.block_confidence = {Confidence::kMeasured, Confidence::kLow, Confidence::kMeasured};
-    est.edge_frequency = {16, 16, 16 * 2047, 16, 16};
-    const auto entries = measured_loop_entries(fx.cfg, loops.loops[0], est);
-    REQUIRE(entries.has_value());
-    CHECK(*entries == doctest::Approx(16));  // the back edge is not an entry
-    est.block_confidence[p] = Confidence::kLow;
-    CHECK_FALSE(measured_loop_entries(fx.cfg, loops.loops[0], est).has_value());
-    est.block_confidence[p] = Confidence::kMeasured;
-    est.edge_frequency[1] = 0;
-    CHECK_FALSE(measured_loop_entries(fx.cfg, loops.loops[0], est).has_value());
+    // The one entry edge P (block 0) -> H.
+    PreheaderLoop fx = preheader_loop();
+    REQUIRE(fx.loops.loops.size() == 1);
+    const auto entries = [&] { return measured_loop_entries(fx.fx.cfg, fx.loops.loops[0], fx.est); };
+    REQUIRE(entries().has_value());
+    CHECK(*entries() == doctest::Approx(16));  // the back edge is not an entry
+    fx.est.block_confidence[0] = Confidence::kLow;
+    CHECK_FALSE(entries().has_value());
+    fx.est.block_confidence[0] = Confidence::kMeasured;
+    fx.est.edge_frequency[1] = 0;
+    CHECK_FALSE(entries().has_value());
 }
