@@ -74,15 +74,25 @@ struct ecpi_rt_thread {
 #define ECPI_RT_SPAN_CONTEXT 4
 _Static_assert(ECPI_RT_SPAN_MAX + ECPI_RT_SPAN_CONTEXT + 1 < ECPI_RT_LOG_ENTRIES, "the log must hold a span and its context");
 
+_Static_assert(ECPI_RT_LOG_ENTRIES == 256, "ecpi_rt_log_step reads a slot as the countdown's low byte");
+
 /* A block entry of an inline build (rt_paths_inline.c, inlined into the
  * program): logs pc and returns the countdown left (0: the slow path's
- * turn). */
+ * turn). The slot is the countdown's low byte (x86 is little-endian),
+ * read by itself, and the decrement is one read-modify-write of memory
+ * with the branch on its flags: four instructions and one register after
+ * the block's `lea` (t in %rdx, as rt_paths_inline.c has it)
+ *     movzbl CD(%rdx),%eax; mov %rdi,LOG(%rdx,%rax,8); addq $-1,CD(%rdx); je cold
+ * The byte read is volatile so that the compiler does not load the whole
+ * countdown once into a register for both, as it did from plain C (seven
+ * instructions, two registers: load, movzbl, store, add, store back).
+ * With the state through a register (rt_paths_inline.c), channels' inline
+ * build on the AMD EPYC VM took 0.935-0.969x the seven's time idle and
+ * 0.95x recorded at 1/10 (docs/PATHS.md, issue 31). */
 static inline int64_t ecpi_rt_log_step(struct ecpi_rt_thread *t, uint64_t pc)
 {
-	int64_t left = t->path_sampler.countdown;
-	t->log[ECPI_RT_LOG_SLOT(left)] = pc;
-	t->path_sampler.countdown = --left;
-	return left;
+	t->log[*(volatile const uint8_t *)&t->path_sampler.countdown] = pc;
+	return --t->path_sampler.countdown;
 }
 
 /* After the countdown ran out (log_pos entries logged, the last in slot 1)
@@ -117,15 +127,19 @@ static inline uint64_t ecpi_rt_log_at(const struct ecpi_rt_thread *t, uint64_t l
  * is within 32 KiB of the one before, four to a SPAN_DELTA28 within
  * 128 MiB, else two to a SPAN_BLOCK (the first two always). Returns the
  * records written: at most (n + 1) / 2. Entries are addresses under 2^56
- * (user space), so a difference never overflows. */
-static inline int ecpi_rt_span_delta_fits(const uint64_t *e, uint32_t i, uint32_t count, int64_t range)
+ * (user space), so a difference never overflows.
+ *
+ * Each difference is taken once and tested without a branch: d fits in
+ * `bits` signed bits when (d + 2^(bits-1)) >> bits is 0 (modulo 2^64),
+ * so a record's test is the OR of its differences so shifted. Testing
+ * each difference with two compares and a branch, then taking them all
+ * again to write the record, cost 108-129 ns a span of 117 entries on the
+ * AMD EPYC VM, about two thirds of what writing a span's records cost a
+ * recorded program; this way 74 ns, the same records (docs/PATHS.md,
+ * issue 31). */
+static inline uint64_t ecpi_rt_span_wide(uint64_t d, unsigned bits)
 {
-	for (uint32_t k = 0; k < count; k++) {
-		int64_t d = (int64_t)(*(e - i - k) - *(e - i - k + 1));
-		if (d < -range || d >= range)
-			return 0;
-	}
-	return 1;
+	return (d + (1ull << (bits - 1))) >> bits;
 }
 
 static inline uint32_t ecpi_rt_span_pack(const struct ecpi_rt_thread *t, uint32_t n, struct ecpi_rt_record *rec, uint64_t mask,
@@ -137,23 +151,33 @@ static inline uint32_t ecpi_rt_span_pack(const struct ecpi_rt_thread *t, uint32_
 	const uint64_t kblock = (uint64_t)ECPI_RT_REC_SPAN_BLOCK << ECPI_RT_KIND_SHIFT;
 	uint64_t start = at;
 	uint32_t i = 0;
-#define ECPI_RT_D(k, bits) ((*(e - i - (k)) - *(e - i - (k) + 1)) & ((1ull << (bits)) - 1))
 	while (i < n) {
-		if (i > 0 && i + 7 <= n && ecpi_rt_span_delta_fits(e, i, 7, 1 << 15)) {
-			rec[at++ & mask] = (struct ecpi_rt_record){k16 | ECPI_RT_D(0, 16) << 32 | ECPI_RT_D(1, 16) << 16 | ECPI_RT_D(2, 16),
-			                                           ECPI_RT_D(3, 16) << 48 | ECPI_RT_D(4, 16) << 32 | ECPI_RT_D(5, 16) << 16 | ECPI_RT_D(6, 16)};
-			i += 7;
-		} else if (i > 0 && i + 4 <= n && ecpi_rt_span_delta_fits(e, i, 4, 1 << 27)) {
-			rec[at++ & mask] = (struct ecpi_rt_record){k28 | ECPI_RT_D(0, 28) << 28 | ECPI_RT_D(1, 28),
-			                                           ECPI_RT_D(2, 32) << 32 | ECPI_RT_D(3, 32)};
-			i += 4;
-		} else {
-			uint64_t next = i + 1 < n ? *(e - i - 1) & ECPI_RT_PAYLOAD_MASK : 0;
-			rec[at++ & mask] = (struct ecpi_rt_record){kblock | (*(e - i) & ECPI_RT_PAYLOAD_MASK), next};
-			i += 2;
+		const uint64_t *p = e - i; /* entry i + k at p - k */
+		if (i > 0 && i + 4 <= n) {
+			uint64_t d0 = p[0] - p[1], d1 = p[-1] - p[0], d2 = p[-2] - p[-1], d3 = p[-3] - p[-2];
+			if (i + 7 <= n) {
+				uint64_t d4 = p[-4] - p[-3], d5 = p[-5] - p[-4], d6 = p[-6] - p[-5];
+				if (!(ecpi_rt_span_wide(d0, 16) | ecpi_rt_span_wide(d1, 16) | ecpi_rt_span_wide(d2, 16) |
+				      ecpi_rt_span_wide(d3, 16) | ecpi_rt_span_wide(d4, 16) | ecpi_rt_span_wide(d5, 16) |
+				      ecpi_rt_span_wide(d6, 16))) {
+					const uint64_t m = 0xffff;
+					rec[at++ & mask] = (struct ecpi_rt_record){k16 | (d0 & m) << 32 | (d1 & m) << 16 | (d2 & m),
+					                                           (d3 & m) << 48 | (d4 & m) << 32 | (d5 & m) << 16 | (d6 & m)};
+					i += 7;
+					continue;
+				}
+			}
+			if (!(ecpi_rt_span_wide(d0, 28) | ecpi_rt_span_wide(d1, 28) | ecpi_rt_span_wide(d2, 28) | ecpi_rt_span_wide(d3, 28))) {
+				const uint64_t m = (1ull << 28) - 1, m32 = 0xffffffff;
+				rec[at++ & mask] = (struct ecpi_rt_record){k28 | (d0 & m) << 28 | (d1 & m), (d2 & m32) << 32 | (d3 & m32)};
+				i += 4;
+				continue;
+			}
 		}
+		uint64_t next = i + 1 < n ? p[-1] & ECPI_RT_PAYLOAD_MASK : 0;
+		rec[at++ & mask] = (struct ecpi_rt_record){kblock | (p[0] & ECPI_RT_PAYLOAD_MASK), next};
+		i += 2;
 	}
-#undef ECPI_RT_D
 	return (uint32_t)(at - start);
 }
 
