@@ -442,6 +442,24 @@ void PathCutter::end_span(std::uint32_t thread_id, std::uint64_t end_ticks) {
     interrupt(thread_id);
 }
 
+namespace {
+
+// A path's stamped mean for the span fit, or -1 without occurrences: its
+// occurrences over both `long_floor` (0: none) and 8x its median left out,
+// as the report leaves them out (branch_paths_report.cpp: split_long): an
+// interrupt inside one would otherwise weigh on the fit's prior.
+double stamped_mean(const store::BranchPath& p, double long_floor) {
+    if (!p.occurrences) return -1;
+    if (long_floor <= 0) return double(p.total_ticks) / double(p.occurrences);
+    const double cutoff = std::max(long_floor, 8 * double(p.quantile_ticks(0.5)));
+    double ticks = double(p.total_ticks), occurrences = double(p.occurrences);
+    for (const auto& [bucket, b] : p.histogram)
+        if (double(store::tick_bucket_low(bucket)) > cutoff) ticks -= double(b.ticks), occurrences -= double(b.occurrences);
+    return occurrences > 0 ? ticks / occurrences : -1;
+}
+
+}  // namespace
+
 // Each path's mean over the spans, damped toward its stamped mean.
 void PathCutter::fit_spans(store::BranchPathProfile& profile) {
     if (records_lost_)
@@ -453,8 +471,8 @@ void PathCutter::fit_spans(store::BranchPathProfile& profile) {
                                 "or the program was killed): their paths' counts are short");
     if (spans_.empty()) return;
     std::vector<double> prior(span_paths_.size(), -1.0);
-    for (std::size_t i = 0; i < span_paths_.size(); i++)
-        if (span_paths_[i]->occurrences) prior[i] = double(span_paths_[i]->total_ticks) / double(span_paths_[i]->occurrences);
+    const double long_floor = profile.ticks_per_ns > 0 ? store::kLongFloorNs * profile.ticks_per_ns : 0;
+    for (std::size_t i = 0; i < span_paths_.size(); i++) prior[i] = stamped_mean(*span_paths_[i], long_floor);
     const SpanFit fit = fit_span_costs(spans_, prior);
     for (std::size_t i = 0; i < span_paths_.size(); i++) {
         store::BranchPath& p = *span_paths_[i];
@@ -473,6 +491,10 @@ void PathCutter::fit_spans(store::BranchPathProfile& profile) {
         profile.notes.push_back(std::to_string(fit.interrupted) + " spans took over 8x the usual time per block entry "
                                 "(interrupts, page faults) and " + std::to_string(fit.outliers) +
                                 " fitted worst; both were left out of the fit");
+    if (fit.regular)
+        profile.notes.push_back(std::to_string(fit.regular) +
+                                " paths come in a regular mix (a loop that takes them in a fixed order): the spans time their "
+                                "total, which is split between them as their stamped means are (marked '~')");
     if (spans_rejected_)
         profile.notes.push_back(std::to_string(spans_rejected_) + " spans entered blocks outside the program's image and were not fitted");
     if (spans_broken_)

@@ -369,7 +369,8 @@ std::string render_branch_paths_text(const nlohmann::json& doc) {
     if (fitted)
         out += "Time (time%, time#, 'fit') from " + std::to_string(doc["spans"].get<std::uint64_t>()) +
                " spans timed at their ends: each path's mean fitted over them (NNLS), +-% its standard error, "
-               "'!' over 15%; base, p10 and net variation from stamped bursts.\n";
+               "'!' over 15%, '~' the mean leans on the stamped one (a rare path, or a regular mix: see the notes); "
+               "base, p10 and net variation from stamped bursts.\n";
     out += "Occurrences over " + time_text(doc["long_floor" + sfx].get<double>(), ns) +
            " and 8x their path's median ('long': interrupts, preemption, page faults) are left out of both: " +
            time_text(doc["long_time" + sfx].get<double>(), ns) + " in all.\n\n";
@@ -392,8 +393,8 @@ std::string render_branch_paths_text(const nlohmann::json& doc) {
         if (fitted) {
             const bool has = p.contains("fit") && p["fit"]["fitted"].get<bool>();
             row.push_back(has ? time_text(p["fit"]["mean" + sfx].get<double>(), ns) : "-");
-            row.push_back(has ? format("%.0f%s", 100 * p["fit"]["relative_error"].get<double>(),
-                                       p["fit"]["noisy"].get<bool>() ? "!" : "")
+            row.push_back(has ? format("%.0f%s%s", 100 * p["fit"]["relative_error"].get<double>(),
+                                       p["fit"]["noisy"].get<bool>() ? "!" : "", p["fit"]["damped"].get<bool>() ? "~" : "")
                               : "");
         }
         row.push_back(p["procedure"].get<std::string>());

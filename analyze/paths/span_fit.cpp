@@ -27,15 +27,17 @@ struct Normal {
     std::vector<double> b;
 };
 
+// A path's count enters its variable times `weight[p]` (1, or its stamped
+// mean where a regular group shares one variable: see regular_group).
 Normal normal_equations(const std::vector<SpanCounts>& spans, const std::vector<int>& variable_of,
-                        const std::vector<double>& fixed, std::size_t k) {
+                        const std::vector<double>& weight, const std::vector<double>& fixed, std::size_t k) {
     Normal n{Matrix(k + 1, std::vector<double>(k + 1, 0.0)), std::vector<double>(k + 1, 0.0)};
     std::vector<std::pair<std::size_t, double>> x;
     for (const auto& s : spans) {
         double y = s.ticks;
         x.assign(1, {k, 1.0});
-        for (auto [p, c] : s.counts) {
-            if (variable_of[p] >= 0) x.push_back({std::size_t(variable_of[p]), double(c)});
+        for (auto [p, c] : s.counts) {  // a variable may come twice: the products below still add up
+            if (variable_of[p] >= 0) x.push_back({std::size_t(variable_of[p]), double(c) * weight[p]});
             else y -= double(c) * fixed[p];
         }
         for (auto [i, xi] : x) {
@@ -124,12 +126,13 @@ void nnls(const Normal& n, std::vector<double>& mu) {
     }
 }
 
-double residual_variance(const std::vector<SpanCounts>& spans, const std::vector<int>& variable_of,
+double residual_variance(const std::vector<SpanCounts>& spans, const std::vector<int>& variable_of, const std::vector<double>& weight,
                          const std::vector<double>& fixed, const std::vector<double>& mu, std::size_t k) {
     double rss = 0;
     for (const auto& s : spans) {
         double e = s.ticks - mu[k];
-        for (auto [p, c] : s.counts) e -= double(c) * (variable_of[p] >= 0 ? mu[std::size_t(variable_of[p])] : fixed[p]);
+        for (auto [p, c] : s.counts)
+            e -= double(c) * (variable_of[p] >= 0 ? weight[p] * mu[std::size_t(variable_of[p])] : fixed[p]);
         rss += e * e;
     }
     const double dof = double(spans.size()) - double(k + 1);
@@ -145,6 +148,52 @@ std::vector<double> inverse_diagonal(const Matrix& a) {
         if (solve_spd(a, e, x)) d[i] = x[i];
     }
     return d;
+}
+
+// The paths of a regular mix (issue 31): those whose count in a span
+// departs from their share of the span's paths far less than in a mix of
+// independent turns (under kRegularDispersion of the binomial variance),
+// as in a loop that takes its paths in a fixed order. Their counts then
+// differ between spans only by where the span's ends cut the order, so
+// the spans tell their costs apart only by what their ends hold, and an
+// out-of-order core does not pay a path's cost where its blocks are
+// logged: an unfenced clock read at a span's end runs before a miss
+// issued a few paths earlier has stalled the core (the channels program
+// on a Zen 5 VM: a B lookup's miss shows on the clock 4 turns later, on
+// an A, so the split gave A the whole turn's cost and B none). The spans
+// do time the group's total: so the group is fitted as one variable, the
+// sum of its paths' counts times their stamped means, and each path gets
+// its stamped mean scaled to that total. Paths without a stamped mean
+// stay apart. Empty when fewer than two paths are regular.
+constexpr double kRegularDispersion = 0.25;
+
+std::vector<std::uint32_t> regular_group(const std::vector<SpanCounts>& spans, const std::vector<std::uint32_t>& vars,
+                                         const std::vector<int>& variable_of, const std::vector<double>& prior_means) {
+    const std::size_t k = vars.size();
+    std::vector<double> share(k, 0.0), deviation(k, 0.0), binomial(k, 0.0);
+    std::vector<double> count(k);
+    double all = 0;
+    for (const auto& s : spans)
+        for (auto [p, c] : s.counts)
+            if (variable_of[p] >= 0) share[std::size_t(variable_of[p])] += c, all += c;
+    if (all <= 0) return {};
+    for (auto& f : share) f /= all;
+    for (const auto& s : spans) {
+        std::fill(count.begin(), count.end(), 0.0);
+        double n = 0;
+        for (auto [p, c] : s.counts)
+            if (variable_of[p] >= 0) count[std::size_t(variable_of[p])] += c, n += c;
+        for (std::size_t i = 0; i < k; i++) {
+            const double e = count[i] - n * share[i];
+            deviation[i] += e * e;
+            binomial[i] += n * share[i] * (1 - share[i]);
+        }
+    }
+    std::vector<std::uint32_t> group;
+    for (std::size_t i = 0; i < k; i++)
+        if (prior_means[vars[i]] > 0 && binomial[i] > 0 && deviation[i] < kRegularDispersion * binomial[i]) group.push_back(vars[i]);
+    if (group.size() < 2) group.clear();
+    return group;
 }
 
 // One fit over the given spans.
@@ -170,28 +219,45 @@ SpanFit fit_spans_once(const std::vector<SpanCounts>& spans, const std::vector<d
     for (std::size_t p = 0; p < paths; p++) fixed[p] = prior[p] = prior_means[p] >= 0 ? prior_means[p] : average;
     std::vector<int> variable_of(paths, -1);
     for (std::size_t i = 0; i < vars.size(); i++) variable_of[vars[i]] = int(i);
-    const std::size_t k = vars.size();
-    Normal n = normal_equations(spans, variable_of, fixed, k);
-    for (std::size_t i = 0; i < k; i++) {
+    // A regular group shares the variable of its first path: the scale of
+    // its stamped means; the variables after it move down to fill the gaps.
+    const auto group = regular_group(spans, vars, variable_of, prior_means);
+    std::vector<double> weight(paths, 1.0);
+    std::vector<bool> grouped(paths, false);
+    for (auto p : group) grouped[p] = true, weight[p] = prior_means[p];
+    std::size_t k = 0;
+    for (auto p : vars) {
+        if (grouped[p] && p != group.front()) continue;
+        variable_of[p] = int(k++);
+    }
+    for (auto p : group) variable_of[p] = variable_of[group.front()];
+    fit.regular = group.size();
+    Normal n = normal_equations(spans, variable_of, weight, fixed, k);
+    for (auto p : vars) {  // damped toward the stamped mean; a group toward its scale 1
+        if (grouped[p] && p != group.front()) continue;
+        const std::size_t i = std::size_t(variable_of[p]);
         n.g[i][i] += options.damping;
-        n.b[i] += options.damping * prior[vars[i]];
+        n.b[i] += options.damping * (grouped[p] ? 1.0 : prior[p]);
     }
     n.g[k][k] += 1e-9 * (1 + n.g[k][k]);
     std::vector<double> mu;
     nnls(n, mu);
-    const double variance = residual_variance(spans, variable_of, fixed, mu, k);
+    const double variance = residual_variance(spans, variable_of, weight, fixed, mu, k);
     const auto inverse = inverse_diagonal(n.g);
     fit.intercept = mu[k];
     fit.residual = std::sqrt(variance);
-    for (std::size_t i = 0; i < k; i++) {
-        SpanFitPath& p = fit.paths[vars[i]];
+    for (auto v : vars) {
+        SpanFitPath& p = fit.paths[v];
+        const std::size_t i = std::size_t(variable_of[v]);
         p.fitted = true;
-        p.mean = mu[i];
-        p.standard_error = std::sqrt(variance * inverse[i]);
+        p.mean = weight[v] * mu[i];
+        p.standard_error = weight[v] * std::sqrt(variance * inverse[i]);
         p.noisy = !(p.mean > 0) || p.standard_error > options.flag_relative_error * p.mean;
         // The prior's share of the estimate's precision: near 0 where the
         // spans pin the mean down, near 1 along a direction they cannot see.
-        p.damped = options.damping * inverse[i] > 0.05;
+        // A regular group's split is the stamped means' own.
+        p.damped = grouped[v] || options.damping * inverse[i] > 0.05;
+        p.regular = grouped[v];
     }
     // Unfitted paths' means: their fixed costs.
     for (std::size_t p = 0; p < paths; p++)

@@ -23,6 +23,10 @@
 
 namespace ecpi::store {
 
+// Occurrences longer than this and 8x their path's median were interrupted
+// (the report keeps them apart; the span fit leaves them out of its prior).
+inline constexpr double kLongFloorNs = 5000;
+
 // Log-linear histogram buckets of tick counts.
 std::uint32_t tick_bucket(std::uint64_t ticks);
 std::uint64_t tick_bucket_low(std::uint32_t bucket);   // smallest value in the bucket

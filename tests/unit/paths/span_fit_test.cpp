@@ -1,7 +1,7 @@
 // The span fit (issue 31, span_fit.h): paths' mean costs from spans timed
 // only at their ends, on made-up programs whose costs are known: a
-// periodic mix of paths that makes the fit singular unless spans vary in
-// length and phase, a rare path, a mix whose least-squares solution is
+// periodic mix of paths, singular or split only by the spans' ends (then
+// split as the stamped means are), an irregular one, a rare path, a mix whose least-squares solution is
 // negative; and the cutter's counting of the paths wholly inside a span.
 #include <doctest/doctest.h>
 
@@ -51,6 +51,44 @@ std::vector<SpanCounts> periodic_spans(int spans, int min_paths, int max_paths, 
     return out;
 }
 
+// The same paths in a stream of turns, in the fixed order (`regular`) or
+// drawn at random with the same shares (4 A, 1 B, 1 C in 6), with the
+// clock as an out-of-order core shows it: `delayed` of B's cost lands
+// `delay` turns after B (a miss stalls the core only once the turns after
+// it fill its window; issue 31). Spans of `min_paths`..`max_paths` turns
+// start at random turns.
+std::vector<SpanCounts> stream_spans(int spans, int min_paths, int max_paths, bool regular, double delayed, int delay, double noise,
+                                     std::uint32_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> jitter(0, noise);
+    std::vector<int> path;
+    std::vector<double> clock;
+    const std::size_t turns = std::size_t(spans) * std::size_t(max_paths + 20);
+    for (std::size_t i = 0; i < turns; i++) {
+        const std::uint64_t draw = rng() % 6;
+        path.push_back(kPattern[regular ? i % 6 : draw]);
+    }
+    clock.assign(turns + std::size_t(delay), 0.0);
+    for (std::size_t i = 0; i < turns; i++) {
+        const double cost = kCost[path[i]];
+        if (path[i] != 1) clock[i] += cost;
+        else clock[i] += cost - delayed, clock[i + std::size_t(delay)] += delayed;
+    }
+    std::vector<SpanCounts> out;
+    for (std::size_t start = 10; out.size() < std::size_t(spans);) {
+        const int length = min_paths + int(rng() % std::uint64_t(max_paths - min_paths + 1));
+        std::uint32_t counts[3] = {0, 0, 0};
+        SpanCounts span;
+        span.ticks = 30 + jitter(rng);
+        for (std::size_t i = start; i < start + std::size_t(length); i++) counts[path[i]]++, span.ticks += clock[i];
+        for (std::uint32_t p = 0; p < 3; p++)
+            if (counts[p]) span.counts.push_back({p, counts[p]});
+        out.push_back(span);
+        start += std::size_t(length) + 1 + rng() % 7;
+    }
+    return out;
+}
+
 // A loop: 0 entry, 1 header, 2 tests (taken 3, else 4), 3, 4 latch.
 struct LoopCode : test::LoopCode {
     LoopCode() : test::LoopCode({0x1000, 0x1010, 0x1020, 0x1030, 0x1040, 0x1050}) {}
@@ -58,23 +96,59 @@ struct LoopCode : test::LoopCode {
 
 }  // namespace
 
-TEST_CASE("span fit: random span lengths and phases recover a periodic mix's costs") {
-    auto spans = periodic_spans(4000, 8, 30, false, 20, 1);
+TEST_CASE("span fit: random span lengths recover an irregular mix's costs, even where a path's cost shows later") {
+    // B's miss stalls the clock 4 turns after B: only the spans' ends see it
+    // misplaced, and an irregular mix is told apart inside the spans.
+    auto spans = stream_spans(4000, 30, 90, false, 100, 4, 20, 1);
     // Stamped means as fenced stamps distort them (issue 31): A low, B high.
     auto fit = fit_span_costs(spans, {30, 160, 12});
+    CHECK(fit.regular == 0);
     REQUIRE(fit.paths.size() == 3);
     for (int p = 0; p < 3; p++) {
         INFO("path " << p << ": " << fit.paths[p].mean << " +- " << fit.paths[p].standard_error);
         CHECK(fit.paths[p].fitted);
-        CHECK(std::abs(fit.paths[p].mean - kCost[p]) < 0.05 * kCost[p] + 1);
+        CHECK(std::abs(fit.paths[p].mean - kCost[p]) < 0.08 * kCost[p] + 1);
         CHECK(fit.paths[p].standard_error > 0);
         CHECK(fit.paths[p].standard_error < 0.15 * kCost[p]);
         CHECK_FALSE(fit.paths[p].damped);
+        CHECK_FALSE(fit.paths[p].regular);
     }
-    CHECK(std::abs(fit.intercept - 30) < 5);
     // A ranks first by total time: 4 x 50 against 120.
     CHECK(fit.paths[0].mean * double(fit.paths[0].span_occurrences) >
           fit.paths[1].mean * double(fit.paths[1].span_occurrences));
+}
+
+TEST_CASE("span fit: a regular mix is split as the stamped means are, not by what the spans' ends hold") {
+    // channels on a Zen 5 VM (issue 31): the paths in a fixed order, B's
+    // miss on the clock 4 turns later, on the third A after it. The spans'
+    // ends then show B free and that A dear (least squares: A about 75, B
+    // about 0); only the total of a turn of six is the spans' to tell.
+    auto spans = stream_spans(4000, 14, 50, true, 100, 4, 20, 2);
+    const std::vector<double> stamped = {55, 140, 18};  // fenced stamps: B's miss exposed, A's overlap hidden
+    auto fit = fit_span_costs(spans, stamped);
+    CHECK(fit.regular == 3);
+    double period = 0;
+    for (int p = 0; p < 3; p++) {
+        INFO("path " << p << ": " << fit.paths[p].mean << " +- " << fit.paths[p].standard_error);
+        CHECK(fit.paths[p].regular);
+        CHECK(fit.paths[p].damped);
+        CHECK(std::abs(fit.paths[p].mean - kCost[p]) < 0.15 * kCost[p]);
+        CHECK(std::abs(fit.paths[p].mean / stamped[std::size_t(p)] - fit.paths[0].mean / stamped[0]) < 1e-9);
+        period += fit.paths[p].mean * (p == 0 ? 4 : 1);
+    }
+    CHECK(std::abs(period - (4 * 50 + 120 + 15)) < 0.05 * 335);
+    // B, not A, is the dearer path per occurrence.
+    CHECK(fit.paths[1].mean > 2 * fit.paths[0].mean);
+}
+
+TEST_CASE("span fit: a path without a stamped mean stays out of a regular group") {
+    auto spans = stream_spans(3000, 14, 50, true, 0, 0, 20, 3);
+    auto fit = fit_span_costs(spans, {55, 140, -1});
+    CHECK(fit.regular == 2);
+    CHECK(fit.paths[0].regular);
+    CHECK(fit.paths[1].regular);
+    CHECK_FALSE(fit.paths[2].regular);
+    for (const auto& p : fit.paths) CHECK(std::isfinite(p.mean));
 }
 
 TEST_CASE("span fit: spans of whole periods make the mix singular; the fit keeps the stamped means and says so") {

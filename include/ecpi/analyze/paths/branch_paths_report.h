@@ -25,7 +25,7 @@ struct BranchPathsReportOptions {
     std::size_t limit = 20;   // 0: all
     std::string procedure;    // only paths of this procedure ("" all)
     double low_quantile = 0.1;  // the robust basetime shown beside the minimum
-    double long_floor_ns = 5000;  // occurrences longer than this and 8x their median are kept apart
+    double long_floor_ns = store::kLongFloorNs;  // occurrences longer than this and 8x their median are kept apart
 };
 
 struct BranchPathsComparison {

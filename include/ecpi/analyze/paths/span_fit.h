@@ -7,6 +7,10 @@
 // stamped mean (the one its bursts measured), so that a path whose spans
 // do not pin its cost down (too rare, or always beside another in the
 // same proportion) keeps the stamped figure instead of an arbitrary one.
+// "The same proportion" includes a regular mix, whose counts per span
+// differ only by where the span's ends cut it: the ends of an out-of-order
+// core's spans do not show where a path's cost was caused (issue 31), so
+// such paths share one fitted total, split as their stamped means are.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +39,7 @@ struct SpanFitPath {
     double standard_error = 0;    // ticks
     bool noisy = false;   // standard_error > flag_relative_error x mean (or a mean of 0)
     bool damped = false;  // the prior gives over 5% of the mean's precision: it leans on the stamped mean
+    bool regular = false; // in a regular group (span_fit.cpp): its stamped mean scaled to the group's fitted total
     std::uint64_t span_occurrences = 0;
 };
 
@@ -45,6 +50,7 @@ struct SpanFit {
     std::size_t spans = 0;           // spans fitted
     std::size_t interrupted = 0;     // left out: over 8x the median time per block entry (interrupts, faults)
     std::size_t outliers = 0;        // left out: residual over 6 robust standard deviations of the first fit
+    std::size_t regular = 0;         // paths of a regular mix: their split is their stamped means' (span_fit.cpp)
 };
 
 // Spans that took far longer than their blocks usually do (an interrupt, a
