@@ -336,3 +336,51 @@ TEST_CASE("span fit: records lost between the runtime and ecpi are noted, and a 
     CHECK(no_end.spans == 20);
     CHECK(noted(no_end) == 1);
 }
+
+TEST_CASE("span fit: the stamped means that split a regular mix leave out interrupted occurrences") {
+    // The loop's long way (1 2 3 4, 40 ticks) then the short one twice
+    // (1 2 4, 25 ticks), in that order: a regular mix. A burst stamps 600
+    // iterations; one long occurrence holds an interrupt of 2,000,000 ticks,
+    // which would make the long way's stamped mean 40 + 10,000.
+    LoopCode code;
+    PathCutter cutter(code, 0);
+    auto blocks_of = [](std::size_t i) {
+        return i % 3 == 0 ? std::vector<std::uint32_t>{1, 2, 3, 4} : std::vector<std::uint32_t>{1, 2, 4};
+    };
+    auto cost_of = [](std::uint32_t b) { return b == 3 ? 15.0 : b == 2 ? 5.0 : 10.0; };
+    std::uint64_t now = 1000;
+    cutter.begin_burst(0);
+    for (std::size_t i = 0; i < 600; i++)
+        for (std::uint32_t b : blocks_of(i)) {
+            cutter.block(0, 0x1004 + 0x10 * b, now);
+            now += std::uint64_t(cost_of(b)) + (i == 300 && b == 3 ? 2000000 : 0);
+        }
+    std::vector<std::uint32_t> stream;
+    for (std::size_t i = 0; i < 30000; i++)
+        for (std::uint32_t b : blocks_of(i)) stream.push_back(b);
+    std::mt19937_64 rng(6);
+    std::normal_distribution<double> jitter(0, 3);
+    for (std::size_t s = 0, pos = 10; s < 400; s++) {
+        const std::size_t context = 4, length = 20 + rng() % 60;
+        double ticks = 7;
+        for (std::size_t i = pos; i < pos + length; i++) ticks += cost_of(stream[i]);
+        cutter.begin_span(0, context, now);
+        for (std::size_t i = pos - context; i <= pos + length; i++) cutter.span_block(0, 0x1004 + 0x10 * stream[i]);
+        now += std::uint64_t(std::llround(ticks + jitter(rng)));
+        cutter.end_span(0, now);
+        pos += length + 1 + rng() % 5;
+    }
+    store::BranchPathProfile profile;
+    profile.ticks_per_ns = 1;  // occurrences over 5,000 ticks and 8x the median are interrupted
+    cutter.finish(profile);
+    REQUIRE(profile.paths.size() == 2);
+    for (const auto& p : profile.paths) {
+        INFO(p.blocks.size() << " blocks: " << p.fit_mean_ticks << " +- " << p.fit_stderr_ticks);
+        CHECK(p.fitted);
+        CHECK(p.fit_damped);
+        const double truth = p.blocks.size() == 4 ? 40 : 25;
+        CHECK(std::abs(p.fit_mean_ticks - truth) < 0.1 * truth);
+    }
+    CHECK(std::count_if(profile.notes.begin(), profile.notes.end(),
+                        [](const std::string& n) { return n.find("regular mix") != std::string::npos; }) == 1);
+}
