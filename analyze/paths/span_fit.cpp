@@ -156,11 +156,11 @@ std::vector<double> inverse_diagonal(const Matrix& a) {
 // as in a loop that takes its paths in a fixed order. Their counts then
 // differ between spans only by where the span's ends cut the order, so
 // the spans tell their costs apart only by what their ends hold, and an
-// out-of-order core does not pay a path's cost where its blocks are
-// logged: an unfenced clock read at a span's end runs before a miss
-// issued a few paths earlier has stalled the core (the channels program
-// on a Zen 5 VM: a B lookup's miss shows on the clock 4 turns later, on
-// an A, so the split gave A the whole turn's cost and B none). The spans
+// out-of-order core does not show a path's cost on the clock where its
+// blocks are logged (the channels program on a Zen 5 VM: a B lookup's
+// miss shows 4 turns later, on an A, presumably once later turns fill the
+// core's window, after an unfenced clock read at a span's end; the split
+// gave A the whole turn's cost and B none; docs/PATHS.md). The spans
 // do time the group's total: so the group is fitted as one variable, the
 // sum of its paths' counts times their stamped means, and each path gets
 // its stamped mean scaled to that total. Paths without a stamped mean
