@@ -654,11 +654,15 @@ bool recount_loops_by_trips(Analysis& a, const ProcedureInput& input, double per
         const bool progress = a.loop_anchor[l] > 0 && r.anchored && r.per_outer_iteration == 0;
         if (!progress && !(a.loop_anchor[l] == 0 && a.trips[l].known)) continue;
         const std::optional<double> entries = measured_loop_entries(a.cfg, loop, a.estimate);
-        const auto exit = entries ? trip_exit(a.cfg, a.loops, l) : std::nullopt;
-        if (!exit) continue;
+        if (!entries) continue;
+        // A loop register progress measured has no trip yet (measure_trips
+        // skips it); the others' came from the same exit (a.trip_induction).
+        const auto exit = progress ? trip_exit(a.cfg, a.loops, l) : std::nullopt;
+        if (progress && !exit) continue;
+        const InductionVariable* iv = progress ? exit->second : a.trip_induction[l];
+        if (!iv) continue;
         const TripLength trip =
-            progress ? trip_length(loop_query(a, input, l, loop_pcs(a.cfg, loop), *exit->second, LoopCalls{}),
-                                   exit->first)
+            progress ? trip_length(loop_query(a, input, l, loop_pcs(a.cfg, loop), *iv, LoopCalls{}), exit->first)
                      : a.trips[l];
         const double flow = a.estimate.block_frequency[loop.header];
         const std::optional<double> f =
@@ -679,7 +683,7 @@ bool recount_loops_by_trips(Analysis& a, const ProcedureInput& input, double per
         }
         a.loop_anchor[l] = *f;
         r.anchored = true;
-        r.recounted = recount_sentence(trip, *exit->second, *entries * period_cycles, before);
+        r.recounted = recount_sentence(trip, *iv, *entries * period_cycles, before);
         r.iterations = r.iterations_min = r.iterations_max = *f * period_cycles;
         r.trip_length = trip.length;
         moved = true;
