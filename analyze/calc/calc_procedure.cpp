@@ -624,6 +624,58 @@ bool anchor_nested_loops(Analysis& a, const ProcedureInput& input, double period
     return added;
 }
 
+// Issue 36: a block of a measured loop that steps a register nothing else in
+// the loop changes (loops.h, BlockCounter: `words++` where a word ends) runs
+// the slope of that register on the loop's induction register, over the
+// loop's snapshots (nested_ratio), times the loop's count: read from register
+// values alone, so neither the clock nor where the samples land enters it,
+// where the snapshots' odds at the branch before it are time-weighted. The
+// count is rated measured, a point like the loop's; the loop's line gives
+// the slope's spread times the loop's bounds. Snapshots after a call that the block keeps the register
+// across, up to its reload, are left out. Whether any was anchored.
+bool anchor_block_counters(Analysis& a, const ProcedureInput& input, double period_cycles) {
+    if (!input.registers || input.registers->stream.empty()) return false;
+    bool added = false;
+    for (const BlockCounter& c : a.loops.counters) {
+        const InductionVariable& counter = c.counter;
+        const std::uint32_t l = counter.loop, cls = a.classes.block_class[counter.block];
+        const bool anchored = std::any_of(a.options.anchors.begin(), a.options.anchors.end(), [&](const Anchor& an) {
+            return !an.edge && a.classes.block_class[an.index] == cls;
+        });
+        if (a.loop_anchor[l] <= 0 || anchored || a.anchor_bounds.contains(cls)) continue;
+        const std::function<bool(std::uint64_t)> in_loop = loop_pcs(a.cfg, a.loops.loops[l]);
+        const auto counted = [&](std::uint64_t pc) {
+            return in_loop(pc) && std::none_of(c.clobbered.begin(), c.clobbered.end(),
+                                               [pc](const auto& span) { return pc >= span.first && pc <= span.second; });
+        };
+        for (const auto& iv : a.loops.induction) {
+            if (iv.loop != l) continue;
+            const NestedRatio ratio = nested_ratio(loop_query(a, input, l, counted, iv, LoopCalls{}), counter.gp,
+                                                   counter.step, counter.width);
+            const double loop_f = a.estimate.block_frequency[iv.block];
+            const double f = ratio.per_outer * loop_f;
+            if (!ratio.known || !(f > 0)) continue;
+            // The loop's own bounds: its rate's spread where register
+            // progress measured it, else its class's.
+            auto [loop_low, loop_high] = class_bounds(a, iv.block);
+            if (const CalcLoop& r = a.loop_reports[l]; r.anchored && r.iterations_max > 0 && period_cycles > 0) {
+                loop_low = std::min(loop_low, r.iterations_min / period_cycles);
+                loop_high = std::max(loop_high, r.iterations_max / period_cycles);
+            }
+            // A point, as every measured count (its bounds go to the loop's line).
+            a.options.anchors.push_back({counter.block, f, false});
+            a.loop_reports[l].counters.push_back({a.cfg.instructions[a.cfg.blocks[counter.block].first].address,
+                                                  register_name(counter.gp, counter.width), counter.step,
+                                                  a.cfg.instructions[counter.instruction].address, ratio.per_outer,
+                                                  f * period_cycles, ratio.low * loop_low * period_cycles,
+                                                  ratio.high * loop_high * period_cycles});
+            added = true;
+            break;
+        }
+    }
+    return added;
+}
+
 // A recounted loop's two counts, in words (CalcLoop::recounted).
 std::string recount_sentence(const TripLength& trip, const InductionVariable& iv, double entries,
                              const std::string& before) {
@@ -1161,6 +1213,8 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     if (sampled && recount_loops_by_trips(a, input, period_cycles))
         estimate_with_ranges(a, input, model, period_cycles, sampled);
     if (sampled && anchor_nested_loops(a, input, period_cycles))
+        estimate_with_ranges(a, input, model, period_cycles, sampled);
+    if (sampled && anchor_block_counters(a, input, period_cycles))
         estimate_with_ranges(a, input, model, period_cycles, sampled);
     constexpr int kAnchorRounds = 4;
     for (int round = 0; sampled && round < kAnchorRounds && anchor_branches(a); ++round)

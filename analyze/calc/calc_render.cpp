@@ -226,6 +226,12 @@ void render_loops(std::ostringstream& o, const CalcProcedure& p) {
                   << fmt("%.1f", l.region_best_cycles) << " best-case cycles an iteration";
             o << "\n";
         }
+        for (const auto& c : l.counters)
+            o << "***   Block at " << hex(c.block) << ": " << count_text(c.executions) << " executions ("
+              << count_text(c.executions_min) << "-" << count_text(c.executions_max) << "), measured: " << c.reg
+              << " steps " << c.step << " at " << hex(c.step_address)
+              << " and nothing else in the loop writes it, " << fmt("%.4f", c.per_iteration)
+              << " executions per iteration\n";
     }
 }
 
@@ -424,6 +430,19 @@ json loop_json(const CalcLoop& l) {
         if (!l.recounted.empty()) {
             jl["recounted"] = l.recounted;
             jl["trip_length"] = l.trip_length;
+        }
+        if (!l.counters.empty()) {
+            json counters = json::array();
+            for (const auto& c : l.counters)
+                counters.push_back({{"block", hex(c.block)},
+                                    {"register", c.reg},
+                                    {"step", c.step},
+                                    {"step_address", hex(c.step_address)},
+                                    {"per_iteration", c.per_iteration},
+                                    {"executions", c.executions},
+                                    {"executions_min", c.executions_min},
+                                    {"executions_max", c.executions_max}});
+            jl["counters"] = std::move(counters);
         }
     } else {
         jl["why_not"] = l.why_not;

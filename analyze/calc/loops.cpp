@@ -316,6 +316,107 @@ void induction_variables(const Cfg& cfg, LoopInfo& info) {
     }
 }
 
+// A register kept across a call in one block: stored to the frame, the
+// call, then loaded back from the same slot (GCC's spill of a caller-saved
+// register live across the call).
+struct RestoredAcrossCall {
+    int gp = -1;
+    std::uint32_t call = 0, load = 0;     // CFG instruction indices
+};
+
+bool frame_slot(const DecodedInstruction& d) {
+    return gp_register_number(d.memory.base) == 4 /* rsp */ && d.memory.index == 0 && d.memory.segment == 0;
+}
+
+std::vector<RestoredAcrossCall> restored_across_calls(const Cfg& cfg, std::uint32_t b) {
+    std::vector<RestoredAcrossCall> out;
+    struct Saved {
+        std::int64_t slot = 0;
+        std::optional<std::uint32_t> call;
+    };
+    std::map<int, Saved> saved;
+    const auto& blk = cfg.blocks[b];
+    for (std::uint32_t k = blk.first; k < blk.first + blk.count; ++k) {
+        const DecodedInstruction& d = cfg.instructions[k];
+        if (is_call(d.flow)) {
+            for (auto& [n, s] : saved)
+                if (!s.call) s.call = k;
+            continue;
+        }
+        const bool whole = d.operands.rfind("qword ptr", 0) == 0 || d.first_size == 8;
+        if (d.id == X86_INS_MOV && d.stores && frame_slot(d) && whole) {
+            for (auto it = saved.begin(); it != saved.end();)  // the slot is overwritten
+                it = it->second.slot == d.memory.disp ? saved.erase(it) : std::next(it);
+            if (const int n = gp_register_number(d.second_register); n >= 0) saved[n] = {d.memory.disp, {}};
+            continue;
+        }
+        const int loaded = gp_register_number(d.first_register);
+        if (d.id == X86_INS_MOV && d.loads && frame_slot(d) && d.first_size == 8 && saved.contains(loaded) &&
+            saved[loaded].slot == d.memory.disp && saved[loaded].call) {
+            out.push_back({loaded, *saved[loaded].call, k});
+            saved.erase(loaded);
+            continue;
+        }
+        if (d.stores && frame_slot(d))
+            for (auto it = saved.begin(); it != saved.end();)
+                it = it->second.slot == d.memory.disp ? saved.erase(it) : std::next(it);
+        if (std::any_of(d.writes.begin(), d.writes.end(), [](auto r) { return gp_register_number(r) == 4; }))
+            saved.clear();  // the frame moved
+    }
+    return out;
+}
+
+// The instructions of loop l that may change register n, but for calls
+// across which its block keeps n and the loads that restore it (those
+// spans go to `clobbered`).
+std::vector<std::uint32_t> writers_of(const Cfg& cfg, const Loop& loop, int n,
+                                      std::vector<std::pair<std::uint64_t, std::uint64_t>>& clobbered) {
+    std::vector<std::uint32_t> out;
+    for (auto b : loop.blocks) {
+        const std::vector<RestoredAcrossCall> kept = restored_across_calls(cfg, b);
+        const auto& blk = cfg.blocks[b];
+        for (std::uint32_t k = blk.first; k < blk.first + blk.count; ++k) {
+            const DecodedInstruction& d = cfg.instructions[k];
+            const bool call = is_call(d.flow) && in_mask(loop.call_clobbers, n);
+            if (!call && !std::any_of(d.writes.begin(), d.writes.end(), [&](auto r) { return gp_register_number(r) == n; }))
+                continue;
+            const auto across = std::find_if(kept.begin(), kept.end(), [&](const RestoredAcrossCall& r) {
+                return r.gp == n && (r.call == k || r.load == k);
+            });
+            if (across == kept.end()) {
+                out.push_back(k);
+            } else if (across->call == k) {
+                clobbered.emplace_back(d.address + d.size, cfg.instructions[across->load].address);
+            }
+        }
+    }
+    return out;
+}
+
+// Registers stepped by a constant in one block of a loop that does not run
+// on every iteration, and written nowhere else in it (BlockCounter).
+void block_counters(const Cfg& cfg, LoopInfo& info) {
+    for (std::uint32_t l = 0; l < info.loops.size(); ++l) {
+        const Loop& loop = info.loops[l];
+        for (int n = 0; n < 16; ++n) {
+            if (n == 4 /* rsp */) continue;
+            const bool induction = std::any_of(info.induction.begin(), info.induction.end(),
+                                               [&](const InductionVariable& iv) { return iv.loop == l && iv.gp == n; });
+            if (induction) continue;
+            BlockCounter c;
+            const std::vector<std::uint32_t> writers = writers_of(cfg, loop, n, c.clobbered);
+            if (writers.size() != 1) continue;
+            const std::uint32_t k = writers.front();
+            const DecodedInstruction& d = cfg.instructions[k];
+            const auto step = constant_step(d);
+            const std::uint32_t b = cfg.instruction_block[k];
+            if (!step || *step == 0 || gp_register_number(d.first_register) != n || info.innermost[b] != l) continue;
+            c.counter = {l, n, *step, d.first_size, k, b};
+            info.counters.push_back(std::move(c));
+        }
+    }
+}
+
 }  // namespace
 
 bool dominates(const LoopInfo& info, std::uint32_t a, std::uint32_t b) {
@@ -334,6 +435,7 @@ LoopInfo find_loops(const Cfg& cfg, const CallWrites& call_writes) {
     info.loops = natural_loops(cfg, info, call_writes);
     nest(info, static_cast<std::uint32_t>(cfg.blocks.size()));
     induction_variables(cfg, info);
+    block_counters(cfg, info);
     return info;
 }
 

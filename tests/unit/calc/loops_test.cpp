@@ -220,3 +220,33 @@ TEST_CASE("loops: a counter stepped on every path is an induction variable past 
     REQUIRE(probing.loops.size() == 2);
     for (const auto& other : probing.induction) CHECK(other.loop == 1);
 }
+
+TEST_CASE("loops: a register one block steps, kept across a call by a spill and reload, counts that block") {
+    // count_words' `words++` (add $1,%rdx at 0x167c) runs where a word ends,
+    // not on every iteration of the scan loop; rdx is caller-saved, and the
+    // block that calls grow() stores it at 0x16a3 and loads it back at 0x16b5.
+    Cfg cfg = hand_assembled(0x1590, wordfreq_count_words());
+    LoopInfo info = find_loops(cfg);
+    REQUIRE(info.counters.size() == 1);
+    const BlockCounter& c = info.counters[0];
+    CHECK(c.counter.loop == 0);
+    CHECK(c.counter.gp == 2);  // rdx
+    CHECK(c.counter.step == 1);
+    CHECK(c.counter.width == 8);
+    CHECK(cfg.instructions[c.counter.instruction].address == 0x167c);
+    CHECK(info.innermost[c.counter.block] == 0);
+    for (auto latch : info.loops[0].latches) CHECK_FALSE(dominates(info, c.counter.block, latch));
+    // Between the call and the reload a snapshot holds what grow() left.
+    REQUIRE(c.clobbered.size() == 1);
+    CHECK(c.clobbered[0].first == 0x16b1);
+    CHECK(c.clobbered[0].second == 0x16b5);
+
+    // Reloaded from another slot (mov 0x10(%rsp),%rdx): the call's clobber
+    // stands, and rdx counts nothing.
+    auto code = wordfreq_count_words();
+    const std::size_t at = 0x16b5 - 0x1590;
+    REQUIRE(code[at + 3] == 0x24);
+    REQUIRE(code[at + 4] == 0x08);
+    code[at + 4] = 0x10;
+    CHECK(find_loops(hand_assembled(0x1590, code)).counters.empty());
+}

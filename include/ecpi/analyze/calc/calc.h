@@ -92,6 +92,18 @@ struct CalcEdge {
     double executions = 0;
 };
 
+// A block of a measured loop counted by a register only it steps (loops.h,
+// BlockCounter): its executions per iteration of the loop, read as the slope
+// of that register on the loop's induction register over its snapshots.
+struct CalcCounter {
+    std::uint64_t block = 0;                  // address of the counted block
+    std::string reg;                          // the counter ("edx")
+    std::int64_t step = 0;
+    std::uint64_t step_address = 0;           // the stepping instruction
+    double per_iteration = 0;                 // executions per iteration of the loop
+    double executions = 0, executions_min = 0, executions_max = 0;
+};
+
 // A natural loop (loops.h) and what register progress said of it.
 struct CalcLoop {
     std::uint64_t header = 0;                 // address of the header block
@@ -122,6 +134,7 @@ struct CalcLoop {
     // entries times its trips' length, which its rate's bounds excluded:
     // both counts, in words ("" when not).
     std::string recounted;
+    std::vector<CalcCounter> counters;        // blocks counted by a register (anchored loops only)
     PairCounts pairs;                         // register_progress.h
     // For call regions (call_regions.h, run_calc), not rendered: whether
     // every block of the loop runs once an iteration (one frequency class),

@@ -56,6 +56,19 @@ struct InductionVariable {
     std::uint32_t block = 0;              // its block: it runs once per iteration
 };
 
+// Issue 36: a register that one block of a loop steps by a constant and
+// nothing else in the loop changes (`words++` where a word ends, a match
+// counter): over a trip it counts that block's executions, as an induction
+// register counts iterations, though the block runs on some iterations only.
+// A caller-saved counter its block stores to the frame before a call and
+// loads back after it counts on; between the call and the load a snapshot
+// holds what the callee left (`clobbered`: offsets after the call up to and
+// with the load, whose snapshots say nothing of it).
+struct BlockCounter {
+    InductionVariable counter;            // its loop, register, step, instruction and block
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> clobbered;  // [after the call, the load]
+};
+
 struct LoopInfo {
     std::vector<std::uint32_t> idom;      // per block: immediate dominator (kEntryBlock for roots; unreachable: kNoLoop)
     std::vector<Loop> loops;              // outer loops before the loops they contain
@@ -69,6 +82,7 @@ struct LoopInfo {
     // or not: equal in two snapshots of one trip, in the loop or in its
     // calls (an outer loop's counter tells trips apart).
     std::vector<std::vector<int>> steady;
+    std::vector<BlockCounter> counters;   // by loop, then register
 };
 
 // The registers (bit n: hardware number n) the code a direct call to
