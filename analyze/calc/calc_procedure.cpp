@@ -624,14 +624,16 @@ bool anchor_nested_loops(Analysis& a, const ProcedureInput& input, double period
     return added;
 }
 
-// Issue 36: a block of a measured loop that steps a register nothing else in
-// the loop changes (loops.h, BlockCounter: `words++` where a word ends) runs
-// the slope of that register on the loop's induction register, over the
-// loop's snapshots (nested_ratio), times the loop's count: read from register
-// values alone, so neither the clock nor where the samples land enters it,
-// where the snapshots' odds at the branch before it are time-weighted. The
-// count is rated measured, a point like the loop's; the loop's line gives
-// the slope's spread times the loop's bounds. Snapshots after a call that the block keeps the register
+// Issue 36: a block of a loop that steps a register nothing else in the
+// loop changes (loops.h, BlockCounter: `words++` where a word ends) runs the
+// slope of that register on the loop's induction register, over the loop's
+// snapshots (nested_ratio), times the loop's count: the slope is read from
+// register values alone, so neither the clock nor where the samples land
+// enters it, where the snapshots' odds at the branch before it are
+// time-weighted. The count is rated measured: a point like the loop's where
+// register progress measured the loop (the loop's line gives the slope's
+// spread times the loop's bounds), else ranged over the slope's spread times
+// the loop's range, as anchor_nested_loops does. Snapshots after a call that the block keeps the register
 // across, up to its reload, are left out. Whether any was anchored.
 bool anchor_block_counters(Analysis& a, const ProcedureInput& input, double period_cycles) {
     if (!input.registers || input.registers->stream.empty()) return false;
@@ -642,7 +644,7 @@ bool anchor_block_counters(Analysis& a, const ProcedureInput& input, double peri
         const bool anchored = std::any_of(a.options.anchors.begin(), a.options.anchors.end(), [&](const Anchor& an) {
             return !an.edge && a.classes.block_class[an.index] == cls;
         });
-        if (a.loop_anchor[l] <= 0 || anchored || a.anchor_bounds.contains(cls)) continue;
+        if (anchored || a.anchor_bounds.contains(cls)) continue;
         const std::function<bool(std::uint64_t)> in_loop = loop_pcs(a.cfg, a.loops.loops[l]);
         const auto counted = [&](std::uint64_t pc) {
             return in_loop(pc) && std::none_of(c.clobbered.begin(), c.clobbered.end(),
@@ -658,12 +660,17 @@ bool anchor_block_counters(Analysis& a, const ProcedureInput& input, double peri
             // The loop's own bounds: its rate's spread where register
             // progress measured it, else its class's.
             auto [loop_low, loop_high] = class_bounds(a, iv.block);
-            if (const CalcLoop& r = a.loop_reports[l]; r.anchored && r.iterations_max > 0 && period_cycles > 0) {
+            const bool measured_loop = a.loop_anchor[l] > 0;
+            if (const CalcLoop& r = a.loop_reports[l]; measured_loop && r.iterations_max > 0 && period_cycles > 0) {
                 loop_low = std::min(loop_low, r.iterations_min / period_cycles);
                 loop_high = std::max(loop_high, r.iterations_max / period_cycles);
             }
-            // A point, as every measured count (its bounds go to the loop's line).
+            // Under a measured loop a point, as every measured count (its
+            // bounds go to the loop's line); under a loop the samples count
+            // (classify's, its trips times its entries), the slope's spread
+            // times the loop's range.
             a.options.anchors.push_back({counter.block, f, false});
+            if (!measured_loop) a.anchor_bounds[cls] = {ratio.low * loop_low, ratio.high * loop_high};
             a.loop_reports[l].counters.push_back({a.cfg.instructions[a.cfg.blocks[counter.block].first].address,
                                                   register_name(counter.gp, counter.width), counter.step,
                                                   a.cfg.instructions[counter.instruction].address, ratio.per_outer,

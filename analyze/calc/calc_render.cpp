@@ -228,10 +228,10 @@ void render_loops(std::ostringstream& o, const CalcProcedure& p) {
         }
         for (const auto& c : l.counters)
             o << "***   Block at " << hex(c.block) << ": " << count_text(c.executions) << " executions ("
-              << count_text(c.executions_min) << "-" << count_text(c.executions_max) << "), measured: " << c.reg
+              << count_text(c.executions_min) << "-" << count_text(c.executions_max) << "): " << c.reg
               << " steps " << c.step << " at " << hex(c.step_address)
-              << " and nothing else in the loop writes it, " << fmt("%.4f", c.per_iteration)
-              << " executions per iteration\n";
+              << " and nothing else in the loop writes it, so its snapshots measure "
+              << fmt("%.4f", c.per_iteration) << " executions per iteration of the loop\n";
     }
 }
 
@@ -431,24 +431,24 @@ json loop_json(const CalcLoop& l) {
             jl["recounted"] = l.recounted;
             jl["trip_length"] = l.trip_length;
         }
-        if (!l.counters.empty()) {
-            json counters = json::array();
-            for (const auto& c : l.counters)
-                counters.push_back({{"block", hex(c.block)},
-                                    {"register", c.reg},
-                                    {"step", c.step},
-                                    {"step_address", hex(c.step_address)},
-                                    {"per_iteration", c.per_iteration},
-                                    {"executions", c.executions},
-                                    {"executions_min", c.executions_min},
-                                    {"executions_max", c.executions_max}});
-            jl["counters"] = std::move(counters);
-        }
     } else {
         jl["why_not"] = l.why_not;
         if (!l.load_chain.empty()) jl["load_chain"] = l.load_chain;
         if (l.trip_length > 0) jl["trip_length"] = l.trip_length;
         if (l.from_region) jl["region_best_cycles"] = l.region_best_cycles;
+    }
+    if (!l.counters.empty()) {
+        json counters = json::array();
+        for (const auto& c : l.counters)
+            counters.push_back({{"block", hex(c.block)},
+                                {"register", c.reg},
+                                {"step", c.step},
+                                {"step_address", hex(c.step_address)},
+                                {"per_iteration", c.per_iteration},
+                                {"executions", c.executions},
+                                {"executions_min", c.executions_min},
+                                {"executions_max", c.executions_max}});
+        jl["counters"] = std::move(counters);
     }
     jl["pairs"] = {{"used", l.pairs.used},
                    {"other_thread", l.pairs.other_thread},
