@@ -35,7 +35,27 @@
  * runtime/CMakeLists.txt never does): ECPI_RT_BENCH_NO_BURSTS, no stamped
  * bursts after the thread's first window; ECPI_RT_BENCH_NO_SPAN_RECORDS,
  * spans timed but nothing of them written into the ring. Either loses
- * data that ecpi needs: they only measure what a part costs. */
+ * data that ecpi needs: they only measure what a part costs.
+ * ECPI_RT_BENCH_SLOW_TICKS: each run-out of the countdown timed by two
+ * fenced clock reads, summed by what it was (a span's end, a span's
+ * start, anything else: a burst's entry, a gap's end), printed on stderr
+ * at exit (run-outs that took over ECPI_RT_BENCH_LONG_TICKS apart: the thread's
+ * first, which claims and prefaults its ring, and interrupts). Each
+ * figure includes the two reads' own cost. */
+#ifdef ECPI_RT_BENCH_SLOW_TICKS
+#include <stdio.h>
+#define ECPI_RT_BENCH_LONG_TICKS 20000
+enum { SLOW_SPAN_END, SLOW_SPAN_BEGIN, SLOW_OTHER, SLOW_LONG, SLOW_KINDS };
+static uint64_t slow_ticks[SLOW_KINDS], slow_calls[SLOW_KINDS];
+
+__attribute__((destructor)) static void print_slow_ticks(void)
+{
+	static const char *const names[SLOW_KINDS] = {"span end", "span start", "other", "long"};
+	for (int k = 0; k < SLOW_KINDS; k++)
+		fprintf(stderr, "ecpi_rt slow ticks: %s %lu run-outs %lu ticks\n", names[k], (unsigned long)slow_calls[k],
+		        (unsigned long)slow_ticks[k]);
+}
+#endif
 
 static uint64_t kind(enum ecpi_rt_record_kind k)
 {
@@ -143,9 +163,8 @@ static int decide(struct ecpi_rt_thread *t, uint64_t pc, uint64_t now)
 	return 0;
 }
 
-void ecpi_rt_span_slow(uint64_t pc)
+static inline void span_slow(struct ecpi_rt_thread *t, uint64_t pc)
 {
-	struct ecpi_rt_thread *t = &ecpi_rt_tls;
 	/* First: a span's end, before the runtime's own work. Only a span's end
 	 * reads this clock: a burst's entry is stamped (fenced) by
 	 * ecpi_rt_block_slow, and a span's start after the re-arm. Read at every
@@ -158,4 +177,20 @@ void ecpi_rt_span_slow(uint64_t pc)
 	ecpi_rt_log_rearm(t);
 	if (begins)
 		t->span_start_tsc = ecpi_rt_rdtsc(); /* last: the block's own work follows */
+}
+
+void ecpi_rt_span_slow(uint64_t pc)
+{
+	struct ecpi_rt_thread *t = &ecpi_rt_tls;
+#ifdef ECPI_RT_BENCH_SLOW_TICKS
+	int k = t->span_open ? SLOW_SPAN_END : SLOW_OTHER;
+	uint64_t start = ecpi_rt_rdtsc_fenced();
+	span_slow(t, pc);
+	uint64_t ticks = ecpi_rt_rdtsc_fenced() - start;
+	k = ticks > ECPI_RT_BENCH_LONG_TICKS ? SLOW_LONG : k == SLOW_OTHER && t->span_open ? SLOW_SPAN_BEGIN : k;
+	slow_ticks[k] += ticks;
+	slow_calls[k]++;
+#else
+	span_slow(t, pc);
+#endif
 }
