@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <list>
+#include <memory>
 #include <random>
 #include <unordered_set>
 
@@ -410,7 +411,7 @@ public:
     std::optional<std::uint64_t> find(std::uint64_t address, std::pair<std::uint64_t, std::uint64_t>* range = nullptr) const {
         std::uint64_t g = address >> kGranuleShift;
         if (const std::uint64_t* page = pages_.find((g >> kPageGranuleBits) + 1)) {
-            std::uint32_t site = granule_sites_[*page + (g & kPageGranuleMask)] & ~kFirstGranule;
+            std::uint32_t site = block_at(*page)[g & kPageGranuleMask] & ~kFirstGranule;
             if (site != 0) return site_pcs_[site - 1];
         }
         if (large_.empty()) return std::nullopt;
@@ -430,7 +431,7 @@ private:
     // The slot of granule g, or nullptr when its page holds no allocation.
     std::uint32_t* slot(std::uint64_t g) {
         const std::uint64_t* page = pages_.find((g >> kPageGranuleBits) + 1);
-        return page ? &granule_sites_[*page + (g & kPageGranuleMask)] : nullptr;
+        return page ? &block_at(*page)[g & kPageGranuleMask] : nullptr;
     }
 
     // Clears the allocation whose first granule is g and whose slots hold
@@ -456,25 +457,40 @@ private:
         std::uint64_t first = start >> kGranuleShift, last = (end - 1) >> kGranuleShift;
         for (std::uint64_t g = first; g <= last;) {
             std::uint64_t page = g >> kPageGranuleBits;
-            std::uint64_t base;
+            std::uint32_t* block;
             if (const std::uint64_t* at = pages_.find(page + 1)) {
-                base = *at;
+                block = block_at(*at);
             } else {
                 if (value == 0) {  // nothing recorded in this page: nothing to clear
                     g = (page + 1) << kPageGranuleBits;
                     continue;
                 }
-                base = granule_sites_.size();
-                granule_sites_.resize(base + (kPageGranuleMask + 1), 0);
-                pages_.insert(page + 1, base);
+                block = new_block();
+                pages_.insert(page + 1, std::uint64_t(reinterpret_cast<std::uintptr_t>(block)));
             }
             std::uint64_t page_last = std::min(last, (page << kPageGranuleBits) | kPageGranuleMask);
-            for (; g <= page_last; g++) granule_sites_[base + (g & kPageGranuleMask)] = value;
+            for (; g <= page_last; g++) block[g & kPageGranuleMask] = value;
         }
     }
 
-    FlatMap pages_;                           // page + 1 -> its first slot in granule_sites_
-    std::vector<std::uint32_t> granule_sites_; // per granule: site id + 1, 0: none
+    // A page's block of slots, zeroed, in chunks that never move: one
+    // vector of every block, grown by doubling, copied and zero-filled all
+    // of them again at each growth (hashtable's 10 MiB heap: 2.4 MiB of
+    // slots; the copies, fills and their page faults were 8% of ecpi's
+    // samples at --sets 1/8; docs/CACHESIM.md, "Fixed costs").
+    static constexpr std::size_t kChunkBlocks = 64;
+    static std::uint32_t* block_at(std::uint64_t value) { return reinterpret_cast<std::uint32_t*>(std::uintptr_t(value)); }
+    std::uint32_t* new_block() {
+        if (chunk_used_ == kChunkBlocks) {
+            chunks_.push_back(std::make_unique<std::uint32_t[]>(kChunkBlocks * (kPageGranuleMask + 1)));
+            chunk_used_ = 0;
+        }
+        return chunks_.back().get() + (chunk_used_++) * (kPageGranuleMask + 1);
+    }
+
+    FlatMap pages_;  // page + 1 -> its block of 256 slots (per granule: site id + 1, 0: none)
+    std::vector<std::unique_ptr<std::uint32_t[]>> chunks_;
+    std::size_t chunk_used_ = kChunkBlocks;
     DenseIds site_ids_;                       // site pc -> site id
     std::vector<std::uint64_t> site_pcs_;     // site id -> site pc
     std::map<std::uint64_t, Allocation> large_;
