@@ -132,15 +132,16 @@ void sleep_briefly(long ns) {
     nanosleep(&ts, nullptr);
 }
 
-// How long the drain loop sleeps after `idle` passes in a row found every
-// ring empty: 0.1 ms, doubling to 1 ms. Between the windows of a sampled
-// run the rings stay empty for long stretches, and a wake-up every 0.1 ms
-// (nanosleep and waitpid, about 10 us each on a paravirtual VM) took 11%
-// of ecpi's CPU time at --sets 1/8 on hashtable (docs/CACHESIM.md, "Fixed
-// costs"). A ring of 2^18 records takes over 3 ms to fill even when every
-// reference is recorded (hashtable's 70 M references a second), so 1 ms
-// leaves the producer room.
-long idle_sleep_ns(std::uint32_t idle) { return std::min<long>(100'000L << std::min<std::uint32_t>(idle, 4), 1'000'000L); }
+// The drain loop's sleep when a pass found every ring empty: 1 ms. Under
+// time and set sampling the records arrive in a thin steady stream (the
+// windows, the sampled sets' references), so a pass finds a few and the
+// next one none: with a 0.1 ms sleep hashtable's run at --sets 1/8 made
+// 2,900-3,700 wake-ups (nanosleep, then waitpid before every pass:
+// 5,800-11,400 calls) on the 2 CPUs it shares with the program. A ring of
+// 2^18 records takes over 3 ms to fill even when every reference is
+// recorded (hashtable's 70 M references a second), so 1 ms leaves the
+// producer room; the last records wait at most 1 ms.
+constexpr long kIdleSleepNs = 1'000'000;
 
 // The shared control region (memfd), unmapped and closed on destruction.
 class ControlRegion {
@@ -269,12 +270,12 @@ Result<MemtraceRunResult> run_memtrace(const MemtraceRunOptions& options, const 
     bool ready = !options.on_runtime_ready;
     Result<void> failure = ok();
     bool running = true;
-    std::uint32_t idle = 0;  // passes in a row that found every ring empty
+    bool was_empty = false;  // the last pass found every ring empty
     for (;;) {
         // Whether the program still runs, asked before a pass that follows
         // an empty one: when it had exited and this pass finds the rings
         // empty, every record was read. (A busy pass needs no waitpid.)
-        if (idle > 0) running = program.running();
+        if (was_empty) running = program.running();
         // The runtime fills in its modules before it claims a ring.
         if (!ready && __atomic_load_n(&h->rings_claimed, __ATOMIC_ACQUIRE) > 0) {
             ready = true;
@@ -290,10 +291,9 @@ Result<MemtraceRunResult> run_memtrace(const MemtraceRunOptions& options, const 
         }
         if (*drained == 0) {
             if (!running) break;  // exited and every ring is empty
-            sleep_briefly(idle_sleep_ns(idle++));
-        } else {
-            idle = 0;
+            sleep_briefly(kIdleSleepNs);
         }
+        was_empty = *drained == 0;
         if (stop.load() && !signalled) {
             program.kill(SIGTERM);
             signalled = true;

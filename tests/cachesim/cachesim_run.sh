@@ -138,8 +138,8 @@ import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 assert a["sampling"]["references"] > 1000000, a["sampling"]
 assert a["sampling"]["references"] == b["sampling"]["references"], (a["sampling"]["references"], b["sampling"]["references"])
-for x, y in zip(a["levels"], b["levels"]):
-    assert x["references"] == y["references"] and x["misses"] == y["misses"], (x["name"], x["references"], y["references"])
+# (Misses may differ: the stack and the heap move from run to run.)
+assert a["levels"][0]["references"] == b["levels"][0]["references"], (a["levels"][0]["references"], b["levels"][0]["references"])
 PY
 
 # 5. Errors: one line, the cause and what to do.
