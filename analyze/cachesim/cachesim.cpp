@@ -483,7 +483,7 @@ private:
     // vector of every block, grown by doubling, copied and zero-filled all
     // of them again at each growth (hashtable's 10 MiB heap: 2.4 MiB of
     // slots; the copies, fills and their page faults were 8% of ecpi's
-    // samples at --sets 1/8; docs/CACHESIM.md, "Fixed costs").
+    // samples at --sets 1/8; docs/CACHESIM.md, "Fixed costs at 1/8").
     //
     // Each block begins with a 64-byte head: which granules hold an
     // allocation (256 bits) and, while they all name one site, that site

@@ -136,8 +136,9 @@ void sleep_briefly(long ns) {
 // time and set sampling the records arrive in a thin steady stream (the
 // windows, the sampled sets' references), so a pass finds a few and the
 // next one none: with a 0.1 ms sleep hashtable's run at --sets 1/8 made
-// 2,900-3,700 wake-ups (nanosleep, then waitpid before every pass:
-// 5,800-11,400 calls) on the 2 CPUs it shares with the program. A ring of
+// up to 3,700 wake-ups (nanosleep, then waitpid before every pass: up to
+// 11,400 calls) on the 2 CPUs it shares with the program (docs/
+// CACHESIM.md, "Fixed costs at 1/8"). A ring of
 // 2^18 records takes over 3 ms to fill even when every reference is
 // recorded (hashtable's 70 M references a second), so 1 ms leaves the
 // producer room; the last records wait at most 1 ms.
