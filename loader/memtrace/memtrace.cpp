@@ -137,11 +137,11 @@ void sleep_briefly(long ns) {
 // windows, the sampled sets' references), so a pass finds a few and the
 // next one none: with a 0.1 ms sleep hashtable's run at --sets 1/8 made
 // up to 3,700 wake-ups (nanosleep, then waitpid before every pass: up to
-// 11,400 calls) on the 2 CPUs it shares with the program (docs/
-// CACHESIM.md, "Fixed costs at 1/8"). A ring of
-// 2^18 records takes over 3 ms to fill even when every reference is
-// recorded (hashtable's 70 M references a second), so 1 ms leaves the
-// producer room; the last records wait at most 1 ms.
+// 11,400 calls) on the 2 CPUs it shares with the program
+// (docs/CACHESIM.md, "Fixed costs at 1/8"). A ring of 2^18 records takes
+// over 3 ms to fill even when every reference is recorded (hashtable's
+// 70 M references a second), so 1 ms leaves the producer room; the last
+// records wait at most 1 ms.
 constexpr long kIdleSleepNs = 1'000'000;
 
 // The shared control region (memfd), unmapped and closed on destruction.
