@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <list>
+#include <memory>
 #include <random>
 #include <unordered_set>
 
@@ -410,8 +411,14 @@ public:
     std::optional<std::uint64_t> find(std::uint64_t address, std::pair<std::uint64_t, std::uint64_t>* range = nullptr) const {
         std::uint64_t g = address >> kGranuleShift;
         if (const std::uint64_t* page = pages_.find((g >> kPageGranuleBits) + 1)) {
-            std::uint32_t site = granule_sites_[*page + (g & kPageGranuleMask)] & ~kFirstGranule;
-            if (site != 0) return site_pcs_[site - 1];
+            const std::uint32_t* head = block_at(*page);
+            unsigned i = unsigned(g & kPageGranuleMask);
+            if (head[kUniform] != kMixed) {
+                // One site (or none) on this page: its 64-byte head answers.
+                if ((head[i >> 5] >> (i & 31)) & 1) return site_pcs_[head[kUniform] - 1];
+            } else if (std::uint32_t site = head[kHeadWords + i] & ~kFirstGranule; site != 0) {
+                return site_pcs_[site - 1];
+            }
         }
         if (large_.empty()) return std::nullopt;
         auto it = large_.upper_bound(address);
@@ -430,7 +437,7 @@ private:
     // The slot of granule g, or nullptr when its page holds no allocation.
     std::uint32_t* slot(std::uint64_t g) {
         const std::uint64_t* page = pages_.find((g >> kPageGranuleBits) + 1);
-        return page ? &granule_sites_[*page + (g & kPageGranuleMask)] : nullptr;
+        return page ? &block_at(*page)[kHeadWords + (g & kPageGranuleMask)] : nullptr;
     }
 
     // Clears the allocation whose first granule is g and whose slots hold
@@ -440,13 +447,13 @@ private:
     // the same site loses its granules past the later one's end too; the
     // start-to-end map it replaces mishandled that case as well.)
     void clear_from(std::uint64_t g, std::uint32_t value) {
-        std::uint32_t* s = slot(g);
-        *s = 0;
+        std::uint32_t* head = head_of(g);
+        set_slot(head, unsigned(g & kPageGranuleMask), 0);
         for (std::uint64_t n = 0; n < (kLargeBytes >> kGranuleShift); n++) {
             ++g;
-            s = (g & kPageGranuleMask) == 0 ? slot(g) : s + 1;
-            if (!s || *s != value) return;
-            *s = 0;
+            if ((g & kPageGranuleMask) == 0) head = head_of(g);
+            if (!head || head[kHeadWords + (g & kPageGranuleMask)] != value) return;
+            set_slot(head, unsigned(g & kPageGranuleMask), 0);
         }
     }
 
@@ -456,25 +463,70 @@ private:
         std::uint64_t first = start >> kGranuleShift, last = (end - 1) >> kGranuleShift;
         for (std::uint64_t g = first; g <= last;) {
             std::uint64_t page = g >> kPageGranuleBits;
-            std::uint64_t base;
+            std::uint32_t* head;
             if (const std::uint64_t* at = pages_.find(page + 1)) {
-                base = *at;
+                head = block_at(*at);
             } else {
                 if (value == 0) {  // nothing recorded in this page: nothing to clear
                     g = (page + 1) << kPageGranuleBits;
                     continue;
                 }
-                base = granule_sites_.size();
-                granule_sites_.resize(base + (kPageGranuleMask + 1), 0);
-                pages_.insert(page + 1, base);
+                head = new_block();
+                pages_.insert(page + 1, std::uint64_t(reinterpret_cast<std::uintptr_t>(head)));
             }
             std::uint64_t page_last = std::min(last, (page << kPageGranuleBits) | kPageGranuleMask);
-            for (; g <= page_last; g++) granule_sites_[base + (g & kPageGranuleMask)] = value;
+            for (; g <= page_last; g++) set_slot(head, unsigned(g & kPageGranuleMask), value);
         }
     }
 
-    FlatMap pages_;                           // page + 1 -> its first slot in granule_sites_
-    std::vector<std::uint32_t> granule_sites_; // per granule: site id + 1, 0: none
+    // A page's block of slots, zeroed, in chunks that never move: one
+    // vector of every block, grown by doubling, copied and zero-filled all
+    // of them again at each growth (hashtable's 10 MiB heap: 2.4 MiB of
+    // slots; the copies, fills and their page faults were 8% of ecpi's
+    // samples at --sets 1/8; docs/CACHESIM.md, "Fixed costs at 1/8").
+    //
+    // Each block begins with a 64-byte head: which granules hold an
+    // allocation (256 bits) and, while they all name one site, that site
+    // (kUniform). Every simulated miss asks which object it touched, and
+    // a miss into a 10 MiB heap lands on a random slot of 2.4 MiB: a host
+    // cache miss, 37% of ecpi's samples at --sets 1/8 on hashtable. Its
+    // 300,000 entries come from one site, so the heads (one line a page,
+    // 160 KiB) answer instead. A page whose granules name two sites stays
+    // kMixed, and its slots answer, until it holds no allocation.
+    static constexpr unsigned kHeadWords = 16;   // the head: 8 words of bits, kUniform, padding
+    static constexpr unsigned kUniform = 8;      // head word: site id + 1 of every granule held; 0: none held
+    static constexpr std::uint32_t kMixed = ~0u; // ... or: two sites or more
+    static constexpr std::size_t kBlockWords = kHeadWords + (kPageGranuleMask + 1);
+    static constexpr std::size_t kChunkBlocks = 64;
+    static std::uint32_t* block_at(std::uint64_t value) { return reinterpret_cast<std::uint32_t*>(std::uintptr_t(value)); }
+    std::uint32_t* new_block() {
+        if (chunk_used_ == kChunkBlocks) {
+            chunks_.push_back(std::make_unique<std::uint32_t[]>(kChunkBlocks * kBlockWords));
+            chunk_used_ = 0;
+        }
+        return chunks_.back().get() + (chunk_used_++) * kBlockWords;
+    }
+    std::uint32_t* head_of(std::uint64_t g) {
+        const std::uint64_t* page = pages_.find((g >> kPageGranuleBits) + 1);
+        return page ? block_at(*page) : nullptr;
+    }
+    // Writes slot i of a page's block (a site id + 1, or 0) and keeps its head.
+    static void set_slot(std::uint32_t* head, unsigned i, std::uint32_t value) {
+        head[kHeadWords + i] = value;
+        if (value != 0) {
+            head[i >> 5] |= 1u << (i & 31);
+            std::uint32_t site = value & ~kFirstGranule;
+            if (head[kUniform] == 0) head[kUniform] = site;
+            else if (head[kUniform] != site) head[kUniform] = kMixed;
+            return;
+        }
+        head[i >> 5] &= ~(1u << (i & 31));
+        if ((head[0] | head[1] | head[2] | head[3] | head[4] | head[5] | head[6] | head[7]) == 0) head[kUniform] = 0;
+    }
+
+    FlatMap pages_;  // page + 1 -> its block: a head, then 256 slots (per granule: site id + 1, 0: none)
+    std::vector<std::unique_ptr<std::uint32_t[]>> chunks_;
+    std::size_t chunk_used_ = kChunkBlocks;
     DenseIds site_ids_;                       // site pc -> site id
     std::vector<std::uint64_t> site_pcs_;     // site id -> site pc
     std::map<std::uint64_t, Allocation> large_;

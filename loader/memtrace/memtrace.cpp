@@ -132,6 +132,18 @@ void sleep_briefly(long ns) {
     nanosleep(&ts, nullptr);
 }
 
+// The drain loop's sleep when a pass found every ring empty: 1 ms. Under
+// time and set sampling the records arrive in a thin steady stream (the
+// windows, the sampled sets' references), so a pass finds a few and the
+// next one none: with a 0.1 ms sleep hashtable's run at --sets 1/8 made
+// up to 3,700 wake-ups (nanosleep, then waitpid before every pass: up to
+// 11,400 calls) on the 2 CPUs it shares with the program
+// (docs/CACHESIM.md, "Fixed costs at 1/8"). A ring of 2^18 records takes
+// over 3 ms to fill even when every reference is recorded (hashtable's
+// 70 M references a second), so 1 ms leaves the producer room; the last
+// records wait at most 1 ms.
+constexpr long kIdleSleepNs = 1'000'000;
+
 // The shared control region (memfd), unmapped and closed on destruction.
 class ControlRegion {
 public:
@@ -258,8 +270,13 @@ Result<MemtraceRunResult> run_memtrace(const MemtraceRunOptions& options, const 
     bool signalled = false;
     bool ready = !options.on_runtime_ready;
     Result<void> failure = ok();
+    bool running = true;
+    bool was_empty = false;  // the last pass found every ring empty
     for (;;) {
-        bool running = program.running();
+        // Whether the program still runs, asked before a pass that follows
+        // an empty one: when it had exited and this pass finds the rings
+        // empty, every record was read. (A busy pass needs no waitpid.)
+        if (was_empty) running = program.running();
         // The runtime fills in its modules before it claims a ring.
         if (!ready && __atomic_load_n(&h->rings_claimed, __ATOMIC_ACQUIRE) > 0) {
             ready = true;
@@ -275,8 +292,9 @@ Result<MemtraceRunResult> run_memtrace(const MemtraceRunOptions& options, const 
         }
         if (*drained == 0) {
             if (!running) break;  // exited and every ring is empty
-            sleep_briefly(100'000);
+            sleep_briefly(kIdleSleepNs);
         }
+        was_empty = *drained == 0;
         if (stop.load() && !signalled) {
             program.kill(SIGTERM);
             signalled = true;

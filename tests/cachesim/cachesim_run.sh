@@ -120,6 +120,28 @@ PY
 expect_exit 2 "recorded with .*--set-turns 4:2 .*--cache L2=262144:8:64.*leave out" "$ECPI" cachesim --trace "$TMP/turns.bin" --set-turns off
 expect_exit 2 "recorded with .*--seed 7" "$ECPI" cachesim --trace "$TMP/turns.bin" --seed 8
 
+# 4c. Every record is read when the program ends after ecpi sat idle: a
+#     filter that waits 0.3 s for its input (ecpi's drain loop backs off to
+#     1 ms sleeps while the rings stay empty), then works through it and
+#     exits at once, makes the same references as when the input is there
+#     from the start (a loop that stopped at the exit before its last pass
+#     would lose the ring's tail, up to 2^18 records).
+clang -O2 $FLAGS -o "$TMP/wordfreq" "$SRC/wordfreq.c" || fail "building wordfreq with ecpi's flags"
+seq 1 20000 | sed 's/$/ the quick brown fox jumps over/' >"$TMP/words.txt"
+"$ECPI" cachesim --sample 1/1 "${CACHES[@]}" --format json -o "$TMP/wf.now.json" -- "$TMP/wordfreq" <"$TMP/words.txt" >"$TMP/wf.now.txt" ||
+	fail "full simulation of wordfreq"
+{ sleep 0.3; cat "$TMP/words.txt"; } | "$ECPI" cachesim --sample 1/1 "${CACHES[@]}" --format json -o "$TMP/wf.late.json" -- "$TMP/wordfreq" >"$TMP/wf.late.txt" ||
+	fail "full simulation of wordfreq with late input"
+grep -q "^words 120000 " "$TMP/wf.late.txt" || fail "wordfreq's output with late input: $(cat "$TMP/wf.late.txt")"
+python3 - "$TMP/wf.now.json" "$TMP/wf.late.json" <<'PY' || fail "records lost when the program ended after an idle stretch"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["sampling"]["references"] > 1000000, a["sampling"]
+assert a["sampling"]["references"] == b["sampling"]["references"], (a["sampling"]["references"], b["sampling"]["references"])
+# (Misses may differ: the stack and the heap move from run to run.)
+assert a["levels"][0]["references"] == b["levels"][0]["references"], (a["levels"][0]["references"], b["levels"][0]["references"])
+PY
+
 # 5. Errors: one line, the cause and what to do.
 gcc -O2 -o "$TMP/plain" "$SRC/crc.c" || fail "building plain crc"
 expect_exit 1 "not built with ecpi's runtime" "$ECPI" cachesim -- "$TMP/plain" 1000 1

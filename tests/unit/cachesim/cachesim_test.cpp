@@ -375,6 +375,45 @@ TEST_CASE("attribution: a freed allocation's granules name nothing, across a pag
     CHECK(object_at(start + 0x4) == CacheSimulator::ObjectKey{ObjectKind::kStatic, start});
 }
 
+TEST_CASE("attribution: a page of one site's blocks, then of two sites, then emptied and reused") {
+    // A page whose allocations all come from one site is answered from its
+    // block's head (the granules held and the site), a page of two sites
+    // from its slots; the head must follow every allocation and free.
+    auto sim = make({"L1=64:1:64"});  // one line: a probe misses unless the line before it was its own
+    auto object_at = [&](std::uint64_t address) {
+        ref(sim, 0x7000000, false, 1);  // another line first, so that the probe misses
+        auto before = sim.by_object();
+        ref(sim, address, false, 1);
+        for (const auto& [key, counts] : sim.by_object()) {
+            auto it = before.find(key);
+            if (it == before.end() || it->second.levels[0].references != counts.levels[0].references) return key;
+        }
+        return CacheSimulator::ObjectKey{};
+    };
+    auto heap = [](std::uint64_t site) { return CacheSimulator::ObjectKey{ObjectKind::kHeap, site}; };
+    auto none = [](std::uint64_t address) { return CacheSimulator::ObjectKey{ObjectKind::kStatic, address & ~std::uint64_t(63)}; };
+    const std::uint64_t page = 0x40000;
+    auto block = [&](std::uint64_t i) { return page + 48 * i; };  // 24-byte blocks 48 bytes apart: granules 0-1 held, 2 not
+    for (std::uint64_t i = 0; i < 80; i++) sim.allocate(HeapAllocation{block(i), 24, 0xa00, 0});  // 3,840 bytes of one site
+    CHECK(object_at(block(5) + 8) == heap(0xa00));
+    CHECK(object_at(block(79) + 23) == heap(0xa00));
+    CHECK(object_at(block(7) + 32) == none(block(7) + 32));  // the granule between two blocks
+    CHECK(object_at(page + 4000) == none(page + 4000));      // past the last block, same page
+    sim.release(block(10));
+    CHECK(object_at(block(10)) == none(block(10)));
+    sim.allocate(HeapAllocation{block(10), 16, 0xb00, 0});  // a second site on the page
+    CHECK(object_at(block(10) + 4) == heap(0xb00));
+    CHECK(object_at(block(11) + 4) == heap(0xa00));
+    CHECK(object_at(block(10) + 20) == none(block(10) + 20));  // past the smaller block
+    for (std::uint64_t i = 0; i < 80; i++) sim.release(block(i));
+    CHECK(object_at(block(10) + 8) == none(block(10) + 8));
+    CHECK(object_at(block(50)) == none(block(50)));
+    sim.allocate(HeapAllocation{block(20), 16, 0xb00, 0});  // the emptied page, one site again
+    CHECK(object_at(block(20) + 15) == heap(0xb00));
+    CHECK(object_at(block(21)) == none(block(21)));
+    CHECK(object_at(block(11) + 4) == none(block(11) + 4));
+}
+
 TEST_CASE("attribution: freeing an allocation leaves its neighbour of the same site, which starts in the next granule") {
     auto sim = make({"L1=64:1:64"});  // one line: each probe below touches a new line, so misses
     auto objects_of_site = [&](std::uint64_t site) {
