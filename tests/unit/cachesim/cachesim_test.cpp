@@ -36,6 +36,18 @@ void ref(CacheSimulator& sim, std::uint64_t address, bool write = false, std::ui
 
 const LevelCounts& level(const CacheSimulator& sim, std::size_t l) { return sim.totals().counts.levels.at(l); }
 
+// The object a one-byte read at `address` is attributed to: the key whose
+// L1 references grew (the simulator's levels must make the read miss).
+CacheSimulator::ObjectKey object_read(CacheSimulator& sim, std::uint64_t address) {
+    auto before = sim.by_object();
+    ref(sim, address, false, 1);
+    for (const auto& [key, counts] : sim.by_object()) {
+        auto it = before.find(key);
+        if (it == before.end() || it->second.levels[0].references != counts.levels[0].references) return key;
+    }
+    return CacheSimulator::ObjectKey{};
+}
+
 }  // namespace
 
 TEST_CASE("geometry: NAME=SIZE:WAYS:LINE with k/m suffixes; bad ones are refused with the reason") {
@@ -351,15 +363,7 @@ TEST_CASE("attribution: heap objects stay right through many allocations, frees 
 
 TEST_CASE("attribution: a freed allocation's granules name nothing, across a page boundary and after reuse") {
     auto sim = make({"L1=64:1:64"});  // one line: each probe below touches a new line, so misses
-    auto object_at = [&](std::uint64_t address) {
-        auto before = sim.by_object();
-        ref(sim, address, false, 1);
-        for (const auto& [key, counts] : sim.by_object()) {
-            auto it = before.find(key);
-            if (it == before.end() || it->second.levels[0].references != counts.levels[0].references) return key;
-        }
-        return CacheSimulator::ObjectKey{};
-    };
+    auto object_at = [&](std::uint64_t address) { return object_read(sim, address); };
     const std::uint64_t start = 0x20000 - 0x80;  // 0x180 bytes, three granules before the page boundary
     sim.allocate(HeapAllocation{start, 0x180, 0x700, 0});
     CHECK(object_at(start + 0x10) == CacheSimulator::ObjectKey{ObjectKind::kHeap, 0x700});
@@ -382,13 +386,7 @@ TEST_CASE("attribution: a page of one site's blocks, then of two sites, then emp
     auto sim = make({"L1=64:1:64"});  // one line: a probe misses unless the line before it was its own
     auto object_at = [&](std::uint64_t address) {
         ref(sim, 0x7000000, false, 1);  // another line first, so that the probe misses
-        auto before = sim.by_object();
-        ref(sim, address, false, 1);
-        for (const auto& [key, counts] : sim.by_object()) {
-            auto it = before.find(key);
-            if (it == before.end() || it->second.levels[0].references != counts.levels[0].references) return key;
-        }
-        return CacheSimulator::ObjectKey{};
+        return object_read(sim, address);
     };
     auto heap = [](std::uint64_t site) { return CacheSimulator::ObjectKey{ObjectKind::kHeap, site}; };
     auto none = [](std::uint64_t address) { return CacheSimulator::ObjectKey{ObjectKind::kStatic, address & ~std::uint64_t(63)}; };
