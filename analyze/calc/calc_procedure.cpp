@@ -633,8 +633,9 @@ bool anchor_nested_loops(Analysis& a, const ProcedureInput& input, double period
 // time-weighted. The count is rated measured: a point like the loop's where
 // register progress measured the loop (the loop's line gives the slope's
 // spread times the loop's bounds), else ranged over the slope's spread times
-// the loop's range, as anchor_nested_loops does. Snapshots after a call that the block keeps the register
-// across, up to its reload, are left out. Whether any was anchored.
+// the loop's range, as anchor_nested_loops does. Snapshots after a call that
+// the block keeps the register across, up to its reload, are left out.
+// Whether any was anchored.
 bool anchor_block_counters(Analysis& a, const ProcedureInput& input, double period_cycles) {
     if (!input.registers || input.registers->stream.empty()) return false;
     bool added = false;

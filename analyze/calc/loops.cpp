@@ -343,7 +343,7 @@ std::vector<RestoredAcrossCall> restored_across_calls(const Cfg& cfg, std::uint3
                 if (!s.call) s.call = k;
             continue;
         }
-        const bool whole = d.operands.rfind("qword ptr", 0) == 0 || d.first_size == 8;
+        const bool whole = d.operands.rfind("qword ptr", 0) == 0;  // the store's memory operand comes first
         if (d.id == X86_INS_MOV && d.stores && frame_slot(d) && whole) {
             for (auto it = saved.begin(); it != saved.end();)  // the slot is overwritten
                 it = it->second.slot == d.memory.disp ? saved.erase(it) : std::next(it);
@@ -366,14 +366,19 @@ std::vector<RestoredAcrossCall> restored_across_calls(const Cfg& cfg, std::uint3
     return out;
 }
 
+// Per block of a loop (in loop.blocks' order): the registers it keeps
+// across its calls.
+using KeptAcrossCalls = std::vector<std::vector<RestoredAcrossCall>>;
+
 // The instructions of loop l that may change register n, but for calls
 // across which its block keeps n and the loads that restore it (those
 // spans go to `clobbered`).
-std::vector<std::uint32_t> writers_of(const Cfg& cfg, const Loop& loop, int n,
+std::vector<std::uint32_t> writers_of(const Cfg& cfg, const Loop& loop, const KeptAcrossCalls& kept_in, int n,
                                       std::vector<std::pair<std::uint64_t, std::uint64_t>>& clobbered) {
     std::vector<std::uint32_t> out;
-    for (auto b : loop.blocks) {
-        const std::vector<RestoredAcrossCall> kept = restored_across_calls(cfg, b);
+    for (std::size_t i = 0; i < loop.blocks.size(); ++i) {
+        const std::uint32_t b = loop.blocks[i];
+        const std::vector<RestoredAcrossCall>& kept = kept_in[i];
         const auto& blk = cfg.blocks[b];
         for (std::uint32_t k = blk.first; k < blk.first + blk.count; ++k) {
             const DecodedInstruction& d = cfg.instructions[k];
@@ -398,13 +403,15 @@ std::vector<std::uint32_t> writers_of(const Cfg& cfg, const Loop& loop, int n,
 void block_counters(const Cfg& cfg, LoopInfo& info) {
     for (std::uint32_t l = 0; l < info.loops.size(); ++l) {
         const Loop& loop = info.loops[l];
+        KeptAcrossCalls kept;
+        for (auto b : loop.blocks) kept.push_back(restored_across_calls(cfg, b));
         for (int n = 0; n < 16; ++n) {
             if (n == 4 /* rsp */) continue;
             const bool induction = std::any_of(info.induction.begin(), info.induction.end(),
                                                [&](const InductionVariable& iv) { return iv.loop == l && iv.gp == n; });
             if (induction) continue;
             BlockCounter c;
-            const std::vector<std::uint32_t> writers = writers_of(cfg, loop, n, c.clobbered);
+            const std::vector<std::uint32_t> writers = writers_of(cfg, loop, kept, n, c.clobbered);
             if (writers.size() != 1) continue;
             const std::uint32_t k = writers.front();
             const DecodedInstruction& d = cfg.instructions[k];
