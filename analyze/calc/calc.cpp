@@ -503,19 +503,38 @@ void add_to_image_summary(CalcReport& report, const store::ImageId& image, const
 // analyzed procedures of its image that may stay in it (a call through a
 // slot the loader fills with another image's symbol leaves it: _start's
 // call of __libc_start_main made every entry count of branchy a lower
-// bound); else a lower bound. Callers with no samples at all are not
+// bound); else a lower bound. A call through a table whose snapshots
+// decided its targets is a known caller of each (add_table_call). Callers with no samples at all are not
 // analyzed and count as never run. Where exact, and no analyzed procedure
 // of the image jumps to other code (a tail call passes registers no call
 // site shows), the constants every call site passes go with it
 // (entry_arguments.h).
+struct Callers {
+    double measured = 0;
+    bool unknown = false;
+    std::vector<std::vector<ArgumentValue>> arguments;  // per call site
+};
+using CallersByCallee = std::map<std::pair<std::size_t, std::uint64_t>, Callers>;  // (image, start)
+
+// A call through a table from a measured block whose register snapshots
+// decided its targets (call_odds.h) gives each target its share of the
+// block's count (calls.c's `table[i % 3](i)` once its loop is measured:
+// a third each); a target no deciding snapshot chose runs below about 1%
+// of the calls. False where it decides nothing: the call may then reach
+// any procedure of the image.
+bool add_table_call(const CalcCallSite& c, std::size_t image, CallersByCallee& by_callee) {
+    if (!c.decided || !c.measured || c.targets_seen.empty()) return false;
+    double total = 0;
+    for (const auto& [target, snapshots] : c.targets_seen) total += snapshots;
+    if (!(total > 0)) return false;
+    for (const auto& [target, snapshots] : c.targets_seen)
+        by_callee[{image, target}].measured += c.executions * snapshots / total;
+    return true;
+}
+
 std::vector<std::pair<std::size_t, ProcedureInput::EntryCount>> entries_from_callers(
     const SampledProcedures& sampled, const std::vector<std::pair<std::size_t, CalcProcedure>>& analyzed) {
-    struct Callers {
-        double measured = 0;
-        bool unknown = false;
-        std::vector<std::vector<ArgumentValue>> arguments;  // per call site
-    };
-    std::map<std::pair<std::size_t, std::uint64_t>, Callers> by_callee;  // (image, start)
+    CallersByCallee by_callee;
     std::set<std::size_t> indirect;                                        // images with an indirect call
     std::set<std::size_t> tail_jumps;                                      // images with a jump to other code
     for (const auto& [i, proc] : analyzed) {
@@ -523,7 +542,7 @@ std::vector<std::pair<std::size_t, ProcedureInput::EntryCount>> entries_from_cal
         if (proc.tail_jumps) tail_jumps.insert(image);
         for (const CalcCallSite& c : proc.call_sites) {
             if (c.target == 0) {
-                if (!c.imported) indirect.insert(image);
+                if (!c.imported && !add_table_call(c, image, by_callee)) indirect.insert(image);
                 continue;
             }
             Callers& callers = by_callee[{image, c.target}];

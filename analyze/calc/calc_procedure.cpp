@@ -76,6 +76,9 @@ struct Analysis {
     std::vector<SwitchOdds> switches;         // jump tables' cases from their index on register snapshots
     std::vector<SwitchOdds> switch_evidence;  // of them, those that decide (switch_undecided): what the flow uses
     std::vector<CallOdds> calls;              // indirect calls' targets from their index on register snapshots
+    // Per call through a table whose snapshots decide its targets, each
+    // of them known code (decided_table_targets): call address -> targets.
+    std::map<std::uint64_t, std::vector<std::uint64_t>> table_targets;
     std::vector<bool> switch_anchored;        // per switch: its edges are anchors
     // Per frequency class a branch's odds anchored: the frequencies its
     // share interval allows (its range; the anchor is its point).
@@ -183,12 +186,44 @@ LoopCalls loop_calls(const Analysis& a, const ProcedureInput& input, const Loop&
         for (std::uint32_t i = 0; i < a.cfg.blocks[b].count; ++i) {
             const DecodedInstruction& d = a.cfg.instructions[a.cfg.blocks[b].first + i];
             if (!is_call(d.flow)) continue;
-            const CalleeCode* c = d.flow == FlowKind::kCall ? known_callee(input, d.target) : nullptr;
-            if (!c) return {};
-            if (std::find(out.callees.begin(), out.callees.end(), c) == out.callees.end()) out.callees.push_back(c);
+            std::vector<const CalleeCode*> code;
+            if (d.flow == FlowKind::kCall) {
+                code.push_back(known_callee(input, d.target));
+            } else if (auto it = a.table_targets.find(d.address); it != a.table_targets.end()) {
+                for (std::uint64_t t : it->second) code.push_back(known_callee(input, t));
+            }
+            if (code.empty()) return {};
+            for (const CalleeCode* c : code) {
+                if (!c) return {};
+                if (std::find(out.callees.begin(), out.callees.end(), c) == out.callees.end()) out.callees.push_back(c);
+            }
         }
     out.covered = true;
     return out;
+}
+
+// Issue 36: a call through a table (`table[i % 3](i)`) whose register
+// snapshots decide its targets (call_odds.h, at least kMinCallSnapshots of
+// them), every target known code, writes what those targets write and
+// runs their code: the loop around it is then measured as one with direct
+// calls (its snapshots in the targets count with its own). A target no
+// deciding snapshot chose runs below about 1% of the calls; its snapshots
+// are outside the loop's code and break the pairs around them, which
+// costs pairs, not a wrong rate. The shares are plain (no loop yet): only
+// the set of targets is used here.
+void decided_table_targets(Analysis& a, const ProcedureInput& input) {
+    if (!input.image || !input.registers || input.registers->stream.empty()) return;
+    const auto& r = *input.registers;
+    const PointerAt pointer_at = [image = input.image](std::uint64_t address) { return image->pointer_at(address); };
+    for (const CallOdds& o : indirect_call_odds(a.cfg, pointer_at, r.stream, r.image, r.candidates, nullptr)) {
+        if (!call_odds_decide(o) || o.targets.empty()) continue;
+        std::vector<std::uint64_t> targets;
+        for (const auto& [target, snapshots] : o.targets)
+            if (snapshots > 0) targets.push_back(target);
+        const bool all_known = std::all_of(targets.begin(), targets.end(),
+                                           [&](std::uint64_t t) { return known_callee(input, t) != nullptr; });
+        if (all_known && !targets.empty()) a.table_targets[o.call] = std::move(targets);
+    }
 }
 
 // The pairs' query for loop l with one induction register. A loop whose
@@ -1205,10 +1240,17 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     // procedures of `calc --all --unsampled` have none).
     const bool sampled = std::any_of(a.samples.begin(), a.samples.end(), [](std::uint64_t s) { return s > 0; });
     if (sampled) {
-        a.loops = find_loops(a.cfg, [&input](std::uint64_t target) {
-            const CalleeCode* c = known_callee(input, target);
-            return c ? c->writes : kAllGp;
-        });
+        decided_table_targets(a, input);
+        a.loops = find_loops(
+            a.cfg,
+            [&input](std::uint64_t target) {
+                const CalleeCode* c = known_callee(input, target);
+                return c ? c->writes : kAllGp;
+            },
+            [&a](std::uint64_t call) {
+                auto it = a.table_targets.find(call);
+                return it == a.table_targets.end() ? std::vector<std::uint64_t>{} : it->second;
+            });
         measure_loops(a, input, period_cycles);
         estimate_load_chains(a, input, period_cycles);
         describe_loop_calls(a, input);

@@ -19,9 +19,19 @@ namespace {
 bool in_mask(std::uint16_t mask, int gp) { return ((mask >> gp) & 1u) != 0; }
 
 // What a call instruction may write: the callee's code where it is known.
-std::uint16_t call_writes_of(const DecodedInstruction& d, const CallWrites& call_writes) {
-    if (d.flow != FlowKind::kCall || d.target == 0 || !call_writes) return kAllGp;
-    return call_writes(d.target);
+// What a call may write: its target's writes, or for a call through a
+// table the union of the targets its snapshots decided (a target no
+// deciding snapshot chose runs below about 1% of the calls, call_odds.h).
+std::uint16_t call_writes_of(const DecodedInstruction& d, const CallWrites& call_writes,
+                             const IndirectTargets& indirect) {
+    if (!call_writes) return kAllGp;
+    if (d.flow == FlowKind::kCall && d.target != 0) return call_writes(d.target);
+    if (d.flow != FlowKind::kIndirectCall || !indirect) return kAllGp;
+    const std::vector<std::uint64_t> targets = indirect(d.address);
+    if (targets.empty()) return kAllGp;
+    std::uint16_t w = 0;
+    for (std::uint64_t t : targets) w = static_cast<std::uint16_t>(w | call_writes(t));
+    return w;
 }
 
 // Cooper, Harvey and Kennedy's iterative dominator algorithm over the
@@ -100,7 +110,8 @@ std::vector<std::uint32_t> dominator_tree(const Cfg& cfg) {
 }
 
 // Natural loops: per header, the union of the bodies of its back edges.
-std::vector<Loop> natural_loops(const Cfg& cfg, const LoopInfo& info, const CallWrites& call_writes) {
+std::vector<Loop> natural_loops(const Cfg& cfg, const LoopInfo& info, const CallWrites& call_writes,
+                                const IndirectTargets& indirect) {
     const auto nb = static_cast<std::uint32_t>(cfg.blocks.size());
     std::map<std::uint32_t, Loop> by_header;
     for (const auto& e : cfg.edges) {
@@ -141,7 +152,7 @@ std::vector<Loop> natural_loops(const Cfg& cfg, const LoopInfo& info, const Call
                 const DecodedInstruction& d = cfg.instructions[blk.first + i];
                 if (!is_call(d.flow)) continue;
                 loop.has_call = true;
-                const std::uint16_t w = call_writes_of(d, call_writes);
+                const std::uint16_t w = call_writes_of(d, call_writes, indirect);
                 loop.callee_writes = static_cast<std::uint16_t>(loop.callee_writes | w);
                 loop.call_clobbers = static_cast<std::uint16_t>(loop.call_clobbers | (w & kCallerSavedGp));
             }
@@ -435,11 +446,11 @@ bool dominates(const LoopInfo& info, std::uint32_t a, std::uint32_t b) {
     return false;
 }
 
-LoopInfo find_loops(const Cfg& cfg, const CallWrites& call_writes) {
+LoopInfo find_loops(const Cfg& cfg, const CallWrites& call_writes, const IndirectTargets& indirect) {
     LoopInfo info;
     if (cfg.blocks.empty()) return info;
     info.idom = dominator_tree(cfg);
-    info.loops = natural_loops(cfg, info, call_writes);
+    info.loops = natural_loops(cfg, info, call_writes, indirect);
     nest(info, static_cast<std::uint32_t>(cfg.blocks.size()));
     induction_variables(cfg, info);
     block_counters(cfg, info);

@@ -250,3 +250,31 @@ TEST_CASE("loops: a register one block steps, kept across a call by a spill and 
     code[at + 4] = 0x10;
     CHECK(find_loops(hand_assembled(0x1590, code)).counters.empty());
 }
+
+TEST_CASE("loops: a call through a table writes what its decided targets write") {
+    // for (i = 0; i != 100; i++) table[i](...): call qword [r12 + rax*8].
+    const std::vector<std::uint8_t> code = {
+        0x31, 0xdb,                    // 0x1000 xor ebx, ebx
+        0x89, 0xd8,                    // 0x1002 mov eax, ebx
+        0x41, 0xff, 0x14, 0xc4,        // 0x1004 call qword [r12 + rax*8]
+        0x83, 0xc3, 0x01,              // 0x1008 add ebx, 1
+        0x83, 0xfb, 0x64,              // 0x100b cmp ebx, 100
+        0x75, 0xf2,                    // 0x100e jne 0x1002
+        0xc3,                          // 0x1010 ret
+    };
+    const Cfg cfg = hand_assembled(0x1000, code);
+    const CallWrites writes = [](std::uint64_t target) -> std::uint16_t {
+        return target == 0x2000 ? 0x1 /* rax */ : 0x4 /* rdx */;
+    };
+    const LoopInfo unknown = find_loops(cfg, writes);
+    REQUIRE(unknown.loops.size() == 1);
+    CHECK(((unknown.loops[0].callee_writes >> 3) & 1u) == 1);  // rbx may be written
+    const LoopInfo decided = find_loops(cfg, writes, [](std::uint64_t call) {
+        return call == 0x1004 ? std::vector<std::uint64_t>{0x2000, 0x3000} : std::vector<std::uint64_t>{};
+    });
+    REQUIRE(decided.loops.size() == 1);
+    CHECK(decided.loops[0].callee_writes == 0x5);
+    CHECK(decided.loops[0].has_call);
+    const LoopInfo none = find_loops(cfg, writes, [](std::uint64_t) { return std::vector<std::uint64_t>{}; });
+    CHECK(((none.loops[0].callee_writes >> 3) & 1u) == 1);
+}

@@ -92,7 +92,12 @@ using CallWrites = std::function<std::uint16_t(std::uint64_t target)>;
 // Whether block a dominates block b (every path from the entry to b passes a).
 bool dominates(const LoopInfo& info, std::uint32_t a, std::uint32_t b);
 
+// The targets an indirect call (by its address) was seen to reach where
+// its register snapshots decide them (call_odds.h); empty: not known.
+using IndirectTargets = std::function<std::vector<std::uint64_t>(std::uint64_t call)>;
+
 // call_writes unset: every call may change every caller-saved register.
-LoopInfo find_loops(const Cfg& cfg, const CallWrites& call_writes = {});
+// An indirect call writes what its known targets may (`indirect`), else all.
+LoopInfo find_loops(const Cfg& cfg, const CallWrites& call_writes = {}, const IndirectTargets& indirect = {});
 
 }  // namespace ecpi::analyze
