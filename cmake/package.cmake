@@ -39,8 +39,12 @@ set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 # The build is RelWithDebInfo (160 MB with its DWARF); the package carries the stripped binary.
 set(CPACK_STRIP_FILES ON)
 # Depends: computed by dpkg-shlibdeps from the libraries ecpi links
-# (libbpf1, libdw1, libelf1, libcapstone4, liblzma5, libcurl4, libstdc++6, ...).
+# (libbpf1, libdw1, libelf1, libcapstone4, liblzma5, libstdc++6, ...), and the
+# two ecpi loads at first use instead of at start-up, which dpkg-shlibdeps
+# cannot see (include/ecpi/shared_library.h): libcurl4 (fleet/) and
+# libdebuginfod1 (analyze/symbols/).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4, libdebuginfod1")
 # What `ecpi flags` builds with, and `cachesim --valgrind` runs.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "clang, lld, valgrind")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/scripts/package/postinst
