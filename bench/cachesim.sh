@@ -58,6 +58,8 @@
 #   BASELINE=$ECPI the "base default" rows are the same ecpi without them),
 #   BASELINE_OPTS (combined mode: options added to the "base default" runs, e.g.
 #   "--sets 1/8" to compare two builds at one setting),
+#   CPU (combined mode: also ecpi's own CPU time, perf stat --no-inherit, per run into OUT/PROGRAM.cpu;
+#   the combined mode with BASELINE also times the other ecpi's full simulation, "base full"),
 #   OUT (keep the reports there; default a temporary directory),
 #   ECPI_BENCH_CACHE (SQLite's sources and objects; default ~/.cache/ecpi-bench).
 set -euo pipefail
@@ -111,6 +113,8 @@ MEMTRACE=$("$ECPI" flags memtrace)
 MEMTRACE_COMPILE=$("$ECPI" flags memtrace --compile)
 [ -z "$BASELINE" ] || BASE_MEMTRACE=$("$BASELINE" flags memtrace)
 INLINE=${INLINE:-}
+CPU=${CPU:-}
+[ -z "$CPU" ] || command -v perf >/dev/null || { echo "bench/cachesim.sh: CPU=1 needs perf (linux-perf)" >&2; exit 1; }
 read -ra DEFAULT_OPTS <<<"${DEFAULT_OPTS:-}"
 read -ra BASELINE_OPTS <<<"${BASELINE_OPTS:-}"
 [ ${#BASELINE_OPTS[@]} -eq 0 ] || { [ $MODE = combined ] && [ -n "$BASELINE" ]; } || { echo "bench/cachesim.sh: BASELINE_OPTS is for the combined mode with BASELINE" >&2; exit 2; }
@@ -225,13 +229,20 @@ timed() {  # timed PROGRAM CONFIG CMD...: appends "CONFIG SECONDS" to OUT/PROGRA
 	shift 2
 	local s e
 	s=$(now_ns)
-	"$@" >/dev/null
-	e=$(now_ns)
+	if [ -n "$CPU" ] && { [ "$1" = "$ECPI" ] || [ "$1" = "$BASELINE" ]; }; then
+		# CPU=1: ecpi's own CPU time too (single-threaded; --no-inherit leaves the program out).
+		perf stat --no-inherit -x, -e task-clock -o "$T/cpu.csv" -- "$@" >/dev/null
+		e=$(now_ns)
+		echo "$c $(awk -F, '$3 == "task-clock" { print $1 }' "$T/cpu.csv")" >>"$OUT/$p.cpu"
+	else
+		"$@" >/dev/null
+		e=$(now_ns)
+	fi
 	echo "$c $(( (e - s) / 1000000000 )).$(printf %03d $(( (e - s) / 1000000 % 1000 )))" >>"$OUT/$p.times"
 }
 
-timing_lock() {  # timing_lock PROGRAM: a fresh times file, the exclusive lock
-	rm -f "$OUT/$1.times"
+timing_lock() {  # timing_lock PROGRAM: fresh times and cpu files, the exclusive lock
+	rm -f "$OUT/$1.times" "$OUT/$1.cpu"
 	flock -x 9
 	echo "# $1: timing under flock -x, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
@@ -325,6 +336,7 @@ combined() {
 		timed "$p" time-only "$ECPI" cachesim --set-levels none --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.mt" "${args[@]}"
 		[ -z "$BASELINE" ] || timed "$p" "base uncontrolled" "$T/$p.base.mt" "${args[@]}"
 		[ -z "$BASELINE" ] || timed "$p" "base default" "$BASELINE" cachesim --seed "$r" "${BASELINE_OPTS[@]}" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.base.mt" "${args[@]}"
+		[ -z "$BASELINE" ] || timed "$p" "base full" "$BASELINE" cachesim --sample 1/1 --seed "$r" "${CACHES[@]}" --format json -o /dev/null -- "$T/$p.base.mt" "${args[@]}"
 	done
 	echo "# $p: load average after timing $(cut -d' ' -f1-3 /proc/loadavg)"
 }

@@ -39,8 +39,14 @@ set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 # The build is RelWithDebInfo (160 MB with its DWARF); the package carries the stripped binary.
 set(CPACK_STRIP_FILES ON)
 # Depends: computed by dpkg-shlibdeps from the libraries ecpi links
-# (libbpf1, libdw1, libelf1, libcapstone4, liblzma5, libcurl4, libstdc++6, ...).
+# (libbpf1, libdw1, libelf1, liblzma5, libstdc++6, ...), and the three ecpi
+# loads at first use instead of at start-up, which dpkg-shlibdeps cannot see
+# (include/ecpi/shared_library.h): libcurl4 (fleet/), libdebuginfod1 and
+# Capstone (analyze/symbols/; libcapstone.so.N is in libcapstoneN).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+get_property(ecpi_capstone_soname GLOBAL PROPERTY ECPI_CAPSTONE_SONAME)
+string(REGEX REPLACE "^libcapstone\\.so\\." "libcapstone" ecpi_capstone_package "${ecpi_capstone_soname}")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4, libdebuginfod1, ${ecpi_capstone_package}")
 # What `ecpi flags` builds with, and `cachesim --valgrind` runs.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "clang, lld, valgrind")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/scripts/package/postinst

@@ -11,9 +11,36 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
+#include "ecpi/shared_library.h"
+
 namespace ecpi::fleet {
+
+// libcurl's functions, bound when the first client connects rather than by
+// the dynamic loader at start-up: libcurl and the TLS, HTTP/2, LDAP and
+// Kerberos libraries it brings cost every ecpi command milliseconds before
+// main(), and only commands that reach ClickHouse use them
+// (include/ecpi/shared_library.h).
+struct CurlApi {
+    decltype(&curl_global_init) global_init = nullptr;
+    decltype(&curl_version_info) version_info = nullptr;
+    decltype(&curl_easy_init) easy_init = nullptr;
+    decltype(&curl_easy_cleanup) easy_cleanup = nullptr;
+    decltype(&curl_easy_reset) easy_reset = nullptr;
+    decltype(&curl_easy_setopt) easy_setopt = nullptr;
+    decltype(&curl_easy_perform) easy_perform = nullptr;
+    decltype(&curl_easy_getinfo) easy_getinfo = nullptr;
+    decltype(&curl_easy_strerror) easy_strerror = nullptr;
+    decltype(&curl_slist_append) slist_append = nullptr;
+    decltype(&curl_slist_free_all) slist_free_all = nullptr;
+
+    bool has_tls() const {
+        const curl_version_info_data* info = version_info(CURLVERSION_NOW);
+        return info != nullptr && (info->features & CURL_VERSION_SSL) != 0;
+    }
+};
 
 namespace {
 
@@ -61,14 +88,35 @@ std::string percent_encode(std::string_view s) {
     return out;
 }
 
-void global_curl_init() {
-    static std::once_flag once;
-    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+
+Result<CurlApi> bind_curl(const SharedLibrary& lib) {
+    CurlApi api;
+    ECPI_RETURN_IF_ERROR(lib.bind("curl_global_init", api.global_init));
+    ECPI_RETURN_IF_ERROR(lib.bind("curl_version_info", api.version_info));
+    ECPI_RETURN_IF_ERROR(lib.bind("curl_easy_init", api.easy_init));
+    ECPI_RETURN_IF_ERROR(lib.bind("curl_easy_cleanup", api.easy_cleanup));
+    ECPI_RETURN_IF_ERROR(lib.bind("curl_easy_reset", api.easy_reset));
+    ECPI_RETURN_IF_ERROR(lib.bind("curl_easy_setopt", api.easy_setopt));
+    ECPI_RETURN_IF_ERROR(lib.bind("curl_easy_perform", api.easy_perform));
+    ECPI_RETURN_IF_ERROR(lib.bind("curl_easy_getinfo", api.easy_getinfo));
+    ECPI_RETURN_IF_ERROR(lib.bind("curl_easy_strerror", api.easy_strerror));
+    ECPI_RETURN_IF_ERROR(lib.bind("curl_slist_append", api.slist_append));
+    ECPI_RETURN_IF_ERROR(lib.bind("curl_slist_free_all", api.slist_free_all));
+    return api;
 }
 
-bool curl_has_tls() {
-    const curl_version_info_data* info = curl_version_info(CURLVERSION_NOW);
-    return info != nullptr && (info->features & CURL_VERSION_SSL) != 0;
+// The functions of library `soname`, loaded and initialised
+// (curl_global_init, which is not thread-safe: under the lock) once per
+// process; a failure is not kept, so each connect says why again.
+Result<const CurlApi*> curl_api(const std::string& soname, const ClickHouseUrl& url) {
+    static std::mutex mutex;
+    static std::map<std::string, CurlApi> loaded;  // never erased: pointers stay valid
+    std::lock_guard lock(mutex);
+    if (auto it = loaded.find(soname); it != loaded.end()) return &it->second;
+    ECPI_ASSIGN_OR_RETURN(SharedLibrary lib, SharedLibrary::open(soname, "libcurl4", "to reach " + url.display()));
+    ECPI_ASSIGN_OR_RETURN(CurlApi api, bind_curl(lib));
+    if (api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return Error("cannot initialize " + soname);
+    return &loaded.emplace(soname, api).first->second;
 }
 
 size_t append_body(char* data, size_t size, size_t n, void* user) {
@@ -212,8 +260,8 @@ Result<Credentials> load_credentials(const ClickHouseUrl& url, const std::string
 
 Result<ClickHouseClient> ClickHouseClient::connect(const ClickHouseUrl& url, Credentials credentials,
                                                    ClientOptions options) {
-    global_curl_init();
-    if (url.tls && !curl_has_tls())
+    ECPI_ASSIGN_OR_RETURN(const CurlApi* api, curl_api(options.curl_library, url));
+    if (url.tls && !api->has_tls())
         return Error(url.display() + " asks for TLS (https) but this ecpi's libcurl was built without TLS: "
                      "use http:// on a trusted network or install libcurl with OpenSSL");
     if (options.ca_file.empty())
@@ -222,7 +270,8 @@ Result<ClickHouseClient> ClickHouseClient::connect(const ClickHouseUrl& url, Cre
     client.url_ = url;
     client.credentials_ = std::move(credentials);
     client.options_ = std::move(options);
-    client.curl_ = curl_easy_init();
+    client.api_ = api;
+    client.curl_ = api->easy_init();
     if (client.curl_ == nullptr) return Error("cannot initialize libcurl");
     return client;
 }
@@ -231,6 +280,7 @@ ClickHouseClient::ClickHouseClient(ClickHouseClient&& other) noexcept
     : url_(std::move(other.url_)),
       credentials_(std::move(other.credentials_)),
       options_(std::move(other.options_)),
+      api_(other.api_),
       curl_(other.curl_),
       bytes_sent_(other.bytes_sent_) {
     other.curl_ = nullptr;
@@ -238,10 +288,11 @@ ClickHouseClient::ClickHouseClient(ClickHouseClient&& other) noexcept
 
 ClickHouseClient& ClickHouseClient::operator=(ClickHouseClient&& other) noexcept {
     if (this != &other) {
-        if (curl_ != nullptr) curl_easy_cleanup(static_cast<CURL*>(curl_));
+        if (curl_ != nullptr) api_->easy_cleanup(static_cast<CURL*>(curl_));
         url_ = std::move(other.url_);
         credentials_ = std::move(other.credentials_);
         options_ = std::move(other.options_);
+        api_ = other.api_;
         curl_ = other.curl_;
         bytes_sent_ = other.bytes_sent_;
         other.curl_ = nullptr;
@@ -250,13 +301,14 @@ ClickHouseClient& ClickHouseClient::operator=(ClickHouseClient&& other) noexcept
 }
 
 ClickHouseClient::~ClickHouseClient() {
-    if (curl_ != nullptr) curl_easy_cleanup(static_cast<CURL*>(curl_));
+    if (curl_ != nullptr) api_->easy_cleanup(static_cast<CURL*>(curl_));
 }
 
 Result<std::string> ClickHouseClient::post(const std::string& query_string, const std::vector<std::uint8_t>& body,
                                            bool gzip_body) {
+    const CurlApi& c = *api_;
     CURL* curl = static_cast<CURL*>(curl_);
-    curl_easy_reset(curl);
+    c.easy_reset(curl);
     std::string target = url_.endpoint() + "/?" + query_string;
     std::string response;
     char curl_error[CURL_ERROR_SIZE] = {0};
@@ -264,27 +316,27 @@ Result<std::string> ClickHouseClient::post(const std::string& query_string, cons
     struct curl_slist* headers = nullptr;
     std::string user_header = "X-ClickHouse-User: " + credentials_.user;
     std::string key_header = "X-ClickHouse-Key: " + credentials_.password;
-    headers = curl_slist_append(headers, user_header.c_str());
-    headers = curl_slist_append(headers, key_header.c_str());
-    headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
-    if (gzip_body) headers = curl_slist_append(headers, "Content-Encoding: gzip");
-    curl_easy_setopt(curl, CURLOPT_URL, target.c_str());
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, reinterpret_cast<const char*>(body.data()));
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_body);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_error);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_s * 1000));
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout_s * 1000));
-    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    if (url_.tls && !options_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, options_.ca_file.c_str());
-    CURLcode rc = curl_easy_perform(curl);
-    curl_slist_free_all(headers);
+    headers = c.slist_append(headers, user_header.c_str());
+    headers = c.slist_append(headers, key_header.c_str());
+    headers = c.slist_append(headers, "Content-Type: application/octet-stream");
+    if (gzip_body) headers = c.slist_append(headers, "Content-Encoding: gzip");
+    c.easy_setopt(curl, CURLOPT_URL, target.c_str());
+    c.easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    c.easy_setopt(curl, CURLOPT_POST, 1L);
+    c.easy_setopt(curl, CURLOPT_POSTFIELDS, reinterpret_cast<const char*>(body.data()));
+    c.easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    c.easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_body);
+    c.easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+    c.easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_error);
+    c.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    c.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_s * 1000));
+    c.easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout_s * 1000));
+    c.easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (url_.tls && !options_.ca_file.empty()) c.easy_setopt(curl, CURLOPT_CAINFO, options_.ca_file.c_str());
+    CURLcode rc = c.easy_perform(curl);
+    c.slist_free_all(headers);
     if (rc != CURLE_OK) {
-        std::string why = curl_error[0] != '\0' ? curl_error : curl_easy_strerror(rc);
+        std::string why = curl_error[0] != '\0' ? curl_error : c.easy_strerror(rc);
         if (rc == CURLE_COULDNT_CONNECT)
             return Error("cannot reach ClickHouse at " + url_.display() + ": " + why + " (is the server running?)");
         if (rc == CURLE_OPERATION_TIMEDOUT)
@@ -296,7 +348,7 @@ Result<std::string> ClickHouseClient::post(const std::string& query_string, cons
     }
     bytes_sent_ += body.size();
     long status = 0;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    c.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200) {
         return Error("ClickHouse at " + url_.display() + " answered HTTP " + std::to_string(status) + ": " +
                      first_line(response));

@@ -1,5 +1,6 @@
 // Decoding, ELF bytes and CFG construction (DCPI 6.1.1). See cfg.h.
 #include "ecpi/analyze/calc/cfg.h"
+#include "ecpi/analyze/symbols/capstone_library.h"
 
 #include <capstone/capstone.h>
 #include <fcntl.h>
@@ -56,17 +57,17 @@ struct RegisterTable {
     std::array<bool, X86_REG_ENDING> vector{};
 };
 
-const RegisterTable& register_table(csh handle) {
+const RegisterTable& register_table(const CapstoneApi& cs, csh handle) {
     static RegisterTable table;
     static std::once_flag once;
-    std::call_once(once, [handle] {
+    std::call_once(once, [&cs, handle] {
         std::map<std::string, std::uint16_t> by_name;
         for (unsigned r = 1; r < X86_REG_ENDING; ++r) {
-            const char* n = cs_reg_name(handle, r);
+            const char* n = cs.reg_name(handle, r);
             if (n) by_name.emplace(n, static_cast<std::uint16_t>(r));
         }
         for (unsigned r = 1; r < X86_REG_ENDING; ++r) {
-            const char* n = cs_reg_name(handle, r);
+            const char* n = cs.reg_name(handle, r);
             if (!n) continue;
             std::string canon = canonical_register_name(n);
             std::uint16_t id;
@@ -159,19 +160,30 @@ namespace {
 
 // One Capstone handle and instruction buffer per thread: opening them for
 // every procedure was 1% of `calc --all` (34,000 procedures of libLLVM).
+// Capstone itself is loaded at the first decode (capstone_library.h).
 struct CapstoneDecoder {
+    const CapstoneApi* cs = nullptr;
     csh handle = 0;
     cs_insn* insn = nullptr;
-    bool ok = false;
+    std::string error;  // "" when the decoder is ready
     CapstoneDecoder() {
-        if (cs_open(CS_ARCH_X86, CS_MODE_64, &handle) != CS_ERR_OK) return;
-        cs_option(handle, CS_OPT_DETAIL, CS_OPT_ON);
-        insn = cs_malloc(handle);
-        ok = insn != nullptr;
+        auto api = capstone_api();
+        if (!api.ok()) {
+            error = api.error().message();
+            return;
+        }
+        cs = *api;
+        if (cs->open(CS_ARCH_X86, CS_MODE_64, &handle) != CS_ERR_OK) {
+            error = "cannot open Capstone for x86-64";
+            return;
+        }
+        cs->option(handle, CS_OPT_DETAIL, CS_OPT_ON);
+        insn = cs->insn_malloc(handle);
+        if (insn == nullptr) error = "cannot open Capstone for x86-64";
     }
     ~CapstoneDecoder() {
-        if (insn) cs_free(insn, 1);
-        if (handle) cs_close(&handle);
+        if (insn) cs->insn_free(insn, 1);
+        if (handle) cs->close(&handle);
     }
     CapstoneDecoder(const CapstoneDecoder&) = delete;
     CapstoneDecoder& operator=(const CapstoneDecoder&) = delete;
@@ -179,10 +191,11 @@ struct CapstoneDecoder {
 
 // The registers an instruction reads and writes, canonical (rip left out:
 // it is not a data dependency).
-void register_accesses(DecodedInstruction& d, csh handle, const cs_insn* insn, const RegisterTable& regs) {
+void register_accesses(DecodedInstruction& d, const CapstoneApi& cs, csh handle, const cs_insn* insn,
+                       const RegisterTable& regs) {
     cs_regs rr, ww;
     std::uint8_t nr = 0, nw = 0;
-    if (cs_regs_access(handle, insn, rr, &nr, ww, &nw) == CS_ERR_OK) {
+    if (cs.regs_access(handle, insn, rr, &nr, ww, &nw) == CS_ERR_OK) {
         for (int k = 0; k < nr; ++k) {
             d.reads.add(regs.canonical[rr[k]]);
             d.vector = d.vector || regs.vector[rr[k]];
@@ -286,14 +299,14 @@ void control_flow(DecodedInstruction& d, const cs_insn* insn) {
 }
 
 // One instruction Capstone decoded.
-DecodedInstruction describe(csh handle, const cs_insn* insn, const RegisterTable& regs) {
+DecodedInstruction describe(const CapstoneApi& cs, csh handle, const cs_insn* insn, const RegisterTable& regs) {
     DecodedInstruction d;
     d.address = insn->address;
     d.size = static_cast<std::uint8_t>(insn->size);
     d.id = insn->id;
     d.mnemonic = insn->mnemonic;
     d.operands = insn->op_str;
-    register_accesses(d, handle, insn, regs);
+    register_accesses(d, cs, handle, insn, regs);
     memory_accesses(d, insn, regs);
     operand_shapes(d, insn, regs);
     control_flow(d, insn);
@@ -314,9 +327,10 @@ DecodedInstruction undecodable(std::uint64_t pc) {
 
 Result<std::vector<DecodedInstruction>> decode_x86_64(std::uint64_t address, std::span<const std::uint8_t> bytes) {
     static thread_local CapstoneDecoder decoder;
-    if (!decoder.ok) return Error("cannot open Capstone for x86-64");
+    if (!decoder.error.empty()) return Error(decoder.error);
+    const CapstoneApi& cs = *decoder.cs;
     csh handle = decoder.handle;
-    const RegisterTable& regs = register_table(handle);
+    const RegisterTable& regs = register_table(cs, handle);
     cs_insn* insn = decoder.insn;
     std::vector<DecodedInstruction> out;
     out.reserve(bytes.size() / 4);
@@ -324,14 +338,14 @@ Result<std::vector<DecodedInstruction>> decode_x86_64(std::uint64_t address, std
     std::size_t left = bytes.size();
     std::uint64_t pc = address;
     while (left > 0) {
-        if (!cs_disasm_iter(handle, &code, &left, &pc, insn)) {
+        if (!cs.disasm_iter(handle, &code, &left, &pc, insn)) {
             out.push_back(undecodable(pc));
             ++code;
             --left;
             ++pc;
             continue;
         }
-        out.push_back(describe(handle, insn, regs));
+        out.push_back(describe(cs, handle, insn, regs));
     }
     return out;
 }

@@ -3,7 +3,6 @@
 // (Capstone). Contracts: include/ecpi/analyze/symbols/debug_info.h.
 #include "ecpi/analyze/symbols/debug_info.h"
 
-#include <capstone/capstone.h>
 #include <dwarf.h>
 #include <elf.h>
 #include <elfutils/libdw.h>
@@ -21,6 +20,7 @@
 #include <fstream>
 
 #include "ecpi/analyze/symbols/symbolizer.h"
+#include "ecpi/analyze/symbols/capstone_library.h"
 
 namespace ecpi::analyze {
 
@@ -335,15 +335,16 @@ Result<std::vector<Instruction>> disassemble(unsigned machine, std::uint64_t add
         case EM_AARCH64: arch = CS_ARCH_ARM64; mode = CS_MODE_ARM; break;
         default: return Error("no disassembler for ELF machine " + std::to_string(machine));
     }
+    ECPI_ASSIGN_OR_RETURN(const CapstoneApi* cs, capstone_api());
     csh handle;
-    if (cs_open(arch, mode, &handle) != CS_ERR_OK) return Error("capstone: cannot open a disassembler");
-    cs_insn* insn = cs_malloc(handle);
+    if (cs->open(arch, mode, &handle) != CS_ERR_OK) return Error("capstone: cannot open a disassembler");
+    cs_insn* insn = cs->insn_malloc(handle);
     std::vector<Instruction> out;
     const std::uint8_t* code = bytes.data();
     std::size_t size = bytes.size();
     std::uint64_t addr = address;
     while (size > 0) {
-        if (cs_disasm_iter(handle, &code, &size, &addr, insn)) {
+        if (cs->disasm_iter(handle, &code, &size, &addr, insn)) {
             std::string text = insn->mnemonic;
             if (insn->op_str[0] != '\0') {
                 text += ' ';
@@ -357,8 +358,8 @@ Result<std::vector<Instruction>> disassemble(unsigned machine, std::uint64_t add
             ++addr;
         }
     }
-    cs_free(insn, 1);
-    cs_close(&handle);
+    cs->insn_free(insn, 1);
+    cs->close(&handle);
     return out;
 }
 

@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 
 #include "ecpi/analyze/symbols/symbolizer.h"
+#include "ecpi/shared_library.h"
 
 namespace ecpi::analyze {
 
@@ -63,13 +65,54 @@ struct Fetch {
     }
 };
 
-int on_progress(debuginfod_client* client, long done, long total) {
-    auto* fetch = static_cast<Fetch*>(debuginfod_get_user_data(client));
-    return fetch->keep_going(done, total) ? 0 : 1;
+// libdebuginfod's functions, bound at the first fetch rather than by the
+// dynamic loader at start-up: the library and the libcurl (GnuTLS) it brings
+// cost every ecpi command milliseconds before main(), and only a report with
+// DEBUGINFOD_URLS set uses them (include/ecpi/shared_library.h).
+struct DebuginfodApi {
+    decltype(&debuginfod_begin) begin = nullptr;
+    decltype(&debuginfod_end) end = nullptr;
+    decltype(&debuginfod_set_progressfn) set_progressfn = nullptr;
+    decltype(&debuginfod_add_http_header) add_http_header = nullptr;
+    decltype(&debuginfod_find_debuginfo) find_debuginfo = nullptr;
+};
+
+Result<DebuginfodApi> bind_debuginfod(const SharedLibrary& lib) {
+    DebuginfodApi api;
+    ECPI_RETURN_IF_ERROR(lib.bind("debuginfod_begin", api.begin));
+    ECPI_RETURN_IF_ERROR(lib.bind("debuginfod_end", api.end));
+    ECPI_RETURN_IF_ERROR(lib.bind("debuginfod_set_progressfn", api.set_progressfn));
+    ECPI_RETURN_IF_ERROR(lib.bind("debuginfod_add_http_header", api.add_http_header));
+    ECPI_RETURN_IF_ERROR(lib.bind("debuginfod_find_debuginfo", api.find_debuginfo));
+    return api;
+}
+
+// The functions of library `soname`, loaded once per process (a failure is
+// not kept: each call tries again, and says why again).
+Result<const DebuginfodApi*> debuginfod_api(const std::string& soname) {
+    static std::mutex mutex;
+    static std::map<std::string, DebuginfodApi> loaded;  // never erased: pointers stay valid
+    std::lock_guard lock(mutex);
+    if (auto it = loaded.find(soname); it != loaded.end()) return &it->second;
+    auto lib = SharedLibrary::open(soname, "libdebuginfod1", "to fetch debug files");
+    if (!lib.ok()) return Error("debuginfod: " + lib.error().message(), lib.error().errno_value());
+    auto api = bind_debuginfod(*lib);
+    if (!api.ok()) return Error("debuginfod: " + api.error().message(), api.error().errno_value());
+    return &loaded.emplace(soname, *api).first->second;
+}
+
+// libdebuginfod calls the progress function from inside
+// debuginfod_find_debuginfo, on the calling thread, so the fetch under way
+// is this thread's.
+thread_local Fetch* current_fetch = nullptr;
+
+int on_progress(debuginfod_client*, long done, long total) {
+    return current_fetch == nullptr || current_fetch->keep_going(done, total) ? 0 : 1;
 }
 
 struct ClientDeleter {
-    void operator()(debuginfod_client* c) const { debuginfod_end(c); }
+    const DebuginfodApi* api = nullptr;
+    void operator()(debuginfod_client* c) const { api->end(c); }
 };
 
 // Why libdebuginfod's negative errno failed, in the reader's words.
@@ -132,19 +175,21 @@ Result<fs::path> fetch_debuginfo(const DebuginfodOptions& options, const std::st
     const std::string prefix = "debuginfod: no " + what + ": ";
     if (silent_servers().has(urls))
         return Error(prefix + urls + " ran out of time on an earlier image; not asked again in this run");
-    std::unique_ptr<debuginfod_client, ClientDeleter> client(debuginfod_begin());
+    ECPI_ASSIGN_OR_RETURN(const DebuginfodApi* api, debuginfod_api(options.library));
+    std::unique_ptr<debuginfod_client, ClientDeleter> client(api->begin(), ClientDeleter{api});
     if (!client) return Error("debuginfod: cannot start a client (" + std::string(std::strerror(errno)) + ")");
     Fetch fetch;
     fetch.options = &options;
     fetch.what = what;
-    debuginfod_set_user_data(client.get(), &fetch);
-    debuginfod_set_progressfn(client.get(), on_progress);
+    api->set_progressfn(client.get(), on_progress);
     const std::string max_size = "X-DEBUGINFOD-MAXSIZE: " + std::to_string(options.max_bytes);
-    (void)debuginfod_add_http_header(client.get(), max_size.c_str());  // advice to the server; enforced above
+    (void)api->add_http_header(client.get(), max_size.c_str());  // advice to the server; enforced above
 
     char* raw_path = nullptr;
-    const int fd = debuginfod_find_debuginfo(client.get(), reinterpret_cast<const unsigned char*>(build_id.c_str()),
-                                             0, &raw_path);
+    current_fetch = &fetch;
+    const int fd =
+        api->find_debuginfo(client.get(), reinterpret_cast<const unsigned char*>(build_id.c_str()), 0, &raw_path);
+    current_fetch = nullptr;
     std::unique_ptr<char, decltype(&std::free)> path(raw_path, &std::free);
     if (fd >= 0) ::close(fd);
     if (fd < 0 && (fetch.timed_out || -fd == ETIME)) silent_servers().add(urls);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -714,6 +715,8 @@ struct Symbolizer::Impl {
     // Separate debug files read without the image (found by build id alone,
     // or fetched); a table's own debug_file() names the others.
     std::map<store::ImageId, fs::path> debug_files;
+    // libdebuginfod could not be loaded (said once): no image asks again.
+    bool debuginfod_missing = false;
 
     std::optional<Result<SymbolTable>> from_symfs(const store::ImageId& image, const std::string& label,
                                                   std::vector<std::string>& reasons) {
@@ -754,7 +757,7 @@ struct Symbolizer::Impl {
     // (not "[vdso]" and the like) with a build id whose symbols are partial
     // (`local` is the table read without debuginfod).
     bool wants_debuginfod(const store::ImageId& image, const Result<SymbolTable>& local) const {
-        if (!debuginfod_active(options.debuginfod)) return false;
+        if (debuginfod_missing || !debuginfod_active(options.debuginfod)) return false;
         if (image.build_id.size() <= 2 || image.path.empty() || image.path.front() == '[') return false;
         return !local.ok() || !local->complete();
     }
@@ -772,6 +775,11 @@ struct Symbolizer::Impl {
         const std::string label = fs::path(image.path).filename().string();
         const char* fallback = local.ok() ? "; its functions keep the names of .dynsym and .eh_frame" : "";
         auto fetched = fetch_debuginfo(options.debuginfod, image.build_id, label);
+        if (!fetched.ok() && fetched.error().errno_value() == ELIBACC) {  // the library, not this image
+            debuginfod_missing = true;
+            report(fetched.error().message() + "; reports go on without fetching debug files");
+            return local;
+        }
         if (!fetched.ok()) {
             report(fetched.error().message() + fallback);
             return local;

@@ -97,8 +97,28 @@ for p in programs:
     print(f"| {p} | {m['alone']:.3f} s | {unc:.3f} s | {m['full']:.3f} s | {m['default']:.3f} s | {m.get('time-only', 0):.3f} s | {ratio} | {ratio_time} | "
           f"{m['default'] / m['alone']:.2f}x | {100 * time_share:.1f}% / {100 * set_share:.1f}% |")
     if "base default" in m:
-        # BASELINE: the other ecpi's default run, its simulation time against its own build's uncontrolled run.
+        # BASELINE: the other ecpi's default run, its simulation time against its own build's uncontrolled run
+        # (and against its own full simulation when CPU=1 timed that too).
         sim_base = m["base default"] - m["base uncontrolled"]
-        ratio_base = f"{sim_full / sim_base:.1f}x" if sim_base > 0 else "n/a"
-        print(f"| {p} (BASELINE) |  | {m['base uncontrolled']:.3f} s |  | {m['base default']:.3f} s |  | {ratio_base} |  | "
+        base_full = m.get("base full", m["base uncontrolled"] + sim_full) - m["base uncontrolled"]
+        ratio_base = f"{base_full / sim_base:.1f}x" if sim_base > 0 else "n/a"
+        full_text = f"{m['base full']:.3f} s" if "base full" in m else ""
+        print(f"| {p} (BASELINE) |  | {m['base uncontrolled']:.3f} s | {full_text} | {m['base default']:.3f} s |  | {ratio_base} |  | "
               f"{m['base default'] / m['alone']:.2f}x |  |")
+
+# CPU=1: ecpi's own CPU time per run (perf stat --no-inherit: not the program's).
+cpu_programs = [p for p in programs if os.path.exists(f"{out}/{p}.cpu")]
+if cpu_programs:
+    print()
+    print("| program | run | ecpi's own CPU, median (q1-q3) ms | rounds | against BASELINE's: lower in |")
+    print("|---|---|---:|---:|---:|")
+for p in cpu_programs:
+    runs = {}
+    for line in open(f"{out}/{p}.cpu"):
+        c, ms = line.rsplit(" ", 1)
+        runs.setdefault(c, []).append(float(ms))
+    for c, v in runs.items():
+        q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0], v[0], v[0]]
+        base = runs.get("base " + c)
+        lower = f"{sum(a < b for a, b in zip(v, base))} of {min(len(v), len(base))}" if base else ""
+        print(f"| {p} | {c} | {statistics.median(v):.1f} ({q[0]:.1f}-{q[2]:.1f}) | {len(v)} | {lower} |")

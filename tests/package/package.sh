@@ -12,9 +12,10 @@ command -v dpkg-deb >/dev/null || skip "dpkg-deb not found (dpkg)"
 deb=$(ls "$TMP"/pkg/ecpi_*.deb 2>/dev/null | head -1)
 [ -n "$deb" ] || fail "cpack made no ecpi_*.deb (log: $(tail -3 "$TMP/cpack.log"))"
 
-# Depends: the Debian runtime packages of the libraries ecpi links.
+# Depends: the Debian runtime packages of the libraries ecpi links, and of
+# the two it loads at first use (libcurl4, libdebuginfod1).
 depends=$(dpkg-deb -f "$deb" Depends)
-for lib in libbpf1 libdw1 libelf1 libcapstone4 libcurl4; do
+for lib in libbpf1 libdw1 libelf1 libcapstone4 libcurl4 libdebuginfod1; do
 	grep -q "$lib" <<<"$depends" || fail "Depends lacks $lib: $depends"
 done
 

@@ -54,11 +54,18 @@ struct ClientOptions {
     double connect_timeout_s = 5;
     double timeout_s = 60;                // whole request
     std::string ca_file;                  // https: CA bundle ("" = system's; $ECPI_CLICKHOUSE_CA_FILE)
+    // Loaded at the first connect, not at start-up (include/ecpi/shared_library.h);
+    // tests name one that is not there.
+    std::string curl_library = "libcurl.so.4";
 };
+
+struct CurlApi;  // libcurl's functions, once loaded (clickhouse.cpp)
 
 // One server. Not thread-safe; one per thread.
 class ClickHouseClient {
 public:
+    // Loads libcurl (options.curl_library) at the first call; when it cannot,
+    // the error names the library and the Debian package to install.
     static Result<ClickHouseClient> connect(const ClickHouseUrl& url, Credentials credentials,
                                             ClientOptions options = {});
     ClickHouseClient(ClickHouseClient&&) noexcept;
@@ -92,6 +99,7 @@ private:
     ClickHouseUrl url_;
     Credentials credentials_;
     ClientOptions options_;
+    const CurlApi* api_ = nullptr;       // the libcurl curl_ came from
     void* curl_ = nullptr;               // CURL*, kept for connection reuse
     std::uint64_t bytes_sent_ = 0;
 };

@@ -1,7 +1,11 @@
 #include <doctest/doctest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 
@@ -75,6 +79,47 @@ TEST_CASE("credentials come from a file or the environment") {
     ::unsetenv("ECPI_CLICKHOUSE_PASSWORD");
     ::unsetenv("ECPI_CLICKHOUSE_USER");
     std::filesystem::remove_all(dir);
+}
+
+// libcurl is loaded at the first connect, not at start-up
+// (include/ecpi/shared_library.h): a library that is missing, or lacks a
+// function ecpi calls, is one line naming it and the package to install.
+TEST_CASE("a libcurl that cannot be loaded is named with its package") {
+    auto url = parse_clickhouse_url("http://127.0.0.1:1/").value();
+    auto refused = [&](const std::string& library) {
+        ClientOptions options;
+        options.curl_library = library;
+        auto client = ClickHouseClient::connect(url, Credentials{}, options);
+        REQUIRE_FALSE(client.ok());
+        CHECK(client.error().errno_value() == ELIBACC);
+        CHECK(client.error().message().find('\n') == std::string::npos);
+        CHECK_MESSAGE(client.error().message().ends_with("; install the Debian package libcurl4"),
+                      client.error().message());
+        return client.error().message();
+    };
+    const std::string missing = refused("libecpi-no-such-curl.so.4");
+    CHECK_MESSAGE(missing.starts_with("cannot load libecpi-no-such-curl.so.4 to reach http://127.0.0.1:1/ecpi ("),
+                  missing);
+    const std::string other = refused("libz.so.1");
+    CHECK_MESSAGE(other.starts_with("libz.so.1 has no function curl_"), other);
+}
+
+TEST_CASE("the loaded libcurl reaches the network: a closed port is said as such") {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    ::close(fd);  // bound, then closed: nothing listens there
+    const std::string where = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    auto client = ClickHouseClient::connect(parse_clickhouse_url(where + "/").value(), Credentials{});
+    REQUIRE_MESSAGE(client.ok(), client.error().message());
+    auto answer = client->execute("SELECT 1");
+    REQUIRE_FALSE(answer.ok());
+    CHECK_MESSAGE(answer.error().message().starts_with("cannot reach ClickHouse at " + where + "/ecpi: "),
+                  answer.error().message());
 }
 
 TEST_CASE("SQL strings and TSV fields round-trip hostile names") {

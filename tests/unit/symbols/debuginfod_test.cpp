@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -372,4 +373,48 @@ TEST_CASE("debuginfod: a file larger than allowed is cut off") {
     CHECK(name_of_main(symbolizer) == eh_frame_name_of_main());
     REQUIRE(said.lines.size() == 1);
     CHECK_MESSAGE(said.has("is larger than the 1024 bytes allowed"), said.lines[0]);
+}
+
+// libdebuginfod is loaded at the first fetch, not at start-up
+// (include/ecpi/shared_library.h); a library that is missing, or too old to
+// have a function ecpi calls, is one line naming it and the package, said
+// once for all images, and the .eh_frame names stand.
+TEST_CASE("debuginfod: a library that cannot be loaded is named once, with its package") {
+    TempDir tmp;
+    FakeServer server(read_text(ECPI_SYMTEST), false);
+    Environment env(url(server.port()), tmp.path() / "cache");
+    copy_into(ECPI_SYMTEST_NOSYM, tmp.path() / "copy" / "symtest_nosym");
+    const ecpi::store::ImageId copy{(tmp.path() / "copy" / "symtest_nosym").string(), symtest_build_id()};
+    auto check_missing = [&](const std::string& library, const std::string& why) {
+        DebuginfodOptions direct;
+        direct.enabled = true;
+        direct.library = library;
+        auto fetched = fetch_debuginfo(direct, symtest_build_id(), "symtest_nosym");
+        REQUIRE_FALSE(fetched.ok());
+        CHECK(fetched.error().errno_value() == ELIBACC);
+        CHECK_MESSAGE(fetched.error().message().find(why) != std::string::npos, fetched.error().message());
+        CHECK_MESSAGE(fetched.error().message().find("libdebuginfod1") != std::string::npos,
+                      fetched.error().message());
+
+        Said said;
+        Symbolizer::Options options = options_with(said);
+        options.debuginfod.library = library;
+        Symbolizer symbolizer(options);
+        CHECK(name_of_main(symbolizer) == eh_frame_name_of_main());
+        const Symbol* other = symbolizer.lookup(copy, main_address());
+        REQUIRE(other != nullptr);
+        CHECK(other->name.starts_with("symtest_nosym+0x"));
+        REQUIRE(said.lines.size() == 1);
+        CHECK_MESSAGE(said.has("debuginfod: " + why), said.lines[0]);
+        CHECK_MESSAGE(said.has("; install the Debian package libdebuginfod1"), said.lines[0]);
+        CHECK_MESSAGE(said.has("; reports go on without fetching debug files"), said.lines[0]);
+    };
+    SUBCASE("no such library") {
+        check_missing("libecpi-no-such-debuginfod.so.1",
+                      "cannot load libecpi-no-such-debuginfod.so.1 to fetch debug files (");
+    }
+    SUBCASE("a library without libdebuginfod's functions") {
+        check_missing("libz.so.1", "libz.so.1 has no function debuginfod_begin");
+    }
+    CHECK(server.requests() == 0);
 }

@@ -3,9 +3,14 @@
 #include "ecpi/analyze/symbols/symbolizer.h"
 #include "ecpi/analyze/symbols/eh_frame.h"
 #include "ecpi/analyze/symbols/xz.h"
+#include "ecpi/analyze/symbols/capstone_library.h"
+#include "ecpi/analyze/symbols/debug_info.h"
 
 #include <doctest/doctest.h>
 
+#include <elf.h>
+
+#include <cerrno>
 #include <cstdlib>
 
 #include <filesystem>
@@ -595,4 +600,29 @@ TEST_CASE("Symbolizer: --symfs copies of moved images, by build id; a wrong buil
               "image /gone/away/symtest (build id " + bid + ") is gone; point --symfs at a copy");
         CHECK(ecpi::analyze::missing_images_note(contents, "cycles", symbolizer).empty());
     }
+}
+
+// Capstone is loaded at the first disassembly, not at start-up
+// (capstone_library.h): the library ecpi was built against decodes; one
+// that is missing, or lacks Capstone's functions, is one line naming it and
+// the package to install.
+TEST_CASE("Capstone: loaded at first use; a library that cannot be loaded is named with its package") {
+    const std::uint8_t code[] = {0x55, 0xc3};  // push rbp; ret
+    auto insns = ecpi::analyze::disassemble(EM_X86_64, 0x1000, code);
+    REQUIRE_MESSAGE(insns.ok(), insns.error().message());
+    REQUIRE(insns->size() == 2);
+    CHECK((*insns)[0].text == "push rbp");
+    CHECK((*insns)[1].address == 0x1001);
+    CHECK(std::string(ecpi::analyze::capstone_soname()).starts_with("libcapstone.so."));
+
+    auto missing = ecpi::analyze::capstone_api("libecpi-no-such-capstone.so.4");
+    REQUIRE_FALSE(missing.ok());
+    CHECK(missing.error().errno_value() == ELIBACC);
+    CHECK_MESSAGE(missing.error().message().starts_with("cannot load libecpi-no-such-capstone.so.4 to disassemble ("),
+                  missing.error().message());
+    CHECK_MESSAGE(missing.error().message().ends_with("; install the Debian package libcapstone4"),
+                  missing.error().message());
+    auto other = ecpi::analyze::capstone_api("libz.so.1");
+    REQUIRE_FALSE(other.ok());
+    CHECK_MESSAGE(other.error().message().starts_with("libz.so.1 has no function cs_open"), other.error().message());
 }

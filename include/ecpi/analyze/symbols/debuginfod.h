@@ -32,6 +32,9 @@ struct DebuginfodOptions {
     // One line per call: the progress of long fetches, and (from the
     // Symbolizer) each image's failure, once. Unset: silent.
     std::function<void(const std::string&)> report;
+    // The library loaded at the first fetch (not at start-up:
+    // include/ecpi/shared_library.h); tests name one that is not there.
+    std::string library = "libdebuginfod.so.1";
 };
 
 // The servers the environment names (DEBUGINFOD_URLS), "" when unset.
@@ -44,7 +47,9 @@ bool debuginfod_active(const DebuginfodOptions& options);
 // found in the cache; `label` names the image in messages. The error is one
 // line naming the image, the build id, the server and why (no file there,
 // unreachable, too slow, too big, wrong build id), for the caller to show
-// once per image.
+// once per image. When `options.library` cannot be loaded the error, errno
+// ELIBACC, names it and the package to install; it is the same for every
+// image, so a caller says it once and stops asking.
 [[nodiscard]] Result<std::filesystem::path> fetch_debuginfo(const DebuginfodOptions& options,
                                                            const std::string& build_id, const std::string& label);
 
