@@ -27,7 +27,9 @@ nlohmann::json path_to_json(const BranchPath& p) {
     if (p.span_occurrences || p.fitted)
         j["fit"] = {{"span_occurrences", p.span_occurrences}, {"fitted", p.fitted},
                     {"mean_ticks", p.fit_mean_ticks},         {"stderr_ticks", p.fit_stderr_ticks},
-                    {"noisy", p.fit_noisy},                   {"damped", p.fit_damped}};
+                    {"noisy", p.fit_noisy},                   {"damped", p.fit_damped},
+                    {"low_ticks", p.fit_low_ticks},           {"high_ticks", p.fit_high_ticks},
+                    {"undetermined", p.fit_undetermined}};
     return j;
 }
 
@@ -40,6 +42,10 @@ void fit_from_json(const nlohmann::json& j, BranchPath& p) {
     p.fit_stderr_ticks = std::max(0.0, f.value("stderr_ticks", 0.0));
     p.fit_noisy = f.value("noisy", false);
     p.fit_damped = f.value("damped", false);
+    // Documents saved before the ranges: the mean alone.
+    p.fit_low_ticks = std::clamp(f.value("low_ticks", p.fit_mean_ticks), 0.0, p.fit_mean_ticks);
+    p.fit_high_ticks = std::max(f.value("high_ticks", p.fit_mean_ticks), p.fit_mean_ticks);
+    p.fit_undetermined = f.value("undetermined", false);
 }
 
 Result<BranchPath> path_from_json(const nlohmann::json& j) {

@@ -483,6 +483,9 @@ void PathCutter::fit_spans(store::BranchPathProfile& profile) {
         p.fit_stderr_ticks = f.standard_error;
         p.fit_noisy = f.noisy;
         p.fit_damped = f.damped;
+        p.fit_low_ticks = f.low;
+        p.fit_high_ticks = f.high;
+        p.fit_undetermined = f.undetermined;
     }
     profile.spans += fit.spans;
     profile.fit_intercept_ticks = fit.intercept;
@@ -495,6 +498,10 @@ void PathCutter::fit_spans(store::BranchPathProfile& profile) {
         profile.notes.push_back(std::to_string(fit.regular) +
                                 " paths come in a regular mix (a loop that takes them in a fixed order): the spans time their "
                                 "total, which is split between them as their stamped means are (marked '~')");
+    if (fit.undetermined)
+        profile.notes.push_back(std::to_string(fit.undetermined) +
+                                " fitted paths are undetermined ('?'): the spans allow each a wide range of means (95%, "
+                                "profiled), so their time is the range's middle, not the fit's point");
     if (spans_rejected_)
         profile.notes.push_back(std::to_string(spans_rejected_) + " spans entered blocks outside the program's image and were not fitted");
     if (spans_broken_)

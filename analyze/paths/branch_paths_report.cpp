@@ -27,6 +27,7 @@ struct Ranked {
     std::uint64_t long_occurrences = 0;
     double variation_all = 0;    // VPP's figure over every occurrence
     double time = 0;             // ticks the rank by time orders: the fit's total where fitted, else `total`
+    const char* time_method = "stamped";  // what timed it: time_method()
     std::size_t rank_by_time = 0;
     std::size_t rank_by_variation = 0;
 };
@@ -77,6 +78,22 @@ double sampled_per_burst(const store::BranchPathProfile& profile) {
     return in_bursts > 0 ? (in_bursts + in_spans) / in_bursts : 1.0;
 }
 
+// Which figure times a path (docs/json-schema.md `time_method`): its
+// stamped bursts where no span fitted it ("stamped"); the fit's mean
+// ("fit", a regular group's split included); or, where the spans leave it
+// undetermined (span_fit.h), the middle of the range they allow ("range"):
+// the fit's point there is a vertex of the constraints, often 0, which
+// would rank the path last with confidence; the middle errs least against
+// either end of what the spans allow.
+const char* time_method(const store::BranchPath& p) {
+    if (!p.fitted) return "stamped";
+    return p.fit_undetermined ? "range" : "fit";
+}
+
+double timed_mean(const store::BranchPath& p) {
+    return p.fit_undetermined ? (p.fit_low_ticks + p.fit_high_ticks) / 2 : p.fit_mean_ticks;
+}
+
 std::vector<Ranked> rank_paths(const store::BranchPathProfile& profile, const std::string& procedure, double long_floor_ticks) {
     std::vector<Ranked> out;
     const double scale = span_scale(profile);
@@ -85,7 +102,8 @@ std::vector<Ranked> rank_paths(const store::BranchPathProfile& profile, const st
         Ranked r;
         r.path = &p;
         split_long(r, long_floor_ticks);
-        r.time = p.fitted ? p.fit_mean_ticks * double(p.span_occurrences) * scale : r.total;
+        r.time = p.fitted ? timed_mean(p) * double(p.span_occurrences) * scale : r.total;
+        r.time_method = time_method(p);
         out.push_back(r);
     }
     auto assign = [&](auto key, std::size_t Ranked::*field) {
@@ -152,9 +170,12 @@ nlohmann::json fit_json(const store::BranchPath& p, const Units& u, const std::s
                      {"span_occurrences", p.span_occurrences},
                      {"relative_error", p.fit_mean_ticks > 0 ? p.fit_stderr_ticks / p.fit_mean_ticks : 0.0},
                      {"noisy", p.fit_noisy},
-                     {"damped", p.fit_damped}};
+                     {"damped", p.fit_damped},
+                     {"undetermined", p.fit_undetermined}};
     f["mean" + suffix] = u(p.fit_mean_ticks);
     f["stderr" + suffix] = u(p.fit_stderr_ticks);
+    f["low" + suffix] = u(p.fit_low_ticks);
+    f["high" + suffix] = u(p.fit_high_ticks);
     return f;
 }
 
@@ -176,7 +197,8 @@ nlohmann::json path_json(const Ranked& r, double all_ticks, const Units& u, cons
                      {"long_occurrences", r.long_occurrences},
                      {"rank_by_time", r.rank_by_time},
                      {"rank_by_variation", r.rank_by_variation},
-                     {"time_share", all_ticks > 0 ? r.time / all_ticks : 0.0}};
+                     {"time_share", all_ticks > 0 ? r.time / all_ticks : 0.0},
+                     {"time_method", r.time_method}};
     j["total_time" + suffix] = u(r.time);
     j["stamped_total_time" + suffix] = u(r.total);
     if (p.span_occurrences || p.fitted) j["fit"] = fit_json(p, u, suffix);
@@ -290,6 +312,13 @@ std::string time_text(double v, bool ns) {
     return format("%.1fns", v);
 }
 
+// The fit column: its mean, or for an undetermined path the range the
+// spans allow, marked '?' (documents saved before the ranges have none).
+std::string fit_text(const nlohmann::json& fit, const std::string& sfx, bool ns) {
+    if (!fit.value("undetermined", false)) return time_text(fit["mean" + sfx].get<double>(), ns);
+    return time_text(fit["low" + sfx].get<double>(), ns) + "-" + time_text(fit["high" + sfx].get<double>(), ns) + "?";
+}
+
 std::string first_line(const nlohmann::json& path) {
     const auto& lines = path["lines"];
     if (lines.empty()) return "";
@@ -370,7 +399,8 @@ std::string render_branch_paths_text(const nlohmann::json& doc) {
         out += "Time (time%, time#, 'fit') from " + std::to_string(doc["spans"].get<std::uint64_t>()) +
                " spans timed at their ends: each path's mean fitted over them (NNLS), +-% its standard error, "
                "'!' over 15%, '~' the mean leans on the stamped one (a rare path, or a regular mix: see the notes); "
-               "base, p10 and net variation from stamped bursts.\n";
+               "'low-high?' the spans do not pin the mean down (undetermined): the range they allow (95%), and its "
+               "middle times the path; base, p10 and net variation from stamped bursts.\n";
     out += "Occurrences over " + time_text(doc["long_floor" + sfx].get<double>(), ns) +
            " and 8x their path's median ('long': interrupts, preemption, page faults) are left out of both: " +
            time_text(doc["long_time" + sfx].get<double>(), ns) + " in all.\n\n";
@@ -392,7 +422,7 @@ std::string render_branch_paths_text(const nlohmann::json& doc) {
                    p10_key.empty() ? "" : time_text(p[p10_key].get<double>(), ns), time_text(p["mean" + sfx].get<double>(), ns)};
         if (fitted) {
             const bool has = p.contains("fit") && p["fit"]["fitted"].get<bool>();
-            row.push_back(has ? time_text(p["fit"]["mean" + sfx].get<double>(), ns) : "-");
+            row.push_back(has ? fit_text(p["fit"], sfx, ns) : "-");
             row.push_back(has ? format("%.0f%s%s", 100 * p["fit"]["relative_error"].get<double>(),
                                        p["fit"]["noisy"].get<bool>() ? "!" : "", p["fit"]["damped"].get<bool>() ? "~" : "")
                               : "");

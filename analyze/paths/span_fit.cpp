@@ -92,13 +92,12 @@ bool solve_free(const Normal& n, const std::vector<bool>& free, std::vector<doub
     return true;
 }
 
-// Lawson and Hanson's active set method on the normal equations, started
-// from the unconstrained solution's positive part; the last variable (the
-// intercept) is never held at zero. `mu` ends feasible.
-void nnls(const Normal& n, std::vector<double>& mu) {
+// Lawson and Hanson's active set method on the normal equations from a
+// feasible `mu` whose positive variables (and the intercept, the last one,
+// never held at zero) are free. `mu` ends feasible.
+void nnls_from(const Normal& n, std::vector<double>& mu) {
     const std::size_t k = n.b.size();
     std::vector<bool> free(k, true);
-    if (!solve_free(n, free, mu)) mu.assign(k, 0.0);
     for (std::size_t i = 0; i + 1 < k; i++)
         if (mu[i] <= 0) free[i] = false, mu[i] = 0;
     for (std::size_t round = 0; round < 4 * k + 8; round++) {
@@ -124,6 +123,12 @@ void nnls(const Normal& n, std::vector<double>& mu) {
         if (best == k) return;
         free[best] = true;
     }
+}
+
+// Started from the unconstrained solution's positive part.
+void nnls(const Normal& n, std::vector<double>& mu) {
+    if (!solve_free(n, std::vector<bool>(n.b.size(), true), mu)) mu.assign(n.b.size(), 0.0);
+    nnls_from(n, mu);
 }
 
 double residual_variance(const std::vector<SpanCounts>& spans, const std::vector<int>& variable_of, const std::vector<double>& weight,
@@ -196,9 +201,106 @@ std::vector<std::uint32_t> regular_group(const std::vector<SpanCounts>& spans, c
     return group;
 }
 
+// The spans' RSS at `mu` less their RSS at `ref`, from the undamped
+// normal equations: (mu - ref)'G(mu + ref) - 2 b'(mu - ref).
+double rss_change(const Normal& data, const std::vector<double>& mu, const std::vector<double>& ref) {
+    double change = 0;
+    for (std::size_t i = 0; i < mu.size(); i++) {
+        double g_sum = 0;
+        for (std::size_t j = 0; j < mu.size(); j++) g_sum += data.g[i][j] * (mu[j] + ref[j]);
+        change += (mu[i] - ref[i]) * (g_sum - 2 * data.b[i]);
+    }
+    return change;
+}
+
+// How far variable i goes (`up`, else down) over non-negative fits whose
+// RSS exceeds ref's by at most `allowance` (span_fit.h), at most `cap`.
+// The extreme of a linear function over a convex set: minimize RSS -/+
+// lambda mu_i (an NNLS with b_i moved by lambda / 2); mu_i and RSS both
+// grow with lambda, so lambda is bisected to where RSS meets the allowance.
+// A tiny ridge keeps a null direction solvable; mu_i then runs along it
+// until another path reaches 0 (or the cap: a path beside the intercept).
+double profile_bound(const Normal& data, const std::vector<double>& ref, std::size_t i, bool up, double allowance,
+                     double cap) {
+    Normal push = data;
+    for (std::size_t j = 0; j < push.b.size(); j++) push.g[j][j] += 1e-9 * (1 + data.g[j][j]);
+    std::vector<double> mu = ref;
+    double best = ref[i];
+    auto feasible_at = [&](double lambda) {
+        push.b[i] = data.b[i] + (up ? lambda : -lambda) / 2;
+        nnls_from(push, mu);
+        if (rss_change(data, mu, ref) > allowance) return false;
+        best = up ? std::max(best, mu[i]) : std::min(best, mu[i]);
+        return true;
+    };
+    double low = 0, high = 2 * std::sqrt(allowance * std::max(data.g[i][i], 1e-300));
+    for (int doubling = 0; feasible_at(high); doubling++, high *= 2) {
+        if (up ? best >= cap : best <= 0) return up ? cap : 0.0;
+        if (doubling == 60) return best;
+        low = high;
+    }
+    for (int step = 0; step < 16; step++) {
+        const double middle = (low + high) / 2;
+        (feasible_at(middle) ? low : high) = middle;
+    }
+    return up ? std::min(best, cap) : std::max(best, 0.0);
+}
+
+// Undetermined: the range's half width is over z x flag_relative_error
+// of the larger of its middle and the stamped mean (as `noisy` judges a
+// standard error against the mean; the stamped mean keeps a range from 0
+// from judging itself), and over z x 2 sigma / sqrt(G_ii), twice what the
+// spans would allow if this path's count varied alone (the width no other
+// path inflates; twice for the intercept's share). So a path at 0 whose
+// spans pin it near 0 stays determined, and one the spans cannot tell from
+// others (a null direction: its range runs until another path reaches 0)
+// does not. z = sqrt(allowance).
+bool undetermined_rule(double low, double high, double prior, double g_ii, double sigma, const SpanFitOptions& o) {
+    const double z = std::sqrt(o.allowance), half = (high - low) / 2;
+    const double own = o.flag_relative_error * std::max((low + high) / 2, prior);
+    const double alone = g_ii > 0 ? 2 * sigma / std::sqrt(g_ii) : 0;
+    return half > z * own && half > z * alone;
+}
+
+// Each variable's cap: the most any span it is in could pay it, per unit
+// of its count (all else at 0).
+std::vector<double> variable_caps(const std::vector<SpanCounts>& spans, const std::vector<int>& variable_of,
+                                  const std::vector<double>& weight, std::size_t k) {
+    std::vector<double> cap(k, 0.0), x(k, 0.0);
+    for (const auto& s : spans) {
+        for (auto [p, c] : s.counts)
+            if (variable_of[p] >= 0) x[std::size_t(variable_of[p])] += double(c) * weight[p];
+        for (std::size_t v = 0; v < k; v++)
+            if (x[v] > 0) cap[v] = std::max(cap[v], std::max(s.ticks, 0.0) / x[v]), x[v] = 0;
+    }
+    return cap;
+}
+
+// Each variable's range (span_fit.h). Those the linearized error can speak
+// for (free of the bound, not noisy, not damped) get mean +- z x standard
+// error; the others are profiled.
+void variable_ranges(const Normal& data, const std::vector<double>& mu, const std::vector<double>& se,
+                     const std::vector<bool>& profile, const std::vector<double>& cap, double variance,
+                     const SpanFitOptions& o, std::vector<double>& low, std::vector<double>& high) {
+    const std::size_t k = mu.size() - 1;
+    const double z = std::sqrt(o.allowance);
+    low.assign(k, 0.0), high.assign(k, 0.0);
+    for (std::size_t i = 0; i < k; i++) {
+        if (!profile[i]) {
+            low[i] = std::max(0.0, mu[i] - z * se[i]), high[i] = mu[i] + z * se[i];
+            continue;
+        }
+        const double allowance = o.allowance * variance;
+        high[i] = std::max(mu[i], profile_bound(data, mu, i, true, allowance, std::max(cap[i], mu[i])));
+        low[i] = mu[i] > 0 ? std::min(mu[i], profile_bound(data, mu, i, false, allowance, 0)) : 0.0;
+    }
+}
+
 // One fit over the given spans.
+// `with_ranges`: profile each path's range (span_fit.h); only the final
+// fit needs it.
 SpanFit fit_spans_once(const std::vector<SpanCounts>& spans, const std::vector<double>& prior_means,
-                       const SpanFitOptions& options, std::size_t interrupted) {
+                       const SpanFitOptions& options, std::size_t interrupted, bool with_ranges) {
     const std::size_t paths = prior_means.size();
     SpanFit fit;
     fit.paths.resize(paths);
@@ -233,6 +335,7 @@ SpanFit fit_spans_once(const std::vector<SpanCounts>& spans, const std::vector<d
     for (auto p : group) variable_of[p] = variable_of[group.front()];
     fit.regular = group.size();
     Normal n = normal_equations(spans, variable_of, weight, fixed, k);
+    const Normal data = n;  // undamped: the spans' own RSS, which the ranges profile
     for (auto p : vars) {  // damped toward the stamped mean; a group toward its scale 1
         if (grouped[p] && p != group.front()) continue;
         const std::size_t i = std::size_t(variable_of[p]);
@@ -246,18 +349,35 @@ SpanFit fit_spans_once(const std::vector<SpanCounts>& spans, const std::vector<d
     const auto inverse = inverse_diagonal(n.g);
     fit.intercept = mu[k];
     fit.residual = std::sqrt(variance);
+    // Per variable: its standard error, whether the prior leans on it, and
+    // whether its range must be profiled (span_fit.h).
+    std::vector<double> se(k), scale(k), low, high;
+    std::vector<bool> damped(k), profile(k);
+    for (auto v : vars) {
+        const std::size_t i = std::size_t(variable_of[v]);
+        se[i] = std::sqrt(variance * inverse[i]);
+        scale[i] = grouped[v] ? 1.0 : prior[v];
+        // The prior's share of the estimate's precision: near 0 where the
+        // spans pin the mean down, near 1 along a direction they cannot see.
+        damped[i] = options.damping * inverse[i] > 0.05;
+        profile[i] = damped[i] || !(mu[i] > 0) || se[i] > options.flag_relative_error * mu[i];
+    }
+    if (with_ranges)
+        variable_ranges(data, mu, se, profile, variable_caps(spans, variable_of, weight, k), variance, options, low, high);
     for (auto v : vars) {
         SpanFitPath& p = fit.paths[v];
         const std::size_t i = std::size_t(variable_of[v]);
         p.fitted = true;
         p.mean = weight[v] * mu[i];
-        p.standard_error = weight[v] * std::sqrt(variance * inverse[i]);
+        p.standard_error = weight[v] * se[i];
         p.noisy = !(p.mean > 0) || p.standard_error > options.flag_relative_error * p.mean;
-        // The prior's share of the estimate's precision: near 0 where the
-        // spans pin the mean down, near 1 along a direction they cannot see.
-        // A regular group's split is the stamped means' own.
-        p.damped = grouped[v] || options.damping * inverse[i] > 0.05;
+        p.damped = grouped[v] || damped[i];  // a regular group's split is the stamped means' own
         p.regular = grouped[v];
+        p.low = p.high = p.mean;
+        if (!with_ranges) continue;
+        p.low = weight[v] * low[i], p.high = weight[v] * high[i];
+        p.undetermined = undetermined_rule(low[i], high[i], scale[i], data.g[i][i], fit.residual, options);
+        fit.undetermined += p.undetermined;
     }
     // Unfitted paths' means: their fixed costs.
     for (std::size_t p = 0; p < paths; p++)
@@ -287,24 +407,27 @@ SpanFit fit_span_costs(const std::vector<SpanCounts>& all_spans, const std::vect
                        const SpanFitOptions& options) {
     SpanFit fit;
     std::vector<SpanCounts> spans = uninterrupted(all_spans, fit.interrupted);
-    fit = fit_spans_once(spans, prior_means, options, fit.interrupted);
-    if (fit.residual <= 0) return fit;
-    // Leave out the spans the fit explains worst, and fit again.
-    std::vector<double> abs_residuals;
-    auto residual_of = [&](const SpanCounts& s) {
-        double e = s.ticks - fit.intercept;
-        for (auto [p, c] : s.counts) e -= double(c) * fit.paths[p].mean;
-        return e;
-    };
-    for (const auto& s : spans) abs_residuals.push_back(std::abs(residual_of(s)));
-    std::nth_element(abs_residuals.begin(), abs_residuals.begin() + std::ptrdiff_t(abs_residuals.size() / 2), abs_residuals.end());
-    const double limit = 6 * 1.4826 * abs_residuals[abs_residuals.size() / 2];
+    fit = fit_spans_once(spans, prior_means, options, fit.interrupted, false);
+    // Leave out the spans the fit explains worst, and fit again, with the
+    // ranges (the first fit's residual variance is an outlier's).
     std::vector<SpanCounts> kept;
-    for (const auto& s : spans)
-        if (std::abs(residual_of(s)) <= limit) kept.push_back(s);
+    if (fit.residual > 0) {
+        std::vector<double> abs_residuals;
+        auto residual_of = [&](const SpanCounts& s) {
+            double e = s.ticks - fit.intercept;
+            for (auto [p, c] : s.counts) e -= double(c) * fit.paths[p].mean;
+            return e;
+        };
+        for (const auto& s : spans) abs_residuals.push_back(std::abs(residual_of(s)));
+        std::nth_element(abs_residuals.begin(), abs_residuals.begin() + std::ptrdiff_t(abs_residuals.size() / 2),
+                         abs_residuals.end());
+        const double limit = 6 * 1.4826 * abs_residuals[abs_residuals.size() / 2];
+        for (const auto& s : spans)
+            if (limit <= 0 || std::abs(residual_of(s)) <= limit) kept.push_back(s);
+    }
+    else kept = spans;
     const std::size_t outliers = spans.size() - kept.size();
-    if (outliers == 0 || limit <= 0) return fit;
-    SpanFit again = fit_spans_once(kept, prior_means, options, fit.interrupted);
+    SpanFit again = fit_spans_once(kept, prior_means, options, fit.interrupted, true);
     again.outliers = outliers;
     return again;
 }

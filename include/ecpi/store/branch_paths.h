@@ -55,6 +55,11 @@ struct BranchPath {
     double fit_stderr_ticks = 0;
     bool fit_noisy = false;   // its standard error exceeds 15% of the mean
     bool fit_damped = false;  // too few spans: the mean leans on the stamped one
+    // The means the spans allow (95%, span_fit.h); undetermined: a range
+    // too wide to give the path a mean (the report times it by the range).
+    double fit_low_ticks = 0;
+    double fit_high_ticks = 0;
+    bool fit_undetermined = false;
 
     // Occurrences at or below the p-quantile (0 < p <= 1), read from the
     // histogram: the high edge of the bucket holding it, capped by min..

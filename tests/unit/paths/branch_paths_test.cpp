@@ -407,6 +407,54 @@ TEST_CASE("branch paths report: an inline build's estimated totals count the spa
     }
 }
 
+TEST_CASE("branch paths report: an undetermined path is timed by its range's middle, and says so") {
+    store::BranchPathProfile p;
+    p.source = "instrumented";
+    p.image = "/nonexistent";
+    p.tick_unit = "tsc";
+    p.ticks_per_ns = 1;
+    p.spans = 100;
+    auto add = [&](const char* proc, double mean, double low, double high, bool undetermined) {
+        store::BranchPath path;
+        path.procedure = proc;
+        path.procedure_start = 0x10;
+        path.start_kind = "loop";
+        path.blocks = {0x10};
+        path.occurrences = 10;
+        path.total_ticks = 10 * 20;
+        path.min_ticks = 20;
+        path.histogram[store::tick_bucket(20)] = {10, 10 * 20};
+        path.span_occurrences = 100;
+        path.fitted = true;
+        path.fit_mean_ticks = mean;
+        path.fit_low_ticks = low;
+        path.fit_high_ticks = high;
+        path.fit_undetermined = undetermined;
+        p.paths.push_back(path);
+    };
+    add("held", 0, 0, 30, true);     // the fit's point is 0; the spans allow 0-30
+    add("pinned", 10, 9, 11, false);
+    // The saved document keeps the range.
+    auto saved = store::branch_paths_from_json(store::branch_paths_to_json(p));
+    REQUIRE(saved.ok());
+    CHECK(saved->paths[0].fit_undetermined);
+    CHECK(saved->paths[0].fit_high_ticks == 30);
+    BranchPathsReportOptions o;
+    o.rank = BranchPathRank::kTime;
+    auto doc = branch_paths_report_json(*saved, o, nullptr, {});
+    REQUIRE(doc["paths"].size() == 2);
+    const auto& first = doc["paths"][0];
+    CHECK(first["procedure"] == "held");  // 15 a time, not 0: first by time
+    CHECK(first["time_method"] == "range");
+    CHECK(first["fit"]["undetermined"] == true);
+    CHECK(first["fit"]["low_ns"].get<double>() == doctest::Approx(0));
+    CHECK(first["fit"]["high_ns"].get<double>() == doctest::Approx(30));
+    CHECK(first["time_share"].get<double>() == doctest::Approx(15.0 / 25));
+    CHECK(doc["paths"][1]["time_method"] == "fit");
+    const std::string text = render_branch_paths_text(doc);
+    CHECK(text.find("0.0ns-30.0ns?") != std::string::npos);
+}
+
 TEST_CASE("branch paths from LBR stacks: straight runs between records, times from their cycles") {
     // A loop laid out as compilers do: 2 falls through to 3 or jumps to 4;
     // 4 jumps back to the header 1 or falls out to 5.

@@ -11,6 +11,27 @@
 // differ only by where the span's ends cut it: the ends of an out-of-order
 // core's spans do not show where a path's cost was caused (issue 31), so
 // such paths share one fitted total, split as their stamped means are.
+//
+// What the spans cannot tell (issue 31, SQLite): on an irregular mix of
+// dozens of paths per span whose counts vary together, least squares has
+// near-null directions, and the non-negative solution lands on a vertex:
+// many paths at exactly 0 with a small standard error. That error is the
+// damping's (the inverse of the damped normal matrix along a direction the
+// spans do not see), not the spans': a confident wrong answer. So each
+// fitted path also gets a 95% range by profiling the spans' own (undamped)
+// residual sum of squares: [low, high] are the smallest and largest mean of
+// that path over non-negative fits whose RSS is within chi-square(1, 0.95)
+// = 3.84 residual variances of the reported fit's RSS (the likelihood-ratio
+// interval of a Gaussian linear model, with the non-negativity kept; the
+// reported fit is damped, so its RSS is at or above the minimum and the
+// range is, if anything, wide). A path is undetermined where that range is
+// wide both against its own cost and against what its spans alone would
+// allow (span_fit.cpp: undetermined_rule). VPP 4.1-4.2 times each
+// sampled path by stamps at its own ends and accepts a bias if it is
+// consistent; ../shared/notes/vpp-timing.md says why the inline build
+// times spans instead (fenced stamps move cost between paths), which makes
+// each path's cost an inverse problem: the range says where it has no
+// unique answer.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -31,6 +52,7 @@ struct SpanFitOptions {
     double damping = 4;
     double flag_relative_error = 0.15;  // standard_error / mean above this: noisy
     std::size_t max_paths = 128;        // the most frequent ones are fitted; the rest keep their stamped mean
+    double allowance = 3.84;            // chi-square(1 dof, 95%): the RSS increase, in residual variances, of the range
 };
 
 struct SpanFitPath {
@@ -40,6 +62,10 @@ struct SpanFitPath {
     bool noisy = false;   // standard_error > flag_relative_error x mean (or a mean of 0)
     bool damped = false;  // the prior gives over 5% of the mean's precision: it leans on the stamped mean
     bool regular = false; // in a regular group (span_fit.cpp): its stamped mean scaled to the group's fitted total
+    // The means the spans allow (95%, header comment); low <= mean <= high.
+    double low = 0;
+    double high = 0;
+    bool undetermined = false;  // the range is wide: the spans do not pin this path's cost down (report its range)
     std::uint64_t span_occurrences = 0;
 };
 
@@ -51,6 +77,7 @@ struct SpanFit {
     std::size_t interrupted = 0;     // left out: over 8x the median time per block entry (interrupts, faults)
     std::size_t outliers = 0;        // left out: residual over 6 robust standard deviations of the first fit
     std::size_t regular = 0;         // paths of a regular mix: their split is their stamped means' (span_fit.cpp)
+    std::size_t undetermined = 0;    // fitted paths whose range is wide (SpanFitPath::undetermined)
 };
 
 // Spans that took far longer than their blocks usually do (an interrupt, a
