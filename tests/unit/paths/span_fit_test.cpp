@@ -208,6 +208,13 @@ TEST_CASE("span fit: a least-squares solution below zero is held at zero") {
     auto fit = fit_span_costs(spans, {50, 120, 5});
     CHECK(fit.paths[2].mean == 0);
     CHECK(fit.paths[2].noisy);  // a cost of zero is no figure to rank by
+    // The spans push it below 0 by far more than their noise: the model
+    // fails for it, so it is undetermined between 0 and its stamped mean.
+    CHECK(fit.paths[2].undetermined);
+    CHECK(fit.paths[2].low == 0);
+    CHECK(fit.paths[2].high >= 5);
+    CHECK_FALSE(fit.paths[0].undetermined);
+    CHECK_FALSE(fit.paths[1].undetermined);
     CHECK(std::abs(fit.paths[0].mean - 50) < 0.15 * 50);
     CHECK(std::abs(fit.paths[1].mean - 120) < 0.15 * 120);
     for (const auto& p : fit.paths) CHECK(p.mean >= 0);

@@ -26,7 +26,10 @@
 // reported fit is damped, so its RSS is at or above the minimum and the
 // range is, if anything, wide). A path is undetermined where that range is
 // wide both against its own cost and against what its spans alone would
-// allow (span_fit.cpp: undetermined_rule). VPP 4.1-4.2 times each
+// allow (span_fit.cpp: undetermined_rule), and where the fit holds it at 0
+// while its spans push it below 0 by more than their noise (`contradicted`:
+// its spans grow shorter as it runs more, which no cost explains); such a
+// path's range runs from 0 to its stamped mean. VPP 4.1-4.2 times each
 // sampled path by stamps at its own ends and accepts a bias if it is
 // consistent; ../shared/notes/vpp-timing.md says why the inline build
 // times spans instead (fenced stamps move cost between paths), which makes
