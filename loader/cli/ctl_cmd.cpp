@@ -38,10 +38,10 @@ void print_budget_check_text(const nlohmann::json& sampling) {
         return;
     }
     std::printf("check:       every %.0f s; last on CPU %d: at most %.1f us (median %.1f, %llu pairs), an estimated %.2f%%; "
-                "rate lowered %llu times\n",
+                "rate lowered %llu times, cost stepped up %llu times\n",
                 k.value("interval_seconds", 0.0), k.value("last_cpu", -1), k.value("upper_bound", 0.0), k.value("median", 0.0),
                 static_cast<unsigned long long>(k.value("window_pairs", 0ull)), k.value("estimated_overhead_percent", 0.0),
-                static_cast<unsigned long long>(k.value("rate_lowered", 0ull)));
+                static_cast<unsigned long long>(k.value("rate_lowered", 0ull)), static_cast<unsigned long long>(k.value("cost_steps", 0ull)));
 }
 
 // The rate in force and, under an overhead budget, what it costs.

@@ -17,6 +17,7 @@
 #include <optional>
 #include <cerrno>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -560,6 +561,23 @@ BudgetCheck check_budget(const std::vector<double>& window_costs_us, std::uint64
         check.hz = choice.hz;
     }
     return check;
+}
+
+std::size_t pairs_before_cost_step(const std::vector<double>& window_costs_us, double alpha) {
+    const std::size_t n = window_costs_us.size();
+    // The longest run of newest pairs all dearer than every pair before it.
+    std::size_t step = 0;
+    double newest_min = std::numeric_limits<double>::infinity();
+    for (std::size_t k = 1; k < n; ++k) {
+        newest_min = std::min(newest_min, window_costs_us[n - k]);
+        const double older_max = *std::max_element(window_costs_us.begin(), window_costs_us.end() - static_cast<std::ptrdiff_t>(k));
+        if (newest_min <= older_max) continue;
+        // 1 / C(n, k): the newest k the dearest of n by chance.
+        const double log_choose = std::lgamma(static_cast<double>(n) + 1) - std::lgamma(static_cast<double>(k) + 1) -
+                                  std::lgamma(static_cast<double>(n - k) + 1);
+        if (-log_choose <= std::log(alpha)) step = n - k;
+    }
+    return step;
 }
 
 }  // namespace ecpi::loader

@@ -55,11 +55,24 @@ std::optional<BudgetCheck> BudgetMonitor::take_result(std::uint64_t hz, double b
     }
     for (const auto& c : measured->per_cpu) window_.insert(window_.end(), c.costs_us.begin(), c.costs_us.end());
     while (window_.size() > kBudgetWindowPairs) window_.pop_front();
+    const bool stepped = drop_pairs_before_step();
     ++checks_;
     last_unix_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     last_ = check_budget(std::vector<double>(window_.begin(), window_.end()), hz, budget_percent, events);
+    // After a step the few pairs left may be too few for a bound: the next
+    // check runs at once rather than a minute on, so a dearer cost lowers the
+    // rate within seconds.
+    if (stepped && !last_->cost_us.enough) next_ = Clock::now();
     if (last_->lower) ++lowered_;
     return last_;
+}
+
+bool BudgetMonitor::drop_pairs_before_step() {
+    const std::size_t stale = pairs_before_cost_step(std::vector<double>(window_.begin(), window_.end()));
+    if (stale == 0) return false;
+    window_.erase(window_.begin(), window_.begin() + static_cast<std::ptrdiff_t>(stale));
+    ++steps_;
+    return true;
 }
 
 void BudgetMonitor::wait() {
@@ -68,6 +81,7 @@ void BudgetMonitor::wait() {
 
 nlohmann::json BudgetMonitor::status_json() const {
     nlohmann::json j{{"interval_seconds", kBudgetCheckSeconds}, {"checks", checks_}, {"rate_lowered", lowered_},
+                     {"cost_steps", steps_},
                      {"window_pairs", window_.size()}};
     if (!last_) return j;
     j["last_unix"] = last_unix_;

@@ -1,8 +1,9 @@
 // The overhead budget while the daemon runs (issue 35): every minute a short
 // measurement of what a sample costs, on one CPU in turn, at idle priority
 // on a thread of its own (it takes only time no program wants and never holds
-// up the drain), folded into a window of the most recent pairs; the session
-// lowers the rate when the window's upper bound puts it over the budget.
+// up the drain), folded into a window of the most recent pairs (those before a
+// step up in the cost dropped); the session lowers the rate when the window's
+// upper bound puts it over the budget.
 #pragma once
 
 #include <chrono>
@@ -46,6 +47,8 @@ public:
     nlohmann::json status_json() const;
 
 private:
+    // Drops the pairs older than a step up in the cost (pairs_before_cost_step); whether it did.
+    bool drop_pairs_before_step();
     std::deque<double> window_;
     std::future<Result<SampleCost>> running_;
     Clock::time_point next_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kBudgetCheckSeconds));
@@ -53,7 +56,7 @@ private:
     std::optional<BudgetCheck> last_;
     int last_cpu_ = -1;
     std::int64_t last_unix_ = 0;
-    std::uint64_t checks_ = 0, lowered_ = 0;
+    std::uint64_t checks_ = 0, lowered_ = 0, steps_ = 0;
 };
 
 }  // namespace ecpi::loader

@@ -3,11 +3,14 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/membarrier.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -225,6 +228,16 @@ Result<void> Sampler::attach_calibration(FileDescriptor fd) {
     LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = ECPI_CALIBRATION_EVENT);
     bpf_link* link = bpf_program__attach_perf_event_opts(impl_->skel->progs.ecpi_sample, fd.get(), &opts);
     if (!link) return libbpf_error(errno, "attaching the sampler to the calibration event");
+    // libbpf enables the event it attaches to; the calibration enables it only
+    // for its sampled halves. Left enabled, the first pair's unsampled half
+    // was sampled too and read 2-18 us a sample cheaper than no sampling at
+    // all; a check while running has one or two pairs, and half of them
+    // read a 100 us handler as free (2026-11-28, a Zen 3 VM).
+    if (ioctl(fd.get(), PERF_EVENT_IOC_DISABLE, 0) != 0) {
+        const int err = errno;
+        bpf_link__destroy(link);
+        return Error::from_errno(err, "disabling the overhead budget's calibration event after attaching it");
+    }
     impl_->calibrations.push_back({std::move(fd), link});
     return ok();
 }

@@ -174,4 +174,17 @@ struct BudgetCheck {
 BudgetCheck check_budget(const std::vector<double>& window_costs_us, std::uint64_t hz_in_force, double budget_percent,
                          std::size_t events, double confidence = 0.95);
 
+// A step up in what a sample costs (a new hypervisor, a busier kernel): the
+// newest k pairs of the window all dearer than every older one. Were the
+// costs unchanged, every order of the pairs would be as likely, and the
+// newest k the dearest with probability 1 / C(n, k); at most `alpha`, the
+// older pairs describe a cost that no longer holds, and the count of them
+// (to drop) is returned; 0 otherwise. Only a step up: it is what breaks the
+// budget's promise, and a cheaper cost shows as the window turns over.
+// A window of 64 pairs held a calibration's 16 cheap pairs while the checks
+// added one or two dear pairs a minute (a 1 s check at 100 us a sample):
+// its median stayed cheap for 8 minutes (2026-11-28, a Zen 3 VM).
+inline constexpr double kBudgetStepAlpha = 0.005;
+[[nodiscard]] std::size_t pairs_before_cost_step(const std::vector<double>& window_costs_us, double alpha = kBudgetStepAlpha);
+
 }  // namespace ecpi::loader

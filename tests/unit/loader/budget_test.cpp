@@ -217,6 +217,35 @@ TEST_CASE("the check while running lowers the rate only when the bound drifts ov
     CHECK(!ecpi::loader::check_budget({60, 60, 60}, 220, 1.0, 1).lower);
 }
 
+TEST_CASE("a step up in the cost drops the pairs before it, and noise does not") {
+    using ecpi::loader::pairs_before_cost_step;
+    // A calibration's 16 cheap pairs (6-15 us, as on a Zen 3 VM), then dear ones.
+    std::vector<double> window{9.4, 6.0, 14.5, 11.2, 8.1, 12.9, 7.3, 10.0, 13.1, 6.6, 9.9, 14.1, 8.8, 11.7, 7.9, 12.2};
+    // One dear pair: 1 in 17 by chance, not enough.
+    window.push_back(112.0);
+    CHECK(pairs_before_cost_step(window) == 0);
+    // Two: 1 in 153, still more than 0.5%.
+    window.push_back(118.0);
+    CHECK(pairs_before_cost_step(window) == 0);
+    // Three: 1 in 969: the 16 cheap ones go.
+    window.push_back(109.5);
+    CHECK(pairs_before_cost_step(window) == 16);
+    // A pair among the old ones as dear as the new: no clean step, nothing dropped.
+    std::vector<double> mixed = window;
+    mixed[5] = 110.0;
+    CHECK(pairs_before_cost_step(mixed) == 0);
+    // Noise around one cost: the newest pairs not all above the older.
+    std::vector<double> steady;
+    for (int i = 0; i < 64; ++i) steady.push_back(40.0 + static_cast<double>((i * 37) % 17));
+    CHECK(pairs_before_cost_step(steady) == 0);
+    // A step down is not a step up.
+    std::vector<double> cheaper(window.begin() + 16, window.end());
+    cheaper.insert(cheaper.end(), {9.0, 8.0, 10.0, 9.5});
+    CHECK(pairs_before_cost_step(cheaper) == 0);
+    CHECK(pairs_before_cost_step({}) == 0);
+    CHECK(pairs_before_cost_step({5.0}) == 0);
+}
+
 TEST_CASE("calibration CPUs: all of a few, four spread over many") {
     CHECK(ecpi::loader::calibration_cpus({0, 1}) == std::vector<int>{0, 1});
     std::vector<int> sixteen;
