@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <mutex>
 
 #include "ecpi/shared_library.h"
 
@@ -106,17 +105,16 @@ Result<CurlApi> bind_curl(const SharedLibrary& lib) {
 }
 
 // The functions of library `soname`, loaded and initialised
-// (curl_global_init, which is not thread-safe: under the lock) once per
-// process; a failure is not kept, so each connect says why again.
+// (curl_global_init, which is not thread-safe: under LoadedOnce's lock) once
+// per process.
 Result<const CurlApi*> curl_api(const std::string& soname, const ClickHouseUrl& url) {
-    static std::mutex mutex;
-    static std::map<std::string, CurlApi> loaded;  // never erased: pointers stay valid
-    std::lock_guard lock(mutex);
-    if (auto it = loaded.find(soname); it != loaded.end()) return &it->second;
-    ECPI_ASSIGN_OR_RETURN(SharedLibrary lib, SharedLibrary::open(soname, "libcurl4", "to reach " + url.display()));
-    ECPI_ASSIGN_OR_RETURN(CurlApi api, bind_curl(lib));
-    if (api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return Error("cannot initialize " + soname);
-    return &loaded.emplace(soname, api).first->second;
+    static LoadedOnce<CurlApi> loaded;
+    return loaded.get(soname, [&]() -> Result<CurlApi> {
+        ECPI_ASSIGN_OR_RETURN(SharedLibrary lib, SharedLibrary::open(soname, "libcurl4", "to reach " + url.display()));
+        ECPI_ASSIGN_OR_RETURN(CurlApi api, bind_curl(lib));
+        if (api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return Error("cannot initialize " + soname);
+        return api;
+    });
 }
 
 size_t append_body(char* data, size_t size, size_t n, void* user) {

@@ -1,8 +1,6 @@
 // Capstone loaded at first use (contract in include/ecpi/analyze/symbols/capstone_library.h).
 #include "ecpi/analyze/symbols/capstone_library.h"
 
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "ecpi/shared_library.h"
@@ -29,16 +27,14 @@ Result<CapstoneApi> bind_capstone(const SharedLibrary& lib) {
 const char* capstone_soname() { return ECPI_CAPSTONE_SONAME; }
 
 Result<const CapstoneApi*> capstone_api(const std::string& soname) {
-    static std::mutex mutex;
-    static std::map<std::string, CapstoneApi> loaded;  // never erased: pointers stay valid
-    std::lock_guard lock(mutex);
-    if (auto it = loaded.find(soname); it != loaded.end()) return &it->second;
-    // Debian names the package after the SONAME's version: libcapstone.so.4 in libcapstone4.
-    const std::size_t so = soname.rfind(".so.");
-    const std::string package = "libcapstone" + (so != std::string::npos ? soname.substr(so + 4) : std::string());
-    ECPI_ASSIGN_OR_RETURN(SharedLibrary lib, SharedLibrary::open(soname, package, "to disassemble"));
-    ECPI_ASSIGN_OR_RETURN(CapstoneApi api, bind_capstone(lib));
-    return &loaded.emplace(soname, api).first->second;
+    static LoadedOnce<CapstoneApi> loaded;
+    return loaded.get(soname, [&]() -> Result<CapstoneApi> {
+        // Debian names the package after the SONAME's version: libcapstone.so.4 in libcapstone4.
+        const std::size_t so = soname.rfind(".so.");
+        const std::string package = "libcapstone" + (so != std::string::npos ? soname.substr(so + 4) : std::string());
+        ECPI_ASSIGN_OR_RETURN(SharedLibrary lib, SharedLibrary::open(soname, package, "to disassemble"));
+        return bind_capstone(lib);
+    });
 }
 
 }  // namespace ecpi::analyze

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -87,18 +86,16 @@ Result<DebuginfodApi> bind_debuginfod(const SharedLibrary& lib) {
     return api;
 }
 
-// The functions of library `soname`, loaded once per process (a failure is
-// not kept: each call tries again, and says why again).
+// The functions of library `soname`, loaded once per process.
 Result<const DebuginfodApi*> debuginfod_api(const std::string& soname) {
-    static std::mutex mutex;
-    static std::map<std::string, DebuginfodApi> loaded;  // never erased: pointers stay valid
-    std::lock_guard lock(mutex);
-    if (auto it = loaded.find(soname); it != loaded.end()) return &it->second;
-    auto lib = SharedLibrary::open(soname, "libdebuginfod1", "to fetch debug files");
-    if (!lib.ok()) return Error("debuginfod: " + lib.error().message(), lib.error().errno_value());
-    auto api = bind_debuginfod(*lib);
-    if (!api.ok()) return Error("debuginfod: " + api.error().message(), api.error().errno_value());
-    return &loaded.emplace(soname, *api).first->second;
+    static LoadedOnce<DebuginfodApi> loaded;
+    return loaded.get(soname, [&]() -> Result<DebuginfodApi> {
+        auto lib = SharedLibrary::open(soname, "libdebuginfod1", "to fetch debug files");
+        if (!lib.ok()) return Error("debuginfod: " + lib.error().message(), lib.error().errno_value());
+        auto api = bind_debuginfod(*lib);
+        if (!api.ok()) return Error("debuginfod: " + api.error().message(), api.error().errno_value());
+        return *api;
+    });
 }
 
 // libdebuginfod calls the progress function from inside

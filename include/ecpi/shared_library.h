@@ -16,6 +16,8 @@
 #include <dlfcn.h>
 
 #include <cerrno>
+#include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -69,6 +71,27 @@ private:
     void* handle_ = nullptr;
     std::string soname_;
     std::string package_;
+};
+
+// A library's bound functions (`Api`), made once per process and SONAME by
+// the caller's `load` (open, bind, initialise) and kept for the process's
+// life, so the pointers handed out stay valid. A failure is not kept: the
+// next call tries again, and says why again. One per library, as a static.
+template <typename Api>
+class LoadedOnce {
+public:
+    template <typename Load>
+    [[nodiscard]] Result<const Api*> get(const std::string& soname, Load&& load) {
+        std::lock_guard lock(mutex_);  // `load` runs under it: curl_global_init is not thread-safe
+        if (auto it = loaded_.find(soname); it != loaded_.end()) return &it->second;
+        Result<Api> api = load();
+        if (!api.ok()) return api.error();
+        return &loaded_.emplace(soname, std::move(*api)).first->second;
+    }
+
+private:
+    std::mutex mutex_;
+    std::map<std::string, Api> loaded_;  // never erased
 };
 
 }  // namespace ecpi
