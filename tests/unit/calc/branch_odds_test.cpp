@@ -112,6 +112,53 @@ TEST_CASE("branch odds: every snapshot after the operand's load decides a letter
     CHECK(odds[0].taken == 2);
 }
 
+TEST_CASE("branch odds: where the pcs' shares disagree, the median pc's share decides, not the pooled one") {
+    // The letter test above. Snapshots at four pcs: a stall that depends on
+    // the way taken (the misprediction of a rare space) holds the interrupt
+    // at 0x1008, where spaces read 60% against about 10% at the others.
+    Cfg cfg = cfg_of(0x1000, {0x41, 0x0f, 0xb6, 0x44, 0x1d, 0x00, 0x89, 0xc6, 0x83, 0xe6, 0xdf, 0x83, 0xee,
+                              0x41, 0x40, 0x80, 0xfe, 0x19, 0x77, 0x04, 0x48, 0x83, 0xc3, 0x01, 0xc3});
+    auto at = [](std::uint64_t pc, std::uint64_t c) {
+        RegisterSample s = snap(pc, 0, c);
+        s.regs[6] = pc >= 0x100b ? (c & 0xdf) - (pc >= 0x100e ? 0x41 : 0) : pc >= 0x1008 ? c : 0;
+        return s;
+    };
+    std::vector<RegisterSample> stream;
+    const auto add = [&](std::uint64_t pc, int spaces, int letters) {
+        for (int k = 0; k < spaces; ++k) stream.push_back(at(pc, ' '));
+        for (int k = 0; k < letters; ++k) stream.push_back(at(pc, 'e'));
+    };
+    add(0x1006, 10, 90);   // 10%
+    add(0x1008, 120, 80);  // 60%: the stall's pc
+    add(0x100b, 12, 88);   // 12%
+    add(0x100e, 8, 92);    // 8%
+    std::vector<std::uint32_t> all;
+    for (std::uint32_t k = 0; k < stream.size(); ++k) all.push_back(k);
+    auto odds = branch_odds(cfg, stream, 0, all);
+    REQUIRE(odds.size() == 1);
+    CHECK(odds[0].total == 500);
+    CHECK(odds[0].positions_disagree);
+    // Pooled: 150 of 500 (30%). The median of 8%, 10%, 12%, 60%: 11%, 55 of 500.
+    CHECK(odds[0].taken == 55);
+    // The interval still spans every pc's.
+    CHECK(odds[0].share_low < 0.08);
+    CHECK(odds[0].share_high > 0.6);
+
+    // Pcs whose intervals overlap (8% of 100, 11% of 300, 18% and 14% of 50):
+    // the pooled count stands (57 of 500; their median, 12.5%, would say 62).
+    stream.clear();
+    add(0x1006, 8, 92);
+    add(0x1008, 33, 267);
+    add(0x100b, 9, 41);
+    add(0x100e, 7, 43);
+    all.resize(stream.size());
+    auto agreeing = branch_odds(cfg, stream, 0, all);
+    REQUIRE(agreeing.size() == 1);
+    CHECK(agreeing[0].total == 500);
+    CHECK(!agreeing[0].positions_disagree);
+    CHECK(agreeing[0].taken == 57);
+}
+
 TEST_CASE("branch odds: a branch on a loaded value or on flags from arithmetic is not evaluated") {
     // 0x1000 cmp qword ptr [rdi], 0; 0x1004 je 0x1007; 0x1006 nop; 0x1007 ret
     Cfg mem = cfg_of(0x1000, {0x48, 0x83, 0x3f, 0x00, 0x74, 0x01, 0x90, 0xc3});

@@ -47,13 +47,21 @@ bool evaluate(const BranchCondition& c, std::uint64_t a, std::uint64_t b);
 struct BranchOdds {
     std::uint32_t block = 0;
     std::uint32_t taken_edge = 0, fall_edge = 0;  // CFG edge indices
-    std::uint32_t taken = 0, total = 0;           // snapshots that decided the branch, and of them taken
+    // Snapshots that decided the branch, and of them taken (where the pcs
+    // disagree, `total` at the median of their shares: positions_disagree).
+    std::uint32_t taken = 0, total = 0;
     // The taken share as far as the snapshots allow: the hull of the
     // binomial intervals of all of them and of each pc holding at least
     // kOddsPositionSnapshots (a pc's share is weighted by the time each way
     // spends there: wordfreq's letter test read 17.4%, 6.0%, 20.8% and 9.9%
     // non-letters at its four pcs, 12.0% in all, against 14.2%).
     double share_low = 0, share_high = 1;
+    // Two pcs' intervals do not overlap: where in the block a snapshot
+    // falls depends on the way the branch goes, so the pooled share is a
+    // share of time, not of executions (wordfreq's letter test: 3.1% to
+    // 31.8% by pc, 17.9% pooled, against 14.2%). `taken` is then the median
+    // pc's share of `total`.
+    bool positions_disagree = false;
 };
 
 // A pc's snapshots widen its branch's share interval from this many on.
