@@ -248,7 +248,10 @@ std::vector<BranchOdds> branch_odds(const Cfg& cfg, std::span<const store::Regis
         odds[b].positions_disagree = highest_low > lowest_high;
         if (odds[b].positions_disagree) {
             const std::uint32_t median = median_position_taken(by_pc[b], odds[b].total);
-            if (median != kNoMedian) odds[b].taken = median;
+            if (median != kNoMedian) {
+                odds[b].taken = median;
+                odds[b].median_of_positions = true;
+            }
         }
         odds[b].taken_edge = edge_of(cfg, b, EdgeKind::kBranch);
         odds[b].fall_edge = edge_of(cfg, b, EdgeKind::kFallThrough);

@@ -1048,6 +1048,7 @@ void report_branches(Analysis& a) {
         r.taken = o.taken;
         r.snapshots = o.total;
         r.anchored = a.odds_anchored[i];
+        r.median_of_positions = o.median_of_positions;
         a.branch_reports.push_back(r);
     }
     for (std::size_t i = 0; i < a.switches.size(); ++i) {

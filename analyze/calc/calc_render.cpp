@@ -189,6 +189,7 @@ void render_loops(std::ostringstream& o, const CalcProcedure& p) {
         if (b.anchored)
             o << "*** Branch at " << hex(b.jump) << ": taken in " << b.taken << " of " << b.snapshots
               << " register snapshots (" << fmt("%.1f%%", 100.0 * b.taken / b.snapshots)
+              << (b.median_of_positions ? ", the median of its pcs' shares: they disagree" : "")
               << "): its edges' counts are measured\n";
     for (const auto& w : p.switches)
         if (w.anchored)
@@ -544,7 +545,8 @@ json procedure_json(const CalcReport& r, const CalcProcedure& p) {
     jp["loops"] = std::move(loops);
     json branches = json::array();
     for (const auto& b : p.branches)
-        branches.push_back({{"jump", hex(b.jump)}, {"taken", b.taken}, {"snapshots", b.snapshots}, {"anchored", b.anchored}});
+        branches.push_back({{"jump", hex(b.jump)}, {"taken", b.taken}, {"snapshots", b.snapshots}, {"anchored", b.anchored},
+                            {"median_of_positions", b.median_of_positions}});
     jp["branches"] = std::move(branches);
     json switches = json::array();
     for (const auto& w : p.switches) {

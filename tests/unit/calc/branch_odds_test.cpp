@@ -138,6 +138,7 @@ TEST_CASE("branch odds: where the pcs' shares disagree, the median pc's share de
     REQUIRE(odds.size() == 1);
     CHECK(odds[0].total == 500);
     CHECK(odds[0].positions_disagree);
+    CHECK(odds[0].median_of_positions);
     // Pooled: 150 of 500 (30%). The median of 8%, 10%, 12%, 60%: 11%, 55 of 500.
     CHECK(odds[0].taken == 55);
     // The interval still spans every pc's.
@@ -156,7 +157,19 @@ TEST_CASE("branch odds: where the pcs' shares disagree, the median pc's share de
     REQUIRE(agreeing.size() == 1);
     CHECK(agreeing[0].total == 500);
     CHECK(!agreeing[0].positions_disagree);
+    CHECK(!agreeing[0].median_of_positions);
     CHECK(agreeing[0].taken == 57);
+
+    // Two pcs that disagree cannot say which holds the stall: pooled.
+    stream.clear();
+    add(0x1006, 10, 90);
+    add(0x1008, 120, 80);
+    all.resize(stream.size());
+    auto two = branch_odds(cfg, stream, 0, all);
+    REQUIRE(two.size() == 1);
+    CHECK(two[0].positions_disagree);
+    CHECK(!two[0].median_of_positions);
+    CHECK(two[0].taken == 130);
 }
 
 TEST_CASE("branch odds: a branch on a loaded value or on flags from arithmetic is not evaluated") {

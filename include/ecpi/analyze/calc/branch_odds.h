@@ -47,8 +47,8 @@ bool evaluate(const BranchCondition& c, std::uint64_t a, std::uint64_t b);
 struct BranchOdds {
     std::uint32_t block = 0;
     std::uint32_t taken_edge = 0, fall_edge = 0;  // CFG edge indices
-    // Snapshots that decided the branch, and of them taken (where the pcs
-    // disagree, `total` at the median of their shares: positions_disagree).
+    // Snapshots that decided the branch, and of them taken (or `total` at
+    // the median pc's share: median_of_positions).
     std::uint32_t taken = 0, total = 0;
     // The taken share as far as the snapshots allow: the hull of the
     // binomial intervals of all of them and of each pc holding at least
@@ -59,9 +59,11 @@ struct BranchOdds {
     // Two pcs' intervals do not overlap: where in the block a snapshot
     // falls depends on the way the branch goes, so the pooled share is a
     // share of time, not of executions (wordfreq's letter test: 3.1% to
-    // 31.8% by pc, 17.9% pooled, against 14.2%). `taken` is then the median
-    // pc's share of `total`.
+    // 31.8% by pc, 17.9% pooled, against 14.2%).
     bool positions_disagree = false;
+    // They disagree and at least three pcs hold kOddsPositionSnapshots:
+    // `taken` is the median pc's share of `total`.
+    bool median_of_positions = false;
 };
 
 // A pc's snapshots widen its branch's share interval from this many on.

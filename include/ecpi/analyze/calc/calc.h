@@ -153,6 +153,7 @@ struct CalcBranch {
     std::uint64_t jump = 0;                   // address of the jcc
     std::uint32_t taken = 0, snapshots = 0;   // snapshots that decided it, and of them the taken way
     bool anchored = false;                    // its edges' counts are measured: its block's count split by the share
+    bool median_of_positions = false;         // its pcs' shares disagree: `taken` is the median pc's share of `snapshots`
 };
 
 // A jump table whose index was read on register snapshots (switch_odds.h).
