@@ -125,9 +125,32 @@ double retired_inside(const RangeInput& in, std::uint32_t own_instructions) {
     return static_cast<double>((own_instructions + width - 1) / width - 1);
 }
 
+// A loop of one block whose trips fit in the reorder window: by the odds
+// of its closing jump (the back edge's share at the top of its interval) a
+// trip is at most T iterations, and T times its instructions fit in the
+// model's ROB. Its recurrence is then no floor on what lands on it: a whole
+// trip can execute under an older instruction's stall and only retire
+// after it, and a sample names the oldest unretired instruction. jsonq's
+// key hash (FNV-1a, `xor; imul` carried: 4 cycles an iteration at the
+// model's steady state; about 4 bytes a key, at most 24 by its odds)
+// kept 4,527 samples for 485 M iterations, 2.2 cycles each; its range's top
+// at 4 cycles excluded the truth for all of them.
+bool trips_fit_window(const RangeInput& in, std::uint32_t b) {
+    const double window = in.model->rob_size();
+    for (const BranchOdds& o : in.odds) {
+        if (o.block != b || o.total == 0) continue;
+        const CfgEdge& taken = in.cfg->edges[o.taken_edge];
+        const CfgEdge& fall = in.cfg->edges[o.fall_edge];
+        const double stay = taken.to == b ? o.share_high : fall.to == b ? 1 - o.share_low : 1;
+        return stay < 1 && in.cfg->blocks[b].count / (1 - stay) <= window;
+    }
+    return false;
+}
+
 Landing landing(const RangeInput& in, std::uint32_t b) {
     const BasicBlock& blk = in.cfg->blocks[b];
     const BlockTiming& timing = (*in.timing)[b];
+    const bool steady_state = timing.steady_state && !trips_fit_window(in, b);
     const auto skid = static_cast<std::uint32_t>(std::max(in.model->sample_skid(), 0));
     Landing l;
     std::uint32_t own = 0;
@@ -144,8 +167,8 @@ Landing landing(const RangeInput& in, std::uint32_t b) {
             l.tail_worst += wait + worst_stall(d, *in.model, 1);
         }
     }
-    l.own_average = timing.steady_state ? l.own_best : retirement_floor(in, own);
-    if (!timing.steady_state) l.own_best = retired_inside(in, own);
+    l.own_average = steady_state ? l.own_best : retirement_floor(in, own);
+    if (!steady_state) l.own_best = retired_inside(in, own);
     return l;
 }
 

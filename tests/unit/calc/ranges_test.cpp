@@ -256,6 +256,32 @@ TEST_CASE("ranges: a branch its snapshots saw go one way is allowed few mispredi
     CHECK(class_ranges(in)[loop_class].min == doctest::Approx(open[loop_class].min));
 }
 
+TEST_CASE("ranges: a loop whose trips fit in the reorder window has no top from its recurrence") {
+    // The loop carries `imul; add` (4 cycles an iteration at the model's
+    // steady state). Trips of about 4 iterations (jsonq's key hash) can run
+    // whole under an older instruction's stall and only retire after it:
+    // a sample names the oldest unretired instruction, so its samples may
+    // hold less than 4 cycles an iteration, and the top is not theirs over
+    // the recurrence. Long trips (8,000 of 8,000 snapshots staying) keep it.
+    Chase c = spin_loop(4000);
+    const FrequencyEstimate est = estimate_frequencies(c.cfg, c.classes, c.timing, c.samples);
+    const std::uint32_t loop_class = c.classes.block_class[1];
+    REQUIRE(c.timing[1].steady_state);
+    const double recurrence_top = (4000 + 2 * std::sqrt(4000.0)) / c.timing[1].cycles;
+    RangeInput in = range_input(c, est, {0});
+    const std::vector<BranchOdds> long_trips = {loop_odds(c, 8000, 8000)};
+    in.odds = long_trips;
+    const auto kept = class_ranges(in);
+    REQUIRE(kept[loop_class].ranged);
+    CHECK(kept[loop_class].max <= recurrence_top * 1.001);
+    const std::vector<BranchOdds> short_trips = {loop_odds(c, 3000, 4000)};
+    in.odds = short_trips;
+    const auto open = class_ranges(in);
+    REQUIRE(open[loop_class].ranged);
+    CHECK(open[loop_class].max > 1.5 * recurrence_top);
+    CHECK(open[loop_class].min <= kept[loop_class].min);  // a short trip may mispredict its exit each time
+}
+
 TEST_CASE("ranges: a misprediction can land on the rare way's block every time, on the common way's rarely") {
     // branchy.c's classify: `if (x < 1u << 22) medium += 2; else large += x & 3;`
     // with 20% of the values medium: the medium arm is the jump's rare way.

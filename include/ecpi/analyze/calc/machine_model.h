@@ -128,6 +128,9 @@ public:
     // A measured model's own retire_width; the generic model stands for
     // several cores and takes the widest of them.
     int widest_retire() const { return widest_retire_; }
+    // Instructions in flight: a loop's trip that fits can run its whole
+    // recurrence under an older instruction's stall (ranges.cpp).
+    int rob_size() const { return rob_size_; }
     // Cycles lost per branch misprediction, and the pessimistic cost of one
     // cache miss served from memory (used to bound stalls from event counts).
     double mispredict_penalty() const { return mispredict_penalty_; }
