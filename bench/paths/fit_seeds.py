@@ -1,4 +1,4 @@
-"""bench/paths/fit_seeds.sh's report: OUT SOURCE LABEL... (see there)."""
+"""bench/paths/fit_seeds.sh's report: OUT SOURCE ROUNDS LABEL... (see there)."""
 import glob
 import json
 import statistics
@@ -7,12 +7,12 @@ import sys
 from ablation import SHARE, marked_lines, paths_of, truth
 
 
-def main(out, source, labels):
+def main(out, source, rounds, labels):
     times = {}
     for line in open(f"{out}/ablation.times"):
         name, seconds = line.split()
         times.setdefault(name, []).append([seconds])
-    ablated, _, _ = truth(times, 2000000)
+    ablated, _, _ = truth(times, rounds)
     lines = marked_lines(source)
     print("ablated: " + ", ".join(f"{k} {v:.1f} ns" for k, v in ablated.items()) +
           f"; A/B total {SHARE['A'] * ablated['A'] / (SHARE['B'] * ablated['B']):.2f}")
@@ -33,4 +33,4 @@ def main(out, source, labels):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3:])
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:])

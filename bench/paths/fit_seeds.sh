@@ -14,6 +14,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 : "${ECPIS:?ECPIS=\"LABEL=ECPI ...\" names the builds to compare}"
 SEEDS=${SEEDS:-10}
+ROUNDS=2000000  # channels rounds a run: about 0.2 s, as bench/paths.sh times them
 OUT=${OUT:-$(mktemp -d /tmp/ecpi-fit-seeds.XXXXXX)}
 mkdir -p "$OUT"
 read -r -a builds <<<"$ECPIS"
@@ -27,13 +28,13 @@ loop_seconds() { sed -n 's/.*loop \([0-9.]*\) s.*/\1/p' | head -1; }
 rm -f "$OUT/ablation.times"
 echo "# $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg), $SEEDS seeds: ${builds[*]}"
 for seed in $(seq "$SEEDS"); do
-	for b in whole no_a no_b no_c none; do echo "$b $("$OUT/channels.$b" 2000000 | loop_seconds)" >>"$OUT/ablation.times"; done
+	for b in whole no_a no_b no_c none; do echo "$b $("$OUT/channels.$b" "$ROUNDS" | loop_seconds)" >>"$OUT/ablation.times"; done
 	for spec in "${builds[@]}"; do
 		label=${spec%%=*} ecpi=${spec#*=}
 		rm -rf "$OUT/$label.$seed.db"
-		"$ecpi" paths record -o "$OUT/$label.$seed.db" --sample 1/10 --seed "$seed" -- "$OUT/channels.inline" 2000000 >/dev/null
+		"$ecpi" paths record -o "$OUT/$label.$seed.db" --sample 1/10 --seed "$seed" -- "$OUT/channels.inline" "$ROUNDS" >/dev/null
 		"$ecpi" paths "$OUT/$label.$seed.db" --branch --limit 0 --procedure poll --format json >"$OUT/$label.$seed.json"
 	done
 done
 echo "# done, load $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 "$here/fit_seeds.py" "$OUT" "$SOURCE" "${builds[@]%%=*}"
+python3 "$here/fit_seeds.py" "$OUT" "$SOURCE" "$ROUNDS" "${builds[@]%%=*}"

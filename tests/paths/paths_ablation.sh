@@ -51,12 +51,12 @@ cat >"$TMP/check.py" <<'PY'
 import json, statistics, sys
 sys.path.insert(0, sys.argv[1])
 from ablation import marked_lines, paths_of, truth, SHARE
-source, times_file, docs = sys.argv[2], sys.argv[3], sys.argv[4:]
+source, rounds, times_file, docs = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:]
 times = {}
 for line in open(times_file):
     name, seconds = line.split()
     times.setdefault(name, []).append([seconds])
-ablated, med, loop = truth(times, 2000000)
+ablated, med, loop = truth(times, rounds)
 lines = marked_lines(source)
 fitted, first = {k: [] for k in SHARE}, []
 for f in docs:
@@ -87,7 +87,7 @@ for p in problems:
     print("FAIL: " + p)
 sys.exit(1 if problems else 0)
 PY
-python3 "$TMP/check.py" "$BENCH" "$SOURCE" "$TMP/ablation.times" "$TMP"/s{1,2,3}.json >"$TMP/check.txt" 2>&1 ||
+python3 "$TMP/check.py" "$BENCH" "$SOURCE" "$ROUNDS" "$TMP/ablation.times" "$TMP"/s{1,2,3}.json >"$TMP/check.txt" 2>&1 ||
 	fail "$(cat "$TMP/check.txt")"
 cat "$TMP/check.txt" >&2
 echo PASS
