@@ -15,11 +15,12 @@ command -v bpftool >/dev/null || skip "needs bpftool to read the sampler's memo 
 "$ECPI" record -g -o "$TMP/memo" --format json --report-file "$TMP/memo.json" -- "$TESTPROGS/memoswap" 5 &
 rec=$!
 ECPI_TEST_PIDS+=("$rec")
-sleep 4
-bpftool map dump name memo_stats -j >"$TMP/stats.json" || true
-wait "$rec" || fail "ecpi record failed"
-
-python3 - "$TMP/stats.json" <<'PY' || fail "the memo of the last stack's frames was not used"
+# The counters live as long as the recorder: read them while it runs, until
+# they pass or it ends. Not at a fixed time: the verifier alone takes 2.5-3.5
+# s to load the CFI sampler here, more on a slower host, and memoswap's 5 s
+# start after that.
+memo_used() {
+	python3 - "$1" <<'PY'
 import json, sys
 def number(v):
     return v if isinstance(v, int) else int.from_bytes(bytes(int(x, 16) for x in v), "little")
@@ -34,6 +35,18 @@ for e in entries:
 print(f"memo: {s.get(0, 0)} walks joined it, {s.get(1, 0)} frames replayed")
 sys.exit(0 if s.get(0, 0) >= 50 and s.get(1, 0) >= 2 * s.get(0, 0) else 1)
 PY
+}
+used=no
+while kill -0 "$rec" 2>/dev/null; do
+	if bpftool map dump name memo_stats -j >"$TMP/stats.json" 2>/dev/null && memo_used "$TMP/stats.json" >"$TMP/memo.out"; then
+		used=yes
+		break
+	fi
+	sleep 0.5
+done
+cat "$TMP/memo.out" 2>/dev/null
+wait "$rec" || fail "ecpi record failed"
+[ "$used" = yes ] || fail "the memo of the last stack's frames was not used (last read: $(cat "$TMP/memo.out" 2>/dev/null))"
 
 "$ECPI" export "$TMP/memo" --format folded -o "$TMP/memo.folded"
 python3 - "$TMP/memo.folded" <<'PY' | tee "$TMP/chains"
