@@ -630,6 +630,33 @@ std::vector<std::uint64_t> read_table(const ImageBytes& image, const AddressInde
     return targets;
 }
 
+// The table of a PIC jump whose base register was set outside the matcher's
+// window: every `lea base, [rip + T]` of the procedure is a candidate, and
+// the table is the one candidate whose `bound` entries all land on
+// instructions of the procedure. None, or two that do: not decided.
+std::optional<std::vector<std::uint64_t>> hoisted_table(const std::vector<DecodedInstruction>& insns,
+                                                        std::uint16_t base, const ImageBytes& image,
+                                                        const AddressIndex& index, std::uint64_t start,
+                                                        std::uint64_t end, JumpTable& table, std::uint32_t bound) {
+    std::set<std::uint64_t> candidates;
+    for (const auto& d : insns)
+        if (d.id == X86_INS_LEA && d.writes.contains(base) && d.operands.find("rip") != std::string::npos)
+            candidates.insert(static_cast<std::uint64_t>(d.memory.disp));
+    std::optional<std::vector<std::uint64_t>> found;
+    JumpTable chosen = table;
+    for (auto address : candidates) {
+        JumpTable t = table;
+        t.table = address;
+        auto targets = read_table(image, index, start, end, t, bound);
+        if (targets.empty()) continue;
+        if (found) return std::nullopt;  // two tables fit: the register's value at the jump is not known
+        found = std::move(targets);
+        chosen = t;
+    }
+    table = chosen;
+    return found;
+}
+
 IndirectResolution resolve_indirect(const std::vector<DecodedInstruction>& insns, std::uint32_t jump,
                                     const CfgContext& context, const AddressIndex& index, std::uint64_t start,
                                     std::uint64_t end) {
@@ -677,11 +704,23 @@ IndirectResolution resolve_indirect(const std::vector<DecodedInstruction>& insns
             if (r != reg && r != kFlagsRegister) other = r;
         if (other == 0) return res;
         auto load = last_def(insns, *def, reg);
-        auto base_def = last_def(insns, *def, other);
-        if (!load || !base_def) return res;
+        if (!load) return res;
         const auto& l = insns[*load];
-        const auto& b = insns[*base_def];
         if (!l.loads || l.memory.scale != 4 || l.memory.index == 0) return res;
+        auto base_def = last_def(insns, *def, other);
+        if (!base_def) {
+            // The base was loaded before a loop the switch sits in (clang and
+            // GCC hoist it out of a lexer's scanning loop).
+            if (l.memory.base != other || !bound || !context.image) return res;
+            table.relative = true;
+            if (auto found = hoisted_table(insns, other, *context.image, index, start, end, table, *bound)) {
+                res.kind = IndirectKind::kTable;
+                res.table = table;
+                res.targets = std::move(*found);
+            }
+            return res;
+        }
+        const auto& b = insns[*base_def];
         if (b.id != X86_INS_LEA) return res;
         // lea gives the table address: its memory operand is rip-relative (disp absolute).
         if (b.operands.find("rip") == std::string::npos) return res;
