@@ -17,14 +17,18 @@
 #   bolt    the ecpi build recorded again, `ecpi layout` (BOLT's fdata), then
 #           llvm-bolt -reorder-blocks=ext-tsp -reorder-functions=hfsort -split-functions
 #   daemon  a daemon's whole-system epoch instead of a one-shot record: `ecpi
-#           daemon --exclude-self $DAEMON_FLAGS` (no registers, no stacks: its
-#           defaults) samples the machine while the plain build runs DAEMON_RUNS
-#           times (default 3), then `ecpi export` of that epoch and
-#           -fprofile-sample-use. DAEMON_FLAGS defaults to -F 1700, the rate the
-#           daemon's 1% overhead budget chose on this VM when it calibrated on a
-#           quiet machine; calibrating while other work runs (the build step
-#           holds only the shared lock) gave 19 Hz once. DAEMON_FLAGS= leaves
-#           the rate to the budget.
+#           daemon --exclude-self $DAEMON_FLAGS` (no stacks: its default)
+#           samples the machine while the plain build runs DAEMON_RUNS times
+#           (default 3), then `ecpi export` of that epoch and
+#           -fprofile-sample-use. DAEMON_FLAGS defaults to -F 1700
+#           --registers 10: 1700 Hz is the rate the daemon's 1% overhead budget
+#           chose on this VM when it calibrated on a quiet machine
+#           (calibrating while other work runs, as the build step holds only
+#           the shared lock, gave 19 Hz once); one register snapshot in ten
+#           gives calc its loop and branch anchors (the daemon keeps none by
+#           default, and its profiles then sat about 1.4x further from exact
+#           counts' shape: docs/PGO.md; until 2026-11-29 this variant had none).
+#           DAEMON_FLAGS= leaves the rate to the budget and keeps no registers.
 # Training and timing use the same workload, as the issue's measurement did.
 #
 # Usage:
@@ -74,7 +78,7 @@ BOLT=$(command -v llvm-bolt-16 || command -v llvm-bolt || ls /usr/lib/llvm-16/bi
 	{ echo "bench/pgo.sh: llvm-bolt is not installed (bolt-16)" >&2; exit 1; }
 VARIANTS=${VARIANTS:-plain instr ecpi bolt daemon}
 DAEMON_RUNS=${DAEMON_RUNS:-3}
-DAEMON_FLAGS=${DAEMON_FLAGS--F 1700}
+DAEMON_FLAGS=${DAEMON_FLAGS--F 1700 --registers 10}
 T=$(mktemp -d /tmp/ecpi-bench-pgo.XXXXXX)
 daemon_pid=""
 trap '[ -z "$daemon_pid" ] || { kill -TERM "$daemon_pid"; wait "$daemon_pid"; } 2>/dev/null; rm -rf "$T"' EXIT

@@ -198,6 +198,18 @@ std::string shared_names_warning(const std::vector<std::string>& names) {
 
 }  // namespace
 
+std::string missing_registers_warning(const store::EpochContents& contents, const std::string& event,
+                                      const store::ImageId& image) {
+    for (const store::RegisterProfile& r : contents.registers) {
+        if (r.event != event) continue;
+        for (const store::RegisterSample& s : r.samples)
+            if (s.image < r.images.size() && r.images[s.image] == image) return {};
+    }
+    return "the epoch kept no register snapshots of " + image.path + " for " + event +
+           ": its counts come from samples alone, without the loop and branch anchors snapshots give; record "
+           "with a command or -p (registers on), or run the daemon with --registers N (e.g. 10)";
+}
+
 Result<AfdoProfile> build_afdo_profile(const store::EpochContents& contents, const AfdoOptions& options,
                                        Symbolizer& symbolizer) {
     if (options.image.empty()) return Error("--format afdo needs --image BINARY: the executable or library to profile");
@@ -211,6 +223,8 @@ Result<AfdoProfile> build_afdo_profile(const store::EpochContents& contents, con
     profile.warnings = calc.warnings;
     const store::ImageId id{profile.image, profile.build_id};
     ECPI_RETURN_IF_ERROR(check_build_id(options.image, {profile.build_id}, profile.image));
+    if (std::string w = missing_registers_warning(contents, calc.event, id); !w.empty())
+        profile.warnings.push_back(std::move(w));
 
     DebugInfoCache infos(symbolizer);
     std::string why;

@@ -10,7 +10,8 @@
 # the most common one first, and clang promotes that call.
 # The clear errors: no line table, no samples, another build.
 # Static functions sharing a name: a warning, and distinct profiles with
-# -funique-internal-linkage-names.
+# -funique-internal-linkage-names. A recording without register snapshots:
+# a warning.
 source "$TESTLIB"
 require_bpf
 CLANG=$(command -v clang || command -v clang-14 || true)
@@ -118,6 +119,15 @@ within 10 "$push_calls" "$pushes" || fail "op_push called $push_calls times in t
 grep -q 'remark: Promote indirect call to op_push with count' "$TMP/vm.clang" ||
 	{ cat "$TMP/vm.clang" "$TMP/vm.show" >&2; fail "clang did not promote the dispatch call to op_push"; }
 [ "$("$TMP/stackvm.pgo" 3)" = "$("$TMP/stackvm" 3)" ] || fail "stackvm built with the profile prints something else"
+
+# A recording without register snapshots (a daemon's default) says that
+# its counts come from samples alone; one with them says nothing of it.
+"$ECPI" record -q -F 4999 --registers off -o "$TMP/noregs.db" -- "$TMP/wordfreq-pie" 20 >/dev/null 2>&1
+"$ECPI" export "$TMP/noregs.db" --format afdo --image "$TMP/wordfreq-pie" -o "$TMP/noregs.afdo" 2>"$TMP/noregs.log" ||
+	{ cat "$TMP/noregs.log" >&2; fail "ecpi export --format afdo failed (no registers)"; }
+grep -q "warning: the epoch kept no register snapshots of .*wordfreq-pie for cpu-clock" "$TMP/noregs.log" ||
+	{ cat "$TMP/noregs.log" >&2; fail "no warning that the epoch kept no register snapshots"; }
+! grep -q "register snapshots" "$TMP/pie.log" || { cat "$TMP/pie.log" >&2; fail "a register warning for a recording that kept them"; }
 
 # Errors, one line each: an image without a line table, an image without
 # samples, a file of another build than the one recorded.

@@ -10,6 +10,7 @@
 #include "ecpi/analyze/pgo/afdo.h"
 
 using namespace ecpi::analyze;
+namespace store = ecpi::store;
 
 namespace {
 
@@ -329,4 +330,31 @@ TEST_CASE("the profile's flow puts no count on a side no snapshot or sample saw"
     seen.branches[0] = {0x10, 1, 20, false};
     const std::vector<double> shared = afdo_block_counts(seen, period);
     CHECK(shared[1] > 1e5);
+}
+
+TEST_CASE("an epoch without register snapshots of the image is said to give counts from samples alone") {
+    const store::ImageId app{"/usr/bin/app", "ab12"};
+    const store::ImageId lib{"/usr/lib/libz.so.1", "cd34"};
+    store::EpochContents contents;
+    // A daemon's default: no snapshots at all.
+    std::string w = missing_registers_warning(contents, "cpu-clock", app);
+    CHECK(w.find("no register snapshots of /usr/bin/app for cpu-clock") != std::string::npos);
+    CHECK(w.find("--registers N") != std::string::npos);
+    // Snapshots of another image, or of the image under another event, do not anchor it.
+    store::RegisterProfile r;
+    r.event = "cpu-clock";
+    r.images = {lib, app};
+    r.samples.push_back({.pid = 7, .tid = 7, .time_ns = 1, .image = 0, .offset = 0x1000, .regs = {}});
+    contents.registers.push_back(r);
+    store::RegisterProfile other = r;
+    other.event = "task-clock";
+    other.samples[0].image = 1;
+    contents.registers.push_back(other);
+    CHECK_FALSE(missing_registers_warning(contents, "cpu-clock", app).empty());
+    // One snapshot of the image is enough to say nothing.
+    contents.registers[0].samples.push_back({.pid = 7, .tid = 7, .time_ns = 2, .image = 1, .offset = 0x2000, .regs = {}});
+    CHECK(missing_registers_warning(contents, "cpu-clock", app).empty());
+    // An image index past the table is not the image.
+    contents.registers[0].samples.back().image = 9;
+    CHECK_FALSE(missing_registers_warning(contents, "cpu-clock", app).empty());
 }

@@ -102,6 +102,16 @@ AfdoFunction afdo_function(const std::string& name, double head, const std::vect
 // which is what the profile then carries.
 bool afdo_shares_name(const std::vector<AfdoInstruction>& instructions);
 
+// The warning an export owes when the epoch kept no register snapshot of
+// `image` for `event` (a daemon's default, `record --registers off`): calc
+// then has no loop or branch anchors and its counts come from samples
+// alone (on jsonq, daemon profiles without snapshots sat about 1.4x
+// further from exact counts' shape than with one sample in ten:
+// docs/PGO.md).
+// Empty when some snapshot of the image was kept.
+std::string missing_registers_warning(const store::EpochContents& contents, const std::string& event,
+                                      const store::ImageId& image);
+
 // A call seen on -g stacks: a caller frame's return address mapped back to
 // its call instruction, and the function of the frame below it (the callee).
 struct AfdoStackCall {
