@@ -565,10 +565,10 @@ __noinline int unwind_lookup(struct ecpi_unwind_process *p, __u32 hint, __u64 pc
 
 /* The row for a frame's pc (pc - 1 for a return address): 0 or a cut
  * reason. The last frame's row first: in a recursion every frame has it. */
-static __always_inline __u32 row_for(struct walk_state *w, struct ecpi_unwind_row *row)
+static __always_inline __u32 row_for(struct walk_state *w, __u32 d, struct ecpi_unwind_row *row)
 {
 	struct ecpi_unwind_process *p = w->proc;
-	__u64 pc = w->depth > 1 && !w->exact ? w->pc - 1 : w->pc;
+	__u64 pc = d > 0 && !w->exact ? w->pc - 1 : w->pc;
 	int r;
 
 	if (!p)
@@ -764,22 +764,25 @@ static long walk_step(__u64 index, void *arg)
 	struct walk_state *w = arg;
 	struct ecpi_stack_record *rec = w->rec;
 	struct ecpi_unwind_row row = {};
-	__u32 d = w->depth, base = w->base, why;
+	__u32 d, base = w->base, why;
 	__u64 cfa, ra, bp = w->bp;
 
-	if (!rec || d >= ECPI_MAX_USER_STACK_DEPTH || base > ECPI_MAX_STACK_DEPTH) {
+	/* The frame's depth is the loop's index (one frame a step), which the
+	 * verifier sees as an unknown number: a counter in the walk's state
+	 * would be a constant each step, verified once per depth. */
+	if (!rec || index >= ECPI_MAX_USER_STACK_DEPTH || base > ECPI_MAX_STACK_DEPTH) {
 		w->end = ECPI_COUNTER_CUT_DEPTH;
 		return 1;
 	}
+	d = index;
 	rec->ips[base + d] = w->pc;
-	w->depth = d + 1;
 	if ((w->memo && w->memo->replay) || memo_join(w, d)) {
 		long r = memo_replay(w, d);
 
 		if (r >= 0)
 			return r;
 	}
-	why = row_for(w, &row);
+	why = row_for(w, d, &row);
 	if (why == 0 && row.kind == ECPI_UNWIND_END) {
 		memo_keep(w, d, 0);
 		w->end = ECPI_COUNTER_STACK_ROOT;
@@ -1053,6 +1056,7 @@ static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, con
 	struct walk_state w = {};
 	struct ecpi_stack_record *rec;
 	__u32 zero = 0;
+	long frames;
 	__u64 sp;
 
 	both = bpf_map_lookup_elem(&stack_scratch, &zero);
@@ -1074,7 +1078,9 @@ static __always_inline int record_stack_cfi(struct bpf_perf_event_data *ctx, con
 		if (w.win)
 			w.want = sp + w.win->extent;
 		memo_start(&w, key->tgid);
-		bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
+		/* One frame a step: the frames are the steps taken. */
+		frames = bpf_loop(ECPI_MAX_USER_STACK_DEPTH, walk_step, &w, 0);
+		w.depth = frames > 0 && frames <= ECPI_MAX_USER_STACK_DEPTH && w.base <= ECPI_MAX_STACK_DEPTH ? frames : 0;
 		rec->user_depth = w.depth;
 		memo_end(&w, key->tgid);
 		/* The last frame's sp: the walk read below it (its return address at
