@@ -51,11 +51,13 @@ def main():
         for loc, c in f['body'].items(): out[pre + loc] = c
         for (loc, callee), g in f['inl'].items(): out.update(lines(g, pre + loc + '>' + callee + '/'))
         return out
+    def shared():
+        # (name, its profile in ours, in exact, their lines) for the functions both have
+        for n, fb in B.items():
+            fa = A.get(n)
+            if fa: yield n, fa, fb, lines(fa), lines(fb)
     eo = oo = w = wl = 0
-    for n, fb in B.items():
-        fa = A.get(n)
-        if not fa: continue
-        la, lb = lines(fa), lines(fb)
+    for n, fa, fb, la, lb in shared():
         eo += sum(c for k, c in lb.items() if k not in la)
         oo += sum(c for k, c in la.items() if k not in lb)
         for k in lb:
@@ -75,10 +77,7 @@ def main():
 
     print('\nlargest exact lines missing from ours (function, loc, exact count)')
     miss = []
-    for n, fb in B.items():
-        fa = A.get(n)
-        if not fa: continue
-        la, lb = lines(fa), lines(fb)
+    for n, fa, fb, la, lb in shared():
         for k, c in lb.items():
             if k not in la: miss.append((c, n, k))
     miss.sort(reverse=True)
@@ -86,10 +85,7 @@ def main():
     print(f'  sum of missing-line counts: {sum(m[0] for m in miss):,}')
     print('\nlargest over/under estimates (both present), by |log ratio| * exact count')
     d = []
-    for n, fb in B.items():
-        fa = A.get(n)
-        if not fa: continue
-        la, lb = lines(fa), lines(fb)
+    for n, fa, fb, la, lb in shared():
         for k in lb:
             if k in la: d.append((lb[k] * abs(math.log((la[k] + 1) / (lb[k] + 1))), n, k, la[k], lb[k]))
     d.sort(reverse=True)
@@ -113,10 +109,7 @@ def main():
             if k not in lb: m += c * math.log(1000)
         return m
     rows = []
-    for n, fb in B.items():
-        fa = A.get(n)
-        if not fa: continue
-        la, lb = lines(fa), lines(fb)
+    for n, fa, fb, la, lb in shared():
         own = mass({k: v for k, v in la.items() if '>' not in k}, {k: v for k, v in lb.items() if '>' not in k})
         inl = mass({k: v for k, v in la.items() if '>' in k}, {k: v for k, v in lb.items() if '>' in k})
         tg = mass(targets(fa), targets(fb))
