@@ -135,7 +135,7 @@ void add_daemon_verb(CLI::App& root, std::vector<Verb>& verbs) {
     app->add_option("--registers", args->registers,
                     "Keep the user-mode registers of one sample in N (per CPU), or off (default: off, for volume: "
                     "every sample would write ~1 GB a day at 4999 Hz on 2 CPUs); calc and `export --format afdo` "
-                    "anchor loop and branch counts on them: 10 is enough")
+                    "anchor loop and branch counts on them (e.g. 10)")
         ->default_str("off");
     app->add_option("--table-entries", o.table_entries, "Entries per in-kernel aggregation table")
         ->default_str("16384")
