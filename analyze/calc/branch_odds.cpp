@@ -50,7 +50,7 @@ std::uint32_t edge_of(const Cfg& cfg, std::uint32_t b, EdgeKind kind) {
 
 }  // namespace
 
-std::optional<BranchCondition> branch_condition(const Cfg& cfg, std::uint32_t b) {
+std::optional<BranchCondition> branch_condition(const Cfg& cfg, std::uint32_t b, bool arithmetic) {
     const auto& blk = cfg.blocks[b];
     if (blk.count < 2) return std::nullopt;
     const std::uint32_t jump = blk.first + blk.count - 1;
@@ -67,12 +67,15 @@ std::optional<BranchCondition> branch_condition(const Cfg& cfg, std::uint32_t b)
         }
     if (setter == jump) return std::nullopt;
     const auto& s = cfg.instructions[setter];
-    if ((s.id != X86_INS_CMP && s.id != X86_INS_TEST) || s.loads || s.first_register == 0) return std::nullopt;
+    const bool compares = s.id == X86_INS_CMP || s.id == X86_INS_TEST;
+    const bool computes = arithmetic && (s.id == X86_INS_SUB || s.id == X86_INS_AND);
+    if ((!compares && !computes) || s.loads || s.stores || s.first_register == 0) return std::nullopt;
     if (s.first_size != 1 && s.first_size != 2 && s.first_size != 4 && s.first_size != 8) return std::nullopt;
     BranchCondition c;
     c.setter = setter;
     c.jump = jump;
-    c.is_test = s.id == X86_INS_TEST;
+    c.is_test = s.id == X86_INS_TEST || s.id == X86_INS_AND;
+    c.writes_a = computes;
     c.a = gp_register_number(s.first_register);
     c.width = s.first_size;
     if (s.has_immediate) {
@@ -84,6 +87,8 @@ std::optional<BranchCondition> branch_condition(const Cfg& cfg, std::uint32_t b)
         return std::nullopt;
     }
     if (c.a < 0) return std::nullopt;
+    // `sub a, a` or `and a, a` leaves nothing to recover a from.
+    if (c.writes_a && c.a == c.b) return std::nullopt;
     c.jcc = j.id;
     return c;
 }
@@ -155,7 +160,13 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> operands_at_compare(const
     for (std::uint32_t x = c.setter + 1; x < c.jump; ++x)
         if (writes_gp(in[x], c.a) || (c.b >= 0 && writes_gp(in[x], c.b))) return std::nullopt;
     const auto read = [&](int n) -> std::optional<std::uint64_t> { return snap.regs[static_cast<std::size_t>(n)]; };
-    return std::pair{*read(c.a), *b_of(read)};
+    const std::uint64_t a = *read(c.a), bv = *b_of(read);
+    if (!c.writes_a || k == c.setter) return std::pair{a, bv};
+    // Past a `sub`, a's register holds a - b: a is that plus b (the flags
+    // are the subtraction's, as a compare's). Past an `and`, the flags are
+    // the result's alone: evaluate it as `test r, r`.
+    if (!c.is_test) return std::pair{a + bv, bv};
+    return std::pair{a, ~std::uint64_t{0}};
 }
 
 // Where the pcs of a block disagree (BranchOdds::positions_disagree), the
@@ -215,7 +226,7 @@ std::vector<BranchOdds> branch_odds(const Cfg& cfg, std::span<const store::Regis
         const auto k = static_cast<std::uint32_t>(it - in.begin());
         const std::uint32_t b = cfg.instruction_block[k];
         if (!looked[b]) {
-            conditions[b] = branch_condition(cfg, b);
+            conditions[b] = branch_condition(cfg, b, true);
             looked[b] = true;
         }
         const auto& c = conditions[b];

@@ -112,6 +112,66 @@ TEST_CASE("branch odds: every snapshot after the operand's load decides a letter
     CHECK(odds[0].taken == 2);
 }
 
+TEST_CASE("branch odds: a `sub` that sets the flags decides its branch before, at and after it") {
+    // GCC's pointer compare (jsonq's end-of-input test):
+    // 0x1000 mov rbp, [rdi]; 0x1003 mov r11, [rdi+8]; 0x1007 mov rdi, rbp; 0x100a sub rdi, r11;
+    // 0x100d jae 0x1010; 0x100f nop; 0x1010 ret
+    Cfg cfg = cfg_of(0x1000, {0x48, 0x8b, 0x2f, 0x4c, 0x8b, 0x5f, 0x08, 0x48, 0x89, 0xef, 0x4c, 0x29, 0xdf, 0x73,
+                              0x01, 0x90, 0xc3});
+    CHECK(!branch_condition(cfg, 0));  // a compare's callers (loop exits) keep cmp/test only
+    auto cond = branch_condition(cfg, 0, true);
+    REQUIRE(cond);
+    CHECK(cond->writes_a);
+    CHECK(cond->a == 7);   // rdi
+    CHECK(cond->b == 11);  // r11
+    auto at = [](std::uint64_t pc, std::uint64_t rdi, std::uint64_t rbp, std::uint64_t r11) {
+        RegisterSample s = snap(pc, 7, rdi);
+        s.regs[5] = rbp;
+        s.regs[11] = r11;
+        return s;
+    };
+    std::vector<RegisterSample> stream = {
+        at(0x1000, 0, 900, 100),          // before the loads: decides nothing
+        at(0x1007, 0, 100, 200),          // rdi = rbp replayed: 100 < 200, falls through
+        at(0x100a, 300, 300, 200),        // at the sub: 300 >= 200, taken
+        at(0x100d, 0, 200, 200),          // past it: rdi = 200 - 200, so a = 0 + 200 >= 200, taken
+        at(0x100d, std::uint64_t(5) - 9, 5, 9),  // a = (5 - 9) + 9 = 5 < 9: falls through
+    };
+    std::vector<std::uint32_t> all = {0, 1, 2, 3, 4};
+    auto odds = branch_odds(cfg, stream, 0, all);
+    REQUIRE(odds.size() == 1);
+    CHECK(odds[0].total == 4);
+    CHECK(odds[0].taken == 2);
+}
+
+TEST_CASE("branch odds: an `and` that sets the flags is a test, and past it the result alone decides") {
+    // glibc's conversion state check: 0x1000 mov eax, [rdi]; 0x1002 mov r15d, eax;
+    // 0x1005 and r15d, 7; 0x1009 je 0x100c; 0x100b nop; 0x100c ret
+    Cfg cfg = cfg_of(0x1000, {0x8b, 0x07, 0x41, 0x89, 0xc7, 0x41, 0x83, 0xe7, 0x07, 0x74, 0x01, 0x90, 0xc3});
+    auto cond = branch_condition(cfg, 0, true);
+    REQUIRE(cond);
+    CHECK(cond->is_test);
+    CHECK(cond->writes_a);
+    std::vector<RegisterSample> stream = {
+        snap(0x1002, 0, 8),     // eax = 8 replayed into r15d: 8 & 7 == 0, taken
+        snap(0x1005, 15, 0x10), // at the and: 0x10 & 7 == 0, taken
+        snap(0x1005, 15, 0x13), // 3: falls through
+        snap(0x1009, 15, 0),    // past it, r15d holds the result: 0, taken
+        snap(0x1009, 15, 3),    // falls through
+    };
+    std::vector<std::uint32_t> all = {0, 1, 2, 3, 4};
+    auto odds = branch_odds(cfg, stream, 0, all);
+    REQUIRE(odds.size() == 1);
+    CHECK(odds[0].total == 5);
+    CHECK(odds[0].taken == 3);
+}
+
+TEST_CASE("branch odds: `sub a, a` leaves nothing to evaluate") {
+    // 0x1000 sub rax, rax; 0x1003 je 0x1006; 0x1005 nop; 0x1006 ret
+    Cfg cfg = cfg_of(0x1000, {0x48, 0x29, 0xc0, 0x74, 0x01, 0x90, 0xc3});
+    CHECK(!branch_condition(cfg, 0, true));
+}
+
 TEST_CASE("branch odds: where the pcs' shares disagree, the median pc's share decides, not the pooled one") {
     // The letter test above. Snapshots at four pcs: a stall that depends on
     // the way taken (the misprediction of a rare space) holds the interrupt

@@ -581,20 +581,32 @@ std::vector<int> set_bits_per_word(XorShift& next, int words) {
     return bits;
 }
 
-// A snapshot at the inner loop's header, at a random word of a trip over
-// `bits` (the array at `base`): the word pointer, the end pointer (rsi) and
-// the set bits counted so far, part of the word's own.
+// A snapshot at the inner loop's header, at a random iteration of a trip
+// over `bits` (the array at `base`; each iteration as likely as another, as
+// a timer's snapshots fall: a word with more bits holds more of them): the
+// word pointer, the end pointer (rsi), the set bits counted so far, part of
+// the word's own, and the word (rax, gcc's build) with the bits it has left
+// (at least one: the header runs only while the word is not 0), which the
+// inner loop's `and rax, rdx; jne` reads.
 void snapshot_in_trip(RegisterSample& s, const SetBits& sb, XorShift& next, const std::vector<int>& bits,
                       std::uint64_t base) {
     const auto words = static_cast<std::uint64_t>(bits.size());
-    const auto word = static_cast<std::size_t>(next() % words);
+    long total = 0;
+    for (int b : bits) total += b;
+    long iteration = static_cast<long>(next() % static_cast<std::uint64_t>(total));
+    std::size_t word = 0;
     long done = 0;
-    for (std::size_t w = 0; w < word; ++w) done += bits[w];
+    while (iteration >= bits[word]) {
+        iteration -= bits[word];
+        done += bits[word];
+        ++word;
+    }
+    const auto counted = static_cast<int>(iteration);
     s.offset = sb.inner->header;
     s.regs[static_cast<std::size_t>(sb.outer_gp)] = base + 8 * word;
     s.regs[6] = base + 8 * words;  // rsi: the end
-    s.regs[static_cast<std::size_t>(sb.inner_gp)] =
-        static_cast<std::uint64_t>(done + static_cast<long>(next() % static_cast<std::uint64_t>(bits[word])));
+    s.regs[static_cast<std::size_t>(sb.inner_gp)] = static_cast<std::uint64_t>(done + counted);
+    s.regs[0] = (std::uint64_t{1} << (bits[word] - counted)) - 1;
 }
 
 }  // namespace

@@ -36,10 +36,16 @@ struct BranchCondition {
     std::int64_t immediate = 0;
     std::uint8_t width = 8;              // operand bytes
     unsigned jcc = 0;                    // Capstone instruction id of the jump
+    // The flags come from a `sub a, b` (or `and a, b`: is_test) that also
+    // writes a: past it, a's register holds a - b (a & b), not a.
+    bool writes_a = false;
 };
 
-// The condition closing block b, when it is a register compare and jump.
-std::optional<BranchCondition> branch_condition(const Cfg& cfg, std::uint32_t b);
+// The condition closing block b, when it is a register compare and jump;
+// with `arithmetic`, also a `sub`/`and` of a register that sets the flags
+// the jump reads (GCC's pointer compare `sub rdi, r11; jae`): only for
+// callers that evaluate it where operands_at_compare does.
+std::optional<BranchCondition> branch_condition(const Cfg& cfg, std::uint32_t b, bool arithmetic = false);
 
 // Whether the jump is taken for these operand values.
 bool evaluate(const BranchCondition& c, std::uint64_t a, std::uint64_t b);
