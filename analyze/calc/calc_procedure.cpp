@@ -480,6 +480,18 @@ void measure_entry_trips(Analysis& a, const ProcedureInput& input) {
         const EntryTrips trips = entry_trips(a.cfg, a.loops, *site, input.registers->stream, input.registers->image,
                                              input.registers->candidates);
         if (!trips.known) continue;
+        CalcLoop& r = a.loop_reports[l];
+        if (trips.disagree) {
+            // Neither reference is the truth; the range holds both.
+            r.trip_starts = "its trips run " + fmt_count(trips.low) + " to " + fmt_count(trips.high) +
+                            " iterations: of " + std::to_string(trips.snapshots) +
+                            " register snapshots at the top of its header, " + std::to_string(trips.first) +
+                            " are in a trip's first iteration (" + fmt_count(trips.length) + " a trip) and " +
+                            std::to_string(trips.second) + " in its second (" + fmt_count(trips.later_length) +
+                            "): a first iteration takes longer than the rest, so neither sets its count";
+            a.entry_trips.emplace_back(*site, trips);
+            continue;
+        }
         TripShare share;
         share.block = site->preheader;
         share.stay_edge = site->back_edge;
@@ -489,7 +501,6 @@ void measure_entry_trips(Analysis& a, const ProcedureInput& input) {
         share.from_entry = true;
         a.trip_shares.push_back(share);
         a.entry_trips.emplace_back(*site, trips);
-        CalcLoop& r = a.loop_reports[l];
         r.trip_length = trips.length;
         r.trip_starts = "its trips run " + fmt_count(trips.length) + " iterations (" + fmt_count(trips.low) + "-" +
                         fmt_count(trips.high) + "): " + std::to_string(trips.first) + " of " +

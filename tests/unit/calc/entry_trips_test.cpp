@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ecpi/analyze/calc/entry_trips.h"
@@ -211,4 +212,60 @@ TEST_CASE("entry_trips: a loop's header and latch range over their entries' rang
     CHECK(apart.min == 1000);
     ClassRange point{false, 50, 50};
     CHECK_FALSE(narrow_by_entry_trips(point, trips, 4.5, 206, 0));
+}
+
+TEST_CASE("entry_trips: a first iteration slower at every pc than the rest: its second iterations widen the range") {
+    // GCC 12 -O2's row sum (`for r < rows: n = len[r]; for j < n: s += row[j] * (j + 3)`, rows of
+    // 3 to 10 words): the inner loop's preheader `lea r8, [rax+3]; mov eax, 3` starts rax at 3, and
+    // its header `mov edx, [rdi+rax*4-0xc]; imul rdx, rax; add rax, 1; ...; cmp rax, r8; jne` steps
+    // it by 1 every iteration.
+    const Cfg cfg = hand_assembled(
+        0x1330, {0x85, 0xd2, 0x7e, 0x49, 0x4c, 0x63, 0xd2, 0x45, 0x31, 0xc9, 0x31, 0xc9, 0x0f, 0x1f, 0x40, 0x00,
+                 0x42, 0x0f, 0xb6, 0x04, 0x0e, 0x84, 0xc0, 0x74, 0x23, 0x4c, 0x8d, 0x40, 0x03, 0xb8, 0x03, 0x00,
+                 0x00, 0x00, 0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0x8b, 0x54, 0x87, 0xf4, 0x48, 0x0f, 0xaf, 0xd0,
+                 0x48, 0x83, 0xc0, 0x01, 0x48, 0x01, 0xd1, 0x4c, 0x39, 0xc0, 0x75, 0xec, 0x49, 0x83, 0xc1, 0x01,
+                 0x48, 0x83, 0xc7, 0x40, 0x4d, 0x39, 0xca, 0x75, 0xc7, 0x48, 0x89, 0xc8, 0xc3, 0x31, 0xc9, 0x48,
+                 0x89, 0xc8, 0xc3});
+    const LoopInfo loops = find_loops(cfg);
+    std::optional<EntryTripSite> site;
+    for (std::uint32_t l = 0; l < loops.loops.size() && !site; ++l)
+        if (loops.loops[l].parent != kNoLoop) site = entry_trip_site(cfg, loops, l);
+    REQUIRE(site);
+    CHECK(site->gp == 0);  // rax
+    CHECK(site->step == 1);
+    // 400 rows of 3 to 10 words (6.5 a row), one snapshot an iteration at
+    // each of the header's two pcs before the add.
+    std::vector<RegisterSample> even, slow;
+    std::uint64_t time = 0, iterations = 0;
+    for (std::uint64_t row = 0; row < 400; ++row) {
+        const std::uint64_t words = 3 + row % 8;
+        for (std::uint64_t k = 0; k < words; ++k, ++iterations)
+            for (std::uint64_t pc : {0x1358, 0x135c}) {
+                RegisterSample s;
+                s.pid = s.tid = 7;
+                s.time_ns = time += 1000;
+                s.offset = pc;
+                s.regs[0] = 3 + k;
+                s.regs[8] = 3 + words;  // r8: the bound
+                even.push_back(s);
+                // The first iteration after the previous row's mispredicted
+                // exit takes four times as long: three more snapshots.
+                for (int extra = 0; k == 0 && extra < 4; ++extra) slow.push_back(s);
+                if (k > 0) slow.push_back(s);
+            }
+    }
+    const double truth = static_cast<double>(iterations) / 400;
+    REQUIRE(truth == doctest::Approx(6.5));
+    const EntryTrips fair = entry_trips(cfg, loops, *site, even, 0, {});
+    REQUIRE(fair.known);
+    CHECK(fair.length == doctest::Approx(truth));
+    CHECK_FALSE(fair.disagree);
+    CHECK(fair.later_length == doctest::Approx(truth));
+    const EntryTrips biased = entry_trips(cfg, loops, *site, slow, 0, {});
+    REQUIRE(biased.known);
+    CHECK(biased.length < 0.5 * truth);  // the first iterations' share, four times its own
+    CHECK(biased.disagree);
+    CHECK(biased.later_length == doctest::Approx(truth));
+    CHECK(biased.low <= truth);
+    CHECK(biased.high >= truth);
 }

@@ -52,6 +52,10 @@ struct EntryTripSite {
     // The header's pcs before its first write of the register: a snapshot
     // there holds the iteration's start value.
     std::uint64_t top_begin = 0, top_end = 0;
+    // What one iteration adds to the register where every write is an add
+    // on every way round (0: not known, as where it is masked): a snapshot
+    // holding start + step is in its trip's second iteration.
+    std::int64_t step = 0;
 };
 
 // The site of loop l, when it has one.
@@ -71,6 +75,16 @@ struct EntryTrips {
     std::uint32_t snapshots = 0;           // at the header's top
     std::uint32_t first = 0;               // of them in a trip's first iteration
     std::uint32_t unknown = 0;             // whose start the replay could not know
+    // The second iteration as the reference (site.step known): the trip is
+    // 1 + the later iterations' snapshots over the second's. A first
+    // iteration that takes longer (the previous trip's mispredicted exit,
+    // its bound's load) holds more snapshots than its share of executions,
+    // and the first's length reads short; the second's reads long only
+    // where some trips run once. Where the two intervals are apart, the
+    // range spans both and `disagree` is set.
+    std::uint32_t second = 0;
+    double later_length = 0;               // 0: too few in a second iteration
+    bool disagree = false;
 };
 
 // At least this many snapshots at the header's top, and at least
