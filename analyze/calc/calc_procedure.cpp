@@ -89,6 +89,9 @@ struct Analysis {
     // The entry block's edge the callers' constants rule out (entry_arguments.h).
     std::optional<std::uint32_t> ruled_out;
     std::string entry_guard, entry_conflict;  // rule_out_entry_way's sentences
+    // What bound_by_best_case scaled every count by (0: it did not), and
+    // the cycles the counts asked of the samples before, over the samples.
+    double best_case_scale = 0, best_case_excess = 0;
     EstimatorOptions options;
     FrequencyEstimate estimate;
     std::vector<ClassRange> ranges;
@@ -930,6 +933,61 @@ void range_anchored_classes(Analysis& a) {
     }
 }
 
+// Issue 36: counts the samples cannot pay for. A block's best-case cycles
+// (the machine model's, DCPI 6.1.2) times its count is time the procedure
+// spent at least, and the samples measured that time: at calc's counts the
+// procedure's best-case CPI may not exceed its actual CPI. Where it does by
+// more than the samples' Poisson error (two standard deviations) times
+// kClockMargin, and no block's count is measured, every count of the flow's
+// solution is scaled down to what the samples pay for: a solution scaled as
+// a whole still conserves flow, and each count is then an upper end (no
+// stall at all). The margin: samples become cycles through a clock rate a
+// one-shot recording measures once; without it jsonq's next_token (1.15x
+// over) was scaled against functions that were not, and the PGO export's
+// shape error rose in 6 of 9 recordings (docs/ACCURACY.md). jsonq's
+// arena_alloc: its callers' trip-measured call sites gave it a floor of
+// 467.9 M calls against callgrind's 199.0 M, actual CPI 0.14 against a best
+// case of 0.28; scaled, 1.38x. A procedure with a measured block keeps its
+// counts (they are exact; scaling the rest would break the flow at their
+// edges).
+constexpr double kClockMargin = 1.2;
+
+bool bound_by_best_case(Analysis& a) {
+    double samples = 0, cycles = 0;
+    for (std::uint32_t b = 0; b < a.cfg.blocks.size(); ++b) {
+        if (a.estimate.block_confidence[b] == Confidence::kMeasured) return false;
+        for (std::uint32_t i = 0; i < a.cfg.blocks[b].count; ++i)
+            samples += static_cast<double>(a.samples[a.cfg.blocks[b].first + i]);
+        cycles += a.estimate.block_frequency[b] * a.timing[b].cycles;
+    }
+    const double paid = (samples + 2 * std::sqrt(samples)) * kClockMargin;
+    if (!(samples > 0) || !(cycles > paid)) return false;
+    const double k = paid / cycles;
+    FrequencyEstimate& e = a.estimate;
+    for (double& f : e.block_frequency) f *= k;
+    for (double& f : e.edge_frequency) f *= k;
+    for (ClassEstimate& c : e.classes) c.frequency *= k;
+    e.invocations *= k;
+    // A range holds the count calc reports (conserve_flow's rule).
+    for (std::uint32_t c = 0; c < a.ranges.size() && c < e.classes.size(); ++c)
+        if (a.ranges[c].ranged) a.ranges[c].min = std::min(a.ranges[c].min, e.classes[c].frequency);
+    a.best_case_scale = k;
+    a.best_case_excess = cycles / samples;
+    return true;
+}
+
+// The culprits at the counts and, where counts are ranged, across their ranges.
+void find_culprits(Analysis& a, const ProcedureInput& input, const MachineModel& model, double period_cycles) {
+    a.culprits = culprits_at(a, input, model, period_cycles, a.estimate);
+    if (std::none_of(a.ranges.begin(), a.ranges.end(), [](const ClassRange& r) { return r.ranged; })) return;
+    // Both ends and points between, a factor of (max/min)^(1/8) apart.
+    constexpr int kSteps = 8;
+    for (int step = 0; step <= kSteps; ++step) {
+        const FrequencyEstimate at = estimate_at(a.estimate, a.cfg, a.classes, a.ranges, double(step) / kSteps);
+        widen_culprits(a.culprits, culprits_at(a, input, model, period_cycles, at));
+    }
+}
+
 void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const MachineModel& model, double period_cycles,
                           bool sampled) {
     a.estimate = estimate_frequencies(a.cfg, a.classes, a.timing, a.samples, a.options);
@@ -955,14 +1013,7 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
     range_anchored_classes(a);
     clamp_to_ranges(a.estimate, a.cfg, a.classes, a.ranges);
     conserve_flow(a.estimate, a.ranges, flow_input(a, input, period_cycles));
-    a.culprits = culprits_at(a, input, model, period_cycles, a.estimate);
-    if (std::none_of(a.ranges.begin(), a.ranges.end(), [](const ClassRange& r) { return r.ranged; })) return;
-    // Both ends and points between, a factor of (max/min)^(1/8) apart.
-    constexpr int kSteps = 8;
-    for (int step = 0; step <= kSteps; ++step) {
-        const FrequencyEstimate at = estimate_at(a.estimate, a.cfg, a.classes, a.ranges, double(step) / kSteps);
-        widen_culprits(a.culprits, culprits_at(a, input, model, period_cycles, at));
-    }
+    find_culprits(a, input, model, period_cycles);
 }
 
 // A branch's share of snapshots going each way splits its block's measured
@@ -1196,6 +1247,10 @@ CalcProcedure procedure_report(const Analysis& a, const ProcedureInput& input, d
     proc.call_sites = call_sites(a, input, period_cycles);
     proc.entry_from_callers = input.entry.has_value();
     proc.entry_guard = a.entry_guard;
+    if (a.best_case_scale > 0) {
+        proc.best_case_scale = a.best_case_scale;
+        proc.best_case_excess = a.best_case_excess;
+    }
     proc.entry_conflict = a.entry_conflict;
     proc.name = input.name;
     proc.start = input.start;
@@ -1281,6 +1336,8 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     constexpr int kAnchorRounds = 4;
     for (int round = 0; sampled && round < kAnchorRounds && anchor_branches(a); ++round)
         estimate_with_ranges(a, input, model, period_cycles, sampled);
+    // Last: the anchors above read the flow's counts as they came.
+    if (sampled && bound_by_best_case(a)) find_culprits(a, input, model, period_cycles);
     report_branches(a);
     return procedure_report(a, input, period_cycles);
 }

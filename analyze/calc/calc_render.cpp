@@ -371,6 +371,10 @@ void render_procedure(std::ostringstream& o, const CalcProcedure& p) {
         o << "*** Calls: from a loop estimated together with the leaves it calls (its samples and theirs over "
              "their best case an iteration: cycles move between a caller and its callees)\n";
     if (!p.entry_guard.empty()) o << "*** Entry: " << escape_for_terminal(p.entry_guard) << "\n";
+    if (p.best_case_scale && p.best_case_excess)
+        o << "*** Counts scaled by " << fmt("%.2f", *p.best_case_scale) << ": at the flow's counts its blocks' best-case "
+          << "cycles were " << fmt("%.2f", *p.best_case_excess)
+          << "x what its samples hold, so every count is what the samples pay for with no stall (an upper end)\n";
     render_loops(o, p);
     if (p.missing_edges) {
         o << "*** CFG is missing edges (unresolved indirect jump";
@@ -539,6 +543,8 @@ json procedure_json(const CalcReport& r, const CalcProcedure& p) {
                {"jump_tables", p.jump_tables},
                {"anchored_samples", p.anchored_samples},
                {"ranged_samples", p.ranged_samples},
+               {"best_case_scale", optional_json(p.best_case_scale)},
+               {"best_case_excess", optional_json(p.best_case_excess)},
                {"summary", summary_json(p.stalls, r.event_samples)}};
     json loops = json::array();
     for (const auto& l : p.loops) loops.push_back(loop_json(l));

@@ -199,8 +199,13 @@ def report(paths):
         bad_conf = collections.Counter()
         conf_all = collections.Counter()
         off3x = 0  # estimate/true outside [1/3, 3], an estimate of 0 included
+        log_error = 0.0  # |ln(est / true)|, capped at ln 1000 (an estimate or a truth of 0 included)
         for _, _, _, s, est, true, conf, _, _ in rows:
             err = (est - true) / true if true > 0 else (1e9 if est > 0 else 0)
+            if true > 0 and est > 0:
+                log_error += s * min(abs(math.log(est / true)), math.log(1000))
+            elif true > 0 or est > 0:
+                log_error += s * math.log(1000)
             if true > 0 and not (1 / 3 <= est / true <= 3):
                 off3x += s
             for lo, hi in BUCKETS:
@@ -220,6 +225,7 @@ def report(paths):
             shares = ", ".join(f"{c} {100 * bad_conf[c] / bad:.0f}%" for c in ("low", "medium", "high"))
             print(f"   off by >15%: {100 * bad / total:.1f}% of samples, rated {shares}")
         print(f"   off by more than 3x (either way): {100 * off3x / total:.1f}% of samples")
+        print(f"   mean |ln(estimate / truth)|, weighted by samples: {log_error / total:.3f}")
         shares = ", ".join(f"{c} {100 * conf_all[c] / total:.0f}%" for c in ("low", "medium", "high", "measured"))
         print(f"   confidence of all samples: {shares}")
         return hist, total

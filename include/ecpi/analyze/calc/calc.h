@@ -228,6 +228,10 @@ struct CalcProcedure {
     // way, the conflict (the samples stand; run_calc warns).
     std::string entry_guard;
     std::string entry_conflict;
+    // Where the flow's counts asked more best-case cycles than the samples
+    // hold (best_case_excess: their ratio), every count was scaled by
+    // best_case_scale to what the samples pay for (bound_by_best_case).
+    std::optional<double> best_case_scale, best_case_excess;
 };
 
 struct CalcImageSummary {
