@@ -372,7 +372,7 @@ void render_procedure(std::ostringstream& o, const CalcProcedure& p) {
              "their best case an iteration: cycles move between a caller and its callees)\n";
     if (!p.entry_guard.empty()) o << "*** Entry: " << escape_for_terminal(p.entry_guard) << "\n";
     if (p.best_case_scale && p.best_case_excess)
-        o << "*** Counts scaled by " << fmt("%.2f", *p.best_case_scale) << ": at the flow's counts its blocks' best-case "
+        o << "*** Counts scaled by " << fmt("%.3g", *p.best_case_scale) << ": at the flow's counts its blocks' best-case "
           << "cycles were " << fmt("%.2f", *p.best_case_excess)
           << "x what its samples hold, so every count is what the samples pay for with no stall (an upper end)\n";
     render_loops(o, p);
