@@ -945,13 +945,13 @@ void range_anchored_classes(Analysis& a) {
 // one-shot recording measures once; without it jsonq's next_token (1.15x
 // over) was scaled against functions that were not, and the PGO export's
 // shape error rose in 6 of 9 recordings (docs/ACCURACY.md). jsonq's
-// arena_alloc: with its register snapshots the flow stayed at the pooled
-// point of its first two blocks, their samples over their best case, which
-// leaves out the recurrence through a->used from call to call: 467.9 M
-// calls against callgrind's 199.0 M, actual CPI 0.14 against a best case
-// of 0.28; scaled, 1.38x. A procedure with a measured block keeps its
-// counts (they are exact; scaling the rest would break the flow at their
-// edges).
+// arena_alloc: its entry test's odds (590 snapshots, stated at the block's
+// own point) held the flow at the pooled point of its first two blocks,
+// their samples over their best case, which leaves out the recurrence
+// through a->used from call to call: 467.9 M calls against callgrind's
+// 199.0 M, actual CPI 0.14 against a best case of 0.28; scaled, 1.38x. A
+// procedure with a measured block keeps its counts (they are exact;
+// scaling the rest would break the flow at their edges).
 constexpr double kClockMargin = 1.2;
 
 bool bound_by_best_case(Analysis& a) {

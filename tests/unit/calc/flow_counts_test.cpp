@@ -950,14 +950,15 @@ TEST_CASE("a trip length ties a loop closed by two latches to its entries, which
 TEST_CASE("counts the samples cannot pay for at best case are scaled down to what they pay for, the flow kept") {
     // jsonq's arena_alloc in bench/accuracy.sh's recording of 2026-11-29
     // (300 rounds; 7,354 samples of 242,400 cycles, x86_64-zen4), where
-    // callgrind counted 198,989,400 calls. There, with its register
-    // snapshots, the flow stayed at the pooled point of blocks 0 and 1, their
-    // samples over their best case (2.0 + 1.0 cycles, which leave out the
-    // recurrence through a->used from one call to the next): 467.9 M calls,
-    // 2.35x, actual CPI 0.14 against a best case of 0.28. Without the
-    // snapshots the flow gives 61.2 M; a floor from callers (run_calc's
-    // entries_from_callers where other callers are unknown) stands in for
-    // them here and asks the same 467.9 M.
+    // callgrind counted 198,989,400 calls. There its entry test's odds (590
+    // register snapshots, none taken), stated at block 0's own point with
+    // the snapshots' weight, held the flow at the pooled point of blocks 0
+    // and 1, their samples over their best case (2.0 + 1.0 cycles, which
+    // leave out the recurrence through a->used from one call to the next):
+    // 467.9 M calls, 2.35x, actual CPI 0.14 against a best case of 0.28.
+    // Without the snapshots the flow gives 61.2 M; a floor from callers
+    // (run_calc's entries_from_callers where other callers are unknown)
+    // stands in for them here and asks the same 467.9 M.
     constexpr double kCalls = 198'989'400, kPeriod = 242'400;
     auto table = SymbolTable::from_elf(ECPI_JSONQ);
     REQUIRE(table.ok());
