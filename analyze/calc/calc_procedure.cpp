@@ -942,7 +942,7 @@ void range_anchored_classes(Analysis& a) {
 // solution is scaled down to what the samples pay for: a solution scaled as
 // a whole still conserves flow, and each count is then an upper end (no
 // stall at all). The margin: samples become cycles through a clock rate a
-// one-shot recording measures once; without it jsonq's next_token (1.15x
+// one-shot recording measures once; without it jsonq's next_token (1.2x
 // over) was scaled against functions that were not, and the PGO export's
 // shape error rose in 6 of 9 recordings (docs/ACCURACY.md). jsonq's
 // arena_alloc: its entry test's odds (590 snapshots, stated at the block's
