@@ -15,6 +15,7 @@
 #include "ecpi/analyze/calc/later_odds.h"
 #include "ecpi/analyze/calc/calc.h"
 #include "ecpi/analyze/calc/entry_arguments.h"
+#include "ecpi/analyze/calc/bisection_trips.h"
 #include "ecpi/analyze/calc/entry_trips.h"
 #include "ecpi/analyze/calc/flow_counts.h"
 #include "ecpi/analyze/calc/loops.h"
@@ -510,6 +511,47 @@ void measure_entry_trips(Analysis& a, const ProcedureInput& input) {
                         std::to_string(trips.snapshots) + " register snapshots at the top of its header hold " +
                         register_name(site->gp, 8) + " at the start its preheader computes: its count is its " +
                         "entries times that";
+    }
+}
+
+// Issue 36: per loop no other way measured, a bisection's trip length from
+// its bounds at its snapshots (bisection_trips.h): branchy's `search`. Its
+// header then runs length times per entry.
+void measure_bisection_trips(Analysis& a, const ProcedureInput& input) {
+    if (!input.registers || input.registers->stream.empty()) return;
+    for (std::uint32_t l = 0; l < a.loops.loops.size(); ++l) {
+        if (a.loop_anchor[l] > 0 || a.trips[l].known) continue;
+        const bool by_entries = std::any_of(a.entry_trips.begin(), a.entry_trips.end(),
+                                            [l](const auto& t) { return t.first.loop == l; });
+        if (by_entries) continue;
+        const auto site = bisection_site(a.cfg, a.loops, l);
+        if (!site) continue;
+        const BisectionTrips trips =
+            bisection_trips(*site, input.registers->stream, input.registers->image, input.registers->candidates);
+        CalcLoop& r = a.loop_reports[l];
+        const std::string bounds = std::string(register_name(site->low, site->width)) + ".." + register_name(site->high, site->width);
+        if (trips.ends_early) {
+            r.trip_starts = "a bisection of " + bounds + " whose trips end before its bounds meet: of " +
+                            std::to_string(trips.snapshots) + " register snapshots only " +
+                            std::to_string(trips.last) + " have one or two candidates left, so no length is read";
+            continue;
+        }
+        if (!trips.known) continue;
+        TripShare share;
+        share.block = site->preheader;
+        share.exit_edge = site->entry_edge;
+        share.header = a.loops.loops[l].header;
+        share.exit_tests = site->exit_tests;
+        share.length = trips.length;
+        share.weight = trips.snapshots;
+        share.from_entry = true;
+        a.trip_shares.push_back(share);
+        r.trip_length = trips.length;
+        r.trip_starts = "a bisection: its trips run " + fmt_count(trips.length) + " iterations (" +
+                        fmt_count(trips.low) + "-" + fmt_count(trips.high) + ", longer trips weighing more): " +
+                        std::to_string(trips.snapshots) + " register snapshots where " + bounds +
+                        " are the iteration's own leave log2(candidates + 1) iterations, on average half a " +
+                        "trip: its count is its entries times that";
     }
 }
 
@@ -1326,6 +1368,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
         count_loop_entries(a, input);
         measure_trips(a, input);
         measure_entry_trips(a, input);
+        measure_bisection_trips(a, input);
         evaluate_branches(a, input);
     }
     estimate_with_ranges(a, input, model, period_cycles, sampled);

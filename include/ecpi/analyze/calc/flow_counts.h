@@ -56,6 +56,13 @@ struct TripShare {
     // preheader, whose one edge `exit_edge` enters the loop, and
     // `stay_edge` the back edge, which runs length - 1 times per entry.
     bool from_entry = false;
+    // A bisection's (bisection_trips.h): with from_entry, its header (it
+    // may have several back edges) runs length times the preheader's count,
+    // and the branches of `exit_tests` (their compares of the bounds) leave
+    // it as the flow has it: the length states their exits, in place of
+    // their own odds.
+    std::uint32_t header = 0xffffffffu;
+    std::vector<std::uint32_t> exit_tests;
 };
 
 struct FlowCountsInput {
