@@ -1013,4 +1013,11 @@ TEST_CASE("counts the samples cannot pay for at best case are scaled down to wha
     }
     CHECK(cycles <= (samples + 2 * std::sqrt(samples)) * 1.2 * kPeriod * (1 + 1e-9));
     CHECK(violations(*p) == 0);
+
+    // The generic model's best case is no floor for this core: no bound.
+    auto generic = MachineModel::load(MachineModel::kDefault);
+    REQUIRE(generic.ok());
+    auto unbound = analyze_procedure(in, *generic, kPeriod);
+    REQUIRE(unbound.ok());
+    CHECK_FALSE(unbound->best_case_scale.has_value());
 }
