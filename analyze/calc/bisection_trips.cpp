@@ -221,6 +221,40 @@ std::vector<std::uint32_t> exit_tests(const Cfg& cfg, const Loop& loop, const Bi
     return blocks;
 }
 
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+// Whether the snapshots spread evenly over the levels from the bottom
+// (one candidate left) to the top one (bisection_trips.h: the model's
+// test).
+void check_levels(BisectionTrips& out) {
+    std::vector<double> held;
+    for (std::size_t k = 1; k < out.levels.size(); ++k)
+        if (out.levels[k] > 0) held.push_back(out.levels[k]);
+    // The median over the levels that hold any: a trip passes every level
+    // below its top, so a level short of it is one trips do not reach.
+    const double m = out.per_level = median(held);
+    out.top = 0;
+    for (std::size_t k = 1; k < out.levels.size(); ++k)
+        if (out.levels[k] >= m / 2) out.top = static_cast<std::uint32_t>(k);
+    if (m < kMinBisectionLevelSnapshots) {
+        out.uneven = true;
+        return;
+    }
+    for (std::uint32_t k = 1; k <= out.top; ++k) {
+        const double n = out.levels[k];
+        if (std::abs(n - m) > std::max(0.4 * m, 3 * std::sqrt(m))) {
+            out.uneven = true;
+            out.uneven_level = k;
+            return;
+        }
+    }
+}
+
 }  // namespace
 
 std::optional<BisectionSite> bisection_site(const Cfg& cfg, const LoopInfo& loops, std::uint32_t l) {
@@ -272,7 +306,9 @@ BisectionTrips bisection_trips(const BisectionSite& site, std::span<const store:
         sum += r;
         sum_sq += r * r;
         ++out.snapshots;
-        out.last += w <= 2 ? 1 : 0;
+        const auto level = static_cast<std::size_t>(r + 0.5);
+        if (out.levels.size() <= level) out.levels.resize(level + 1, 0);
+        ++out.levels[level];
     };
     if (candidates.empty()) {
         for (std::size_t p = 0; p < stream.size(); ++p) visit(p);
@@ -286,10 +322,8 @@ BisectionTrips bisection_trips(const BisectionSite& site, std::span<const store:
     out.length = std::max(1.0, 2 * mean - 1);
     out.low = std::max(1.0, 2 * (mean - 2 * se) - 1);
     out.high = 2 * (mean + 2 * se) - 1;
-    // Each trip's last iteration has one or two candidates left: at the
-    // length's even spread, n / length snapshots are there.
-    out.ends_early = 2.0 * out.last < n / out.length;
-    out.known = !out.ends_early;
+    check_levels(out);
+    out.known = !out.uneven;
     return out;
 }
 

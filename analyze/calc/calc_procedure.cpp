@@ -514,6 +514,20 @@ void measure_entry_trips(Analysis& a, const ProcedureInput& input) {
     }
 }
 
+// Why a bisection's snapshots gave no length (BisectionTrips::uneven).
+std::string uneven_bisection(const BisectionTrips& t, const std::string& bounds) {
+    const std::string head = "a bisection of " + bounds + " whose " + std::to_string(t.snapshots) +
+                             " register snapshots ";
+    if (t.uneven_level == 0)
+        return head + "are too few to tell whether they spread evenly over its levels (" + fmt_count(t.per_level) +
+               " a level), so no length is read";
+    const std::uint32_t k = t.uneven_level;
+    return head + "do not spread evenly over its levels: " + std::to_string(t.levels[k]) + " at " +
+           std::to_string(k) + (k == 1 ? " iteration" : " iterations") + " from its end against " +
+           fmt_count(t.per_level) + " a level (its trips end early, as a search that finds its key does, or a " +
+           "first iteration takes longer), so no length is read";
+}
+
 // Issue 36: per loop no other way measured, a bisection's trip length from
 // its bounds at its snapshots (bisection_trips.h): branchy's `search`. Its
 // header then runs length times per entry.
@@ -530,10 +544,8 @@ void measure_bisection_trips(Analysis& a, const ProcedureInput& input) {
             bisection_trips(*site, input.registers->stream, input.registers->image, input.registers->candidates);
         CalcLoop& r = a.loop_reports[l];
         const std::string bounds = std::string(register_name(site->low, site->width)) + ".." + register_name(site->high, site->width);
-        if (trips.ends_early) {
-            r.trip_starts = "a bisection of " + bounds + " whose trips end before its bounds meet: of " +
-                            std::to_string(trips.snapshots) + " register snapshots only " +
-                            std::to_string(trips.last) + " have one or two candidates left, so no length is read";
+        if (trips.uneven && trips.snapshots >= kMinBisectionSnapshots) {
+            r.trip_starts = uneven_bisection(trips, bounds);
             continue;
         }
         if (!trips.known) continue;

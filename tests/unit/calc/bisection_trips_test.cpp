@@ -163,7 +163,19 @@ TEST_CASE("bisection_trips: the bounds' log2(candidates + 1) at the snapshots av
     CHECK(trips.length == doctest::Approx(truth).epsilon(0.03));
     CHECK(trips.low < trips.length);
     CHECK(trips.high > trips.length);
-    CHECK_FALSE(trips.ends_early);
+    CHECK_FALSE(trips.uneven);
+    CHECK(trips.top == 13);  // 8,192 keys: 13 levels, each within 40% of their median
+
+    // A first iteration that takes three times as long (a cold table):
+    // its top level holds three times its share, and no length is read.
+    std::vector<RegisterSample> cold = stream;
+    for (const auto& s : stream)
+        if (s.regs[kRcx] == 0 && s.regs[kRsi] == 8191)
+            for (int extra = 0; extra < 2; ++extra) cold.push_back(s);
+    const BisectionTrips slow = bisection_trips(*site, cold, 0, {});
+    CHECK(slow.uneven);
+    CHECK(slow.uneven_level == 13);
+    CHECK_FALSE(slow.known);
 
     // Snapshots elsewhere (another image, or the writes' pcs) are not read.
     std::vector<RegisterSample> other = stream;
@@ -184,9 +196,10 @@ TEST_CASE("bisection_trips: searches that find their key before the bounds meet 
     (void)searches(stream, 700, [&](std::uint64_t t) { return levels[t % 7] * 2048u; }, &found);
     CHECK(found == 700);
     const BisectionTrips trips = bisection_trips(*site, stream, 0, {});
-    CHECK(trips.ends_early);
+    CHECK(trips.uneven);
     CHECK_FALSE(trips.known);
-    CHECK(trips.last == 0);
+    CHECK(trips.uneven_level == 1);  // no trip reaches its last level
+    CHECK(trips.levels[1] == 0);
 }
 
 TEST_CASE("a bisection's header runs its entries times its length; its exits' odds scaled to it, its halves' stand") {
