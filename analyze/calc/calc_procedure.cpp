@@ -1010,11 +1010,10 @@ void range_anchored_classes(Analysis& a) {
 // generic model's best case is no floor for a given core (an Emerald Rapids
 // VM ran glibc's function entries 1.7x under it), and on this Zen 3 VM it
 // scaled arena_alloc, which it had within 10%, to 0.82x (docs/ACCURACY.md).
-constexpr double kClockMargin = 1.2;
 
 bool bound_applies(const MachineModel& model) { return model.name() != MachineModel::kDefault; }
 
-bool bound_by_best_case(Analysis& a) {
+bool bound_by_best_case(Analysis& a, double clock_margin) {
     double samples = 0, cycles = 0;
     for (std::uint32_t b = 0; b < a.cfg.blocks.size(); ++b) {
         if (a.estimate.block_confidence[b] == Confidence::kMeasured) return false;
@@ -1022,7 +1021,7 @@ bool bound_by_best_case(Analysis& a) {
             samples += static_cast<double>(a.samples[a.cfg.blocks[b].first + i]);
         cycles += a.estimate.block_frequency[b] * a.timing[b].cycles;
     }
-    const double paid = (samples + 2 * std::sqrt(samples)) * kClockMargin;
+    const double paid = (samples + 2 * std::sqrt(samples)) * clock_margin;
     if (!(samples > 0) || !(cycles > paid)) return false;
     const double k = paid / cycles;
     FrequencyEstimate& e = a.estimate;
@@ -1068,6 +1067,7 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
     ri.samples = a.samples;
     ri.loop_anchor = a.loop_anchor;
     ri.odds = a.odds;
+    ri.clock_margin = input.clock_margin;
     a.ranges = class_ranges(ri);
     range_trip_loops(a, input, period_cycles);
     range_load_chains(a);
@@ -1400,7 +1400,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     for (int round = 0; sampled && round < kAnchorRounds && anchor_branches(a); ++round)
         estimate_with_ranges(a, input, model, period_cycles, sampled);
     // Last: the anchors above read the flow's counts as they came.
-    if (sampled && bound_applies(model) && bound_by_best_case(a)) find_culprits(a, input, model, period_cycles);
+    if (sampled && bound_applies(model) && bound_by_best_case(a, input.clock_margin)) find_culprits(a, input, model, period_cycles);
     report_branches(a);
     return procedure_report(a, input, period_cycles);
 }

@@ -101,6 +101,22 @@ TEST_CASE("ranges: without an anchor the chase's count is a range that holds the
     CHECK(est.block_frequency[1] <= r.max);
 }
 
+TEST_CASE("ranges: samples counted by a clock rate measured once range over that rate's margin") {
+    // loops' `poly` sat at 0.88x its samples' floor at the rate bench/accuracy.sh measured for it.
+    Chase c = chase(10000);
+    FrequencyEstimate est = estimate_frequencies(c.cfg, c.classes, c.timing, c.samples);
+    const std::uint32_t loop_class = c.classes.block_class[1];
+    RangeInput counted = range_input(c, est, {0});
+    RangeInput clocked = range_input(c, est, {0});
+    clocked.clock_margin = 1.2;
+    const auto exact = class_ranges(counted);
+    const auto timed = class_ranges(clocked);
+    REQUIRE(exact[loop_class].ranged);
+    REQUIRE(timed[loop_class].ranged);
+    CHECK(timed[loop_class].max == doctest::Approx(1.2 * exact[loop_class].max));
+    CHECK(timed[loop_class].min == doctest::Approx(exact[loop_class].min / 1.2));
+}
+
 TEST_CASE("ranges: an anchor overrides placement, is rated measured, propagates, and leaves no range") {
     Chase c = chase(10000);
     EstimatorOptions opt;

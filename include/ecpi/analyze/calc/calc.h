@@ -263,9 +263,21 @@ struct CalcReport {
 
 // The analysis of one procedure from its code and its per-address samples;
 // the building block of run_calc, exposed for tests and the accuracy bench.
+// How far a one-shot recording's clock rate may be off the rate its samples
+// ran at: nine recordings of `jsonq 100 5000` read 2,763-2,942 MHz at
+// record time while bench/accuracy.sh's own measurement for its jsonq run
+// read 2,424 (1.14-1.21x); its effective rates for ten workloads in one
+// session spread 2,238-2,957 MHz (docs/ACCURACY.md).
+inline constexpr double kClockMargin = 1.2;
+
 struct ProcedureInput {
     std::string name;
     std::uint64_t start = 0, end = 0;
+    // Samples become cycles through a clock rate measured once (a clock
+    // event's period in ns): the rate's error widens every count the
+    // samples' cycles decide by kClockMargin each way. 1 where the event
+    // counts cycles itself.
+    double clock_margin = kClockMargin;
     const ImageBytes* image = nullptr;        // code and jump tables
     std::function<std::string(std::uint64_t)> name_at;  // for no-return calls
     // Whether the function at an address is a leaf (culprits.h); unset: unknown.

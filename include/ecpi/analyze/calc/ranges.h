@@ -69,6 +69,9 @@ struct RangeInput {
     std::vector<double> loop_anchor;             // per loop: its anchored F (0: none)
     std::span<const BranchOdds> odds;            // conditional jumps evaluated on register snapshots
     std::uint64_t min_samples = 8;               // classes with fewer samples are left as they are
+    // The clock rate's error each way (ProcedureInput::clock_margin): the
+    // samples' cycles range over it. 1: cycles counted.
+    double clock_margin = 1;
 };
 
 // Per class.
