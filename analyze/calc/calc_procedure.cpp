@@ -1067,7 +1067,6 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
     ri.samples = a.samples;
     ri.loop_anchor = a.loop_anchor;
     ri.odds = a.odds;
-    ri.clock_margin = input.clock_margin;
     a.ranges = class_ranges(ri);
     range_trip_loops(a, input, period_cycles);
     range_load_chains(a);
@@ -1400,7 +1399,9 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     for (int round = 0; sampled && round < kAnchorRounds && anchor_branches(a); ++round)
         estimate_with_ranges(a, input, model, period_cycles, sampled);
     // Last: the anchors above read the flow's counts as they came.
-    if (sampled && bound_applies(model) && bound_by_best_case(a, input.clock_margin)) find_culprits(a, input, model, period_cycles);
+    if (sampled && bound_applies(model) && bound_by_best_case(a, input.clock_margin))
+        find_culprits(a, input, model, period_cycles);
+    widen_by_clock_margin(a.ranges, a.estimate, input.clock_margin);
     report_branches(a);
     return procedure_report(a, input, period_cycles);
 }

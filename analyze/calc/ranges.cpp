@@ -377,16 +377,6 @@ std::vector<ClassRange> class_ranges(const RangeInput& in) {
             }
         }
         if (e.confidence != Confidence::kLow && !over_bound) continue;
-        // Cycles are samples times a clock rate measured once (calc.h,
-        // kClockMargin): a range holds the counts that rate's error allows.
-        // loops' `poly` (callgrind: 327.7 M) sat at 0.88x its samples'
-        // floor (372.0 M) at the rate bench/accuracy.sh measured for it,
-        // 2,957 MHz, against 2,580-2,760 MHz measured under sampling in ten
-        // recordings: its range excluded the truth.
-        if (!over_bound) {
-            low /= in.clock_margin;
-            if (std::isfinite(high)) high *= in.clock_margin;
-        }
         ranges[c] = {true, low, high, low >= high ? RangePoint::kLoopBound : RangePoint::kNone};
     }
     unbounded_tops(average_tops, ranges);
@@ -404,6 +394,17 @@ FrequencyEstimate estimate_at(const FrequencyEstimate& estimate, const Cfg& cfg,
     for (std::uint32_t c = 0; c < fc.count; ++c)
         f[c] = ranges[c].ranged ? along(ranges[c]) : estimate.classes[c].frequency;
     return with_class_frequencies(estimate, cfg, fc, f);
+}
+
+void widen_by_clock_margin(std::vector<ClassRange>& ranges, const FrequencyEstimate& estimate, double margin) {
+    if (!(margin > 1)) return;
+    for (std::size_t c = 0; c < ranges.size(); ++c) {
+        ClassRange& r = ranges[c];
+        const bool measured = c < estimate.classes.size() && estimate.classes[c].confidence == Confidence::kMeasured;
+        if (!r.ranged || measured || r.point == RangePoint::kLoopBound) continue;
+        r.min /= margin;
+        if (std::isfinite(r.max)) r.max *= margin;
+    }
 }
 
 void clamp_to_ranges(FrequencyEstimate& estimate, const Cfg& cfg, const FrequencyClasses& fc,

@@ -106,15 +106,20 @@ TEST_CASE("ranges: samples counted by a clock rate measured once range over that
     Chase c = chase(10000);
     FrequencyEstimate est = estimate_frequencies(c.cfg, c.classes, c.timing, c.samples);
     const std::uint32_t loop_class = c.classes.block_class[1];
-    RangeInput counted = range_input(c, est, {0});
-    RangeInput clocked = range_input(c, est, {0});
-    clocked.clock_margin = 1.2;
-    const auto exact = class_ranges(counted);
-    const auto timed = class_ranges(clocked);
+    const auto exact = class_ranges(range_input(c, est, {0}));
     REQUIRE(exact[loop_class].ranged);
-    REQUIRE(timed[loop_class].ranged);
+    auto timed = exact;
+    widen_by_clock_margin(timed, est, 1.2);
     CHECK(timed[loop_class].max == doctest::Approx(1.2 * exact[loop_class].max));
     CHECK(timed[loop_class].min == doctest::Approx(exact[loop_class].min / 1.2));
+    // A cycle counter (margin 1) and a measured class keep their ranges.
+    auto counted = exact;
+    widen_by_clock_margin(counted, est, 1);
+    CHECK(counted[loop_class].max == exact[loop_class].max);
+    est.classes[loop_class].confidence = Confidence::kMeasured;
+    auto anchored = exact;
+    widen_by_clock_margin(anchored, est, 1.2);
+    CHECK(anchored[loop_class].min == exact[loop_class].min);
 }
 
 TEST_CASE("ranges: an anchor overrides placement, is rated measured, propagates, and leaves no range") {
