@@ -603,7 +603,7 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
         ProcedureInput input = procedure_input(sp, bytes, *symbolizer.table(ip.image), ctx);
         input.chase_latency = options.chase_latency.empty() ? contents.meta.chase_latency : options.chase_latency;
         input.entry = entry;
-        if (report.event == "cycles") input.clock_margin = 1;  // a cycle counter: no clock rate between
+        if (!is_clock_event(report.event)) input.clock_margin = 1;  // a cycle counter: no clock rate between
         if (region) {
             input.region = region->counts;
             input.region_loop = region->loop;

@@ -248,7 +248,7 @@ void render_header(std::ostringstream& o, const CalcReport& r) {
     if (is_clock_event(r.event))
         o << " at " << fmt("%.1f", r.cpu_mhz) << " MHz (clock rate from " << r.clock_source
           << ").\nNo hardware cycle counter: cycles are samples x period x clock rate, so executions and CPI\n"
-             "scale with that clock rate.";
+             "scale with that clock rate; ranges allow it " << fmt("%.1f", kClockMargin) << "x either way.";
     o << "\nMachine model " << r.machine << " (" << r.machine_source << ");\nsamples land "
       << (r.sample_skid == 0   ? std::string("on the instruction that")
           : r.sample_skid == 1 ? std::string("one instruction after the one that")
