@@ -604,6 +604,7 @@ Result<CalcReport> run_calc(const store::EpochContents& contents, const CalcOpti
         input.chase_latency = options.chase_latency.empty() ? contents.meta.chase_latency : options.chase_latency;
         input.entry = entry;
         if (!is_clock_event(report.event)) input.clock_margin = 1;  // a cycle counter: no clock rate between
+        input.widen_ranges_by_clock = options.clock_margin_in_ranges;
         if (region) {
             input.region = region->counts;
             input.region_loop = region->loop;

@@ -1401,7 +1401,7 @@ Result<CalcProcedure> analyze_procedure(const ProcedureInput& input, const Machi
     // Last: the anchors above read the flow's counts as they came.
     if (sampled && bound_applies(model) && bound_by_best_case(a, input.clock_margin))
         find_culprits(a, input, model, period_cycles);
-    widen_by_clock_margin(a.ranges, a.estimate, input.clock_margin);
+    if (input.widen_ranges_by_clock) widen_by_clock_margin(a.ranges, a.estimate, input.clock_margin);
     report_branches(a);
     return procedure_report(a, input, period_cycles);
 }

@@ -559,6 +559,7 @@ Result<LayoutReport> build_layout(const store::EpochContents& contents, const La
     co.cpu_mhz = options.cpu_mhz;
     co.machine = options.machine;
     co.lines = false;
+    co.clock_margin_in_ranges = false;  // counts alone (calc.h)
     ECPI_ASSIGN_OR_RETURN(CalcReport calc, run_calc(contents, co, symbolizer));
     if (calc.procedures.empty()) {
         // A moved image's procedures cannot be named: say so, not "no samples".

@@ -56,6 +56,7 @@ Result<CalcReport> image_calc(const store::EpochContents& contents, const AfdoOp
     co.event = options.event;
     co.machine = options.machine;
     co.lines = false;
+    co.clock_margin_in_ranges = false;  // counts alone (calc.h)
     ECPI_ASSIGN_OR_RETURN(CalcReport calc, run_calc(contents, co, symbolizer));
     if (!calc.procedures.empty()) return calc;
     if (auto gone = missing_images_note(contents, calc.event, symbolizer); !gone.empty())

@@ -40,6 +40,12 @@ struct CalcOptions {
     std::string machine = "auto";             // a built-in model name, a JSON file, or "auto" (by the recorded CPU)
     bool lines = true;                        // look up source lines (DWARF)
     bool summary = false;                     // DCPI Figure 4 per procedure (and per image with --all); no listing
+    // Ranges widened by the clock rate's margin (kClockMargin) where samples
+    // become cycles through a clock: what a report claims. Off for readers
+    // of the counts alone (export, layout): the rate's error scales every
+    // count of the run alike and moves no count against another, while
+    // their flows weigh a count by its range's width.
+    bool clock_margin_in_ranges = true;
 };
 
 struct CalcCulprit {
@@ -278,6 +284,7 @@ struct ProcedureInput {
     // samples' cycles decide by kClockMargin each way. 1 where the event
     // counts cycles itself.
     double clock_margin = kClockMargin;
+    bool widen_ranges_by_clock = true;        // CalcOptions::clock_margin_in_ranges
     const ImageBytes* image = nullptr;        // code and jump tables
     std::function<std::string(std::uint64_t)> name_at;  // for no-return calls
     // Whether the function at an address is a leaf (culprits.h); unset: unknown.
