@@ -267,8 +267,6 @@ struct CalcReport {
     std::uint64_t analyzed_bytes = 0;         // code bytes analyzed
 };
 
-// The analysis of one procedure from its code and its per-address samples;
-// the building block of run_calc, exposed for tests and the accuracy bench.
 // How far a one-shot recording's clock rate may be off the rate its samples
 // ran at: nine recordings of `jsonq 100 5000` read 2,763-2,942 MHz at
 // record time while bench/accuracy.sh's own measurement for its jsonq run
@@ -276,13 +274,16 @@ struct CalcReport {
 // session spread 2,238-2,957 MHz (docs/ACCURACY.md).
 inline constexpr double kClockMargin = 1.2;
 
+// The analysis of one procedure from its code and its per-address samples;
+// the building block of run_calc, exposed for tests and the accuracy bench.
 struct ProcedureInput {
     std::string name;
     std::uint64_t start = 0, end = 0;
     // Samples become cycles through a clock rate measured once (a clock
-    // event's period in ns): the rate's error widens every count the
-    // samples' cycles decide by kClockMargin each way. 1 where the event
-    // counts cycles itself.
+    // event's period in ns): the best-case bound allows the rate's error,
+    // and the reported ranges of the counts the samples' cycles decide are
+    // widened by it each way (ranges.h, widen_by_clock_margin). 1 where the
+    // event counts cycles itself.
     double clock_margin = kClockMargin;
     bool widen_ranges_by_clock = true;        // CalcOptions::clock_margin_in_ranges
     const ImageBytes* image = nullptr;        // code and jump tables

@@ -58,9 +58,9 @@ struct TripShare {
     bool from_entry = false;
     // A bisection's (bisection_trips.h): with from_entry, its header (it
     // may have several back edges) runs length times the preheader's count,
-    // and the branches of `exit_tests` (their compares of the bounds) leave
-    // it as the flow has it: the length states their exits, in place of
-    // their own odds.
+    // and the odds of the branches of `exit_tests` (their compares of the
+    // bounds) are scaled by one factor so that their exits add up to its
+    // entries (flow_counts.cpp, scaled_exits).
     std::uint32_t header = 0xffffffffu;
     std::vector<std::uint32_t> exit_tests;
 };
