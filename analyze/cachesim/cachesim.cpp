@@ -565,6 +565,9 @@ struct CacheSimulator::Impl {
     Stream* last_stream = nullptr;  // streams' nodes do not move
     HeapMap heap;                       // this simulator's own (empty while it reads another's)
     const HeapMap* read_heap = nullptr; // read_heap_of: another simulator's, kept by it
+    CacheSimulator::StaticObjectRange static_range;  // key_statics_by
+    // Whether level l keeps per-pc and per-object counts (SimulatorOptions::bin_levels).
+    bool binned(std::size_t l) const { return options.bin_levels.empty() || (l < options.bin_levels.size() && options.bin_levels[l]); }
     std::uint64_t heap_updates = 0;
     const HeapMap& heap_map() const { return read_heap ? *read_heap : heap; }
     std::map<std::uint64_t, SiteInfo> sites;
@@ -628,7 +631,8 @@ struct CacheSimulator::Impl {
         for (auto& memo : pc_memo) flush_recent_hits(memo);
     }
     void count_recent_hit(std::uint64_t pc) {
-        PcMemo& memo = pc_memo_entry(pc);
+        PcMemo& memo = pc_memo_entry(pc);  // listed in by_pc, binned or not
+        if (!binned(0)) return;
         if (++memo.recent_hits == UINT32_MAX) flush_recent_hits(memo);
     }
 
@@ -723,6 +727,11 @@ struct CacheSimulator::Impl {
             if (address >= o.stack_low && address < o.stack_high) {
                 range = {o.stack_low, o.stack_high};
                 return {ObjectKind::kStack, o.tid};
+            }
+        if (static_range)
+            if (auto variable = static_range(address)) {
+                range = *variable;
+                return {ObjectKind::kStatic, variable->first};
             }
         std::uint64_t line = address & ~std::uint64_t(levels[0].geometry.line - 1);
         range = {line, line + levels[0].geometry.line};
@@ -1053,11 +1062,13 @@ void CacheSimulator::Impl::access(Stream& s, const MemRef& ref) {
         }
         count(totals.counts.levels[l], worst);
         count(s.window_counts.levels[l], worst);
-        count(pc_levels[l], worst);
         if (group) count(group->levels[l], worst);
-        if (worst != Outcome::kKnownHit) {
-            if (object == kNoObject) object = object_id_of(s, ref.address);
-            count(object_counts[std::size_t(object) * levels.size() + l], worst);
+        if (binned(l)) {
+            count(pc_levels[l], worst);
+            if (worst != Outcome::kKnownHit) {
+                if (object == kNoObject) object = object_id_of(s, ref.address);
+                count(object_counts[std::size_t(object) * levels.size() + l], worst);
+            }
         }
         for (std::size_t i = 0; i < nmissed; i++) pending[i] = missed[i];
         npending = nmissed;
@@ -1089,6 +1100,11 @@ void CacheSimulator::read_heap_of(const CacheSimulator& keeper) {
     if (&keeper == this) return;
     impl_->read_heap = &keeper.impl_->heap_map();
     impl_->heap = HeapMap{};
+    impl_->object_memo = {};
+}
+
+void CacheSimulator::key_statics_by(StaticObjectRange range_of) {
+    impl_->static_range = std::move(range_of);
     impl_->object_memo = {};
 }
 

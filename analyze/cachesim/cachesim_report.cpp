@@ -15,6 +15,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "ecpi/analyze/cachesim/data_symbols.h"
 #include "ecpi/analyze/cachesim/set_sampling.h"
 #include "ecpi/analyze/symbols/symbolizer.h"
 #include "ecpi/analyze/text_table.h"
@@ -24,11 +25,6 @@ namespace ecpi::analyze {
 namespace {
 
 using detail::format;
-
-struct DataSymbol {
-    std::uint64_t start = 0, end = 0;
-    std::string name;
-};
 
 // The DWARF line table of a whole file, as sorted rows. Read here rather
 // than through DebugInfo: clang emits no .debug_aranges, and elfutils
@@ -114,55 +110,6 @@ struct ModuleInfo {
     LineTable lines;
 };
 
-// STT_OBJECT symbols (globals and statics) and the first PT_LOAD's
-// vaddr - offset (for modules known only by their mapping).
-void read_elf_data(const std::string& path, std::vector<DataSymbol>& out, std::optional<std::uint64_t>& load_delta) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        return;
-    }
-    elf_version(EV_CURRENT);
-    Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
-    if (!elf) {
-        ::close(fd);
-        return;
-    }
-    std::size_t nph = 0;
-    if (elf_getphdrnum(elf, &nph) == 0) {
-        for (std::size_t i = 0; i < nph && i < 4096; i++) {
-            GElf_Phdr ph;
-            if (gelf_getphdr(elf, int(i), &ph) && ph.p_type == PT_LOAD) {
-                load_delta = ph.p_vaddr - ph.p_offset;
-                break;
-            }
-        }
-    }
-    for (int pass = 0; pass < 2 && out.empty(); pass++) {
-        Elf_Scn* scn = nullptr;
-        while ((scn = elf_nextscn(elf, scn)) != nullptr) {
-            GElf_Shdr sh;
-            if (!gelf_getshdr(scn, &sh) || sh.sh_type != (pass == 0 ? SHT_SYMTAB : SHT_DYNSYM) || sh.sh_entsize == 0) continue;
-            Elf_Data* d = elf_getdata(scn, nullptr);
-            if (!d) continue;
-            std::size_t count = std::min<std::size_t>(sh.sh_size / sh.sh_entsize, 10'000'000);
-            for (std::size_t i = 1; i < count; i++) {
-                GElf_Sym sym;
-                if (!gelf_getsym(d, int(i), &sym)) continue;
-                if (GELF_ST_TYPE(sym.st_info) != STT_OBJECT || sym.st_size == 0 || sym.st_shndx == SHN_UNDEF) continue;
-                const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
-                if (!name || !*name) continue;
-                out.push_back({sym.st_value, sym.st_value + sym.st_size, name});
-            }
-        }
-    }
-    elf_end(elf);
-    ::close(fd);
-    std::sort(out.begin(), out.end(), [](const DataSymbol& a, const DataSymbol& b) { return a.start < b.start; });
-}
-
 // Address -> module -> procedure, source line, data symbol.
 class AddressNames {
 public:
@@ -221,7 +168,7 @@ private:
         ModuleInfo info;
         std::optional<std::uint64_t> delta;
         read_elf_data(m.path, info.data, delta);
-        info.bias = m.bias_known ? m.base : m.start - delta.value_or(0);
+        info.bias = module_bias(m, delta);
         auto table = SymbolTable::from_elf(m.path);
         if (table.ok()) info.functions = std::move(table).value();
         info.lines = read_line_table(m.path);

@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "ecpi/analyze/cachesim/data_symbols.h"
+
 namespace ecpi::analyze {
 
 static_assert(sizeof(ecpi_rt_record) == 16);
@@ -437,6 +439,7 @@ Result<TraceFileInfo> read_trace_file(const std::filesystem::path& path, CacheSi
     }
     info.format = "ecpi";
     ECPI_RETURN_IF_ERROR(read_binary_header(fd, buf.data(), std::size_t(n), path.string(), info.modules));
+    key_statics_by_symbols(info.modules, sim, sets);  // as the live run did
     RecordDecoder decoder(sim, sets);
     std::uint32_t stream = 0;
     std::size_t carry = 0;

@@ -16,6 +16,7 @@
 #include "cli_common.h"
 #include "ecpi/analyze/cachesim/cachesim.h"
 #include "ecpi/analyze/cachesim/cachesim_report.h"
+#include "ecpi/analyze/cachesim/data_symbols.h"
 #include "ecpi/analyze/cachesim/memtrace_trace.h"
 #include "ecpi/analyze/cachesim/set_sampling.h"
 #include "ecpi/loader/memtrace.h"
@@ -137,6 +138,7 @@ analyze::SetSamplingPlan plan_sampling(const CachesimArgs& args, std::uint64_t s
         o.set_rotate_windows = sample > 1 ? turns->windows : 0;
         o.set_warm_windows = turns->warm;
         o.classes = false;
+        o.bin_levels = plan->set_levels;  // the report bins the time-sampled levels from the windows
         auto made = analyze::CacheSimulator::create(o);
         if (!made.ok()) throw UsageError{made.error().message()};
         sets.emplace(std::move(made).value());
@@ -194,6 +196,12 @@ void run_runtime_source(const CachesimArgs& args, std::uint64_t sample, std::uin
         if (!filter->rotate_windows && !plan.set_levels.empty() && !plan.set_levels[0])
             o.set_hit_mask = std::uint32_t(sets->set_groups().size() - 1);
     }
+    // The program's variables, read once its modules are known, before the
+    // first record (CacheSimulator::key_statics_by).
+    o.on_runtime_ready = [&](const loader::RuntimeStart& start) -> Result<void> {
+        analyze::key_statics_by_symbols(to_trace_modules(start.modules), sim, sets);
+        return ok();
+    };
     analyze::RecordDecoder decoder(sim, sets);
     auto handler = [&](std::uint32_t ring, std::span<const ecpi_rt_record> recs) -> Result<void> {
         if (writer) ECPI_RETURN_IF_ERROR(writer->write(ring, recs));

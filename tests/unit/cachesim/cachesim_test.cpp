@@ -4,6 +4,7 @@
 // estimators and the error bounds on synthetic traces with known answers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -243,6 +244,61 @@ TEST_CASE("attribution: misses by pc and by heap allocation site") {
     sim.release(0x10000);
     ref(sim, 0x10080);
     CHECK(sim.by_object().count(CacheSimulator::ObjectKey{ObjectKind::kStatic, 0x10080}) == 1);
+}
+
+TEST_CASE("attribution: a global's misses are counted under the variable holding them, its neighbour's under its own") {
+    // Two globals in one line, as a linker lays out .bss: a 4-byte one at
+    // 0x20038 and an array from 0x20040 over 64 lines. By line, the array's
+    // first line was named by its first byte's variable and each line was an
+    // object of its own; by variable, one key each, whatever the line.
+    auto sim = make({"L1=1k:2:64"});
+    std::vector<std::uint64_t> asked;
+    sim.key_statics_by([&asked](std::uint64_t a) -> std::optional<std::pair<std::uint64_t, std::uint64_t>> {
+        asked.push_back(a);
+        if (a >= 0x20038 && a < 0x2003c) return std::pair<std::uint64_t, std::uint64_t>{0x20038, 0x2003c};
+        if (a >= 0x20040 && a < 0x21040) return std::pair<std::uint64_t, std::uint64_t>{0x20040, 0x21040};
+        return std::nullopt;
+    });
+    for (std::uint64_t a = 0x20040; a < 0x21040; a += 64) ref(sim, a);  // 64 misses, each a line of its own
+    ref(sim, 0x20038, false, 4);                                         // the neighbour: a miss (evicted)
+    ref(sim, 0x30000);                                                   // no variable: its line
+    const CacheSimulator::ObjectKey array{ObjectKind::kStatic, 0x20040}, neighbour{ObjectKind::kStatic, 0x20038};
+    REQUIRE(sim.by_object().count(array) == 1);
+    CHECK(sim.by_object().at(array).levels[0].known_misses == 64);
+    REQUIRE(sim.by_object().count(neighbour) == 1);
+    CHECK(sim.by_object().at(neighbour).levels[0].known_misses == 1);
+    CHECK(sim.by_object().count(CacheSimulator::ObjectKey{ObjectKind::kStatic, 0x30000}) == 1);
+    CHECK(sim.by_object().size() == 3);
+    // The answer holds for the whole array: it was asked once for its 64 lines.
+    CHECK(std::count_if(asked.begin(), asked.end(), [](std::uint64_t a) { return a >= 0x20040 && a < 0x21040; }) == 1);
+}
+
+TEST_CASE("attribution: levels left out of bin_levels count no pc or object, and every total stays") {
+    auto run = [](std::vector<bool> bins) {
+        SimulatorOptions o;
+        for (const char* spec : {"L1=1k:2:64", "L2=4k:4:64"}) o.levels.push_back(*parse_cache_geometry(spec));
+        o.bin_levels = std::move(bins);
+        auto sim = std::move(CacheSimulator::create(o)).value();
+        std::mt19937_64 rng(7);
+        for (int i = 0; i < 20000; i++) ref(sim, 0x40000 + (rng() % 8192) * 8, false, 8, 0x100 + (rng() % 3));
+        return sim;
+    };
+    auto all = run({});
+    auto second = run({false, true});
+    for (std::size_t l = 0; l < 2; l++) {
+        CHECK(level(second, l).references == level(all, l).references);
+        CHECK(level(second, l).known_misses == level(all, l).known_misses);
+    }
+    REQUIRE(second.by_pc().size() == all.by_pc().size());  // every pc is still listed
+    for (const auto& [pc, counts] : all.by_pc()) {
+        CHECK(second.by_pc().at(pc).levels[0].references == 0);
+        CHECK(second.by_pc().at(pc).levels[1].references == counts.levels[1].references);
+        CHECK(second.by_pc().at(pc).levels[1].known_misses == counts.levels[1].known_misses);
+    }
+    for (const auto& [key, counts] : second.by_object()) {
+        CHECK(counts.levels[0].references == 0);
+        CHECK(counts.levels[1].known_misses == all.by_object().at(key).levels[1].known_misses);
+    }
 }
 
 TEST_CASE("attribution: hits of pcs that share a memo slot are all counted; a freed large block's range is forgotten") {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -104,6 +105,13 @@ struct SimulatorOptions {
     std::uint32_t set_warm_windows = 0;
     std::uint64_t seed = 1;
     bool classes = false;           // compulsory/capacity/conflict from a fully associative shadow
+    // Per level, whether its misses are counted per pc and per data object
+    // (empty: every level). Under combined sampling the set-sampled
+    // simulator bins only its own levels: the report takes the others' bins
+    // from the windows (by_pc and by_object still list every pc and object
+    // it met), and an object looked up for a first-level miss that the L2
+    // then hit was half of bloom's objects' look-ups (docs/CACHESIM.md).
+    std::vector<bool> bin_levels;
 };
 
 // One memory reference of a stream.
@@ -177,6 +185,17 @@ public:
     // hashtable, 300,000 allocations: the heap map's updates were 7% of
     // the samples of a default run, half of them the second map's).
     void read_heap_of(const CacheSimulator& keeper);
+    // The runtime range [start, end) of the global or static variable
+    // holding an address, if one is known (DataSymbolIndex::range_of).
+    using StaticObjectRange = std::function<std::optional<std::pair<std::uint64_t, std::uint64_t>>(std::uint64_t)>;
+    // From now on, a miss into a variable `range_of` knows is counted under
+    // that variable (ObjectKey::id its start) instead of under its line, and
+    // the answer holds for the whole variable: a random walk over a large
+    // array (bloom's bit array, 16,384 lines) cost one look-up of the
+    // objects' ids and one scattered count per line missed, a third of
+    // ecpi's time at --sets 1/8 (docs/CACHESIM.md). The report names both
+    // kinds of key by the variable holding them, so its rows are the same.
+    void key_statics_by(StaticObjectRange range_of);
     // Updates this simulator made to its own heap map (0 after read_heap_of).
     std::uint64_t heap_updates() const;
 
@@ -218,7 +237,7 @@ public:
     // Per data object.
     struct ObjectKey {
         ObjectKind kind = ObjectKind::kUnknown;
-        std::uint64_t id = 0;          // heap: allocation site; stack: tid; static: line address
+        std::uint64_t id = 0;          // heap: allocation site; stack: tid; static: its variable's start, or its line address
         auto operator<=>(const ObjectKey&) const = default;
     };
     const std::map<ObjectKey, BinCounts>& by_object() const;  // likewise built at each call
