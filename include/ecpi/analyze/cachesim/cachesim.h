@@ -191,9 +191,9 @@ public:
     // From now on, a miss into a variable `range_of` knows is counted under
     // that variable (ObjectKey::id its start) instead of under its line, and
     // the answer holds for the whole variable: a random walk over a large
-    // array (bloom's bit array, 16,384 lines) cost one look-up of the
-    // objects' ids and one scattered count per line missed, a third of
-    // ecpi's time at --sets 1/8 (docs/CACHESIM.md). The report names both
+    // array (bloom's bit array, 4,096 lines) cost one look-up of the
+    // objects' ids and one scattered count per line missed (the run's CPU
+    // at the default 1.31 s against 0.94; docs/CACHESIM.md). The report names both
     // kinds of key by the variable holding them, so its rows are the same.
     void key_statics_by(StaticObjectRange range_of);
     // Updates this simulator made to its own heap map (0 after read_heap_of).
