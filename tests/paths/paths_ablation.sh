@@ -5,11 +5,15 @@
 # that misses the caches 1 time in 4, 1 in 6; C: trivial). What each path
 # costs is measured without ecpi: the plain build against builds with A's or
 # B's work removed (and all three removed, for the loop's own share), in
-# interleaved rounds, medians (bench/paths/ablation.py's arithmetic, as
+# nine interleaved rounds, medians (bench/paths/ablation.py's arithmetic, as
 # `bash bench/paths.sh ablation` reports it). The inline build recorded at
 # --sample 1/10 must then give A and B means within a factor of 2 of
-# ablation's (median over three seeds), and where ablation tells their
-# total times apart by more than 1.5x, rank the same one first by time.
+# ablation's (median over five seeds), and where ablation tells their
+# total times apart by more than 1.5x, rank the same one first by time in
+# most seeds. Five seeds, not three: one recording's split of the regular
+# mix moves with its calibrated entry cost (docs/PATHS.md, "Why A's seeds
+# spread"), and with three a CI run failed on two such draws (A/B 0.51 by
+# ablation, A first in 2 of 3 seeds) that the next four runs did not see.
 #
 # The factor is wide because both sides move with this VM's speed from run
 # to run (the plain build's loop took 0.208-0.271 s in one hold of seven
@@ -33,14 +37,14 @@ clang -O2 $INLINE -o "$TMP/channels.inline" "$SOURCE" || fail "building channels
 # 2,000,000 rounds: about 0.2 s a run; bench/paths.sh times the same.
 ROUNDS=2000000
 loop_seconds() { sed -n 's/.*loop \([0-9.]*\) s.*/\1/p' | head -1; }
-for round in 1 2 3 4 5; do
+for round in $(seq 9); do
 	for build in whole no_a no_b no_c none; do
 		s=$("$TMP/channels.$build" $ROUNDS | loop_seconds)
 		[ -n "$s" ] || fail "channels.$build printed no loop time"
 		echo "$build $s" >>"$TMP/ablation.times"
 	done
 done
-for seed in 1 2 3; do
+for seed in 1 2 3 4 5; do
 	"$ECPI" paths record -o "$TMP/s$seed.db" --sample 1/10 --seed $seed -- "$TMP/channels.inline" $ROUNDS >"$TMP/s$seed.txt" ||
 		fail "paths record (seed $seed): $(tail -3 "$TMP/s$seed.txt")"
 	"$ECPI" paths "$TMP/s$seed.db" --branch --limit 0 --procedure poll --format json >"$TMP/s$seed.json" ||
@@ -80,14 +84,14 @@ print("A/B total time by ablation %.2f; first by time in the fit: %s; loop %.2f 
       (ratio, first, loop, {k: round(v, 3) for k, v in med.items()}))
 if not 1 / 1.5 <= ratio <= 1.5:
     want = "A" if ratio > 1 else "B"
-    if first.count(want) < 2:
+    if 2 * first.count(want) <= len(first):
         problems.append("ablation puts %s first by time (A/B %.2f), the fit in %d of %d seeds" %
                         (want, ratio, first.count(want), len(first)))
 for p in problems:
     print("FAIL: " + p)
 sys.exit(1 if problems else 0)
 PY
-python3 "$TMP/check.py" "$BENCH" "$SOURCE" "$ROUNDS" "$TMP/ablation.times" "$TMP"/s{1,2,3}.json >"$TMP/check.txt" 2>&1 ||
+python3 "$TMP/check.py" "$BENCH" "$SOURCE" "$ROUNDS" "$TMP/ablation.times" "$TMP"/s{1,2,3,4,5}.json >"$TMP/check.txt" 2>&1 ||
 	fail "$(cat "$TMP/check.txt")"
 cat "$TMP/check.txt" >&2
 echo PASS
