@@ -285,7 +285,10 @@ Result<MemtraceRunResult> run_memtrace(const MemtraceRunOptions& options, const 
                 break;
             }
         }
-        auto drained = drain_pass(region, handler, 1u << 16);
+        // Nothing is read before that: a ring claimed since the check above
+        // waits a pass, so the caller's start (cachesim's variables, the
+        // paths' block cost) comes before the first record.
+        auto drained = ready ? drain_pass(region, handler, 1u << 16) : Result<std::uint64_t>(std::uint64_t{0});
         if (!drained.ok()) {
             failure = drained.error();
             break;
