@@ -460,6 +460,77 @@ double stamped_mean(const store::BranchPath& p, double long_floor) {
 
 }  // namespace
 
+// The recorded block whose entry leads to the code at `address` through
+// unrecorded machine blocks (an inline build's IR block is several machine
+// blocks: its log's `je` to the runtime's stub splits it); 0 where none or
+// several do.
+std::uint64_t PathCutter::recorded_block_of(std::uint64_t address) {
+    const PathProcedure* proc = code_.procedure_at(address);
+    if (!proc) return 0;
+    const std::uint32_t m = proc->block_at(address);
+    if (m == kNoBlock) return 0;
+    auto [at, fresh] = recorded_owner_.try_emplace(proc);
+    std::vector<std::uint32_t>& owner = at->second;
+    if (fresh) {
+        constexpr std::uint32_t kSeveral = kNoBlock - 1;
+        owner.assign(proc->block_starts.size(), kNoBlock);
+        for (std::uint32_t r = 0; r < owner.size(); r++) {
+            if (!proc->recorded[r]) continue;
+            owner[r] = r;
+            std::vector<std::uint32_t> todo{r};
+            std::vector<bool> seen(owner.size(), false);
+            while (!todo.empty()) {
+                const std::uint32_t b = todo.back();
+                todo.pop_back();
+                for (std::uint32_t next : proc->successors[b]) {
+                    if (next >= owner.size() || proc->recorded[next] || seen[next]) continue;
+                    seen[next] = true;
+                    owner[next] = owner[next] == kNoBlock ? r : kSeveral;
+                    todo.push_back(next);
+                }
+            }
+        }
+        for (auto& o : owner)
+            if (o == kSeveral) o = kNoBlock;
+    }
+    return owner[m] == kNoBlock ? 0 : proc->block_starts[owner[m]];
+}
+
+// Each span path's cost per occurrence as the program's pc samples say, up
+// to one factor common to all (-1: none of its blocks holds a sample): a
+// block's samples over its entries (every path's occurrences through it),
+// summed over the path's blocks. DCPI's reading of samples, with exact
+// counts: no stamp or fence runs where these samples are taken, so a load's
+// miss and a chain's latency land in their own blocks (issue 31: a fenced
+// stamp waits for the work in flight and moves it between the paths of a
+// regular mix, docs/PATHS.md "Calibration across runs"). `samples`: those
+// that fell in a recorded block.
+SampleSplit PathCutter::pc_sample_split(std::uint64_t* samples) {
+    SampleSplit split;
+    split.cost.assign(span_paths_.size(), -1.0);
+    split.samples.assign(span_paths_.size(), 0);
+    *samples = 0;
+    std::map<std::uint64_t, double> block_samples;
+    for (const auto& [address, n] : pc_samples_)
+        if (const std::uint64_t block = recorded_block_of(address)) block_samples[block] += double(n), *samples += n;
+    if (block_samples.empty()) return split;
+    std::map<std::uint64_t, double> entries;  // every path's, not only those in spans
+    for (const auto& [hash, bucket] : known_)
+        for (const auto& k : bucket)
+            for (auto b : k.path->blocks) entries[b] += double(k.path->occurrences);
+    for (std::size_t i = 0; i < span_paths_.size(); i++) {
+        double cost = 0, held = 0;
+        for (auto b : span_paths_[i]->blocks) {
+            auto it = block_samples.find(b);
+            if (it == block_samples.end() || !(entries[b] > 0)) continue;
+            cost += it->second / entries[b];
+            held += it->second;
+        }
+        if (held > 0) split.cost[i] = cost, split.samples[i] = std::uint64_t(held);
+    }
+    return split;
+}
+
 // Each path's mean over the spans, damped toward its stamped mean.
 void PathCutter::fit_spans(store::BranchPathProfile& profile) {
     if (records_lost_)
@@ -473,7 +544,9 @@ void PathCutter::fit_spans(store::BranchPathProfile& profile) {
     std::vector<double> prior(span_paths_.size(), -1.0);
     const double long_floor = profile.ticks_per_ns > 0 ? store::kLongFloorNs * profile.ticks_per_ns : 0;
     for (std::size_t i = 0; i < span_paths_.size(); i++) prior[i] = stamped_mean(*span_paths_[i], long_floor);
-    const SpanFit fit = fit_span_costs(spans_, prior);
+    std::uint64_t pc_samples = 0;
+    const SampleSplit split = pc_sample_split(&pc_samples);
+    const SpanFit fit = fit_span_costs(spans_, prior, {}, split);
     for (std::size_t i = 0; i < span_paths_.size(); i++) {
         store::BranchPath& p = *span_paths_[i];
         const SpanFitPath& f = fit.paths[i];
@@ -494,10 +567,17 @@ void PathCutter::fit_spans(store::BranchPathProfile& profile) {
         profile.notes.push_back(std::to_string(fit.interrupted) + " spans took over 8x the usual time per block entry "
                                 "(interrupts, page faults) and " + std::to_string(fit.outliers) +
                                 " fitted worst; both were left out of the fit");
-    if (fit.regular)
+    if (fit.regular && fit.split_by_samples)
         profile.notes.push_back(std::to_string(fit.regular) +
                                 " paths come in a regular mix (a loop that takes them in a fixed order): the spans time their "
-                                "total, which is split between them as their stamped means are (marked '~')");
+                                "total, which is split between them as the program's pc samples in their blocks are (" +
+                                std::to_string(pc_samples) +
+                                " samples in the image, at least " + std::to_string(fit.split_samples) + " in each path's blocks; marked '~')");
+    else if (fit.regular)
+        profile.notes.push_back(std::to_string(fit.regular) +
+                                " paths come in a regular mix (a loop that takes them in a fixed order): the spans time their "
+                                "total, which is split between them as their stamped means are (marked '~')" +
+                                (pc_samples ? std::string(": too few of the program's pc samples fell in their blocks") : ""));
     if (fit.undetermined)
         profile.notes.push_back(std::to_string(fit.undetermined) +
                                 " fitted paths are undetermined ('?'): the spans allow each a wide range of means (95%, "

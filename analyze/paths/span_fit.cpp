@@ -310,11 +310,32 @@ void variable_ranges(const Normal& data, const std::vector<double>& mu, const st
     }
 }
 
+// A regular group's split by the program's pc samples (SampleSplit), where
+// they cover each of its paths: the samples' costs, scaled so that the
+// group's occurrences cost in total what their stamped means say (the
+// fit's damping pulls the group's one variable toward scale 1, that total).
+void split_group(const std::vector<std::uint32_t>& group, const std::vector<std::uint64_t>& occurrences,
+                 const std::vector<double>& prior_means, const SampleSplit& split, std::vector<double>& weight, SpanFit& fit) {
+    if (group.empty() || split.cost.size() != prior_means.size() || split.samples.size() != prior_means.size()) return;
+    double stamped = 0, sampled = 0;
+    std::uint64_t fewest = ~std::uint64_t{0};
+    for (auto p : group) {
+        if (!(split.cost[p] >= 0) || split.samples[p] < kMinSplitSamples) return;
+        stamped += double(occurrences[p]) * prior_means[p];
+        sampled += double(occurrences[p]) * split.cost[p];
+        fewest = std::min(fewest, split.samples[p]);
+    }
+    if (!(stamped > 0) || !(sampled > 0)) return;
+    for (auto p : group) weight[p] = split.cost[p] * stamped / sampled;
+    fit.split_by_samples = true;
+    fit.split_samples = fewest;
+}
+
 // One fit over the given spans.
 // `with_ranges`: profile each path's range (span_fit.h); only the final
 // fit needs it.
 SpanFit fit_spans_once(const std::vector<SpanCounts>& spans, const std::vector<double>& prior_means,
-                       const SpanFitOptions& options, std::size_t interrupted, bool with_ranges) {
+                       const SpanFitOptions& options, const SampleSplit& split, std::size_t interrupted, bool with_ranges) {
     const std::size_t paths = prior_means.size();
     SpanFit fit;
     fit.paths.resize(paths);
@@ -341,6 +362,7 @@ SpanFit fit_spans_once(const std::vector<SpanCounts>& spans, const std::vector<d
     std::vector<double> weight(paths, 1.0);
     std::vector<bool> grouped(paths, false);
     for (auto p : group) grouped[p] = true, weight[p] = prior_means[p];
+    split_group(group, occurrences, prior_means, split, weight, fit);
     std::size_t k = 0;
     for (auto p : vars) {
         if (grouped[p] && p != group.front()) continue;
@@ -423,10 +445,10 @@ std::vector<SpanCounts> uninterrupted(const std::vector<SpanCounts>& spans, std:
 }  // namespace
 
 SpanFit fit_span_costs(const std::vector<SpanCounts>& all_spans, const std::vector<double>& prior_means,
-                       const SpanFitOptions& options) {
+                       const SpanFitOptions& options, const SampleSplit& split) {
     SpanFit fit;
     std::vector<SpanCounts> spans = uninterrupted(all_spans, fit.interrupted);
-    fit = fit_spans_once(spans, prior_means, options, fit.interrupted, false);
+    fit = fit_spans_once(spans, prior_means, options, split, fit.interrupted, false);
     // Leave out the spans the fit explains worst, and fit again, with the
     // ranges (the first fit's residual variance is an outlier's).
     std::vector<SpanCounts> kept;
@@ -446,7 +468,7 @@ SpanFit fit_span_costs(const std::vector<SpanCounts>& all_spans, const std::vect
     }
     else kept = spans;
     const std::size_t outliers = spans.size() - kept.size();
-    SpanFit again = fit_spans_once(kept, prior_means, options, fit.interrupted, true);
+    SpanFit again = fit_spans_once(kept, prior_means, options, split, fit.interrupted, true);
     again.outliers = outliers;
     return again;
 }

@@ -101,6 +101,11 @@ void add_record_subcommand(CLI::App& paths, const std::shared_ptr<PathsRecordArg
         ->default_str("1/100");
     app->add_option("--burst", args->burst, "Block entries per burst")->default_str("4096")->check(CLI::Range(16, 100000000));
     app->add_option("--seed", args->seed, "Seed of the gaps between bursts (default: random)");
+    app->add_option("--pc-hz", args->pc_hz,
+                    "Samples of the program's pc a second of its CPU time, which split the paths of a regular mix "
+                    "(a loop taking them in a fixed order) where the spans cannot; 0: split by the stamps")
+        ->default_str("500")
+        ->check(CLI::Range(0, 20000));
     app->add_option("--source", args->source, "instrumented (clang $(ecpi flags paths)) or lbr (last-branch records)")
         ->check(CLI::IsMember({"instrumented", "lbr"}))
         ->default_str("instrumented");

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <random>
 
 #include "ecpi/analyze/paths/branch_paths.h"
@@ -17,6 +18,7 @@
 #include "ecpi/analyze/symbols/symbolizer.h"
 #include "ecpi/loader/memtrace.h"
 #include "ecpi/loader/perf_events.h"
+#include "ecpi/loader/probe_stack_samples.h"
 #include "ecpi/store/branch_paths.h"
 
 namespace ecpi::cli {
@@ -30,6 +32,7 @@ struct MainImage {
     std::unique_ptr<analyze::PathCodeMap> code;
     std::string path;
     std::string build_id;
+    std::uint64_t start = 0, end = 0, base = 0;  // where it was loaded (LoadedModule)
 };
 
 Result<void> open_main_image(const std::vector<loader::LoadedModule>& modules, MainImage& image,
@@ -39,6 +42,7 @@ Result<void> open_main_image(const std::vector<loader::LoadedModule>& modules, M
     const auto& m = modules[0];
     ECPI_ASSIGN_OR_RETURN(image.code, analyze::open_path_code_map(m.path, analyze::BlockSource::kInstrumented));
     image.path = m.path;
+    image.start = m.start, image.end = m.end, image.base = m.base;
     auto id = analyze::read_build_id(m.path);
     image.build_id = id.ok() ? *id : "";
     decoder.set_image(m.start, m.end, m.base);
@@ -91,6 +95,42 @@ void add_recording_notes(store::BranchPathProfile& profile, const loader::Memtra
                                 "between bursts, or its bursts were too short (try --sample 1/1 or a longer --burst)");
 }
 
+// The program's pc samples (--pc-hz): a cpu-clock event per CPU, pc only,
+// for the program and the threads it starts; the cutter gets those that
+// fall in its image (PathCutter::pc_sample). Without them (perf events not
+// allowed here) the regular mixes are split by their stamps, and a note
+// says why.
+class PcSamples {
+public:
+    void open(std::uint32_t pid, std::uint64_t hz, std::vector<std::string>& notes) {
+        if (hz == 0) return;
+        auto cpus = loader::online_cpus();
+        auto sampler = cpus.ok() ? loader::StackSampler::open(pid, *cpus, 1'000'000'000 / hz, 64, false)
+                                 : Result<loader::StackSampler>(cpus.error());
+        if (!sampler.ok()) {
+            notes.push_back("the program's pc was not sampled (" + sampler.error().message() +
+                            "): a regular mix's paths are split by their stamps; allow perf events "
+                            "(kernel.perf_event_paranoid) or run as root");
+            return;
+        }
+        sampler_.emplace(std::move(*sampler));
+    }
+    void drain(const MainImage& image, analyze::PathCutter& cutter) {
+        if (!sampler_) return;
+        sampler_->drain([&](const std::vector<std::uint64_t>& chain) {
+            const std::uint64_t pc = chain[0];
+            if (image.code && pc >= image.start && pc < image.end) cutter.pc_sample(pc - image.base);
+        });
+    }
+    void note_lost(std::vector<std::string>& notes) const {
+        if (sampler_ && sampler_->lost_records())
+            notes.push_back(std::to_string(sampler_->lost_records()) + " of the program's pc samples were lost (ring full)");
+    }
+
+private:
+    std::optional<loader::StackSampler> sampler_;
+};
+
 }  // namespace
 
 int run_paths_record(const PathsRecordArgs& args) {
@@ -114,13 +154,19 @@ int run_paths_record(const PathsRecordArgs& args) {
     LateCodeMap code(image);
     analyze::PathCutter cutter(code, 0);
     analyze::PathRecordDecoder decoder(cutter);
-    o.on_runtime_ready = [&](const loader::RuntimeStart& start) {
+    PcSamples pc_samples;
+    std::vector<std::string> sampling_notes;
+    o.on_runtime_ready = [&](const loader::RuntimeStart& start) -> Result<void> {
         cutter.set_block_cost(double(start.block_cost_ticks));
-        return open_main_image(start.modules, image, decoder);
+        ECPI_RETURN_IF_ERROR(open_main_image(start.modules, image, decoder));
+        pc_samples.open(start.pid, args.pc_hz, sampling_notes);
+        return ok();
     };
     auto r = unwrap(loader::run_memtrace(o, [&](std::uint32_t ring, std::span<const ecpi_rt_record> recs) {
+        pc_samples.drain(image, cutter);
         return decoder.feed(ring, recs);
     }, stop_requested_by_signal()));
+    pc_samples.drain(image, cutter);
     if (!r.runtime_active) {
         if (!r.runtime_error.empty()) throw RuntimeError{r.runtime_error};
         throw RuntimeError{"'" + args.command[0] + "' is not built with ecpi's runtime (no block entry was recorded): build it with "
@@ -139,6 +185,8 @@ int run_paths_record(const PathsRecordArgs& args) {
     profile.command = args.command;
     cutter.finish(profile);
     add_recording_notes(profile, r);
+    pc_samples.note_lost(sampling_notes);
+    profile.notes.insert(profile.notes.end(), sampling_notes.begin(), sampling_notes.end());
     const std::string saved = args.no_save ? "" : save(args.database, profile);
     print_report(profile, args.limit, args.format, saved);
     if (int code = loader::exit_code_of(r.exit.wait_status); code != 0) {

@@ -18,6 +18,7 @@ struct PathsRecordArgs {
     std::string sample = "1/100";
     std::uint64_t burst = 4096;
     std::optional<std::uint64_t> seed;
+    std::uint64_t pc_hz = 500;  // the program's pc samples a second of its CPU time (0: none)
     std::string source = "instrumented";
     std::size_t limit = 10;
     bool no_save = false;

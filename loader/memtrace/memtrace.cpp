@@ -280,7 +280,7 @@ Result<MemtraceRunResult> run_memtrace(const MemtraceRunOptions& options, const 
         // The runtime fills in its modules before it claims a ring.
         if (!ready && __atomic_load_n(&h->rings_claimed, __ATOMIC_ACQUIRE) > 0) {
             ready = true;
-            if (auto r = options.on_runtime_ready({modules_of(h), h->block_cost_ticks}); !r.ok()) {
+            if (auto r = options.on_runtime_ready({modules_of(h), h->block_cost_ticks, std::uint32_t(program.pid())}); !r.ok()) {
                 failure = r.error();
                 break;
             }

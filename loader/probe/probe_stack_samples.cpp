@@ -16,17 +16,19 @@ namespace {
 
 constexpr std::uint16_t kMaxFrames = 127;
 
-perf_event_attr sampling_attr(std::uint64_t period_ns) {
+perf_event_attr sampling_attr(std::uint64_t period_ns, bool call_chains) {
     perf_event_attr attr{};
     attr.size = sizeof(attr);
     attr.type = PERF_TYPE_SOFTWARE;
     attr.config = PERF_COUNT_SW_CPU_CLOCK;
     attr.sample_period = period_ns;
-    attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN;
+    attr.sample_type = call_chains ? PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN : PERF_SAMPLE_IP | PERF_SAMPLE_TID;
     attr.exclude_kernel = 1;
     attr.exclude_hv = 1;
-    attr.exclude_callchain_kernel = 1;
-    attr.sample_max_stack = kMaxFrames;
+    if (call_chains) {
+        attr.exclude_callchain_kernel = 1;
+        attr.sample_max_stack = kMaxFrames;
+    }
     attr.inherit = 1;  // threads the target starts later
     // No wakeups: ecpi reads the rings on its own tick.
     attr.watermark = 1;
@@ -37,11 +39,12 @@ perf_event_attr sampling_attr(std::uint64_t period_ns) {
 }  // namespace
 
 Result<StackSampler> StackSampler::open(std::uint32_t pid, const std::vector<int>& cpus, std::uint64_t period_ns,
-                                        std::size_t pages_per_cpu) {
+                                        std::size_t pages_per_cpu, bool call_chains) {
     StackSampler s;
     s.period_ns_ = period_ns;
+    s.call_chains_ = call_chains;
     for (int cpu : cpus) {
-        perf_event_attr attr = sampling_attr(period_ns);
+        perf_event_attr attr = sampling_attr(period_ns, call_chains);
         long fd = syscall(SYS_perf_event_open, &attr, static_cast<pid_t>(pid), cpu, -1, PERF_FLAG_FD_CLOEXEC);
         if (fd < 0)
             return Error::from_errno(errno, "opening the stack-sampling event of process " + std::to_string(pid) +
@@ -78,6 +81,14 @@ void StackSampler::drain(const std::function<void(const std::vector<std::uint64_
             if (hdr.type != PERF_RECORD_SAMPLE) continue;
             if ((hdr.misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER) {
                 ++kernel_;
+                continue;
+            }
+            if (!call_chains_) {  // {u64 ip} {u32 pid, tid}
+                if (hdr.size < sizeof hdr + 16) continue;
+                std::uint64_t ip;
+                std::memcpy(&ip, record_.data() + sizeof hdr, 8);
+                chain_.assign(1, ip);
+                sample(chain_);
                 continue;
             }
             // {u32 pid, tid} {u64 nr, ips[nr]}

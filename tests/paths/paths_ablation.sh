@@ -10,10 +10,12 @@
 # --sample 1/10 must then give A and B means within a factor of 2 of
 # ablation's (median over five seeds), and where ablation tells their
 # total times apart by more than 1.5x, rank the same one first by time in
-# most seeds. Five seeds, not three: one recording's split of the regular
-# mix moves with its calibrated entry cost (docs/PATHS.md, "Why A's seeds
-# spread"), and with three a CI run failed on two such draws (A/B 0.51 by
-# ablation, A first in 2 of 3 seeds) that the next four runs did not see.
+# most seeds. Five seeds, not three: split by the stamps, one recording's
+# regular mix moved with its calibrated entry cost (docs/PATHS.md,
+# "Calibration across runs"), and with three a CI run failed on two such
+# draws (A/B 0.51 by ablation, A first in 2 of 3 seeds). The program's pc
+# samples now split it (`--pc-hz`, "A regular mix split by the program's
+# pc samples"); the stamps still do where perf events are not allowed.
 #
 # The factor is wide because both sides move with this VM's speed from run
 # to run (the plain build's loop took 0.208-0.271 s in one hold of seven

@@ -30,6 +30,7 @@ struct LoadedModule {
 struct RuntimeStart {
     std::vector<LoadedModule> modules;  // where the program was loaded; [0] is the program itself
     std::uint64_t block_cost_ticks = 0; // paths: what one recorded block entry costs (TSC ticks)
+    std::uint32_t pid = 0;              // the program's process id
 };
 
 struct ProgramExit {

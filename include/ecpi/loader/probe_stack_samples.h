@@ -20,9 +20,11 @@ class StackSampler {
 public:
     // One cpu-clock event per CPU for `pid` and the threads it starts later,
     // every `period_ns` of its on-CPU time, with its user-mode frame-pointer
-    // call chain.
+    // call chain (or, without `call_chains`, the sampled pc alone: what
+    // `paths record` needs, and cheaper to take).
     [[nodiscard]] static Result<StackSampler> open(std::uint32_t pid, const std::vector<int>& cpus,
-                                                   std::uint64_t period_ns, std::size_t pages_per_cpu = 256);
+                                                   std::uint64_t period_ns, std::size_t pages_per_cpu = 256,
+                                                   bool call_chains = true);
     StackSampler(StackSampler&&) noexcept = default;
     StackSampler& operator=(StackSampler&&) noexcept = default;
 
@@ -37,6 +39,7 @@ private:
     StackSampler() = default;
     std::vector<PerfRing> rings_;
     std::uint64_t period_ns_ = 0, lost_ = 0, kernel_ = 0;
+    bool call_chains_ = true;
     std::vector<std::uint8_t> record_;
     std::vector<std::uint64_t> chain_;
 };

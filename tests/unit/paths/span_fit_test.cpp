@@ -142,6 +142,45 @@ TEST_CASE("span fit: a regular mix is split as the stamped means are, not by wha
     CHECK(fit.paths[1].mean > 2 * fit.paths[0].mean);
 }
 
+TEST_CASE("span fit: a regular mix is split as the pc samples are where they cover every path, not as the stamps") {
+    // The stamps wrong in a way no constant undoes (A's overlap hidden, B's
+    // miss exposed, as a fenced stamp does; docs/PATHS.md "Calibration
+    // across runs"): the samples, taken with no fence, split the total.
+    auto spans = stream_spans(4000, 14, 50, true, 100, 4, 20, 2);
+    const std::vector<double> stamped = {90, 140, 40};
+    SampleSplit split;
+    split.cost = {5.0, 12.0, 1.5};  // samples over entries: any common factor
+    split.samples = {400, 240, kMinSplitSamples};
+    auto fit = fit_span_costs(spans, stamped, {}, split);
+    CHECK(fit.regular == 3);
+    REQUIRE(fit.split_by_samples);
+    CHECK(fit.split_samples == kMinSplitSamples);
+    double period = 0;
+    for (int p = 0; p < 3; p++) {
+        INFO("path " << p << ": " << fit.paths[p].mean << " +- " << fit.paths[p].standard_error);
+        CHECK(fit.paths[p].regular);
+        CHECK(std::abs(fit.paths[p].mean - kCost[p]) < 0.15 * kCost[p]);
+        CHECK(std::abs(fit.paths[p].mean / split.cost[std::size_t(p)] - fit.paths[0].mean / split.cost[0]) < 1e-9);
+        period += fit.paths[p].mean * (p == 0 ? 4 : 1);
+    }
+    CHECK(std::abs(period - (4 * 50 + 120 + 15)) < 0.05 * 335);
+    // The same stamps alone: B's share of the total 28% short, A's ratio to
+    // B half again the truth's.
+    auto stamps_only = fit_span_costs(spans, stamped);
+    CHECK_FALSE(stamps_only.split_by_samples);
+    CHECK(stamps_only.paths[1].mean < 0.8 * kCost[1]);
+    CHECK(stamps_only.paths[0].mean / stamps_only.paths[1].mean > 1.4 * kCost[0] / kCost[1]);
+    // One path's blocks short of samples: the stamps split, as before.
+    split.samples[2] = kMinSplitSamples - 1;
+    auto few = fit_span_costs(spans, stamped, {}, split);
+    CHECK_FALSE(few.split_by_samples);
+    CHECK(std::abs(few.paths[0].mean / stamped[0] - few.paths[1].mean / stamped[1]) < 1e-9);
+    // A path no sample reached (-1): the stamps split.
+    split.samples[2] = 100;
+    split.cost[2] = -1;
+    CHECK_FALSE(fit_span_costs(spans, stamped, {}, split).split_by_samples);
+}
+
 TEST_CASE("span fit: a path without a stamped mean stays out of a regular group") {
     auto spans = stream_spans(3000, 14, 50, true, 0, 0, 20, 3);
     auto fit = fit_span_costs(spans, {55, 140, -1});
@@ -492,4 +531,72 @@ TEST_CASE("span fit: the stamped means that split a regular mix leave out interr
     }
     CHECK(std::count_if(profile.notes.begin(), profile.notes.end(),
                         [](const std::string& n) { return n.find("regular mix") != std::string::npos; }) == 1);
+}
+
+namespace {
+
+// The loop's long way (1 2 3 4, 40 ticks) then its short one twice (1 2 4,
+// 25 ticks), timed by spans; its bursts' stamps give the long way 30 ticks
+// more than it costs (a fenced stamp exposing block 3's latency). Returns
+// the profile, with pc samples every 5 ticks of each block's own cost
+// where `sampled`.
+store::BranchPathProfile regular_loop_profile(bool sampled) {
+    LoopCode code;
+    PathCutter cutter(code, 0);
+    auto blocks_of = [](std::size_t i) {
+        return i % 3 == 0 ? std::vector<std::uint32_t>{1, 2, 3, 4} : std::vector<std::uint32_t>{1, 2, 4};
+    };
+    auto cost_of = [](std::uint32_t b) { return b == 3 ? 15.0 : b == 2 ? 5.0 : 10.0; };
+    std::uint64_t now = 1000;
+    cutter.begin_burst(0);
+    for (std::size_t i = 0; i < 600; i++)
+        for (std::uint32_t b : blocks_of(i)) {
+            cutter.block(0, 0x1004 + 0x10 * b, now);
+            now += std::uint64_t(cost_of(b)) + (b == 3 ? 30 : 0);
+        }
+    std::vector<std::uint32_t> stream;
+    for (std::size_t i = 0; i < 30000; i++)
+        for (std::uint32_t b : blocks_of(i)) stream.push_back(b);
+    std::mt19937_64 rng(7);
+    std::normal_distribution<double> jitter(0, 3);
+    for (std::size_t s = 0, pos = 10; s < 400; s++) {
+        const std::size_t context = 4, length = 20 + rng() % 60;
+        double ticks = 7;
+        for (std::size_t i = pos; i < pos + length; i++) ticks += cost_of(stream[i]);
+        cutter.begin_span(0, context, now);
+        for (std::size_t i = pos - context; i <= pos + length; i++) cutter.span_block(0, 0x1004 + 0x10 * stream[i]);
+        now += std::uint64_t(std::llround(ticks + jitter(rng)));
+        cutter.end_span(0, now);
+        pos += length + 1 + rng() % 5;
+    }
+    double clock = 0;  // the samples' clock: one every 5 ticks the program spends
+    for (std::uint32_t b : stream) {
+        if (!sampled) break;
+        for (clock += cost_of(b); clock >= 5; clock -= 5) cutter.pc_sample(0x1004 + 0x10 * b + 6);
+    }
+    cutter.pc_sample(0x900);  // outside the loop's procedure: not counted
+    store::BranchPathProfile profile;
+    cutter.finish(profile);
+    return profile;
+}
+
+}  // namespace
+
+TEST_CASE("span fit: the cutter splits a regular mix by the pc samples in its paths' blocks, not by stamps that moved its cost") {
+    const auto with = regular_loop_profile(true);
+    REQUIRE(with.paths.size() == 2);
+    for (const auto& p : with.paths) {
+        INFO(p.blocks.size() << " blocks: " << p.fit_mean_ticks << " +- " << p.fit_stderr_ticks);
+        CHECK(p.fitted);
+        const double truth = p.blocks.size() == 4 ? 40 : 25;
+        CHECK(std::abs(p.fit_mean_ticks - truth) < 0.1 * truth);
+    }
+    CHECK(std::count_if(with.notes.begin(), with.notes.end(), [](const std::string& n) {
+              return n.find("regular mix") != std::string::npos && n.find("pc samples") != std::string::npos;
+          }) == 1);
+    // Without samples the stamps split it: the long way about 52 ticks.
+    const auto without = regular_loop_profile(false);
+    REQUIRE(without.paths.size() == 2);
+    for (const auto& p : without.paths)
+        if (p.blocks.size() == 4) CHECK(p.fit_mean_ticks > 1.2 * 40);
 }

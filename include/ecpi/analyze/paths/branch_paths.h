@@ -120,6 +120,10 @@ public:
     // ended lost its last records (the thread ran at exit, or was killed).
     void ring_began() { rings_begun_++; }
     void ring_ended() { rings_ended_++; }
+    // A sample of the program's pc (an ELF virtual address of the image),
+    // taken by a clock with no stamp or fence in the program: finish()
+    // splits a regular mix's fitted total by these (pc_sample_split).
+    void pc_sample(std::uint64_t address) { pc_samples_[address]++; }
     // Moves the aggregated paths and counts into `profile`.
     void finish(store::BranchPathProfile& profile);
 
@@ -166,9 +170,15 @@ private:
     store::BranchPath& path_of(Thread& t, Cut cut, std::uint32_t* id);
     store::BranchPath& new_path(Thread& t, Cut cut);
     void fit_spans(store::BranchPathProfile& profile);
+    SampleSplit pc_sample_split(std::uint64_t* samples);
+    std::uint64_t recorded_block_of(std::uint64_t address);
 
     PathCodeMap& code_;
     double block_cost_ticks_;
+    std::map<std::uint64_t, std::uint64_t> pc_samples_;  // pc_sample: by address
+    // Per procedure, per machine block: the recorded block whose entry
+    // leads to it through unrecorded ones (kNoBlock: none, or several).
+    std::map<const PathProcedure*, std::vector<std::uint32_t>> recorded_owner_;
     std::map<std::uint32_t, std::unique_ptr<Thread>> threads_;
     std::uint32_t last_thread_id_ = 0;
     Thread* last_thread_ = nullptr;  // threads_[last_thread_id_]: records come in runs of one ring's

@@ -10,7 +10,8 @@
 // "The same proportion" includes a regular mix, whose counts per span
 // differ only by where the span's ends cut it: the ends of an out-of-order
 // core's spans do not show where a path's cost was caused (issue 31), so
-// such paths share one fitted total, split as their stamped means are.
+// such paths share one fitted total, split as their stamped means are, or
+// where the program's pc samples cover them, as those are (SampleSplit).
 //
 // What the spans cannot tell (issue 31, SQLite): on an irregular mix of
 // dozens of paths per span whose counts vary together, least squares has
@@ -72,6 +73,17 @@ struct SpanFitPath {
     std::uint64_t span_occurrences = 0;
 };
 
+// A split of a regular mix that needs no stamp (issue 31): each path's cost
+// per occurrence from the program's pc samples in its blocks, up to one
+// common factor (-1: none), and the samples its blocks hold.
+struct SampleSplit {
+    std::vector<double> cost;
+    std::vector<std::uint64_t> samples;
+};
+// A regular group is split by the samples only where each of its paths'
+// blocks hold at least this many.
+inline constexpr std::uint64_t kMinSplitSamples = 10;
+
 struct SpanFit {
     std::vector<SpanFitPath> paths;  // indexed as the spans' path numbers
     double intercept = 0;            // ticks per span beyond its whole paths
@@ -80,6 +92,8 @@ struct SpanFit {
     std::size_t interrupted = 0;     // left out: over 8x the median time per block entry (interrupts, faults)
     std::size_t outliers = 0;        // left out: residual over 6 robust standard deviations of the first fit
     std::size_t regular = 0;         // paths of a regular mix: their split is their stamped means' (span_fit.cpp)
+    bool split_by_samples = false;   // ... or their pc samples' (SampleSplit)
+    std::uint64_t split_samples = 0; // then: the fewest samples one of its paths' blocks hold
     std::size_t undetermined = 0;    // fitted paths whose range is wide (SpanFitPath::undetermined)
 };
 
@@ -89,7 +103,10 @@ struct SpanFit {
 // `prior_means[p]`: path p's stamped mean in ticks, or a negative value
 // when its bursts never saw it (it is then damped toward the spans'
 // average cost per occurrence).
+// `split`: where it covers every path of a regular group with at least
+// kMinSplitSamples samples each, the group's total is split by it instead
+// of by the stamped means.
 SpanFit fit_span_costs(const std::vector<SpanCounts>& spans, const std::vector<double>& prior_means,
-                       const SpanFitOptions& options = {});
+                       const SpanFitOptions& options = {}, const SampleSplit& split = {});
 
 }  // namespace ecpi::analyze
