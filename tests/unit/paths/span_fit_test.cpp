@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -485,62 +486,15 @@ TEST_CASE("span fit: records lost between the runtime and ecpi are noted, and a 
     CHECK(noted(no_end) == 1);
 }
 
-TEST_CASE("span fit: the stamped means that split a regular mix leave out interrupted occurrences") {
-    // The loop's long way (1 2 3 4, 40 ticks) then the short one twice
-    // (1 2 4, 25 ticks), in that order: a regular mix. A burst stamps 600
-    // iterations; one long occurrence holds an interrupt of 2,000,000 ticks,
-    // which would make the long way's stamped mean 40 + 10,000.
-    LoopCode code;
-    PathCutter cutter(code, 0);
-    auto blocks_of = [](std::size_t i) {
-        return i % 3 == 0 ? std::vector<std::uint32_t>{1, 2, 3, 4} : std::vector<std::uint32_t>{1, 2, 4};
-    };
-    auto cost_of = [](std::uint32_t b) { return b == 3 ? 15.0 : b == 2 ? 5.0 : 10.0; };
-    std::uint64_t now = 1000;
-    cutter.begin_burst(0);
-    for (std::size_t i = 0; i < 600; i++)
-        for (std::uint32_t b : blocks_of(i)) {
-            cutter.block(0, 0x1004 + 0x10 * b, now);
-            now += std::uint64_t(cost_of(b)) + (i == 300 && b == 3 ? 2000000 : 0);
-        }
-    std::vector<std::uint32_t> stream;
-    for (std::size_t i = 0; i < 30000; i++)
-        for (std::uint32_t b : blocks_of(i)) stream.push_back(b);
-    std::mt19937_64 rng(6);
-    std::normal_distribution<double> jitter(0, 3);
-    for (std::size_t s = 0, pos = 10; s < 400; s++) {
-        const std::size_t context = 4, length = 20 + rng() % 60;
-        double ticks = 7;
-        for (std::size_t i = pos; i < pos + length; i++) ticks += cost_of(stream[i]);
-        cutter.begin_span(0, context, now);
-        for (std::size_t i = pos - context; i <= pos + length; i++) cutter.span_block(0, 0x1004 + 0x10 * stream[i]);
-        now += std::uint64_t(std::llround(ticks + jitter(rng)));
-        cutter.end_span(0, now);
-        pos += length + 1 + rng() % 5;
-    }
-    store::BranchPathProfile profile;
-    profile.ticks_per_ns = 1;  // occurrences over 5,000 ticks and 8x the median are interrupted
-    cutter.finish(profile);
-    REQUIRE(profile.paths.size() == 2);
-    for (const auto& p : profile.paths) {
-        INFO(p.blocks.size() << " blocks: " << p.fit_mean_ticks << " +- " << p.fit_stderr_ticks);
-        CHECK(p.fitted);
-        CHECK(p.fit_damped);
-        const double truth = p.blocks.size() == 4 ? 40 : 25;
-        CHECK(std::abs(p.fit_mean_ticks - truth) < 0.1 * truth);
-    }
-    CHECK(std::count_if(profile.notes.begin(), profile.notes.end(),
-                        [](const std::string& n) { return n.find("regular mix") != std::string::npos; }) == 1);
-}
-
 namespace {
 
 // The loop's long way (1 2 3 4, 40 ticks) then its short one twice (1 2 4,
-// 25 ticks), timed by spans; its bursts' stamps give the long way 30 ticks
-// more than it costs (a fenced stamp exposing block 3's latency). Returns
-// the profile, with pc samples every 5 ticks of each block's own cost
-// where `sampled`.
-store::BranchPathProfile regular_loop_profile(bool sampled) {
+// 25 ticks): a regular mix. A burst stamps 600 iterations, each entry late
+// by `stamp_extra(iteration, block)` ticks; 400 spans of 20-80 entries time
+// the rest; with `sampled`, a pc sample every 5 ticks of each block's own
+// cost (and one outside the loop's procedure).
+store::BranchPathProfile regular_loop_profile(const std::function<std::uint64_t(std::size_t, std::uint32_t)>& stamp_extra,
+                                              std::uint64_t seed, bool sampled, double ticks_per_ns) {
     LoopCode code;
     PathCutter cutter(code, 0);
     auto blocks_of = [](std::size_t i) {
@@ -552,12 +506,12 @@ store::BranchPathProfile regular_loop_profile(bool sampled) {
     for (std::size_t i = 0; i < 600; i++)
         for (std::uint32_t b : blocks_of(i)) {
             cutter.block(0, 0x1004 + 0x10 * b, now);
-            now += std::uint64_t(cost_of(b)) + (b == 3 ? 30 : 0);
+            now += std::uint64_t(cost_of(b)) + stamp_extra(i, b);
         }
     std::vector<std::uint32_t> stream;
     for (std::size_t i = 0; i < 30000; i++)
         for (std::uint32_t b : blocks_of(i)) stream.push_back(b);
-    std::mt19937_64 rng(7);
+    std::mt19937_64 rng(seed);
     std::normal_distribution<double> jitter(0, 3);
     for (std::size_t s = 0, pos = 10; s < 400; s++) {
         const std::size_t context = 4, length = 20 + rng() % 60;
@@ -574,16 +528,40 @@ store::BranchPathProfile regular_loop_profile(bool sampled) {
         if (!sampled) break;
         for (clock += cost_of(b); clock >= 5; clock -= 5) cutter.pc_sample(0x1004 + 0x10 * b + 6);
     }
-    cutter.pc_sample(0x900);  // outside the loop's procedure: not counted
+    if (sampled) cutter.pc_sample(0x900);  // outside the loop's procedure: not counted
     store::BranchPathProfile profile;
+    profile.ticks_per_ns = ticks_per_ns;
     cutter.finish(profile);
     return profile;
 }
 
 }  // namespace
 
+TEST_CASE("span fit: the stamped means that split a regular mix leave out interrupted occurrences") {
+    // One long occurrence holds an interrupt of 2,000,000 ticks, which would
+    // make the long way's stamped mean 40 + 10,000; occurrences over 5,000
+    // ticks (at 1 tick a ns) and 8x the median are interrupted.
+    const auto profile = regular_loop_profile(
+        [](std::size_t i, std::uint32_t b) { return i == 300 && b == 3 ? std::uint64_t{2000000} : 0; }, 6, false, 1);
+    REQUIRE(profile.paths.size() == 2);
+
+    for (const auto& p : profile.paths) {
+        INFO(p.blocks.size() << " blocks: " << p.fit_mean_ticks << " +- " << p.fit_stderr_ticks);
+        CHECK(p.fitted);
+        CHECK(p.fit_damped);
+        const double truth = p.blocks.size() == 4 ? 40 : 25;
+        CHECK(std::abs(p.fit_mean_ticks - truth) < 0.1 * truth);
+    }
+    CHECK(std::count_if(profile.notes.begin(), profile.notes.end(),
+                        [](const std::string& n) { return n.find("regular mix") != std::string::npos; }) == 1);
+}
+
+
 TEST_CASE("span fit: the cutter splits a regular mix by the pc samples in its paths' blocks, not by stamps that moved its cost") {
-    const auto with = regular_loop_profile(true);
+    // The stamps give the long way 30 ticks more than it costs (a fenced
+    // stamp exposing block 3's latency).
+    const auto late = [](std::size_t, std::uint32_t b) { return b == 3 ? std::uint64_t{30} : 0; };
+    const auto with = regular_loop_profile(late, 7, true, 0);
     REQUIRE(with.paths.size() == 2);
     for (const auto& p : with.paths) {
         INFO(p.blocks.size() << " blocks: " << p.fit_mean_ticks << " +- " << p.fit_stderr_ticks);
@@ -595,7 +573,7 @@ TEST_CASE("span fit: the cutter splits a regular mix by the pc samples in its pa
               return n.find("regular mix") != std::string::npos && n.find("pc samples") != std::string::npos;
           }) == 1);
     // Without samples the stamps split it: the long way about 52 ticks.
-    const auto without = regular_loop_profile(false);
+    const auto without = regular_loop_profile(late, 7, false, 0);
     REQUIRE(without.paths.size() == 2);
     for (const auto& p : without.paths)
         if (p.blocks.size() == 4) CHECK(p.fit_mean_ticks > 1.2 * 40);
