@@ -760,8 +760,9 @@ Result<ProbeSession> ProbeSession::start(const ProbeOptions& options) {
             for (const auto& p : added->probes) options.log("probing " + p);
     }
     if (impl.probe_cost && options.stack_sample_period_ns) {
-        ECPI_ASSIGN_OR_RETURN(auto sampler, StackSampler::open(impl.pid, cpus, options.stack_sample_period_ns));
-        impl.stack_sampler.emplace(std::move(sampler));
+        auto sampler = StackSampler::open(impl.pid, cpus, options.stack_sample_period_ns);
+        if (!sampler.ok()) return Error(sampler.error().message() + " (for stack samples; or use --raw-times)");
+        impl.stack_sampler.emplace(std::move(*sampler));
     }
     if (impl.child) ECPI_RETURN_IF_ERROR(impl.child->release(options.command[0]));
     return s;

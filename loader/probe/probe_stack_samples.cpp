@@ -47,8 +47,8 @@ Result<StackSampler> StackSampler::open(std::uint32_t pid, const std::vector<int
         perf_event_attr attr = sampling_attr(period_ns, call_chains);
         long fd = syscall(SYS_perf_event_open, &attr, static_cast<pid_t>(pid), cpu, -1, PERF_FLAG_FD_CLOEXEC);
         if (fd < 0)
-            return Error::from_errno(errno, "opening the stack-sampling event of process " + std::to_string(pid) +
-                                                " on CPU " + std::to_string(cpu) + "; or use --raw-times");
+            return Error::from_errno(errno, "opening the sampling event of process " + std::to_string(pid) +
+                                                " on CPU " + std::to_string(cpu));
         auto ring = PerfRing::map(FileDescriptor(static_cast<int>(fd)), pages_per_cpu,
                                   "the stack-sample ring buffer of CPU " + std::to_string(cpu));
         if (!ring.ok()) return ring.error();
