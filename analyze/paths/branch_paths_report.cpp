@@ -398,7 +398,7 @@ std::string render_branch_paths_text(const nlohmann::json& doc) {
     if (fitted)
         out += "Time (time%, time#, 'fit') from " + std::to_string(doc["spans"].get<std::uint64_t>()) +
                " spans timed at their ends: each path's mean fitted over them (NNLS), +-% its standard error, "
-               "'!' over 15%, '~' the mean leans on the stamped one (a rare path, or a regular mix: see the notes); "
+               "'!' over 15%, '~' not fitted on its own: the mean leans on the stamped one (a rare path), or is its share of a regular mix's total (split by the stamps or the pc samples: see the notes); "
                "'low-high?' the spans do not pin the mean down (undetermined): the range they allow (95%), and its "
                "middle times the path; base, p10 and net variation from stamped bursts.\n";
     out += "Occurrences over " + time_text(doc["long_floor" + sfx].get<double>(), ns) +

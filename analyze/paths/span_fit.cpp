@@ -407,7 +407,7 @@ SpanFit fit_spans_once(const std::vector<SpanCounts>& spans, const std::vector<d
         p.mean = weight[v] * mu[i];
         p.standard_error = weight[v] * se[i];
         p.noisy = !(p.mean > 0) || p.standard_error > options.flag_relative_error * p.mean;
-        p.damped = grouped[v] || damped[i];  // a regular group's split is the stamped means' own
+        p.damped = grouped[v] || damped[i];  // a regular group's split is not the spans' (stamps or pc samples)
         p.regular = grouped[v];
         p.low = p.high = p.mean;
         if (!with_ranges) continue;

@@ -54,7 +54,7 @@ struct BranchPath {
     double fit_mean_ticks = 0;
     double fit_stderr_ticks = 0;
     bool fit_noisy = false;   // its standard error exceeds 15% of the mean
-    bool fit_damped = false;  // too few spans: the mean leans on the stamped one
+    bool fit_damped = false;  // too few spans: the mean leans on the stamped one; or a regular mix's share
     // The means the spans allow (95%, span_fit.h); undetermined: a range
     // too wide to give the path a mean (the report times it by the range).
     double fit_low_ticks = 0;
