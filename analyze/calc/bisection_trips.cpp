@@ -298,6 +298,13 @@ BisectionTrips bisection_trips(const BisectionSite& site, std::span<const store:
         if (!in) return;
         const double w = signed_value(s.regs[static_cast<std::size_t>(site.high)]) -
                          signed_value(s.regs[static_cast<std::size_t>(site.low)]) + (site.inclusive ? 1 : 0);
+        if (w == 0) {
+            // The trip's last test: the bounds met (lo == hi) or crossed by
+            // one (lo == hi + 1). No iteration of the trip is left, and the
+            // test is a fraction of an iteration's work, so it is no level.
+            ++out.at_exit;
+            return;
+        }
         if (!(w >= 1)) {
             ++out.unknown;
             return;

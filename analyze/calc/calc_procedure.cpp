@@ -489,7 +489,7 @@ void measure_entry_trips(Analysis& a, const ProcedureInput& input) {
             // Neither reference is the truth; the range holds both.
             r.trip_starts = "its trips run " + fmt_count(trips.low) + " to " + fmt_count(trips.high) +
                             " iterations: of " + std::to_string(trips.snapshots) +
-                            " register snapshots at the top of its header, " + std::to_string(trips.first) +
+                            " register snapshots in its header, " + std::to_string(trips.first) +
                             " are in a trip's first iteration (" + fmt_count(trips.length) + " a trip) and " +
                             std::to_string(trips.second) + " in its second (" + fmt_count(trips.later_length) +
                             "): a first iteration takes longer than the rest, so neither sets its count";
@@ -508,7 +508,7 @@ void measure_entry_trips(Analysis& a, const ProcedureInput& input) {
         r.trip_length = trips.length;
         r.trip_starts = "its trips run " + fmt_count(trips.length) + " iterations (" + fmt_count(trips.low) + "-" +
                         fmt_count(trips.high) + "): " + std::to_string(trips.first) + " of " +
-                        std::to_string(trips.snapshots) + " register snapshots at the top of its header hold " +
+                        std::to_string(trips.snapshots) + " register snapshots in its header hold " +
                         register_name(site->gp, 8) + " at the start its preheader computes: its count is its " +
                         "entries times that";
     }
@@ -546,6 +546,13 @@ void measure_bisection_trips(Analysis& a, const ProcedureInput& input) {
         const std::string bounds = std::string(register_name(site->low, site->width)) + ".." + register_name(site->high, site->width);
         if (trips.uneven && trips.snapshots >= kMinBisectionSnapshots) {
             r.trip_starts = uneven_bisection(trips, bounds);
+            continue;
+        }
+        if (trips.snapshots >= kMinBisectionSnapshots && !trips.known) {
+            r.trip_starts = "a bisection of " + bounds + " whose " + std::to_string(trips.unknown) + " of " +
+                            std::to_string(trips.snapshots + trips.unknown) + " register snapshots hold bounds " +
+                            "crossed by more than one (not the iteration's own: the loop may write them " +
+                            "elsewhere), so no length is read";
             continue;
         }
         if (!trips.known) continue;

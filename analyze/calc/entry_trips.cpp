@@ -113,6 +113,24 @@ std::pair<std::uint32_t, std::uint32_t> header_edges(const Cfg& cfg, const Loop&
     return {entry, back};
 }
 
+// The header's pcs after its first write of the site's register at
+// instruction k, when that write adds a constant (EntryTripSite::after_*).
+void after_first_write(const Cfg& cfg, const LoopInfo& loops, std::uint32_t l, std::uint32_t k, EntryTripSite& site) {
+    const auto& head = cfg.blocks[loops.loops[l].header];
+    const auto add = step_or_mask(cfg.instructions[k], site.gp, loops.steady[l]);
+    if (!add || *add == 0 || k + 1 >= head.first + head.count) return;
+    const DecodedInstruction& write = cfg.instructions[k];
+    site.after_begin = write.address + write.size;
+    site.after_add = *add;
+    const auto& last = cfg.instructions[head.first + head.count - 1];
+    site.after_end = last.address + last.size;
+    for (std::uint32_t j = k + 1; j < head.first + head.count; ++j)
+        if (writes_gp(cfg.instructions[j], site.gp)) {
+            site.after_end = cfg.instructions[j].address + cfg.instructions[j].size;
+            break;
+        }
+}
+
 }  // namespace
 
 std::optional<EntryTripSite> entry_trip_site(const Cfg& cfg, const LoopInfo& loops, std::uint32_t l) {
@@ -143,6 +161,7 @@ std::optional<EntryTripSite> entry_trip_site(const Cfg& cfg, const LoopInfo& loo
         for (std::uint32_t k = head.first; k < head.first + head.count; ++k)
             if (writes_gp(cfg.instructions[k], gp)) {
                 site.top_end = cfg.instructions[k].address;
+                after_first_write(cfg, loops, l, k, site);
                 break;
             }
         site.step = step_per_iteration(cfg, loops, l, gp);
@@ -205,17 +224,22 @@ EntryTrips entry_trips(const Cfg& cfg, const LoopInfo& loops, const EntryTripSit
     const auto visit = [&](std::size_t p) {
         if (p >= stream.size()) return;
         const store::RegisterSample& s = stream[p];
-        if (s.image != image || s.offset < site.top_begin || s.offset >= site.top_end) return;
+        if (s.image != image) return;
+        const bool top = s.offset >= site.top_begin && s.offset < site.top_end;
+        if (!top && !(s.offset >= site.after_begin && s.offset < site.after_end)) return;
         const auto start = trip_start(cfg, loops, site, s);
         if (!start) {
             ++out.unknown;
             return;
         }
+        // In a first iteration the register holds its start, or past the
+        // header's first write the start plus what that write adds.
+        const std::uint64_t begin = *start + static_cast<std::uint64_t>(top ? 0 : site.after_add);
         const std::uint64_t value = s.regs[static_cast<std::size_t>(site.gp)];
-        const bool first = value == *start;
+        const bool first = value == begin;
         ++out.snapshots;
         out.first += first ? 1 : 0;
-        if (site.step != 0 && value == *start + static_cast<std::uint64_t>(site.step)) ++out.second;
+        if (site.step != 0 && value == begin + static_cast<std::uint64_t>(site.step)) ++out.second;
         auto& at = by_pc[s.offset];
         at.first += first ? 1 : 0;
         ++at.second;

@@ -125,23 +125,27 @@ double retired_inside(const RangeInput& in, std::uint32_t own_instructions) {
     return static_cast<double>((own_instructions + width - 1) / width - 1);
 }
 
-// A loop of one block whose trips fit in the reorder window: by the odds
-// of its closing jump (the back edge's share at the top of its interval) a
-// trip is at most T iterations, and T times its instructions fit in the
-// model's ROB. Its recurrence is then no floor on what lands on it: a whole
-// trip can execute under an older instruction's stall and only retire
-// after it, and a sample names the oldest unretired instruction. jsonq's
-// key hash (FNV-1a, `xor; imul` carried: 4 cycles an iteration at the
-// model's steady state; about 4 bytes a key, at most 24 by its odds)
-// kept 4,527 samples for 485 M iterations, 2.2 cycles each; its range's top
-// at 4 cycles excluded the truth for all of them.
+// A loop of one block whose trips may fit in the reorder window: its
+// recurrence is then no floor on what lands on it: a whole trip can
+// execute under an older instruction's stall and only retire after it, and
+// a sample names the oldest unretired instruction. jsonq's key hash
+// (FNV-1a, `xor; imul` carried: 4 cycles an iteration at the model's steady
+// state; about 4 bytes a key) kept 4,527 samples for 485 M iterations, 2.2
+// cycles each, on a Zen 3 VM, and 4,807 at 1.6 cycles each on a Zen 5 VM;
+// its range's top at 4 cycles excluded the truth for all of them. The
+// floor stands only where the odds of its closing jump say the trips are
+// too long to fit: the back edge's share at the bottom of its interval
+// makes a trip's mean T iterations, and T times its instructions overflow
+// the model's ROB. On the Zen 5 VM the hash's snapshots disagreed by
+// position (taken 51% to 100%): the top of that interval (every trip
+// endless) had kept the floor. A loop without odds keeps it.
 bool trips_fit_window(const RangeInput& in, std::uint32_t b) {
     const double window = in.model->rob_size();
     for (const BranchOdds& o : in.odds) {
         if (o.block != b || o.total == 0) continue;
         const CfgEdge& taken = in.cfg->edges[o.taken_edge];
         const CfgEdge& fall = in.cfg->edges[o.fall_edge];
-        const double stay = taken.to == b ? o.share_high : fall.to == b ? 1 - o.share_low : 1;
+        const double stay = taken.to == b ? o.share_low : fall.to == b ? 1 - o.share_high : 1;
         return stay < 1 && in.cfg->blocks[b].count / (1 - stay) <= window;
     }
     return false;

@@ -202,6 +202,74 @@ TEST_CASE("bisection_trips: searches that find their key before the bounds meet 
     CHECK(trips.levels[1] == 0);
 }
 
+// glibc 2.36's `re_node_set_contains` (regex_internal.c; Debian's libc.so.6
+// at 0xdcd30, here at 0x30), a lower bound: idx = 0, right = nelem - 1;
+// while (idx < right) { mid = (idx + right) / 2; if (elems[mid] < elem) idx =
+// mid + 1; else right = mid; }
+//   30 mov edx, [rdi+4]; xor eax, eax; test edx, edx; jle 65
+//   39 mov r8, [rdi+8]; sub edx, 1; xor ecx, ecx; jmp 57
+//   48 lea eax, [rcx+rdx]; shr eax, 1; mov edi, eax; cmp [r8+rdi*4], esi; jl 70
+//   55 mov edx, eax                                     (right = mid)
+//   57 cmp ecx, edx; jb 48                              (the header: its last test sees idx == right)
+//   5b mov edx, ecx; xor eax, eax; cmp [r8+rdx*4], esi; je 78 | 65 ret
+//   70 lea ecx, [rax+1]; jmp 57                         (idx = mid + 1)
+std::vector<std::uint8_t> glibc_lower_bound() {
+    return {0x8b, 0x57, 0x04, 0x31, 0xc0, 0x85, 0xd2, 0x7e, 0x2c, 0x4c, 0x8b, 0x47, 0x08, 0x83, 0xea, 0x01,
+            0x31, 0xc9, 0xeb, 0x13, 0x0f, 0x1f, 0x40, 0x00, 0x8d, 0x04, 0x11, 0xd1, 0xe8, 0x89, 0xc7, 0x41,
+            0x39, 0x34, 0xb8, 0x7c, 0x1b, 0x89, 0xc2, 0x39, 0xd1, 0x72, 0xed, 0x89, 0xca, 0x31, 0xc0, 0x41,
+            0x39, 0x34, 0x90, 0x74, 0x13, 0xc3, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x8d, 0x48, 0x01, 0xeb, 0xe2, 0x0f, 0x1f, 0x00, 0x8d, 0x41, 0x01, 0xc3};
+}
+
+TEST_CASE("bisection_trips: a lower bound's last test, its bounds met, is no level and no unknown") {
+    const Cfg cfg = hand_assembled(0x30, glibc_lower_bound());
+    const auto site = only_site(cfg);
+    REQUIRE(site);
+    CHECK(site->low == kRcx);
+    CHECK(site->high == 2);  // edx
+    CHECK_FALSE(site->inclusive);
+    REQUIRE(site->pcs.size() == 2);
+    REQUIRE(site->exit_tests.size() == 1);
+    CHECK(block_address(cfg, site->exit_tests[0]) == 0x57);
+    // Lookups of random elements in sets of 16 run for real: a snapshot at
+    // every execution of the header (0x57) and of the compare (0x4f), so
+    // each trip's last header test (idx == right) is one snapshot in nine.
+    constexpr std::uint32_t kElems = 16;
+    std::vector<RegisterSample> stream;
+    std::uint64_t time = 0, iterations = 0, trips = 0;
+    std::uint32_t seed = 777;
+    const auto snapshot = [&](std::uint64_t pc, std::uint32_t idx, std::uint32_t right) {
+        RegisterSample s;
+        s.pid = s.tid = 9;
+        s.time_ns = time += 100'000;
+        s.offset = pc;
+        s.regs[kRcx] = idx;
+        s.regs[2] = right;
+        stream.push_back(s);
+    };
+    for (; trips < 3000; ++trips) {
+        const std::uint32_t elem = (seed = seed * 1103515245u + 12345u) >> 16 & 63u;  // elems are 0, 4, ..., 60
+        std::uint32_t idx = 0, right = kElems - 1;
+        for (;;) {
+            snapshot(0x57, idx, right);
+            if (!(idx < right)) break;
+            snapshot(0x4f, idx, right);
+            ++iterations;
+            const std::uint32_t mid = (idx + right) / 2;
+            if (mid * 4 < elem)
+                idx = mid + 1;
+            else
+                right = mid;
+        }
+    }
+    const BisectionTrips found = bisection_trips(*site, stream, 0, {});
+    CHECK(found.at_exit == trips);
+    CHECK(found.unknown == 0);
+    REQUIRE(found.known);
+    CHECK(found.length == doctest::Approx(static_cast<double>(iterations) / trips).epsilon(0.03));
+    CHECK(found.top == 4);
+}
+
 TEST_CASE("a bisection's header runs its entries times its length; its exits' odds scaled to it, its halves' stand") {
     // branchy's `search` as GCC builds it, as recorded (/tmp/cf29, docs/ACCURACY.md): 32.9 M calls
     // from its callers' measured sites; the header's snapshots 5,947 of 11,942 taken (the halves);

@@ -269,3 +269,64 @@ TEST_CASE("entry_trips: a first iteration slower at every pc than the rest: its 
     CHECK(biased.low <= truth);
     CHECK(biased.high >= truth);
 }
+
+TEST_CASE("entry_trips: a header whose top holds only first iterations is read past its step too") {
+    // jsonq's key hash (tests/testprogs/pgo/jsonq.c `intern`, GCC 12 -O2):
+    //   2316 movabs rsi, 0x100000001b3; mov rcx, [rsp]; mov rax, rcx; lea rdi, [rbp+rcx]; nop
+    //   2330 movzx edx, byte [rax]; add rax, 1; xor rdx, r13; imul rdx, rsi; mov r13, rdx; cmp rdi, rax; jne 2330
+    //   2346 mov rbx, r13; ret
+    const Cfg cfg = hand_assembled(
+        0x2316, {0x48, 0xbe, 0xb3, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x48, 0x8b, 0x0c, 0x24, 0x48, 0x89,
+                 0xc8, 0x48, 0x8d, 0x7c, 0x0d, 0x00, 0x0f, 0x1f, 0x40, 0x00, 0x0f, 0xb6, 0x10, 0x48, 0x83, 0xc0,
+                 0x01, 0x4c, 0x31, 0xea, 0x48, 0x0f, 0xaf, 0xd6, 0x49, 0x89, 0xd5, 0x48, 0x39, 0xc7, 0x75, 0xea,
+                 0x4c, 0x89, 0xeb, 0xc3});
+    const LoopInfo loops = find_loops(cfg);
+    REQUIRE(loops.loops.size() == 1);
+    const auto site = entry_trip_site(cfg, loops, 0);
+    REQUIRE(site);
+    CHECK(site->gp == 0);  // rax
+    CHECK(site->top_begin == 0x2330);
+    CHECK(site->top_end == 0x2333);
+    CHECK(site->after_begin == 0x2337);
+    CHECK(site->after_end == 0x2346);
+    CHECK(site->after_add == 1);
+    // 700 keys of 1 to 7 bytes (4 a key). As recorded on a Zen 5 VM, the
+    // top's pc holds a snapshot only in first iterations (the load before
+    // the loop waited; its own predicted back edge does not): one there a
+    // trip, and one an iteration at the xor, the mov after the imul and
+    // the jump.
+    std::vector<RegisterSample> stream;
+    std::uint64_t time = 0, iterations = 0;
+    for (std::uint64_t key = 0; key < 700; ++key) {
+        const std::uint64_t bytes = 1 + key % 7, start = 0x5000 + 16 * key;
+        for (std::uint64_t k = 0; k < bytes; ++k, ++iterations)
+            for (std::uint64_t pc : {0x2330, 0x2337, 0x233e, 0x2344}) {
+                if (pc == 0x2330 && k > 0) continue;
+                RegisterSample s;
+                s.pid = s.tid = 7;
+                s.time_ns = time += 1000;
+                s.offset = pc;
+                s.regs[1] = start;                              // rcx
+                s.regs[5] = bytes;                              // rbp
+                s.regs[7] = start + bytes;                      // rdi
+                s.regs[0] = start + k + (pc == 0x2330 ? 0 : 1);  // rax, past its add
+                stream.push_back(s);
+            }
+    }
+    const double truth = static_cast<double>(iterations) / 700;
+    REQUIRE(truth == doctest::Approx(4.0));
+    const EntryTrips trips = entry_trips(cfg, loops, *site, stream, 0, {});
+    REQUIRE(trips.known);
+    CHECK(trips.snapshots == stream.size());
+    CHECK(trips.first == 4 * 700);
+    CHECK(trips.low <= truth);
+    CHECK(trips.high >= truth);
+    CHECK(trips.length > 2.5);  // the top alone reads 1
+    // The top's snapshots alone read one iteration a trip, the range a point.
+    std::vector<RegisterSample> top;
+    for (const auto& s : stream)
+        if (s.offset == 0x2330) top.push_back(s);
+    const EntryTrips top_only = entry_trips(cfg, loops, *site, top, 0, {});
+    REQUIRE(top_only.known);
+    CHECK(top_only.length == doctest::Approx(1.0));
+}

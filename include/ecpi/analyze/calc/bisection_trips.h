@@ -71,7 +71,8 @@ struct BisectionTrips {
     double length = 0;                 // 2 mean(r) - 1
     double low = 0, high = 0;          // the mean's two standard errors
     std::uint32_t snapshots = 0;       // at the site's pcs, with at least one candidate left
-    std::uint32_t unknown = 0;         // with none left (the bounds crossed): not the iteration's own
+    std::uint32_t at_exit = 0;         // at the trip's last test (no candidate left: the bounds met)
+    std::uint32_t unknown = 0;         // with the bounds crossed further: not the iteration's own
     // Snapshots per level (index: round(log2(candidates + 1)), 1 on), the
     // median over the levels that hold any, the top level (the highest
     // holding half that), and the level from 1 to the top that broke the

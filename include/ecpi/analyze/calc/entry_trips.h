@@ -52,6 +52,15 @@ struct EntryTripSite {
     // The header's pcs before its first write of the register: a snapshot
     // there holds the iteration's start value.
     std::uint64_t top_begin = 0, top_end = 0;
+    // The header's pcs after that first write, where it adds a constant,
+    // up to and with its next write: a snapshot there holds the start plus
+    // `after_add` in a trip's first iteration. The top's pcs can hold
+    // most of a trip's first iterations where samples land one instruction
+    // after the one that waited: jsonq's key hash on a Zen 5 VM put 127 of
+    // 127 snapshots at its top in first iterations (the load before the
+    // loop waited; the loop's own back edge does not), 4 iterations a trip.
+    std::uint64_t after_begin = 0, after_end = 0;
+    std::int64_t after_add = 0;
     // What one iteration adds to the register where every write is an add
     // on every way round (0: not known, as where it is masked): a snapshot
     // holding start + step is in its trip's second iteration.
@@ -72,7 +81,7 @@ struct EntryTrips {
     bool known = false;
     double length = 0;                     // iterations a trip: top snapshots over those at a trip's start
     double low = 0, high = 0;              // the hull of the pooled share's interval and each pc's (>= 30)
-    std::uint32_t snapshots = 0;           // at the header's top
+    std::uint32_t snapshots = 0;           // in the header (its top, and after its first write)
     std::uint32_t first = 0;               // of them in a trip's first iteration
     std::uint32_t unknown = 0;             // whose start the replay could not know
     // The second iteration as the reference (site.step known): the trip is
