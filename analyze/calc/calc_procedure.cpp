@@ -283,7 +283,7 @@ std::string rate_refusal(const LoopRate& best, const CalcLoop& r) {
     if (best.short_trips)
         return "its trips are too short for the time between snapshots (" + r.induction + " spans " +
                fmt_count(best.span_iterations) + " iterations, a pair moved " + fmt_count(best.median_iterations) +
-               "): a pair may cross the loop's ends";
+               ", the longest " + fmt_count(best.most_iterations) + "): a pair may cross the loop's ends";
     if (!best.known)
         return "too few usable pairs of register snapshots (" + std::to_string(c.used) + ", need " +
                std::to_string(kMinPairs) + ")";

@@ -136,6 +136,22 @@ TEST_CASE("register progress: trips shorter than the time between samples are no
     REQUIRE(f.known);
     CHECK(!f.short_trips);
     CHECK(f.iterations_per_ns == doctest::Approx(rate).epsilon(0.01));
+
+    // Sampled every 2.54 us (127 iterations, a median under kMinSpanPerMove
+    // of the trip's span): no pair moves half a trip, so every crossing
+    // moves the counter back and is refused; the rate is measured.
+    std::vector<RegisterSample> near;
+    for (int k = 0; k < 400; ++k) {
+        const double t = 2'540.0 * k;
+        const auto done = static_cast<std::uint64_t>(std::fmod(t * rate, trip));
+        near.push_back(snap(1, static_cast<std::uint64_t>(t), kLoopStart, 1000 - done));
+    }
+    LoopRate n = loop_rate(query(near));
+    CHECK(n.median_iterations * kMinSpanPerMove > n.span_iterations);
+    CHECK(n.most_iterations * kMaxMoveInSpan <= n.span_iterations);
+    REQUIRE(n.known);
+    CHECK(!n.short_trips);
+    CHECK(n.iterations_per_ns == doctest::Approx(rate).epsilon(0.01));
 }
 
 TEST_CASE("register progress: a 32-bit counter that wraps past 2^32") {

@@ -79,6 +79,7 @@ struct LoopRate {
     // many iterations; the pairs used moved a median of `median_iterations`.
     double span_iterations = 0;
     double median_iterations = 0;
+    double most_iterations = 0;        // the longest move of a pair used
     // The pairs moved too far for the span: the loop's trips are too short
     // for the time between snapshots, and a pair may cross one or more ends
     // of the loop with the register back at its start (not `known`).
@@ -112,6 +113,10 @@ inline constexpr double kMaxInterruptedShare = 0.10;
 // many times what a pair moves cannot tell crossings from progress: its
 // iteration counts between snapshots look random in [0, span].
 inline constexpr double kMinSpanPerMove = 8;
+// ... or whose longest used pair moved at most this part of it: a pair
+// lands ahead of its start in a later trip only when it ran a whole trip,
+// so every crossing of such pairs moved back and was refused.
+inline constexpr double kMaxMoveInSpan = 2;
 
 // At least this many pairs make a rate.
 inline constexpr std::uint32_t kMinPairs = 8;
