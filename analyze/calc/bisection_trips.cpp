@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <capstone/capstone.h>
 
@@ -255,6 +256,34 @@ void check_levels(BisectionTrips& out) {
     }
 }
 
+// Where the levels are uneven but every trip starts at one width and runs
+// to the bottom, the iterations take unequal times, not the trips unequal
+// lengths: a trip runs the levels from that width's down, log2(w + 1)
+// (BisectionTrips::equal_trips).
+void equal_trips(BisectionTrips& out, const std::map<std::int64_t, std::uint32_t>& widest, std::size_t level) {
+    if (out.uneven_level <= 1 || out.top != level || widest.empty() || out.levels.size() < 2) return;
+    if (out.levels[1] < out.per_level / 2) return;  // trips that end early
+    std::uint32_t all = 0, most = 0;
+    std::int64_t width = 0;
+    for (const auto& [w, n] : widest) {
+        all += n;
+        if (n > most) {
+            most = n;
+            width = w;
+        }
+    }
+    if (most < kMinBisectionStartSnapshots || most < kEqualStartShare * all) return;
+    const double r = std::log2(static_cast<double>(width) + 1);
+    out.equal_trips = true;
+    out.start_width = static_cast<std::uint64_t>(width);
+    out.start_snapshots = most;
+    out.top_snapshots = all;
+    out.length = r;
+    out.low = std::max(1.0, std::floor(r));
+    out.high = std::ceil(r);
+    out.known = true;
+}
+
 }  // namespace
 
 std::optional<BisectionSite> bisection_site(const Cfg& cfg, const LoopInfo& loops, std::uint32_t l) {
@@ -284,6 +313,8 @@ BisectionTrips bisection_trips(const BisectionSite& site, std::span<const store:
                                std::uint32_t image, std::span<const std::uint32_t> candidates) {
     BisectionTrips out;
     double sum = 0, sum_sq = 0;
+    std::map<std::int64_t, std::uint32_t> widest;  // the widths seen at the highest level so far
+    std::size_t widest_level = 0;
     const auto signed_value = [&](std::uint64_t v) {
         return site.width == 4 ? static_cast<double>(static_cast<std::int32_t>(static_cast<std::uint32_t>(v)))
                                : static_cast<double>(static_cast<std::int64_t>(v));
@@ -316,6 +347,11 @@ BisectionTrips bisection_trips(const BisectionSite& site, std::span<const store:
         const auto level = static_cast<std::size_t>(r + 0.5);
         if (out.levels.size() <= level) out.levels.resize(level + 1, 0);
         ++out.levels[level];
+        if (level > widest_level) {
+            widest.clear();
+            widest_level = level;
+        }
+        if (level == widest_level) ++widest[static_cast<std::int64_t>(w)];
     };
     if (candidates.empty()) {
         for (std::size_t p = 0; p < stream.size(); ++p) visit(p);
@@ -331,6 +367,7 @@ BisectionTrips bisection_trips(const BisectionSite& site, std::span<const store:
     out.high = 2 * (mean + 2 * se) - 1;
     check_levels(out);
     out.known = !out.uneven;
+    if (out.uneven) equal_trips(out, widest, widest_level);
     return out;
 }
 

@@ -544,7 +544,7 @@ void measure_bisection_trips(Analysis& a, const ProcedureInput& input) {
             bisection_trips(*site, input.registers->stream, input.registers->image, input.registers->candidates);
         CalcLoop& r = a.loop_reports[l];
         const std::string bounds = std::string(register_name(site->low, site->width)) + ".." + register_name(site->high, site->width);
-        if (trips.uneven && trips.snapshots >= kMinBisectionSnapshots) {
+        if (trips.uneven && !trips.equal_trips && trips.snapshots >= kMinBisectionSnapshots) {
             r.trip_starts = uneven_bisection(trips, bounds);
             continue;
         }
@@ -566,6 +566,20 @@ void measure_bisection_trips(Analysis& a, const ProcedureInput& input) {
         share.from_entry = true;
         a.trip_shares.push_back(share);
         r.trip_length = trips.length;
+        if (trips.equal_trips) {
+            const std::uint32_t k = trips.uneven_level;
+            r.trip_starts = "a bisection: its trips run " + fmt_count(trips.length) + " iterations (" +
+                            fmt_count(trips.low) + "-" + fmt_count(trips.high) + "): " +
+                            std::to_string(trips.start_snapshots) + " of " + std::to_string(trips.top_snapshots) +
+                            " register snapshots at its top level hold " +
+                            std::to_string(trips.start_width + (site->inclusive ? 0 : 1)) + " candidates between " +
+                            bounds + ", so every trip starts there and runs to its last level; its levels hold " +
+                            "unequal shares (" + std::to_string(trips.levels[k]) + " at " + std::to_string(k) +
+                            " iterations from its end against " + fmt_count(trips.per_level) + " a level: its " +
+                            "iterations take unequal times), so the length is the levels', not its snapshots' " +
+                            "mean: its count is its entries times that";
+            continue;
+        }
         r.trip_starts = "a bisection: its trips run " + fmt_count(trips.length) + " iterations (" +
                         fmt_count(trips.low) + "-" + fmt_count(trips.high) + ", longer trips weighing more): " +
                         std::to_string(trips.snapshots) + " register snapshots where " + bounds +

@@ -69,8 +69,8 @@ constexpr int kRcx = 1, kRsi = 6, kR8 = 8;
 // the iteration's own. The keys: `key(t)` for trip t. Returns the
 // iterations; `found` counts the trips that found their key.
 template <typename Key>
-std::uint64_t searches(std::vector<RegisterSample>& stream, std::uint64_t trips, Key key, std::uint64_t* found = nullptr) {
-    constexpr std::int32_t n = 8192;
+std::uint64_t searches(std::vector<RegisterSample>& stream, std::uint64_t trips, Key key, std::uint64_t* found = nullptr,
+                       std::int32_t n = 8192) {
     std::uint64_t iterations = 0, time = 0;
     for (std::uint64_t t = 0; t < trips; ++t) {
         const std::uint32_t k = key(t);
@@ -166,8 +166,12 @@ TEST_CASE("bisection_trips: the bounds' log2(candidates + 1) at the snapshots av
     CHECK_FALSE(trips.uneven);
     CHECK(trips.top == 13);  // 8,192 keys: 13 levels, each within 40% of their median
 
+    CHECK_FALSE(trips.equal_trips);
+
     // A first iteration that takes three times as long (a cold table):
-    // its top level holds three times its share, and no length is read.
+    // its top level holds three times its share, so the snapshots' mean
+    // reads short; every trip starts at 8,192 keys and runs to the bottom,
+    // so the length is its levels' (log2 8,193).
     std::vector<RegisterSample> cold = stream;
     for (const auto& s : stream)
         if (s.regs[kRcx] == 0 && s.regs[kRsi] == 8191)
@@ -175,7 +179,21 @@ TEST_CASE("bisection_trips: the bounds' log2(candidates + 1) at the snapshots av
     const BisectionTrips slow = bisection_trips(*site, cold, 0, {});
     CHECK(slow.uneven);
     CHECK(slow.uneven_level == 13);
-    CHECK_FALSE(slow.known);
+    REQUIRE(slow.known);
+    CHECK(slow.equal_trips);
+    CHECK(slow.start_width == 8192);
+    CHECK(slow.length == doctest::Approx(truth).epsilon(0.03));
+    CHECK(slow.low <= truth);
+    CHECK(slow.high >= truth);
+    // The same with a second table of 6,000 keys searched as often: no
+    // one width starts the trips, so no length is read.
+    std::vector<RegisterSample> mixed = cold;
+    (void)searches(
+        mixed, 2000, [&](std::uint64_t) { return (seed = seed * 1103515245u + 12345u) >> 8 & 0xffffffu; }, nullptr, 6000);
+    const BisectionTrips two = bisection_trips(*site, mixed, 0, {});
+    CHECK(two.uneven_level > 1);  // what stops it is the widths, not the bottom
+    CHECK_FALSE(two.equal_trips);
+    CHECK_FALSE(two.known);
 
     // Snapshots elsewhere (another image, or the writes' pcs) are not read.
     std::vector<RegisterSample> other = stream;
