@@ -284,6 +284,59 @@ void equal_trips(BisectionTrips& out, const std::map<std::int64_t, std::uint32_t
     out.known = true;
 }
 
+// The moves of each snapshot's trip so far, replayed from the most common
+// bounds at the top level (BisectionTrips::low_moves).
+void count_moves(const BisectionSite& site, std::span<const store::RegisterSample> stream, std::uint32_t image,
+                 std::span<const std::uint32_t> candidates, const std::map<std::pair<double, double>, std::uint32_t>& starts,
+                 BisectionTrips& out) {
+    std::pair<double, double> start{};
+    std::uint32_t most = 0;
+    for (const auto& [bounds, n] : starts)
+        if (n > most) {
+            most = n;
+            start = bounds;
+        }
+    if (most < kMinBisectionStartSnapshots) return;
+    const auto as_signed = [&](std::uint64_t v) {
+        return site.width == 4 ? static_cast<std::int64_t>(static_cast<std::int32_t>(static_cast<std::uint32_t>(v)))
+                               : static_cast<std::int64_t>(v);
+    };
+    const auto visit = [&](std::size_t p) {
+        if (p >= stream.size()) return;
+        const store::RegisterSample& s = stream[p];
+        if (s.image != image) return;
+        const bool in = std::any_of(site.pcs.begin(), site.pcs.end(), [&](const auto& r) {
+            return s.offset >= r.first && s.offset < r.second;
+        });
+        if (!in) return;
+        const std::int64_t lo = as_signed(s.regs[static_cast<std::size_t>(site.low)]);
+        const std::int64_t hi = as_signed(s.regs[static_cast<std::size_t>(site.high)]);
+        auto c_lo = static_cast<std::int64_t>(start.first), c_hi = static_cast<std::int64_t>(start.second);
+        std::uint64_t low = 0, high = 0;
+        for (int step = 0; step < 64 && (c_lo != lo || c_hi != hi); ++step) {
+            const std::int64_t m = (c_lo + c_hi) >> 1;
+            if (lo < c_lo || hi > c_hi) return;  // not on this start's path
+            if (lo >= m + 1) {
+                c_lo = m + 1;
+                ++low;
+            } else if (hi <= (site.inclusive ? m - 1 : m)) {
+                c_hi = site.inclusive ? m - 1 : m;
+                ++high;
+            } else {
+                return;
+            }
+        }
+        if (c_lo != lo || c_hi != hi) return;
+        out.low_moves += low;
+        out.high_moves += high;
+    };
+    if (candidates.empty()) {
+        for (std::size_t p = 0; p < stream.size(); ++p) visit(p);
+    } else {
+        for (auto p : candidates) visit(p);
+    }
+}
+
 }  // namespace
 
 std::optional<BisectionSite> bisection_site(const Cfg& cfg, const LoopInfo& loops, std::uint32_t l) {
@@ -314,6 +367,7 @@ BisectionTrips bisection_trips(const BisectionSite& site, std::span<const store:
     BisectionTrips out;
     double sum = 0, sum_sq = 0;
     std::map<std::int64_t, std::uint32_t> widest;  // the widths seen at the highest level so far
+    std::map<std::pair<double, double>, std::uint32_t> starts;  // and the bounds
     std::size_t widest_level = 0;
     const auto signed_value = [&](std::uint64_t v) {
         return site.width == 4 ? static_cast<double>(static_cast<std::int32_t>(static_cast<std::uint32_t>(v)))
@@ -349,9 +403,14 @@ BisectionTrips bisection_trips(const BisectionSite& site, std::span<const store:
         ++out.levels[level];
         if (level > widest_level) {
             widest.clear();
+            starts.clear();
             widest_level = level;
         }
-        if (level == widest_level) ++widest[static_cast<std::int64_t>(w)];
+        if (level == widest_level) {
+            ++widest[static_cast<std::int64_t>(w)];
+            ++starts[{signed_value(s.regs[static_cast<std::size_t>(site.low)]),
+                      signed_value(s.regs[static_cast<std::size_t>(site.high)])}];
+        }
     };
     if (candidates.empty()) {
         for (std::size_t p = 0; p < stream.size(); ++p) visit(p);
@@ -368,6 +427,7 @@ BisectionTrips bisection_trips(const BisectionSite& site, std::span<const store:
     check_levels(out);
     out.known = !out.uneven;
     if (out.uneven) equal_trips(out, widest, widest_level);
+    if (out.equal_trips) count_moves(site, stream, image, candidates, starts, out);
     return out;
 }
 

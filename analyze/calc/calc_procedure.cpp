@@ -67,6 +67,13 @@ struct Analysis {
     std::vector<TripLength> trips;            // per loop: its trip length from its exit's bound (trip_length)
     std::vector<const InductionVariable*> trip_induction;  // per loop: the register that trip length is of
     std::vector<TripShare> trip_shares;       // the trips known, for the flow
+    // A bisection's branch between its halves, with the moves its bounds
+    // spell (bisection_trips.h, low_moves): the odds evaluate_branches uses.
+    struct HalfMoves {
+        std::uint32_t block = 0, low_edge = 0;
+        std::uint64_t low = 0, high = 0;
+    };
+    std::vector<HalfMoves> half_moves;
     // Per loop with a trip length from its trips' starts (entry_trips.h):
     // its site and length.
     std::vector<std::pair<EntryTripSite, EntryTrips>> entry_trips;
@@ -528,6 +535,44 @@ std::string uneven_bisection(const BisectionTrips& t, const std::string& bounds)
            "first iteration takes longer), so no length is read";
 }
 
+// At least this many moves make a bisection's half odds.
+constexpr std::uint64_t kMinHalfMoves = 100;
+
+// The first of the two bounds block b writes (-1: neither).
+int first_bound_write(const Cfg& cfg, std::uint32_t b, int low, int high) {
+    const auto& blk = cfg.blocks[b];
+    for (std::uint32_t k = blk.first; k < blk.first + blk.count; ++k)
+        for (auto w : cfg.instructions[k].writes) {
+            const int r = gp_register_number(w);
+            if (r == low || r == high) return r;
+        }
+    return -1;
+}
+
+// The branch of a bisection's loop that chooses its half: a block whose one
+// way goes straight to a write of the low bound and whose other way stays
+// in the loop without one.
+std::optional<Analysis::HalfMoves> half_branch(const Analysis& a, const BisectionSite& site) {
+    const Loop& loop = a.loops.loops[site.loop];
+    for (auto b : loop.blocks) {
+        const auto& out = a.cfg.blocks[b].out_edges;
+        if (out.size() != 2) continue;
+        std::uint32_t to_low = 0, ways_low = 0, ways_other = 0;
+        for (auto e : out) {
+            const std::uint32_t to = a.cfg.edges[e].to;
+            if (to >= a.cfg.blocks.size() || !loop.contains(to)) break;
+            if (first_bound_write(a.cfg, to, site.low, site.high) == site.low) {
+                to_low = e;
+                ++ways_low;
+            } else {
+                ++ways_other;
+            }
+        }
+        if (ways_low == 1 && ways_other == 1) return Analysis::HalfMoves{b, to_low, 0, 0};
+    }
+    return std::nullopt;
+}
+
 // Issue 36: per loop no other way measured, a bisection's trip length from
 // its bounds at its snapshots (bisection_trips.h): branchy's `search`. Its
 // header then runs length times per entry.
@@ -566,6 +611,13 @@ void measure_bisection_trips(Analysis& a, const ProcedureInput& input) {
         share.from_entry = true;
         a.trip_shares.push_back(share);
         r.trip_length = trips.length;
+        if (trips.equal_trips && trips.low_moves + trips.high_moves >= kMinHalfMoves) {
+            if (auto half = half_branch(a, *site)) {
+                half->low = trips.low_moves;
+                half->high = trips.high_moves;
+                a.half_moves.push_back(*half);
+            }
+        }
         if (trips.equal_trips) {
             const std::uint32_t k = trips.uneven_level;
             r.trip_starts = "a bisection: its trips run " + fmt_count(trips.length) + " iterations (" +
@@ -1104,11 +1156,35 @@ void estimate_with_ranges(Analysis& a, const ProcedureInput& input, const Machin
 // never in kMinNever snapshots (the rarer way below about 1% of the block).
 constexpr std::uint32_t kMinRarer = 100, kMinNever = 400;
 
+// A bisection's half branch takes the odds its bounds spell
+// (Analysis::half_moves), not its compare's snapshots'.
+void use_half_moves(Analysis& a) {
+    for (const Analysis::HalfMoves& h : a.half_moves) {
+        auto it = std::find_if(a.odds.begin(), a.odds.end(), [&](const BranchOdds& o) { return o.block == h.block; });
+        if (it == a.odds.end()) {
+            BranchOdds o;
+            o.block = h.block;
+            for (auto e : a.cfg.blocks[h.block].out_edges)
+                (a.cfg.edges[e].kind == EdgeKind::kBranch ? o.taken_edge : o.fall_edge) = e;
+            a.odds.push_back(o);
+            it = a.odds.end() - 1;
+        }
+        const std::uint64_t scale = std::max<std::uint64_t>(1, (h.low + h.high) / 1'000'000'000 + 1);
+        const auto low = static_cast<std::uint32_t>(h.low / scale), high = static_cast<std::uint32_t>(h.high / scale);
+        it->total = low + high;
+        it->taken = it->taken_edge == h.low_edge ? low : high;
+        std::tie(it->share_low, it->share_high) = share_interval(it->taken, it->total);
+        it->positions_disagree = false;
+        it->median_of_positions = false;
+    }
+}
+
 void evaluate_branches(Analysis& a, const ProcedureInput& input) {
     if (!input.registers || input.registers->stream.empty()) return;
     const auto& r = *input.registers;
     const LaterOdds later = later_odds(a.cfg, r.stream, r.image, r.candidates);
     a.odds = prefer_later(branch_odds(a.cfg, r.stream, r.image, r.candidates), later.branches);
+    use_half_moves(a);
     a.odds_anchored.assign(a.odds.size(), false);
     a.switches = prefer_later(switch_odds(a.cfg, r.stream, r.image, r.candidates), later.switches);
     a.switch_anchored.assign(a.switches.size(), false);

@@ -70,7 +70,7 @@ constexpr int kRcx = 1, kRsi = 6, kR8 = 8;
 // iterations; `found` counts the trips that found their key.
 template <typename Key>
 std::uint64_t searches(std::vector<RegisterSample>& stream, std::uint64_t trips, Key key, std::uint64_t* found = nullptr,
-                       std::int32_t n = 8192) {
+                       std::int32_t n = 8192, std::uint64_t* low_moves = nullptr) {
     std::uint64_t iterations = 0, time = 0;
     for (std::uint64_t t = 0; t < trips; ++t) {
         const std::uint32_t k = key(t);
@@ -91,6 +91,7 @@ std::uint64_t searches(std::vector<RegisterSample>& stream, std::uint64_t trips,
             ++iterations;
             if (value < k) {
                 lo = mid + 1;
+                if (low_moves) ++*low_moves;
             } else if (value > k) {
                 hi = mid - 1;
             } else {
@@ -152,9 +153,10 @@ TEST_CASE("bisection_trips: the bounds' log2(candidates + 1) at the snapshots av
     // branchy's keys: an LCG's bits, almost never one of the table's.
     std::vector<RegisterSample> stream;
     std::uint32_t seed = 12345;
-    std::uint64_t found = 0;
+    std::uint64_t found = 0, lows = 0;
     const std::uint64_t iterations = searches(
-        stream, 2000, [&](std::uint64_t) { return (seed = seed * 1103515245u + 12345u) >> 8 & 0xffffffu; }, &found);
+        stream, 2000, [&](std::uint64_t) { return (seed = seed * 1103515245u + 12345u) >> 8 & 0xffffffu; }, &found, 8192,
+        &lows);
     const double truth = static_cast<double>(iterations) / 2000;
     CHECK(found < 10);
     const BisectionTrips trips = bisection_trips(*site, stream, 0, {});
@@ -185,6 +187,13 @@ TEST_CASE("bisection_trips: the bounds' log2(candidates + 1) at the snapshots av
     CHECK(slow.length == doctest::Approx(truth).epsilon(0.03));
     CHECK(slow.low <= truth);
     CHECK(slow.high >= truth);
+    // Its bounds spell the way each earlier iteration went: the low side's
+    // share of the moves is its share of the iterations (the compare's own
+    // snapshots hold its time, not its executions).
+    REQUIRE(slow.low_moves + slow.high_moves > 10'000);
+    CHECK(static_cast<double>(slow.low_moves) / static_cast<double>(slow.low_moves + slow.high_moves) ==
+          doctest::Approx(static_cast<double>(lows) / static_cast<double>(iterations)).epsilon(0.03));
+    CHECK(trips.low_moves + trips.high_moves == 0);  // even levels: the mean's length, no moves read
     // The same with a second table of 6,000 keys searched as often: no
     // one width starts the trips, so no length is read.
     std::vector<RegisterSample> mixed = cold;
