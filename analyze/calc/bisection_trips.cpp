@@ -256,6 +256,35 @@ void check_levels(BisectionTrips& out) {
     }
 }
 
+// The snapshot at stream position p when it is the procedure's and taken
+// where the bounds are the iteration's own (BisectionSite::pcs).
+const store::RegisterSample* own_bounds_snapshot(const BisectionSite& site, std::span<const store::RegisterSample> stream,
+                                                 std::uint32_t image, std::size_t p) {
+    if (p >= stream.size()) return nullptr;
+    const store::RegisterSample& s = stream[p];
+    if (s.image != image) return nullptr;
+    const bool in = std::any_of(site.pcs.begin(), site.pcs.end(), [&](const auto& r) {
+        return s.offset >= r.first && s.offset < r.second;
+    });
+    return in ? &s : nullptr;
+}
+
+// A bound's value, signed at the midpoint's width.
+std::int64_t bound_value(const BisectionSite& site, std::uint64_t v) {
+    return site.width == 4 ? static_cast<std::int64_t>(static_cast<std::int32_t>(static_cast<std::uint32_t>(v)))
+                           : static_cast<std::int64_t>(v);
+}
+
+// Calls visit(p) for every stream position of the procedure's snapshots.
+template <typename Visit>
+void each_position(std::span<const store::RegisterSample> stream, std::span<const std::uint32_t> candidates, Visit visit) {
+    if (candidates.empty()) {
+        for (std::size_t p = 0; p < stream.size(); ++p) visit(p);
+    } else {
+        for (auto p : candidates) visit(p);
+    }
+}
+
 // Where the levels are uneven but every trip starts at one width and runs
 // to the bottom, the iterations take unequal times, not the trips unequal
 // lengths: a trip runs the levels from that width's down, log2(w + 1)
@@ -297,20 +326,11 @@ void count_moves(const BisectionSite& site, std::span<const store::RegisterSampl
             start = bounds;
         }
     if (most < kMinBisectionStartSnapshots) return;
-    const auto as_signed = [&](std::uint64_t v) {
-        return site.width == 4 ? static_cast<std::int64_t>(static_cast<std::int32_t>(static_cast<std::uint32_t>(v)))
-                               : static_cast<std::int64_t>(v);
-    };
-    const auto visit = [&](std::size_t p) {
-        if (p >= stream.size()) return;
-        const store::RegisterSample& s = stream[p];
-        if (s.image != image) return;
-        const bool in = std::any_of(site.pcs.begin(), site.pcs.end(), [&](const auto& r) {
-            return s.offset >= r.first && s.offset < r.second;
-        });
-        if (!in) return;
-        const std::int64_t lo = as_signed(s.regs[static_cast<std::size_t>(site.low)]);
-        const std::int64_t hi = as_signed(s.regs[static_cast<std::size_t>(site.high)]);
+    each_position(stream, candidates, [&](std::size_t p) {
+        const store::RegisterSample* s = own_bounds_snapshot(site, stream, image, p);
+        if (!s) return;
+        const std::int64_t lo = bound_value(site, s->regs[static_cast<std::size_t>(site.low)]);
+        const std::int64_t hi = bound_value(site, s->regs[static_cast<std::size_t>(site.high)]);
         auto c_lo = static_cast<std::int64_t>(start.first), c_hi = static_cast<std::int64_t>(start.second);
         std::uint64_t low = 0, high = 0;
         for (int step = 0; step < 64 && (c_lo != lo || c_hi != hi); ++step) {
@@ -329,12 +349,7 @@ void count_moves(const BisectionSite& site, std::span<const store::RegisterSampl
         if (c_lo != lo || c_hi != hi) return;
         out.low_moves += low;
         out.high_moves += high;
-    };
-    if (candidates.empty()) {
-        for (std::size_t p = 0; p < stream.size(); ++p) visit(p);
-    } else {
-        for (auto p : candidates) visit(p);
-    }
+    });
 }
 
 }  // namespace
@@ -369,18 +384,11 @@ BisectionTrips bisection_trips(const BisectionSite& site, std::span<const store:
     std::map<std::int64_t, std::uint32_t> widest;  // the widths seen at the highest level so far
     std::map<std::pair<double, double>, std::uint32_t> starts;  // and the bounds
     std::size_t widest_level = 0;
-    const auto signed_value = [&](std::uint64_t v) {
-        return site.width == 4 ? static_cast<double>(static_cast<std::int32_t>(static_cast<std::uint32_t>(v)))
-                               : static_cast<double>(static_cast<std::int64_t>(v));
-    };
-    const auto visit = [&](std::size_t p) {
-        if (p >= stream.size()) return;
-        const store::RegisterSample& s = stream[p];
-        if (s.image != image) return;
-        const bool in = std::any_of(site.pcs.begin(), site.pcs.end(), [&](const auto& r) {
-            return s.offset >= r.first && s.offset < r.second;
-        });
-        if (!in) return;
+    const auto signed_value = [&](std::uint64_t v) { return static_cast<double>(bound_value(site, v)); };
+    each_position(stream, candidates, [&](std::size_t p) {
+        const store::RegisterSample* own = own_bounds_snapshot(site, stream, image, p);
+        if (!own) return;
+        const store::RegisterSample& s = *own;
         const double w = signed_value(s.regs[static_cast<std::size_t>(site.high)]) -
                          signed_value(s.regs[static_cast<std::size_t>(site.low)]) + (site.inclusive ? 1 : 0);
         if (w == 0) {
@@ -411,12 +419,7 @@ BisectionTrips bisection_trips(const BisectionSite& site, std::span<const store:
             ++starts[{signed_value(s.regs[static_cast<std::size_t>(site.low)]),
                       signed_value(s.regs[static_cast<std::size_t>(site.high)])}];
         }
-    };
-    if (candidates.empty()) {
-        for (std::size_t p = 0; p < stream.size(); ++p) visit(p);
-    } else {
-        for (auto p : candidates) visit(p);
-    }
+    });
     if (out.snapshots < kMinBisectionSnapshots || 100.0 * out.unknown > out.snapshots + out.unknown) return out;
     const double n = out.snapshots;
     const double mean = sum / n;

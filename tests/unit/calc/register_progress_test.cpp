@@ -106,19 +106,25 @@ TEST_CASE("register progress: a loop re-entered between samples is not paired") 
     CHECK(same.iterations_per_ns == doctest::Approx(0.1));
 }
 
+// A loop of `trip` iterations called over and over (the same invariants
+// every call) at `rate` iterations per ns, snapshotted every `every_ns`.
+static std::vector<RegisterSample> repeated_trips(double rate, double trip, double every_ns, int count) {
+    std::vector<RegisterSample> v;
+    for (int k = 0; k < count; ++k) {
+        const double t = every_ns * k;
+        const auto done = static_cast<std::uint64_t>(std::fmod(t * rate, trip));
+        v.push_back(snap(1, static_cast<std::uint64_t>(t), kLoopStart, static_cast<std::uint64_t>(trip) - done));
+    }
+    return v;
+}
+
 TEST_CASE("register progress: trips shorter than the time between samples are not measured") {
     // A loop of 1000 iterations called over and over (the same invariants
     // every call), 0.05 iterations per ns, sampled every 13 us (650
     // iterations): most pairs cross one or more calls, and those whose
     // counter happens to be further along look like progress.
-    std::vector<RegisterSample> v;
     const double rate = 0.05, trip = 1000;
-    for (int k = 0; k < 200; ++k) {
-        const double t = 13'000.0 * k;
-        const auto done = static_cast<std::uint64_t>(std::fmod(t * rate, trip));
-        v.push_back(snap(1, static_cast<std::uint64_t>(t), kLoopStart, 1000 - done));
-    }
-    LoopRate r = loop_rate(query(v));
+    LoopRate r = loop_rate(query(repeated_trips(rate, trip, 13'000.0, 200)));
     CHECK(r.short_trips);
     CHECK(!r.known);
     CHECK(r.span_iterations <= trip);
@@ -126,13 +132,7 @@ TEST_CASE("register progress: trips shorter than the time between samples are no
 
     // The same loop sampled every 1 us (50 iterations): a crossing moves the
     // counter back and is refused; the rate is measured.
-    std::vector<RegisterSample> fine;
-    for (int k = 0; k < 200; ++k) {
-        const double t = 1'000.0 * k;
-        const auto done = static_cast<std::uint64_t>(std::fmod(t * rate, trip));
-        fine.push_back(snap(1, static_cast<std::uint64_t>(t), kLoopStart, 1000 - done));
-    }
-    LoopRate f = loop_rate(query(fine));
+    LoopRate f = loop_rate(query(repeated_trips(rate, trip, 1'000.0, 200)));
     REQUIRE(f.known);
     CHECK(!f.short_trips);
     CHECK(f.iterations_per_ns == doctest::Approx(rate).epsilon(0.01));
@@ -140,13 +140,7 @@ TEST_CASE("register progress: trips shorter than the time between samples are no
     // Sampled every 2.54 us (127 iterations, a median under kMinSpanPerMove
     // of the trip's span): no pair moves half a trip, so every crossing
     // moves the counter back and is refused; the rate is measured.
-    std::vector<RegisterSample> near;
-    for (int k = 0; k < 400; ++k) {
-        const double t = 2'540.0 * k;
-        const auto done = static_cast<std::uint64_t>(std::fmod(t * rate, trip));
-        near.push_back(snap(1, static_cast<std::uint64_t>(t), kLoopStart, 1000 - done));
-    }
-    LoopRate n = loop_rate(query(near));
+    LoopRate n = loop_rate(query(repeated_trips(rate, trip, 2'540.0, 400)));
     CHECK(n.median_iterations * kMinSpanPerMove > n.span_iterations);
     CHECK(n.most_iterations * kMaxMoveInSpan <= n.span_iterations);
     REQUIRE(n.known);
