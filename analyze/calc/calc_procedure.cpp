@@ -535,6 +535,26 @@ std::string uneven_bisection(const BisectionTrips& t, const std::string& bounds)
            "first iteration takes longer), so no length is read";
 }
 
+// Why a bisection's snapshots gave no length though they spread evenly:
+// too many hold bounds that are not the iteration's own.
+std::string crossed_bisection(const BisectionTrips& t, const std::string& bounds) {
+    return "a bisection of " + bounds + " whose " + std::to_string(t.unknown) + " of " +
+           std::to_string(t.snapshots + t.unknown) + " register snapshots hold bounds crossed by more than one " +
+           "(not the iteration's own: the loop may write them elsewhere), so no length is read";
+}
+
+// How a bisection of equal trips gave its length (BisectionTrips::equal_trips).
+std::string equal_bisection(const BisectionTrips& t, const std::string& bounds, bool inclusive) {
+    const std::uint32_t k = t.uneven_level;
+    return "a bisection: its trips run " + fmt_count(t.length) + " iterations (" + fmt_count(t.low) + "-" +
+           fmt_count(t.high) + "): " + std::to_string(t.start_snapshots) + " of " + std::to_string(t.top_snapshots) +
+           " register snapshots at its top level hold " + std::to_string(t.start_width + (inclusive ? 0 : 1)) +
+           " candidates between " + bounds + ", so every trip starts there and runs to its last level; its levels " +
+           "hold unequal shares (" + std::to_string(t.levels[k]) + " at " + std::to_string(k) +
+           " iterations from its end against " + fmt_count(t.per_level) + " a level: its iterations take unequal " +
+           "times), so the length is the levels', not its snapshots' mean: its count is its entries times that";
+}
+
 // At least this many moves make a bisection's half odds.
 constexpr std::uint64_t kMinHalfMoves = 100;
 
@@ -594,10 +614,7 @@ void measure_bisection_trips(Analysis& a, const ProcedureInput& input) {
             continue;
         }
         if (trips.snapshots >= kMinBisectionSnapshots && !trips.known) {
-            r.trip_starts = "a bisection of " + bounds + " whose " + std::to_string(trips.unknown) + " of " +
-                            std::to_string(trips.snapshots + trips.unknown) + " register snapshots hold bounds " +
-                            "crossed by more than one (not the iteration's own: the loop may write them " +
-                            "elsewhere), so no length is read";
+            r.trip_starts = crossed_bisection(trips, bounds);
             continue;
         }
         if (!trips.known) continue;
@@ -619,17 +636,7 @@ void measure_bisection_trips(Analysis& a, const ProcedureInput& input) {
             }
         }
         if (trips.equal_trips) {
-            const std::uint32_t k = trips.uneven_level;
-            r.trip_starts = "a bisection: its trips run " + fmt_count(trips.length) + " iterations (" +
-                            fmt_count(trips.low) + "-" + fmt_count(trips.high) + "): " +
-                            std::to_string(trips.start_snapshots) + " of " + std::to_string(trips.top_snapshots) +
-                            " register snapshots at its top level hold " +
-                            std::to_string(trips.start_width + (site->inclusive ? 0 : 1)) + " candidates between " +
-                            bounds + ", so every trip starts there and runs to its last level; its levels hold " +
-                            "unequal shares (" + std::to_string(trips.levels[k]) + " at " + std::to_string(k) +
-                            " iterations from its end against " + fmt_count(trips.per_level) + " a level: its " +
-                            "iterations take unequal times), so the length is the levels', not its snapshots' " +
-                            "mean: its count is its entries times that";
+            r.trip_starts = equal_bisection(trips, bounds, site->inclusive);
             continue;
         }
         r.trip_starts = "a bisection: its trips run " + fmt_count(trips.length) + " iterations (" +
