@@ -311,7 +311,10 @@ LoopRate loop_rate(const ProgressQuery& q) {
     // span, the crossings all moved back and were refused (calls.c's
     // `caller` on a Zen 5 VM: pairs of 12.7 k iterations, a median 7.9
     // times under its trips of 100 k).
-    const bool crossings_backward = out.most_iterations * kMaxMoveInSpan <= out.span_iterations;
+    // Pairs that moved nothing show no span either way: they keep the
+    // median's rule.
+    const bool crossings_backward = out.most_iterations > 0 && out.span_iterations >= kMinSpanPerMove &&
+                                    out.most_iterations * kMaxMoveInSpan <= out.span_iterations;
     if (std::max(out.median_iterations, 1.0) * kMinSpanPerMove > out.span_iterations && !crossings_backward &&
         !crossings_caught(c)) {
         out.short_trips = true;

@@ -146,6 +146,15 @@ TEST_CASE("register progress: trips shorter than the time between samples are no
     REQUIRE(n.known);
     CHECK(!n.short_trips);
     CHECK(n.iterations_per_ns == doctest::Approx(rate).epsilon(0.01));
+
+    // Trips of 3 iterations, one a snapshot's period: every pair moves 0
+    // and the counter spans nothing, so nothing shows the trips are long
+    // (too few pairs to tell crossings caught)
+    // (no pair moving half a span is no evidence where the span is none).
+    LoopRate still = loop_rate(query(repeated_trips(rate, 3, 60.0, 60)));
+    CHECK(still.most_iterations == 0);
+    CHECK(still.short_trips);
+    CHECK(!still.known);
 }
 
 TEST_CASE("register progress: a 32-bit counter that wraps past 2^32") {
