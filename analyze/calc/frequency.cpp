@@ -71,7 +71,12 @@ struct ShortBlockWindows {
 //   point whose +-radius window holds less than smear_low_fraction of what
 //   the block's ratio predicts for it (and the prediction is at least
 //   smear_min_samples). A block whose windows all agree with the stall model
-//   keeps them (a store loop whose stall lands after the store, say).
+//   keeps them (a store loop whose stall lands after the store, say). Half,
+//   not a quarter (issue 36, 2026-11-29): on a Zen 5 VM the smallest
+//   windows set interp's dispatch at 0.50x callgrind's count and jsonq's
+//   tokenizer entry at 0.33x (0.98x and 0.53x at half); over the ten
+//   workloads of two recordings the samples' mean |ln(calc / callgrind)|
+//   fell 0.447 -> 0.324 and 0.420 -> 0.336 (docs/ACCURACY.md).
 // - Spreading moves at most about the block's own best-case cycles per
 //   execution, so an instruction whose samples, at the ratio of the rest of
 //   the block, stand for more than smear_limit_blocks times those cycles

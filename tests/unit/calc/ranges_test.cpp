@@ -471,7 +471,9 @@ TEST_CASE("ranges: a loop of several blocks whose issue points the core outran i
     // The truth: 131,072,000 iterations, over 192,100 cycles a sample (the
     // clock recorded) or 196,135 (the clock measured under sampling).
     const double truth_recorded = 131072000.0 / 192100, truth_measured = 131072000.0 / 196135;
-    CHECK(est.block_frequency[latch] < 0.8 * truth_measured);  // what the issue points say
+    // What the issue points say: 0.72x the truth from the smallest windows,
+    // 0.84x since a window under half its share takes its block whole.
+    CHECK(est.block_frequency[latch] < 0.9 * truth_measured);
     auto ranges = class_ranges(range_input(c, est, std::vector<double>(c.loops.loops.size(), 0)));
     const ClassRange& r = ranges[c.classes.block_class[latch]];
     REQUIRE(r.ranged);

@@ -99,7 +99,7 @@ struct EstimatorOptions {
     // best-case cycles, cycles) per execution at the rest's ratio is a dynamic
     // stall and left out of the window (judged against the rest's ratio at
     // its upper bound, and only while the rest holds smear_min_samples).
-    double smear_low_fraction = 0.25;
+    double smear_low_fraction = 0.5;
     double smear_min_samples = 20;
     double smear_limit_blocks = 4;
     double smear_limit_cycles = 16;
