@@ -9,6 +9,19 @@ using namespace ecpi::analyze;
 
 using Fixture = ecpi::analyze::test::HandCfg;
 
+namespace {
+
+// A loop of one block (M per instruction) entered once and left once.
+std::uint32_t self_loop(Fixture& fx, const std::vector<double>& m) {
+    auto loop = fx.add_block(m);
+    fx.edge(kEntryBlock, loop, EdgeKind::kEntry);
+    fx.edge(loop, loop, EdgeKind::kBranch);
+    fx.edge(loop, kExitBlock, EdgeKind::kFallThrough);
+    return loop;
+}
+
+}  // namespace
+
 TEST_CASE("a loop's frequency from its issue points, ignoring a stalled one") {
     Fixture fx;
     auto pre = fx.add_block({1, 1});
@@ -64,13 +77,7 @@ TEST_CASE("agreeing issue points outside any loop rate the estimate low: the cor
 }
 
 TEST_CASE("a whole-block window spreads smeared samples but leaves out a dynamic stall") {
-    auto build = [](Fixture& fx) {
-        auto loop = fx.add_block({0, 4, 0, 3, 3, 3, 3, 1, 1, 0});
-        fx.edge(kEntryBlock, loop, EdgeKind::kEntry);
-        fx.edge(loop, loop, EdgeKind::kBranch);
-        fx.edge(loop, kExitBlock, EdgeKind::kFallThrough);
-        return loop;
-    };
+    auto build = [](Fixture& fx) { return self_loop(fx, {0, 4, 0, 3, 3, 3, 3, 1, 1, 0}); };
     EstimatorOptions opt;
     opt.whole_block_below = 16;
     SUBCASE("samples moved within the block: the block's sum still gives F") {
@@ -102,10 +109,7 @@ TEST_CASE("a whole-block window spreads smeared samples but leaves out a dynamic
         // rest, at 243 executions per period. The store stood for 16.4 cycles
         // at the rest's ratio, just over the limit, and was left out: F = 14.
         Fixture fx;
-        auto loop = fx.add_block({0, 0, 0, 0, 0, 0, 1, 0, 0});
-        fx.edge(kEntryBlock, loop, EdgeKind::kEntry);
-        fx.edge(loop, loop, EdgeKind::kBranch);
-        fx.edge(loop, kExitBlock, EdgeKind::kFallThrough);
+        auto loop = self_loop(fx, {0, 0, 0, 0, 0, 0, 1, 0, 0});
         fx.timing[loop].steady_state = true;
         std::vector<std::uint64_t> s = {0, 0, 0, 4, 10, 229, 0, 0, 0};
         auto fc = frequency_classes(fx.cfg);
@@ -118,10 +122,7 @@ TEST_CASE("a whole-block window spreads smeared samples but leaves out a dynamic
         // xor went as a second stall, the 2 left could not give F, and the
         // class fell back to its whole ratio: 32x high.
         Fixture fx;
-        auto loop = fx.add_block({0, 2, 0, 1, 1, 0});
-        fx.edge(kEntryBlock, loop, EdgeKind::kEntry);
-        fx.edge(loop, loop, EdgeKind::kBranch);
-        fx.edge(loop, kExitBlock, EdgeKind::kFallThrough);
+        auto loop = self_loop(fx, {0, 2, 0, 1, 1, 0});
         fx.timing[loop].steady_state = true;
         std::vector<std::uint64_t> s = {0, 3342, 0, 132, 0, 2};
         auto fc = frequency_classes(fx.cfg);
@@ -138,10 +139,7 @@ TEST_CASE("a loop body in its steady state is one window: its samples spread whe
     // the steady state says the block is one window; the two smallest
     // windows alone give F = 515.
     Fixture fx;
-    auto loop = fx.add_block({0, 0, 1, 1, 0, 0, 0, 0, 1, 0});
-    fx.edge(kEntryBlock, loop, EdgeKind::kEntry);
-    fx.edge(loop, loop, EdgeKind::kBranch);
-    fx.edge(loop, kExitBlock, EdgeKind::kFallThrough);
+    auto loop = self_loop(fx, {0, 0, 1, 1, 0, 0, 0, 0, 1, 0});
     std::vector<std::uint64_t> s = {0, 0, 400, 630, 0, 500, 400, 0, 880, 0};
     auto fc = frequency_classes(fx.cfg);
     EstimatorOptions opt;
@@ -174,10 +172,7 @@ TEST_CASE("a window holding under half its share is evidence the block spreads i
     // Zen 5 VM (2026-11-29) likewise: its issue points' smallest windows
     // set its count at 0.50x callgrind's, its blocks whole at 0.98x.
     Fixture fx;
-    auto loop = fx.add_block({0, 0, 1, 1, 0, 0, 0, 0, 1, 0});
-    fx.edge(kEntryBlock, loop, EdgeKind::kEntry);
-    fx.edge(loop, loop, EdgeKind::kBranch);
-    fx.edge(loop, kExitBlock, EdgeKind::kFallThrough);
+    auto loop = self_loop(fx, {0, 0, 1, 1, 0, 0, 0, 0, 1, 0});
     const std::vector<std::uint64_t> s = {0, 1389, 0, 0, 867, 0, 255, 1, 298, 0};
     auto fc = frequency_classes(fx.cfg);
     EstimatorOptions opt;
@@ -214,10 +209,7 @@ TEST_CASE("issue points that agree only loosely rate the estimate low, closely m
     // loose ones were wrong 97% of the time (docs/ACCURACY.md).
     auto rated = [](double spread) {
         Fixture fx;
-        auto loop = fx.add_block({1, 0, 0, 0, 1, 0});
-        fx.edge(kEntryBlock, loop, EdgeKind::kEntry);
-        fx.edge(loop, loop, EdgeKind::kBranch);
-        fx.edge(loop, kExitBlock, EdgeKind::kFallThrough);
+        auto loop = self_loop(fx, {1, 0, 0, 0, 1, 0});
         fx.timing[loop].steady_state = true;
         std::vector<std::uint64_t> s(fx.cfg.instructions.size(), 0);
         s[0] = 1000;
