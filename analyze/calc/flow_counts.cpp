@@ -37,6 +37,27 @@ double range_weight(const BlockEvidence& e) {
     return 1 / (1 / e.samples + sigma * sigma);
 }
 
+// What a count below a ranged block's floor costs per execution: more than
+// any sample-based stretch (at most S/E * 31, S/E below 1), less than a
+// measured count (1,000), which wins where the two disagree.
+constexpr double kBelowFloorCost = 100;
+
+// `c` with every execution below `floor` priced at kBelowFloorCost.
+SoftCount floored(SoftCount c, double floor) {
+    if (!(floor > 0) || !(c.estimate > floor)) return c;
+    std::vector<FlowSegment> down;
+    double left = c.estimate - floor;  // executions from the point down to the floor
+    for (const FlowSegment& s : c.down) {
+        if (left <= 0) break;
+        down.push_back({std::min(s.length, left), s.cost});
+        left -= s.length;
+    }
+    if (left > 0) down.push_back({left, down.empty() ? 0 : down.back().cost});
+    down.push_back({floor, std::max(kBelowFloorCost, down.empty() ? 0 : down.back().cost)});  // convex
+    c.down = std::move(down);
+    return c;
+}
+
 SoftCount block_count(const FlowCountsInput& in, const FrequencyEstimate& estimate,
                       std::span<const ClassRange> ranges, std::uint32_t b) {
     const std::uint32_t cls = in.classes->block_class[b];
@@ -58,7 +79,14 @@ SoftCount block_count(const FlowCountsInput& in, const FrequencyEstimate& estima
     // its range's width (bpf.calc_accuracy: mulchain and poly 100% -> 0%
     // within 25%). calc's count stays at its point unless the flow moves it.
     e.alternative = false;
-    return block_evidence(e, p);
+    // Issue 36: a ranged block's floor is what its samples need at its
+    // worst stalls (class_ranges), a hard constraint: priced as evidence
+    // of width ln(max/min) it weighed nearly nothing, and two unsampled
+    // one-cycle blocks on its path (cycles an out-of-order core retires in
+    // its neighbours' samples) pulled it to 0 (SQLite's B-tree search: a
+    // cell's first byte, 688 samples of a load that misses, 519 executions
+    // against callgrind's 3.48 M).
+    return e.ranged ? floored(block_evidence(e, p), e.executions_min) : block_evidence(e, p);
 }
 
 // A bisection's exit tests (TripShare::exit_tests) with their odds scaled
