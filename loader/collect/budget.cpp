@@ -23,32 +23,10 @@
 
 #include "ecpi/loader/perf_events.h"
 #include "ecpi/loader/sampler.h"
+#include "pinned_to_cpu.h"
 
 namespace ecpi::loader {
 namespace {
-
-// Restores the thread's CPU affinity when the calibration ends, however it ends.
-class PinnedToCpu {
-public:
-    explicit PinnedToCpu(int cpu) {
-        saved_ok_ = sched_getaffinity(0, sizeof saved_, &saved_) == 0;
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(cpu, &one);
-        pinned_ = sched_setaffinity(0, sizeof one, &one) == 0;
-    }
-    ~PinnedToCpu() {
-        if (saved_ok_) sched_setaffinity(0, sizeof saved_, &saved_);
-    }
-    PinnedToCpu(const PinnedToCpu&) = delete;
-    PinnedToCpu& operator=(const PinnedToCpu&) = delete;
-    bool pinned() const { return pinned_; }
-
-private:
-    cpu_set_t saved_{};
-    bool saved_ok_ = false;
-    bool pinned_ = false;
-};
 
 // Lowers the thread to SCHED_IDLE while it lives (the check while running
 // measures only in time no program wants), then restores its policy.

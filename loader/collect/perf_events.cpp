@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <utility>
 
@@ -346,6 +347,40 @@ Result<std::vector<store::ChaseLatency>> measure_sampled_chase(std::uint64_t per
         std::sort(ns.begin(), ns.end());
         out.push_back({bytes, ns[ns.size() / 2], ns.front(), ns.back()});
     }
+    return out;
+}
+
+std::vector<store::ChaseLatency> chase_where_command_ran(const std::vector<store::ChaseLatency>& before,
+                                                        const std::vector<CpuChase>& after) {
+    struct Pooled {
+        double weighted_ns = 0, weight = 0, low = 0, high = 0;
+        bool seen = false;
+    };
+    std::map<std::uint64_t, Pooled> by_size;
+    for (const CpuChase& c : after) {
+        if (!(c.weight > 0)) continue;
+        for (const store::ChaseLatency& s : c.sizes) {
+            Pooled& p = by_size[s.bytes];
+            p.weighted_ns += c.weight * s.ns;
+            p.weight += c.weight;
+            p.low = p.seen ? std::min(p.low, s.ns_low) : s.ns_low;
+            p.high = p.seen ? std::max(p.high, s.ns_high) : s.ns_high;
+            p.seen = true;
+        }
+    }
+    if (by_size.empty()) return before;
+    std::vector<store::ChaseLatency> out;
+    for (const auto& [bytes, p] : by_size) out.push_back({bytes, p.weighted_ns / p.weight, p.low, p.high});
+    for (const store::ChaseLatency& b : before) {
+        auto it = std::find_if(out.begin(), out.end(), [&](const store::ChaseLatency& a) { return a.bytes == b.bytes; });
+        if (it == out.end()) {
+            out.push_back(b);
+            continue;
+        }
+        it->ns_low = std::min(it->ns_low, b.ns_low);
+        it->ns_high = std::max(it->ns_high, b.ns_high);
+    }
+    std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.bytes < y.bytes; });
     return out;
 }
 

@@ -196,6 +196,7 @@ Result<RecordSummary> Session::run() {
     }
     if (unwinder_) summary_.unwind = unwinder_summary(unwinder_->stats());
     take_final_counters();
+    if (!failed && !summary_.interrupted) time_chase_after_command();
     auto flushed = flush();
     warn_lost_records();
     sampler_.reset();  // detach before waiting for the command
@@ -238,6 +239,7 @@ Result<void> Session::sample_until_done(Clock::time_point started, bool& failed)
             break;
         }
         if (!options_.command.empty() && child_.poll()) break;
+        if (chase_period_ != 0) note_command_cpu();
         auto now = Clock::now();
         if (deadline && now >= *deadline) break;
         if (options_.randomize) jitter_periods();

@@ -185,6 +185,8 @@ private:
     void take_idle_counts();
     void set_frequency(std::uint64_t hz);
     void measure_sampled_clock();
+    void note_command_cpu();
+    void time_chase_after_command();
     Result<void> calibrate_budget();
     void recalibrate_if_due(Clock::time_point now);
     void check_budget_if_due(Clock::time_point now);  // budget_session.cpp (issue 35)
@@ -245,6 +247,7 @@ private:
     double sampled_mhz_ = 0;   // measure_sampled_cpu_mhz() at the first clock event's period
     std::vector<store::ChaseLatency> chase_latency_;  // measure_sampled_chase() at that period, with registers
     std::uint64_t chase_period_ = 0;                  // the period chase_latency_ was measured at
+    std::map<int, std::uint32_t> command_cpu_ticks_;  // ticks the command was last seen on each CPU
     std::mt19937_64 rng_{std::random_device{}()};
 
     std::vector<RawSample> pending_flat_;

@@ -114,7 +114,15 @@ done
 pushes=$(sed -n 's/^push //p' "$TMP/vm.out")
 push_calls=$(echo "$targets" | sed 's/^op_push:\([0-9]*\).*/\1/')
 within 10 "$push_calls" "$pushes" || fail "op_push called $push_calls times in the profile, the program pushed $pushes times"
-"$CLANG" -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$TMP/vm.afdo" -Rpass=pgo-icall-prom -o "$TMP/stackvm.pgo" \
+# clang promotes a target holding at least -icp-remaining-percent-threshold of the
+# call's count (30% by default). op_push's share in the profile read 29.3% to
+# 36.0% in 13 recordings on the Zen 5 VM (2026-11-30; the program's is 42.6%:
+# the handlers' entries are over-estimated 2.1x for op_push, 2.8-4.7x for the
+# others, docs/PGO.md), so at 30% this check failed about one run in ten on
+# the profile's accuracy, which the `within 10` check above bounds. It asks
+# clang for 20%: it checks that clang reads the targets and promotes by them.
+"$CLANG" -O2 -g -fdebug-info-for-profiling -fprofile-sample-use="$TMP/vm.afdo" -Rpass=pgo-icall-prom \
+	-mllvm -icp-remaining-percent-threshold=20 -o "$TMP/stackvm.pgo" \
 	"$vm_src" 2>"$TMP/vm.clang" || { cat "$TMP/vm.clang" >&2; fail "clang refused the profile (stackvm)"; }
 grep -q 'remark: Promote indirect call to op_push with count' "$TMP/vm.clang" ||
 	{ cat "$TMP/vm.clang" "$TMP/vm.show" >&2; fail "clang did not promote the dispatch call to op_push"; }

@@ -180,3 +180,30 @@ TEST_CASE("the clock under sampling counts only the time the thread held its CPU
     CHECK(*sampled < unsampled * 1.1);
 #endif
 }
+
+TEST_CASE("the chase as recorded: the CPUs the command ran on by its time there, every measurement's rounds in its range") {
+    using ecpi::store::ChaseLatency;
+    constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+    // Before the command, on the recorder's CPU: 16 and 64 MiB. After it,
+    // on its two CPUs (this 2-CPU VM's vCPUs: about 300 and 440 ns a step
+    // at 16 MiB under sampling), three ticks in four on the slower one.
+    const std::vector<ChaseLatency> before = {{16 * kMiB, 255, 250, 276}, {64 * kMiB, 400, 380, 420}};
+    std::vector<ecpi::loader::CpuChase> after(2);
+    after[0] = {1, 3, {{4 * kMiB, 60, 55, 70}, {16 * kMiB, 440, 430, 460}}};
+    after[1] = {0, 1, {{16 * kMiB, 300, 290, 320}}};
+    const auto chase = ecpi::loader::chase_where_command_ran(before, after);
+    REQUIRE(chase.size() == 3);
+    // Sizes in order; 4 MiB measured on one CPU only: its own figures.
+    CHECK(chase[0] == ChaseLatency{4 * kMiB, 60, 55, 70});
+    // 16 MiB: (3 x 440 + 300) / 4, from the fastest round of all (before's) to the slowest.
+    CHECK(chase[1].bytes == 16 * kMiB);
+    CHECK(chase[1].ns == doctest::Approx(405));
+    CHECK(chase[1].ns_low == doctest::Approx(250));
+    CHECK(chase[1].ns_high == doctest::Approx(460));
+    // 64 MiB, measured only before: kept.
+    CHECK(chase[2] == ChaseLatency{64 * kMiB, 400, 380, 420});
+    // No CPU measured after (a command too short for a tick): before, as it was.
+    CHECK(ecpi::loader::chase_where_command_ran(before, {}) == before);
+    std::vector<ecpi::loader::CpuChase> unweighted = {{0, 0, {{16 * kMiB, 300, 290, 320}}}};
+    CHECK(ecpi::loader::chase_where_command_ran(before, unweighted) == before);
+}
