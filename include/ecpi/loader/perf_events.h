@@ -85,7 +85,9 @@ double add_chain_wall_seconds(long iterations);
 // and after one whole traversal unsampled up to 16 MiB (the steady state of a
 // program that chases that span again and again; 2,000 steps at 64 MiB), the
 // median of `rounds` rounds of 20,000 steps and their fastest and slowest.
-// ecpi record measures it only while a command waits to be released.
+// ecpi record measures it only around a command: while it waits to be
+// released, and again once it has exited, on the CPUs it ran on
+// (chase_where_command_ran).
 [[nodiscard]] Result<std::vector<store::ChaseLatency>> measure_sampled_chase(std::uint64_t period_ns, int rounds = 3);
 
 // The chase timed on one CPU, and how much of the command ran there.
