@@ -67,6 +67,19 @@ FlowCountsInput hand_input(const test::HandCfg& fx, const FrequencyClasses& fc,
     return in;
 }
 
+// The estimator's counts for a hand-made CFG, with some blocks' points set
+// (F per period) as a test's scenario states them.
+FrequencyEstimate estimate_with_points(const test::HandCfg& fx, const FrequencyClasses& fc,
+                                       const std::vector<std::uint64_t>& samples,
+                                       const std::vector<std::pair<std::uint32_t, double>>& points) {
+    FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, EstimatorOptions{});
+    for (const auto& [blk, f] : points) {
+        est.block_frequency[blk] = f;
+        est.classes[fc.block_class[blk]].frequency = f;
+    }
+    return est;
+}
+
 // `est` made the flow of `in`, which it must conserve.
 FrequencyEstimate conserved(FrequencyEstimate est, std::vector<ClassRange>& ranges, const FlowCountsInput& in) {
     conserve_flow(est, ranges, in);
@@ -343,15 +356,7 @@ TEST_CASE("a block whose range spans orders of magnitude yields to narrower evid
     fx.sample(samples, b, 30);
     fx.sample(samples, x, 1);
     const FrequencyClasses fc = frequency_classes(fx.cfg);
-    FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, EstimatorOptions{});
-    const auto set = [&](std::uint32_t blk, double f) {
-        est.block_frequency[blk] = f;
-        est.classes[fc.block_class[blk]].frequency = f;
-    };
-    set(d, 100);
-    set(a, 30);
-    set(b, 30);
-    set(x, 1);
+    FrequencyEstimate est = estimate_with_points(fx, fc, samples, {{d, 100}, {a, 30}, {b, 30}, {x, 1}});
     std::vector<ClassRange> ranges(fc.count);
     ranges[fc.block_class[d]] = {true, 1, 300};
     ranges[fc.block_class[a]] = {true, 25, 35};
@@ -391,16 +396,8 @@ TEST_CASE("a ranged block keeps the floor its samples need at their worst, howev
     fx.sample(samples, a, 600);
     fx.sample(samples, j, 200);
     const FrequencyClasses fc = frequency_classes(fx.cfg);
-    FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, EstimatorOptions{});
-    const auto set = [&](std::uint32_t blk, double f) {
-        est.block_frequency[blk] = f;
-        est.classes[fc.block_class[blk]].frequency = f;
-    };
-    set(p, 50);
-    set(j, 50);
-    set(u1, 0);
-    set(u2, 0);
-    set(a, 600);  // its samples at the model's best case
+    // A at its samples over the model's best case.
+    FrequencyEstimate est = estimate_with_points(fx, fc, samples, {{p, 50}, {j, 50}, {u1, 0}, {u2, 0}, {a, 600}});
     std::vector<ClassRange> ranges(fc.count);
     ranges[fc.block_class[a]] = {true, 2, 600};  // at its worst stall, 2 per period
     FlowCountsInput in = hand_input(fx, fc, samples);
