@@ -185,13 +185,19 @@ struct ecpi_exec_record {
 struct ecpi_register_record {
 	__u32 kind;  /* ECPI_RECORD_REGISTERS */
 	__u16 event; /* index into the loader's event list */
-	__u16 pad;
+	/* The status flags the interrupted user code held (EFLAGS' low 12 bits:
+	 * CF, PF, AF, ZF, SF, OF) with ECPI_FLAGS_RECORDED set: at a conditional
+	 * jump they say which way it goes, whatever set them (a compare with
+	 * memory, a decrement). 0 from senders that predate them. */
+	__u16 flags;
 	__u32 tgid;
 	__u32 tid;
 	__u64 time_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
 	__u64 pc;
 	__u64 regs[ECPI_GP_REGISTERS];
 };
+#define ECPI_FLAGS_RECORDED 0x8000
+#define ECPI_FLAGS_STATUS_MASK 0x0fff
 
 /* ECPI_RECORD_STACK_REGISTERS: a CFI-walked -g sample that keeps its
  * registers (--registers) sends both in one ring-buffer record instead of

@@ -932,7 +932,7 @@ static __always_inline void fill_registers(struct ecpi_register_record *rec, str
 {
 	rec->kind = kind;
 	rec->event = key->event;
-	rec->pad = 0;
+	rec->flags = (__u16)((ECPI_REG(ctx, flags) & ECPI_FLAGS_STATUS_MASK) | ECPI_FLAGS_RECORDED);
 	rec->tgid = key->tgid;
 	rec->tid = (__u32)pid_tgid;
 	rec->time_ns = now;

@@ -32,7 +32,8 @@ inline bool register_sample_less(const RegisterSample& a, const RegisterSample& 
     if (a.pid != b.pid) return a.pid < b.pid;
     if (a.image != b.image) return a.image < b.image;
     if (a.offset != b.offset) return a.offset < b.offset;
-    return a.regs < b.regs;
+    if (a.regs != b.regs) return a.regs < b.regs;
+    return a.flags < b.flags;
 }
 
 bool is_canonical(const ImageProfile& profile);

@@ -35,6 +35,9 @@ constexpr Magic kRegistersMagic{'E', 'C', 'P', 'R'};
 // reject a newer major by name.
 constexpr std::uint8_t kFormatMajor = 1;
 constexpr std::uint8_t kFormatMinor = 0;
+// Register files 1.1 carry each snapshot's status flags in the header
+// extension (FORMAT.md 5a), which 1.0 readers skip.
+constexpr std::uint8_t kRegistersMinor = 1;
 
 constexpr std::size_t kPreambleSize = 6;  // magic, major, minor
 constexpr std::size_t kChecksumSize = 4;  // CRC-32, little-endian
@@ -78,10 +81,11 @@ std::string hex64(std::uint64_t v) {
 
 class Writer {
 public:
-    explicit Writer(const Magic& magic) {
+    Writer() = default;  // bytes without a preamble (a header extension's)
+    explicit Writer(const Magic& magic, std::uint8_t minor = kFormatMinor) {
         out_.insert(out_.end(), magic.begin(), magic.end());
         out_.push_back(kFormatMajor);
-        out_.push_back(kFormatMinor);
+        out_.push_back(minor);
     }
 
     // Unsigned LEB128, minimal length.
@@ -102,6 +106,13 @@ public:
         varint(s.size());
         out_.insert(out_.end(), s.begin(), s.end());
     }
+
+    void bytes_with_length(std::span<const std::uint8_t> b) {
+        varint(b.size());
+        out_.insert(out_.end(), b.begin(), b.end());
+    }
+
+    std::vector<std::uint8_t> raw() && { return std::move(out_); }
 
     std::vector<std::uint8_t> finish() && {
         const std::uint32_t crc = checksum(out_);
@@ -193,9 +204,16 @@ public:
 
     // Header extension: bytes a newer minor version may define; skipped.
     bool skip_extension() {
+        std::span<const std::uint8_t> ignored;
+        return extension(ignored);
+    }
+
+    // The header extension's bytes, for the kinds whose minor defines them.
+    bool extension(std::span<const std::uint8_t>& out) {
         std::uint64_t len = 0;
         if (!varint(len, "header extension length")) return false;
         if (len > remaining()) return ran_out("header extension");
+        out = bytes_.subspan(pos_, static_cast<std::size_t>(len));
         pos_ += static_cast<std::size_t>(len);
         return true;
     }
@@ -393,17 +411,48 @@ bool parse_register_thread(Reader& r, std::size_t num_images, RegisterProfile& o
     return true;
 }
 
+// Register files 1.1: the header extension starts with the snapshots'
+// status flags, a count N and N varints in the file's snapshot order (N is
+// 0 or the file's snapshot count; bytes after them belong to later minors).
+bool parse_register_flags(Reader& r, std::span<const std::uint8_t> extension, std::size_t extension_at,
+                          std::vector<std::uint16_t>& flags) {
+    if (extension.empty()) return true;
+    Reader x(extension, 0);
+    std::uint64_t n = 0;
+    if (!x.varint(n, "flags count")) return r.invalid(extension_at, "header extension: " + x.failure().what);
+    if (n > extension.size()) return r.invalid(extension_at, "header extension: flags count past its bytes");
+    flags.reserve(static_cast<std::size_t>(n));
+    for (std::uint64_t i = 0; i < n; ++i) {
+        std::uint64_t f = 0;
+        if (!x.varint(f, "flags")) return r.invalid(extension_at, "header extension: " + x.failure().what);
+        if (f > 0xffff) return r.invalid(extension_at, "header extension: flags " + std::to_string(f) + " past 16 bits");
+        flags.push_back(static_cast<std::uint16_t>(f));
+    }
+    return true;
+}
+
 bool parse_registers_body(Reader& r, RegisterProfile& p) {
     if (!r.string(p.event, "event name") || !r.varint(p.period, "sampling period")) return false;
     const std::size_t every_field_at = r.pos();
-    if (!r.varint32(p.every, "snapshot interval") || !r.skip_extension()) return false;
+    std::span<const std::uint8_t> extension;
+    if (!r.varint32(p.every, "snapshot interval")) return false;
+    const std::size_t extension_at = r.pos();
+    if (!r.extension(extension)) return false;
     if (p.every == 0) return r.invalid(every_field_at, "snapshot interval 0 (one sample in N, N >= 1)");
+    std::vector<std::uint16_t> flags;
+    if (!parse_register_flags(r, extension, extension_at, flags)) return false;
     if (!parse_image_table(r, p.images)) return false;
     std::uint64_t num_threads = 0;
     if (!r.count(num_threads, kMinThreadBytes, "thread count")) return false;
     for (std::uint64_t t = 0; t < num_threads; ++t) {
         if (!parse_register_thread(r, p.images.size(), p)) return false;
     }
+    if (flags.empty()) return true;
+    if (flags.size() != p.samples.size()) {
+        return r.invalid(extension_at, "header extension: flags for " + std::to_string(flags.size()) +
+                                           " snapshots, the file holds " + std::to_string(p.samples.size()));
+    }
+    for (std::size_t i = 0; i < flags.size(); ++i) p.samples[i].flags = flags[i];
     return true;
 }
 
@@ -572,6 +621,17 @@ Result<StackProfile> decode_stacks(std::span<const std::uint8_t> bytes) {
     return decode_file<StackProfile>(bytes, kStacksFile, &parse_stacks_body);
 }
 
+// The header extension of a register file 1.1: every snapshot's flags in
+// file order, or nothing where no snapshot recorded them.
+std::vector<std::uint8_t> register_flags_extension(const RegisterProfile& p) {
+    const bool any = std::any_of(p.samples.begin(), p.samples.end(), [](const RegisterSample& s) { return s.flags; });
+    if (!any) return {};
+    Writer x;
+    x.varint(p.samples.size());
+    for (const RegisterSample& s : p.samples) x.varint(s.flags);  // sorted by tid first: the file's order
+    return std::move(x).raw();
+}
+
 std::vector<std::uint8_t> encode_registers(const RegisterProfile& registers) {
     const RegisterProfile* p = &registers;
     RegisterProfile copy;
@@ -579,11 +639,11 @@ std::vector<std::uint8_t> encode_registers(const RegisterProfile& registers) {
         copy = detail::canonical(registers);
         p = &copy;
     }
-    Writer w(kRegistersMagic);
+    Writer w(kRegistersMagic, kRegistersMinor);
     w.string(p->event);
     w.varint(p->period);
     w.varint(p->every);
-    w.varint(0);  // header extension: none in 1.0
+    w.bytes_with_length(register_flags_extension(*p));
     write_image_table(w, p->images);
     std::size_t threads = 0;
     for (std::size_t i = 0; i < p->samples.size(); ++i) {

@@ -42,6 +42,15 @@ bool writes_gp(const DecodedInstruction& d, int gp) {
     return false;
 }
 
+// A conditional jump whose condition is the status flags alone (not jcxz
+// and its kin, which read rcx).
+bool jumps_on_flags(unsigned id) {
+    switch (id) {
+        case X86_INS_JO: case X86_INS_JNO: case X86_INS_JP: case X86_INS_JNP: return true;
+        default: return evaluable_jump(id);
+    }
+}
+
 std::uint32_t edge_of(const Cfg& cfg, std::uint32_t b, EdgeKind kind) {
     for (auto e : cfg.blocks[b].out_edges)
         if (cfg.edges[e].kind == kind) return e;
@@ -100,25 +109,64 @@ bool evaluate(const BranchCondition& c, std::uint64_t a, std::uint64_t b) {
     const std::uint64_t r = (c.is_test ? (a & b) : (a - b)) & m;
     const bool zf = r == 0;
     const bool sf = sign_extend(r, c.width) < 0;
-    // test clears CF and OF; for cmp, CF is the unsigned borrow and
-    // SF != OF is signed less-than.
+    // test clears CF and OF; for cmp, CF is the unsigned borrow and OF a
+    // signed overflow, so that SF != OF is signed less-than.
     const bool cf = !c.is_test && a < b;
-    const bool less = c.is_test ? sf : sign_extend(a, c.width) < sign_extend(b, c.width);
-    switch (c.jcc) {
+    const bool of = !c.is_test && (sign_extend(a, c.width) < sign_extend(b, c.width)) != sf;
+    const auto flags = static_cast<std::uint16_t>((cf ? 0x1 : 0) | (zf ? 0x40 : 0) | (sf ? 0x80 : 0) | (of ? 0x800 : 0));
+    return evaluate_flags(c.jcc, flags);
+}
+
+bool evaluate_flags(unsigned jcc, std::uint16_t flags) {
+    const bool cf = flags & 0x1, pf = flags & 0x4, zf = flags & 0x40, sf = flags & 0x80, of = flags & 0x800;
+    switch (jcc) {
         case X86_INS_JE: return zf;
         case X86_INS_JNE: return !zf;
-        case X86_INS_JL: return less;
-        case X86_INS_JGE: return !less;
-        case X86_INS_JLE: return zf || less;
-        case X86_INS_JG: return !zf && !less;
+        case X86_INS_JL: return sf != of;
+        case X86_INS_JGE: return sf == of;
+        case X86_INS_JLE: return zf || sf != of;
+        case X86_INS_JG: return !zf && sf == of;
         case X86_INS_JB: return cf;
         case X86_INS_JAE: return !cf;
         case X86_INS_JBE: return cf || zf;
         case X86_INS_JA: return !cf && !zf;
         case X86_INS_JS: return sf;
         case X86_INS_JNS: return !sf;
+        case X86_INS_JO: return of;
+        case X86_INS_JNO: return !of;
+        case X86_INS_JP: return pf;
+        case X86_INS_JNP: return !pf;
         default: return false;
     }
+}
+
+std::optional<FlagsJump> flags_jump(const Cfg& cfg, std::uint32_t b) {
+    const auto& blk = cfg.blocks[b];
+    if (blk.count == 0) return std::nullopt;
+    const std::uint32_t jump = blk.first + blk.count - 1;
+    const auto& j = cfg.instructions[jump];
+    if (j.flow != FlowKind::kCondJump || !jumps_on_flags(j.id)) return std::nullopt;
+    FlagsJump f;
+    f.jump = jump;
+    f.jcc = j.id;
+    f.from = blk.first;
+    for (std::uint32_t k = jump; k-- > blk.first;)
+        if (cfg.instructions[k].writes.contains(kFlagsRegister)) {
+            f.from = k + 1;
+            // A compare with memory: its flags are time-weighted at the one
+            // pc where its load's stall lands (the jump), so each execution
+            // counts by the time its load took, and that can depend on the
+            // way the branch goes. jsonq's table search misses the cache on
+            // its first compare of a lookup (which goes on) and hits on the
+            // second (which leaves): 7,281 of 7,553 snapshots went on against
+            // callgrind's 50%, and its loop's count went 17.7 M -> 507 M
+            // (12 M). Kept only where all went one way, the harness moved
+            // little and SQLite's PGO share fell (docs/ACCURACY.md, "A jump's
+            // way from the status flags"): not used.
+            if (cfg.instructions[k].loads) return std::nullopt;
+            break;
+        }
+    return f;
 }
 
 namespace {
@@ -183,8 +231,9 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> operands_at_compare(const
 // pooled share gave 0.87x): at least kMedianPositions, else kNoMedian.
 constexpr std::size_t kMedianPositions = 3;
 constexpr std::uint32_t kNoMedian = 0xffffffffu;
-std::uint32_t median_position_taken(const std::map<std::uint32_t, std::pair<std::uint32_t, std::uint32_t>>& by_pc,
-                                    std::uint32_t total) {
+using PcTally = std::map<std::uint32_t, std::pair<std::uint32_t, std::uint32_t>>;  // pc -> (taken, total)
+
+std::uint32_t median_position_taken(const PcTally& by_pc, std::uint32_t total) {
     std::vector<double> shares;
     for (const auto& [pc, t] : by_pc)
         if (t.second >= kOddsPositionSnapshots) shares.push_back(static_cast<double>(t.first) / static_cast<double>(t.second));
@@ -193,6 +242,21 @@ std::uint32_t median_position_taken(const std::map<std::uint32_t, std::pair<std:
     const std::size_t n = shares.size();
     const double median = n % 2 == 1 ? shares[n / 2] : (shares[n / 2 - 1] + shares[n / 2]) / 2;
     return static_cast<std::uint32_t>(std::lround(median * static_cast<double>(total)));
+}
+
+// Which way the jump closing the block of instruction k went for this
+// snapshot: from its status flags where it recorded them, nothing from k to
+// the jump writes them and no writer in the block reads memory (flags_jump;
+// flags the block takes from before it are read as they came), else
+// from the register compare's operands (operands_at_compare).
+std::optional<bool> way_taken(const Cfg& cfg, const std::optional<BranchCondition>& c,
+                              const std::optional<FlagsJump>& f, std::uint32_t k, const store::RegisterSample& snap) {
+    if (f && (snap.flags & store::kFlagsRecorded) && k >= f->from && k <= f->jump)
+        return evaluate_flags(f->jcc, snap.flags);
+    if (!c) return std::nullopt;
+    const auto operands = operands_at_compare(cfg, *c, k, snap);
+    if (!operands) return std::nullopt;
+    return evaluate(*c, operands->first, operands->second);
 }
 
 }  // namespace
@@ -209,10 +273,11 @@ std::pair<double, double> share_interval(std::uint32_t taken, std::uint32_t tota
 std::vector<BranchOdds> branch_odds(const Cfg& cfg, std::span<const store::RegisterSample> stream, std::uint32_t image,
                                     std::span<const std::uint32_t> candidates) {
     std::vector<std::optional<BranchCondition>> conditions(cfg.blocks.size());
+    std::vector<std::optional<FlagsJump>> by_flags(cfg.blocks.size());
     std::vector<bool> looked(cfg.blocks.size(), false);
     std::vector<BranchOdds> odds(cfg.blocks.size());
     // Per block, per pc: its snapshots taken, and in all.
-    std::vector<std::map<std::uint32_t, std::pair<std::uint32_t, std::uint32_t>>> by_pc(cfg.blocks.size());
+    std::vector<PcTally> by_pc(cfg.blocks.size());
     const auto& in = cfg.instructions;
     for (auto p : candidates) {
         if (p >= stream.size() || stream[p].image != image) continue;
@@ -227,20 +292,17 @@ std::vector<BranchOdds> branch_odds(const Cfg& cfg, std::span<const store::Regis
         const std::uint32_t b = cfg.instruction_block[k];
         if (!looked[b]) {
             conditions[b] = branch_condition(cfg, b, true);
+            by_flags[b] = flags_jump(cfg, b);
             looked[b] = true;
         }
-        const auto& c = conditions[b];
-        if (!c) continue;
-        const auto operands = operands_at_compare(cfg, *c, k, snap);
-        if (!operands) continue;
-        const auto [a, bv] = *operands;
+        const auto taken = way_taken(cfg, conditions[b], by_flags[b], k, snap);
+        if (!taken) continue;
         auto& o = odds[b];
         o.block = b;
         ++o.total;
-        const bool taken = evaluate(*c, a, bv);
-        if (taken) ++o.taken;
+        if (*taken) ++o.taken;
         auto& at_pc = by_pc[b][k];
-        at_pc.first += taken ? 1 : 0;
+        at_pc.first += *taken ? 1 : 0;
         ++at_pc.second;
     }
     std::vector<BranchOdds> out;

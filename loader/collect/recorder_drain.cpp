@@ -76,6 +76,7 @@ void Session::resolve_registers() {
         s.time_ns = raw.time_ns;
         std::tie(s.image, s.offset) = resolve_pc(raw.tgid, raw.pc, false, raw.time_ns);
         s.regs = raw.regs;
+        s.flags = raw.flags;
         registers_[raw.event].push_back(s);
     }
     pending_registers_.clear();

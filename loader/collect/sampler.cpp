@@ -1,4 +1,5 @@
 #include "ecpi/loader/sampler.h"
+#include "ecpi/store/profile.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -38,6 +39,9 @@ static_assert(sizeof(ecpi_register_record) == 32 + ECPI_GP_REGISTERS * 8, "ABI: 
 static_assert(offsetof(ecpi_register_stack_record, stack) == sizeof(ecpi_register_record),
               "ABI: ecpi_register_stack_record.stack");
 static_assert(ECPI_GP_REGISTERS == std::tuple_size_v<decltype(RawRegisterSample::regs)>, "ABI: register count");
+static_assert(offsetof(ecpi_register_record, flags) == 6, "ABI: ecpi_register_record.flags");
+static_assert(ECPI_FLAGS_RECORDED == ecpi::store::kFlagsRecorded && ECPI_FLAGS_STATUS_MASK == ecpi::store::kFlagsStatusMask,
+              "ABI: the flags are stored as the sampler sends them");
 static_assert(offsetof(ecpi_exec_record, args) == 16, "ABI: ecpi_exec_record.args");
 static_assert(ECPI_ABI_VERSION == 8, "update the loader for the new ABI");
 static_assert(ECPI_COUNTER_MAX - ECPI_COUNTER_STACK_ROOT == kStackEndNames.size(), "ABI: stack end counters");

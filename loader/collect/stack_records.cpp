@@ -50,6 +50,7 @@ RawRegisterSample register_sample(const void* data) {
     s.time_ns = rec.time_ns;
     s.pc = rec.pc;
     std::memcpy(s.regs.data(), rec.regs, sizeof rec.regs);
+    s.flags = rec.flags;
     return s;
 }
 

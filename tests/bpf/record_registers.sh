@@ -36,6 +36,45 @@ json_check "$TMP/quarter.json" '0.2 * d["events"][0]["samples"] <= d["events"][0
 "$ECPI" prof "$TMP/quarter.db" --format json >"$TMP/quarter.prof.json"
 json_check "$TMP/quarter.prof.json" 'd["totals"]["cpu-clock"]["register_snapshots"]["every"] == 4'
 
+# Each snapshot keeps the status flags it was taken with (register file 1.1,
+# FORMAT.md 5a): recorded (bit 15), and EFLAGS' bits that user code always
+# holds set (bit 1, reserved as 1; IF, bit 9): read from the sample's own
+# registers, not left 0. Plain snapshots and -g's combined records alike.
+check_flags() {
+	python3 - "$1" <<'PY' || fail "$1: snapshots without their status flags"
+import glob, sys
+def varint(b, i):
+    v = s = 0
+    while True:
+        v |= (b[i] & 0x7f) << s
+        s += 7
+        i += 1
+        if not b[i - 1] & 0x80:
+            return v, i
+files = glob.glob(sys.argv[1] + "/epochs/*/registers.*.reg")
+assert files, "no register file"
+for f in files:
+    b = open(f, "rb").read()
+    assert b[:4] == b"ECPR" and b[4] == 1 and b[5] == 1, f"{f}: version {b[4]}.{b[5]}"
+    n, i = varint(b, 6)
+    i += n                     # event name
+    _, i = varint(b, i)        # period
+    _, i = varint(b, i)        # every
+    length, i = varint(b, i)   # header extension
+    end = i + length
+    count, i = varint(b, i)
+    flags = []
+    while i < end and len(flags) < count:
+        v, i = varint(b, i)
+        flags.append(v)
+    assert count > 0 and len(flags) == count, f"{f}: {len(flags)} flags of {count}"
+    bad = [v for v in flags if v & 0x8202 != 0x8202]
+    assert not bad, f"{f}: {len(bad)} of {count} snapshots' flags lack bits 15, 9, 1 (first {bad[0]:#x})"
+PY
+}
+check_flags "$TMP/all.db"
+check_flags "$TMP/g.db"
+
 # Off: none kept, none reported.
 "$ECPI" record -F 4999 --registers off -o "$TMP/off.db" --format json --report-file "$TMP/off.json" -- "$TESTPROGS/burn" 300 >/dev/null
 json_check "$TMP/off.json" 'd["events"][0]["registers"] == 0 and d["events"][0]["samples"] > 0'

@@ -59,6 +59,7 @@ struct RawRegisterSample {
     std::uint64_t time_ns = 0;
     std::uint64_t pc = 0;
     std::array<std::uint64_t, 16> regs{};
+    std::uint16_t flags = 0;  // store::RegisterSample::flags
 };
 
 // A process's argument strings read in BPF at its exec (ECPI_RECORD_EXEC_ARGS):

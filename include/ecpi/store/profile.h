@@ -119,6 +119,8 @@ enum class GpRegister : std::uint8_t {
     kR8, kR9, kR10, kR11, kR12, kR13, kR14, kR15,
 };
 inline constexpr std::size_t kGpRegisters = 16;
+inline constexpr std::uint16_t kFlagsRecorded = 0x8000;
+inline constexpr std::uint16_t kFlagsStatusMask = 0x0fff;
 
 struct RegisterSample {
     std::uint32_t pid = 0;
@@ -127,6 +129,11 @@ struct RegisterSample {
     std::uint32_t image = 0;             // index into RegisterProfile::images
     std::uint64_t offset = 0;            // the pc, as an offset in the image (same meaning as OffsetCount::offset)
     std::array<std::uint64_t, kGpRegisters> regs{};  // indexed by GpRegister
+    // The status flags at the snapshot: EFLAGS' low 12 bits (CF, PF, AF,
+    // ZF, SF, OF) with kFlagsRecorded set; 0 where they were not recorded
+    // (register files 1.0). At a conditional jump they say which way that
+    // execution went, whatever set them (calc's branch odds).
+    std::uint16_t flags = 0;
     auto operator<=>(const RegisterSample&) const = default;
     bool operator==(const RegisterSample&) const = default;
 };

@@ -285,3 +285,80 @@ TEST_CASE("branch odds: the share's interval spans pcs that disagree, not only a
     CHECK(share_interval(0, 0).first == 0);
     CHECK(share_interval(0, 0).second == 1);
 }
+
+TEST_CASE("branch odds: a compare with memory's flags decide nothing") {
+    // A varint's length byte by byte (SQLite's cell header):
+    // 0x1000 cmpb $0, (rdi); 0x1003 jns 0x100a; 0x1005 inc rdi; 0x1008 jmp 0x1000; 0x100a ret
+    // The flags at the jump are time-weighted where the load's stall lands,
+    // and the stall can depend on the way the branch goes (flags_jump).
+    Cfg cfg = cfg_of(0x1000, {0x80, 0x3f, 0x00, 0x79, 0x05, 0x48, 0xff, 0xc7, 0xeb, 0xf6, 0xc3});
+    CHECK_FALSE(branch_condition(cfg, 0, true));
+    CHECK_FALSE(flags_jump(cfg, 0));
+    std::vector<RegisterSample> stream;
+    for (int k = 0; k < 8; ++k) {
+        RegisterSample s;
+        s.offset = 0x1003;
+        s.flags = ecpi::store::kFlagsRecorded | 0x2;
+        stream.push_back(s);
+    }
+    std::vector<std::uint32_t> all(stream.size());
+    std::iota(all.begin(), all.end(), 0u);
+    CHECK(branch_odds(cfg, stream, 0, all).empty());
+}
+
+TEST_CASE("branch odds: flags past a compare whose registers the block then overwrote") {
+    // 0x1000 cmp rdi, rsi; 0x1003 mov edi, 0; 0x1008 jl 0x100b; 0x100a nop; 0x100b ret
+    Cfg cfg = cfg_of(0x1000, {0x48, 0x39, 0xf7, 0xbf, 0x00, 0x00, 0x00, 0x00, 0x7c, 0x01, 0x90, 0xc3});
+    const auto f = flags_jump(cfg, 0);
+    REQUIRE(f);
+    CHECK(cfg.instructions[f->from].address == 0x1003);  // the mov writes no flags
+    const auto at = [](std::uint64_t pc, std::uint16_t flags) {
+        RegisterSample s;
+        s.offset = pc;
+        s.flags = flags;
+        return s;
+    };
+    constexpr std::uint16_t sf = 0x80, of = 0x800;
+    std::vector<RegisterSample> stream;
+    stream.push_back(at(0x1008, ecpi::store::kFlagsRecorded | sf));       // less: taken
+    stream.push_back(at(0x1008, ecpi::store::kFlagsRecorded | sf | of));  // not less
+    stream.push_back(at(0x1003, ecpi::store::kFlagsRecorded | sf));       // past the compare, before the jump: less
+    stream.push_back(at(0x1008, sf));                                      // not recorded: rdi was overwritten, nothing to say
+    const BranchOdds o = only_odds(cfg, stream);
+    CHECK(o.total == 3);
+    CHECK(o.taken == 2);
+}
+
+TEST_CASE("branch odds: a decrement's flags close a counted loop") {
+    // 0x1000 dec ecx; 0x1002 jne 0x1000; 0x1004 ret
+    Cfg cfg = cfg_of(0x1000, {0xff, 0xc9, 0x75, 0xfc, 0xc3});
+    const auto f = flags_jump(cfg, 0);
+    REQUIRE(f);
+    std::vector<RegisterSample> stream;
+    for (int k = 0; k < 10; ++k) {
+        RegisterSample s;
+        s.offset = 0x1002;
+        s.flags = ecpi::store::kFlagsRecorded | (k == 0 ? 0x40 : 0);  // ZF once: the last turn
+        stream.push_back(s);
+    }
+    const BranchOdds o = only_odds(cfg, stream);
+    CHECK(o.total == 10);
+    CHECK(o.taken == 9);
+}
+
+TEST_CASE("branch odds: each jump's condition on the flags") {
+    constexpr std::uint16_t cf = 0x1, pf = 0x4, zf = 0x40, sf = 0x80, of = 0x800;
+    CHECK(evaluate_flags(X86_INS_JL, sf));
+    CHECK_FALSE(evaluate_flags(X86_INS_JL, sf | of));
+    CHECK(evaluate_flags(X86_INS_JGE, sf | of));
+    CHECK(evaluate_flags(X86_INS_JLE, zf));
+    CHECK(evaluate_flags(X86_INS_JG, 0));
+    CHECK_FALSE(evaluate_flags(X86_INS_JG, of));
+    CHECK(evaluate_flags(X86_INS_JB, cf));
+    CHECK(evaluate_flags(X86_INS_JA, 0));
+    CHECK_FALSE(evaluate_flags(X86_INS_JA, zf));
+    CHECK(evaluate_flags(X86_INS_JBE, zf));
+    CHECK(evaluate_flags(X86_INS_JO, of));
+    CHECK(evaluate_flags(X86_INS_JP, pf));
+    CHECK(evaluate_flags(X86_INS_JNP, 0));
+}

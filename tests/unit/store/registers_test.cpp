@@ -63,6 +63,18 @@ void put_snapshot(std::vector<std::uint8_t>& b, std::uint64_t time_delta, std::i
     for (std::size_t i = 0; i < kGpRegisters; ++i) put_zigzag(b, reg_delta);
 }
 
+// A 1.1 file of one snapshot whose header extension is `extension`: the error.
+std::string one_snapshot_error(std::vector<std::uint8_t> extension) {
+    auto b = registers_header(1, std::move(extension));
+    put_varint(b, 1);
+    put_varint(b, 5);
+    put_varint(b, 1);
+    put_snapshot(b, 77, 5, 0, 0x40, -2);
+    auto r = decode_registers(forge("ECPR", 1, 1, b));
+    REQUIRE_FALSE(r.ok());
+    return r.error().message();
+}
+
 std::string decode_error(const std::vector<std::uint8_t>& body) {
     auto r = decode_registers(forge("ECPR", 1, 0, body));
     REQUIRE_FALSE(r.ok());
@@ -102,14 +114,28 @@ TEST_CASE("registers: FORMAT.md's worked example, byte for byte") {
     s.time_ns = 77;
     s.offset = 0x40;
     s.regs.fill(kMax - 1);
+    s.flags = 0x8246;  // recorded: ZF, PF and EFLAGS' reserved bit 1
     r.samples = {s};
-    std::vector<std::uint8_t> expected = {0x45, 0x43, 0x50, 0x52, 0x01, 0x00, 0x09, 'c', 'p', 'u', '-', 'c', 'l',
-                                          'o', 'c', 'k', 0xc0, 0x9a, 0x0c, 0x01, 0x00, 0x01, 0x06, '/', 'b', 'i',
-                                          'n', '/', 'x', 0x00, 0x01, 0x05, 0x01, 0x4d, 0x0a, 0x00, 0x80, 0x01};
+    std::vector<std::uint8_t> expected = {0x45, 0x43, 0x50, 0x52, 0x01, 0x01, 0x09, 'c',  'p',  'u',  '-',
+                                          'c',  'l',  'o',  'c',  'k',  0xc0, 0x9a, 0x0c, 0x01, 0x04, 0x01,
+                                          0xc6, 0x84, 0x02, 0x01, 0x06, '/',  'b',  'i',  'n',  '/',  'x',
+                                          0x00, 0x01, 0x05, 0x01, 0x4d, 0x0a, 0x00, 0x80, 0x01};
     expected.insert(expected.end(), kGpRegisters, 0x03);
-    expected.insert(expected.end(), {0xac, 0xd7, 0x1e, 0x06});
+    expected.insert(expected.end(), {0x72, 0x97, 0x87, 0x5f});
     CHECK(encode_registers(r) == expected);
     CHECK(round_trip(r) == r);
+}
+
+TEST_CASE("registers round trip: flags recorded on some snapshots, none on others") {
+    RegisterProfile r = sample_registers();
+    REQUIRE(r.samples.size() >= 2);
+    r.samples[0].flags = kFlagsRecorded | 0x0893;  // OF, SF, CF, AF
+    r.samples.back().flags = kFlagsRecorded;
+    CHECK(round_trip(r) == r);
+    RegisterProfile none = sample_registers();
+    CHECK(round_trip(none) == none);
+    // Without flags the file is as long as 1.0's: an empty extension.
+    CHECK(encode_registers(none).size() < encode_registers(r).size());
 }
 
 TEST_CASE("registers round trip: random threads, wrapping deltas") {
@@ -383,7 +409,7 @@ TEST_CASE("register files: versions and magic") {
         REQUIRE_FALSE(r.ok());
         CHECK(r.error().message() == "format version 2.0 is newer than this ecpi supports (1.x); upgrade ecpi");
     }
-    SUBCASE("a newer minor version is read, its header extension skipped") {
+    SUBCASE("a newer minor version is read, the extension's bytes past the flags skipped") {
         auto b = registers_header(4, {1, 2, 3});
         put_varint(b, 1);
         put_varint(b, 5);
@@ -398,6 +424,26 @@ TEST_CASE("register files: versions and magic") {
         CHECK(r->samples[0].time_ns == 77);
         CHECK(r->samples[0].offset == 0x40);
         CHECK(r->samples[0].regs[15] == kMax - 1);
+        CHECK(r->samples[0].flags == 2);
+    }
+    SUBCASE("a 1.0 file (no extension) reads every snapshot's flags as not recorded") {
+        auto b = registers_header();
+        put_varint(b, 1);
+        put_varint(b, 5);
+        put_varint(b, 2);
+        put_snapshot(b, 77, 5, 0, 0x40, -2);
+        put_snapshot(b, 10);
+        auto r = decode_registers(forge("ECPR", 1, 0, b));
+        REQUIRE_MESSAGE(r.ok(), r.error().message());
+        REQUIRE(r->samples.size() == 2);
+        CHECK(r->samples[0].flags == 0);
+        CHECK(r->samples[1].flags == 0);
+    }
+    SUBCASE("flags for another number of snapshots than the file holds are refused") {
+        CHECK(contains(one_snapshot_error({2, 0x46, 0x46}), "flags for 2 snapshots, the file holds 1"));
+    }
+    SUBCASE("flags past 16 bits are refused") {
+        CHECK(contains(one_snapshot_error({1, 0x80, 0x80, 0x04}), "past 16 bits"));
     }
     SUBCASE("mix-ups are named") {
         auto p = decode_profile(encode_registers(sample_registers()));

@@ -9,6 +9,10 @@
 // the jump's condition on them says which way that execution went. Over the block's snapshots, the
 // share that go the taken way estimates the branch's probability directly,
 // where time samples alone cannot split a branch whose one side stalls.
+// A snapshot at the jump itself (or past the last instruction that writes
+// the flags) that recorded the status flags decides it directly, whatever
+// register arithmetic set them (FlagsJump): a decrement, an add, a compare
+// of registers the block overwrote before the jump.
 //
 // The snapshots are time-weighted (an execution of the block contributes as
 // many as the time it spends there), which does not bias the share as long
@@ -49,6 +53,20 @@ std::optional<BranchCondition> branch_condition(const Cfg& cfg, std::uint32_t b,
 
 // Whether the jump is taken for these operand values.
 bool evaluate(const BranchCondition& c, std::uint64_t a, std::uint64_t b);
+
+// A block closing with a conditional jump on the status flags that no
+// instruction of the block reading memory set: a snapshot at an instruction from `from`
+// to the jump (nothing in between writes the flags) that recorded them
+// (store::RegisterSample::flags) says which way that execution went.
+struct FlagsJump {
+    std::uint32_t from = 0;   // CFG index of the first instruction past the last flags writer
+    std::uint32_t jump = 0;   // CFG index of the jcc
+    unsigned jcc = 0;         // Capstone instruction id
+};
+std::optional<FlagsJump> flags_jump(const Cfg& cfg, std::uint32_t b);
+
+// Whether the jump is taken with these status flags (EFLAGS' bits).
+bool evaluate_flags(unsigned jcc, std::uint16_t flags);
 
 struct BranchOdds {
     std::uint32_t block = 0;
