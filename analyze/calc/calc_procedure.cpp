@@ -83,6 +83,7 @@ struct Analysis {
     std::vector<bool> odds_anchored;          // per odds: its edges are anchors
     std::vector<SwitchOdds> switches;         // jump tables' cases from their index on register snapshots
     std::vector<SwitchOdds> switch_evidence;  // of them, those that decide (switch_undecided): what the flow uses
+    std::vector<SwitchOdds> switch_timed;     // the others: floors for the cases their snapshots chose
     std::vector<CallOdds> calls;              // indirect calls' targets from their index on register snapshots
     // Per call through a table whose snapshots decide its targets, each
     // of them known code (decided_table_targets): call address -> targets.
@@ -999,6 +1000,7 @@ FlowCountsInput flow_input(const Analysis& a, const ProcedureInput& input, doubl
     in.samples = a.samples;
     in.odds = a.odds;
     in.switches = a.switch_evidence;
+    in.timed_switches = a.switch_timed;
     in.period_cycles = period_cycles;
     in.loops = &a.loops;
     in.loop_entries_seen = a.loop_entries_seen;
@@ -1196,7 +1198,7 @@ void evaluate_branches(Analysis& a, const ProcedureInput& input) {
     a.switches = prefer_later(switch_odds(a.cfg, r.stream, r.image, r.candidates), later.switches);
     a.switch_anchored.assign(a.switches.size(), false);
     for (const SwitchOdds& o : a.switches)
-        if (!switch_undecided(o)) a.switch_evidence.push_back(o);
+        (switch_undecided(o) ? a.switch_timed : a.switch_evidence).push_back(o);
     if (input.image) {
         const PointerAt pointer_at = [image = input.image](std::uint64_t address) { return image->pointer_at(address); };
         a.calls = indirect_call_odds(a.cfg, pointer_at, r.stream, r.image, r.candidates, &a.loops);

@@ -168,7 +168,8 @@ SwitchOdds odds_of(const Cfg& cfg, std::uint32_t b, const SwitchSite& site, cons
 const char* switch_undecided(const SwitchOdds& o) {
     if (o.index_from_memory)
         return "its index is loaded from memory just before the table: the snapshots that decide it wait after the "
-               "case before, so their shares are of time, not of executions; the cases' counts come from their samples";
+               "case before, so their shares are of time, not of executions; each case they chose is held to at least a quarter "
+               "of its share's lower bound, and the cases' counts come from their samples";
     return nullptr;
 }
 

@@ -300,6 +300,66 @@ TEST_CASE("a switch's snapshot odds split its count where the cases' samples, ra
     CHECK(without.block_frequency[cases[0]] > 30);
 }
 
+TEST_CASE("a jump table whose snapshots weigh time floors each case they chose, and splits nothing") {
+    // The switch above, its index loaded just before the table (jsonq's
+    // parse_value): 30 of 100 snapshots chose case 3, whose samples say 1
+    // (it retires in the shadow of the case before it), 40 chose case 1,
+    // whose samples say 10. Such shares are of time, not of executions.
+    test::HandCfg fx;
+    const std::uint32_t h = fx.add_block({1, 1});
+    const std::uint32_t s = fx.add_block({1, 1, 1});
+    std::vector<std::uint32_t> cases;
+    for (int k = 0; k < 4; ++k) cases.push_back(fx.add_block({1, 1, 1, 1}));
+    const std::uint32_t l = fx.add_block({1, 1});
+    const std::uint32_t x = fx.add_block({1});
+    fx.edge(kEntryBlock, h, EdgeKind::kEntry);
+    fx.edge(h, s, EdgeKind::kFallThrough);
+    fx.edge(h, x, EdgeKind::kBranch);
+    SwitchOdds odds;
+    odds.block = s;
+    odds.index_from_memory = true;
+    const std::uint32_t chose[] = {10, 40, 20, 30};
+    for (int k = 0; k < 4; ++k) {
+        odds.edges.push_back(static_cast<std::uint32_t>(fx.cfg.edges.size()));
+        odds.counts.push_back(chose[k]);
+        odds.total += chose[k];
+        fx.edge(s, cases[k], EdgeKind::kSwitch);
+    }
+    REQUIRE(switch_undecided(odds) != nullptr);
+    for (std::uint32_t c : cases) fx.edge(c, l, EdgeKind::kJump);
+    fx.edge(l, h, EdgeKind::kJump);
+    fx.edge(x, kExitBlock, EdgeKind::kReturn);
+    std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
+    for (std::uint32_t b : {h, s, l}) fx.sample(samples, b, 80);
+    fx.sample(samples, x, 1);
+    const double said[] = {59, 10, 10, 1};
+    for (int k = 0; k < 4; ++k) fx.sample(samples, cases[k], said[k]);
+    const FrequencyClasses fc = frequency_classes(fx.cfg);
+    EstimatorOptions options;
+    options.anchors.push_back({l, 80, false});
+    auto solve = [&](std::span<const SwitchOdds> timed) {
+        FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, options);
+        std::vector<ClassRange> ranges(fc.count);
+        for (std::uint32_t c : cases) ranges[fc.block_class[c]] = {true, 0.5, 80};
+        FlowCountsInput in = hand_input(fx, fc, samples);
+        in.timed_switches = timed;
+        conserve_flow(est, ranges, in);
+        check_conserved(fx.cfg, est);
+        return est;
+    };
+    const FrequencyEstimate without = solve({});
+    const FrequencyEstimate with = solve(std::span<const SwitchOdds>(&odds, 1));
+    // 30 of 100: at least a quarter of Wilson's lower end (0.219), of 80.
+    CHECK(without.block_frequency[cases[3]] < 3);
+    CHECK(with.block_frequency[cases[3]] == doctest::Approx(80 * 0.2189 / 4).epsilon(0.05));
+    // No case is raised toward its share of the snapshots: case 1 (40%)
+    // keeps its samples' count, and the floor's executions come from the
+    // case whose samples asked the most.
+    CHECK(with.block_frequency[cases[1]] == doctest::Approx(without.block_frequency[cases[1]]).epsilon(0.05));
+    CHECK(with.block_frequency[cases[0]] < without.block_frequency[cases[0]]);
+    CHECK(with.block_frequency[s] == doctest::Approx(80).epsilon(0.01));
+}
+
 TEST_CASE("nested loops: the inner loop's measured count and the outer loop's samples agree in one flow") {
     // entry -> OH; OH -> IH (enter the inner loop), OH -> X (leave);
     // IH -> B (stay), IH -> OL (inner loop done); B -> IH (the inner latch,

@@ -72,6 +72,9 @@ struct FlowCountsInput {
     std::span<const std::uint64_t> samples;      // per instruction
     std::span<const BranchOdds> odds;            // snapshot odds (may be empty)
     std::span<const SwitchOdds> switches;        // jump tables' snapshot odds (may be empty)
+    // Jump tables whose snapshots' shares are of time (switch_undecided):
+    // each case a snapshot chose gets a floor (timed_case_floor).
+    std::span<const SwitchOdds> timed_switches;
     double period_cycles = 0;                    // F * period_cycles = executions
     // The procedure's entry count from its callers' measured call sites
     // (0: unknown): a measured count on the entry edge (hard within the

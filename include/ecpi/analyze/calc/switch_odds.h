@@ -69,8 +69,9 @@ struct SwitchOdds {
     // short wait after the case before it, so a case's share is the share
     // of time after its predecessors, not of executions (issue 36: one
     // interpreter's case chosen by 33% of them ran 14% of the dispatches).
-    // Such odds are reported, not used: the cases' counts come from their
-    // samples (switch_undecided).
+    // Such odds split nothing: the cases' counts come from their samples,
+    // each case a snapshot chose held to a floor (switch_undecided; the
+    // flow's timed_case_floor).
     bool index_from_memory = false;
 };
 
