@@ -162,8 +162,8 @@ std::optional<FlagsJump> flags_jump(const Cfg& cfg, std::uint32_t b) {
             // callgrind's 50%, and its loop's count went 17.7 M -> 507 M
             // (12 M). Kept only where all went one way, the harness moved
             // little and SQLite's PGO share fell (docs/ACCURACY.md, "A jump's
-            // way from the status flags"): not used.
-            if (cfg.instructions[k].loads) return std::nullopt;
+            // way from the status flags"): timed, a floor under each way.
+            f.reads_memory = cfg.instructions[k].loads;
             break;
         }
     return f;
@@ -249,14 +249,20 @@ std::uint32_t median_position_taken(const PcTally& by_pc, std::uint32_t total) {
 // the jump writes them and no writer in the block reads memory (flags_jump;
 // flags the block takes from before it are read as they came), else
 // from the register compare's operands (operands_at_compare).
+// With `timed` set, the way from a compare with memory's flags, where
+// nothing else decides it (FlagsJump::reads_memory).
 std::optional<bool> way_taken(const Cfg& cfg, const std::optional<BranchCondition>& c,
-                              const std::optional<FlagsJump>& f, std::uint32_t k, const store::RegisterSample& snap) {
-    if (f && (snap.flags & store::kFlagsRecorded) && k >= f->from && k <= f->jump)
-        return evaluate_flags(f->jcc, snap.flags);
-    if (!c) return std::nullopt;
-    const auto operands = operands_at_compare(cfg, *c, k, snap);
-    if (!operands) return std::nullopt;
-    return evaluate(*c, operands->first, operands->second);
+                              const std::optional<FlagsJump>& f, std::uint32_t k, const store::RegisterSample& snap,
+                              bool& timed) {
+    timed = false;
+    const bool flags_at = f && (snap.flags & store::kFlagsRecorded) && k >= f->from && k <= f->jump;
+    if (flags_at && !f->reads_memory) return evaluate_flags(f->jcc, snap.flags);
+    if (c)
+        if (const auto operands = operands_at_compare(cfg, *c, k, snap))
+            return evaluate(*c, operands->first, operands->second);
+    if (!flags_at) return std::nullopt;
+    timed = true;
+    return evaluate_flags(f->jcc, snap.flags);
 }
 
 }  // namespace
@@ -275,7 +281,7 @@ std::vector<BranchOdds> branch_odds(const Cfg& cfg, std::span<const store::Regis
     std::vector<std::optional<BranchCondition>> conditions(cfg.blocks.size());
     std::vector<std::optional<FlagsJump>> by_flags(cfg.blocks.size());
     std::vector<bool> looked(cfg.blocks.size(), false);
-    std::vector<BranchOdds> odds(cfg.blocks.size());
+    std::vector<BranchOdds> odds(cfg.blocks.size()), timed_odds(cfg.blocks.size());
     // Per block, per pc: its snapshots taken, and in all.
     std::vector<PcTally> by_pc(cfg.blocks.size());
     const auto& in = cfg.instructions;
@@ -295,8 +301,15 @@ std::vector<BranchOdds> branch_odds(const Cfg& cfg, std::span<const store::Regis
             by_flags[b] = flags_jump(cfg, b);
             looked[b] = true;
         }
-        const auto taken = way_taken(cfg, conditions[b], by_flags[b], k, snap);
+        bool timed = false;
+        const auto taken = way_taken(cfg, conditions[b], by_flags[b], k, snap, timed);
         if (!taken) continue;
+        if (timed) {
+            timed_odds[b].block = b;
+            ++timed_odds[b].total;
+            if (*taken) ++timed_odds[b].taken;
+            continue;
+        }
         auto& o = odds[b];
         o.block = b;
         ++o.total;
@@ -307,6 +320,11 @@ std::vector<BranchOdds> branch_odds(const Cfg& cfg, std::span<const store::Regis
     }
     std::vector<BranchOdds> out;
     for (std::uint32_t b = 0; b < odds.size(); ++b) {
+        if (odds[b].total == 0 && timed_odds[b].total > 0) {
+            odds[b] = timed_odds[b];
+            odds[b].timed = true;
+            by_pc[b].clear();  // (a share of time: no pc's share is read)
+        }
         if (odds[b].total == 0) continue;
         std::tie(odds[b].share_low, odds[b].share_high) = share_interval(odds[b].taken, odds[b].total);
         double lowest_high = 1, highest_low = 0;

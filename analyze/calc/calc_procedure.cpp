@@ -80,6 +80,7 @@ struct Analysis {
     std::vector<CalcBranch> branch_reports;
     std::vector<CalcSwitch> switch_reports;
     std::vector<BranchOdds> odds;             // conditional jumps evaluated on register snapshots
+    std::vector<BranchOdds> timed_odds;       // those only a compare with memory's flags decided (BranchOdds::timed)
     std::vector<bool> odds_anchored;          // per odds: its edges are anchors
     std::vector<SwitchOdds> switches;         // jump tables' cases from their index on register snapshots
     std::vector<SwitchOdds> switch_evidence;  // of them, those that decide (switch_undecided): what the flow uses
@@ -1001,6 +1002,7 @@ FlowCountsInput flow_input(const Analysis& a, const ProcedureInput& input, doubl
     in.odds = a.odds;
     in.switches = a.switch_evidence;
     in.timed_switches = a.switch_timed;
+    in.timed_odds = a.timed_odds;
     in.period_cycles = period_cycles;
     in.loops = &a.loops;
     in.loop_entries_seen = a.loop_entries_seen;
@@ -1192,7 +1194,13 @@ void evaluate_branches(Analysis& a, const ProcedureInput& input) {
     if (!input.registers || input.registers->stream.empty()) return;
     const auto& r = *input.registers;
     const LaterOdds later = later_odds(a.cfg, r.stream, r.image, r.candidates);
-    a.odds = prefer_later(branch_odds(a.cfg, r.stream, r.image, r.candidates), later.branches);
+    std::vector<BranchOdds> own = branch_odds(a.cfg, r.stream, r.image, r.candidates);
+    std::vector<BranchOdds> timed;
+    std::erase_if(own, [&](const BranchOdds& o) { return o.timed && (timed.push_back(o), true); });
+    a.odds = prefer_later(std::move(own), later.branches);
+    for (const BranchOdds& o : timed)
+        if (std::none_of(a.odds.begin(), a.odds.end(), [&](const BranchOdds& d) { return d.block == o.block; }))
+            a.timed_odds.push_back(o);
     use_half_moves(a);
     a.odds_anchored.assign(a.odds.size(), false);
     a.switches = prefer_later(switch_odds(a.cfg, r.stream, r.image, r.candidates), later.switches);

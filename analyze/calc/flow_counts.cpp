@@ -209,15 +209,6 @@ void add_odds(const FlowCountsInput& in, const FrequencyEstimate& estimate, std:
         std::vector<double> chose(o.counts.begin(), o.counts.end());
         split(o.block, o.edges, chose);
     }
-    for (const SwitchOdds& o : in.timed_switches) {
-        if (o.total == 0 || o.block >= executions.size() || !(executions[o.block] > 0)) continue;
-        for (std::size_t j = 0; j < o.edges.size() && j < o.counts.size(); ++j) {
-            const std::uint32_t e = o.edges[j];
-            const double floor = timed_case_floor(o.counts[j], o.total) * executions[o.block];
-            if (e < problem.edges.size() && floor > 0 && !measured(estimate, in.classes->edge_class[e]) && !ruled_out(in, e))
-                problem.edges[e].count = with_floor(problem.edges[e].count, floor);
-        }
-    }
     // A trip length states the loop's exit at its latch's count over the
     // length as a measured count: register values fix the ratio (to a few
     // in a thousand), where a block's samples over the model's cycles are
@@ -245,6 +236,29 @@ void add_odds(const FlowCountsInput& in, const FrequencyEstimate& estimate, std:
         }
         soft(t.exit_edge, measured_count(count / t.length));
         soft(t.stay_edge, measured_count(count * (1 - 1 / t.length)));
+    }
+}
+
+// The timed odds' floors (timed_case_floor) at `executions` (per block):
+// the flow's counts, never the estimator's points, which a stalled block's
+// samples put far above its count (SQLite's hash chain in pcache1Fetch, 179
+// samples on its key compare, at a best case of 4 cycles: a floor at a
+// quarter of that point held the procedure at 4.3x callgrind's count).
+void add_timed_floors(const FlowCountsInput& in, const FrequencyEstimate& estimate, std::span<const double> executions,
+                      FlowProblem& problem) {
+    const auto floor_edge = [&](std::uint32_t block, std::uint32_t e, std::uint32_t chose, std::uint32_t total) {
+        const double floor = timed_case_floor(chose, total) * executions[block];
+        if (e < problem.edges.size() && floor > 0 && !measured(estimate, in.classes->edge_class[e]) && !ruled_out(in, e))
+            problem.edges[e].count = with_floor(problem.edges[e].count, floor);
+    };
+    for (const SwitchOdds& o : in.timed_switches) {
+        if (o.total == 0 || o.block >= executions.size() || !(executions[o.block] > 0)) continue;
+        for (std::size_t j = 0; j < o.edges.size() && j < o.counts.size(); ++j) floor_edge(o.block, o.edges[j], o.counts[j], o.total);
+    }
+    for (const BranchOdds& o : in.timed_odds) {
+        if (o.total == 0 || o.block >= executions.size() || !(executions[o.block] > 0)) continue;
+        floor_edge(o.block, o.taken_edge, o.taken, o.total);
+        floor_edge(o.block, o.fall_edge, o.total - o.taken, o.total);
     }
 }
 
@@ -536,10 +550,17 @@ FlowSolution solve_with_odds(const FlowCountsInput& in, const FrequencyEstimate&
     const bool entry_known = in.entry_executions > 0 && !in.entry_lower_bound;
     const int kOddsRounds = entry_known ? kEntryOddsRounds : 8;
     FlowSolution flow = solve_entered(in, problem);
-    if (in.odds.empty() && in.switches.empty() && in.trips.empty()) return flow;
+    if (in.odds.empty() && in.switches.empty() && in.trips.empty() && in.timed_switches.empty() && in.timed_odds.empty())
+        return flow;
+    // Each round states the odds and the floors anew on the first
+    // problem's edges (a floor stated on last round's floor would keep it).
+    const auto first_edges = problem.edges;
     for (int round = 0; round < kOddsRounds; ++round) {
         const std::vector<double> before = flow.blocks;
-        add_odds(in, estimate, entry_known ? propagated_counts(in, flow) : flow.blocks, problem);
+        const std::vector<double> counts = entry_known ? propagated_counts(in, flow) : flow.blocks;
+        problem.edges = first_edges;
+        add_odds(in, estimate, counts, problem);
+        add_timed_floors(in, estimate, counts, problem);
         flow = solve_entered(in, problem);
         bool settled = true;
         for (std::size_t b = 0; b < before.size() && settled; ++b)

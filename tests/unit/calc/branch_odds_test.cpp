@@ -286,24 +286,50 @@ TEST_CASE("branch odds: the share's interval spans pcs that disagree, not only a
     CHECK(share_interval(0, 0).second == 1);
 }
 
-TEST_CASE("branch odds: a compare with memory's flags decide nothing") {
+TEST_CASE("branch odds: a compare with memory's flags are timed, and registers decide before them") {
     // A varint's length byte by byte (SQLite's cell header):
     // 0x1000 cmpb $0, (rdi); 0x1003 jns 0x100a; 0x1005 inc rdi; 0x1008 jmp 0x1000; 0x100a ret
     // The flags at the jump are time-weighted where the load's stall lands,
     // and the stall can depend on the way the branch goes (flags_jump).
     Cfg cfg = cfg_of(0x1000, {0x80, 0x3f, 0x00, 0x79, 0x05, 0x48, 0xff, 0xc7, 0xeb, 0xf6, 0xc3});
     CHECK_FALSE(branch_condition(cfg, 0, true));
-    CHECK_FALSE(flags_jump(cfg, 0));
+    const auto f = flags_jump(cfg, 0);
+    REQUIRE(f);
+    CHECK(f->reads_memory);
     std::vector<RegisterSample> stream;
     for (int k = 0; k < 8; ++k) {
         RegisterSample s;
         s.offset = 0x1003;
-        s.flags = ecpi::store::kFlagsRecorded | 0x2;
+        s.flags = ecpi::store::kFlagsRecorded | 0x2 | (k < 2 ? 0x80 : 0);  // SF in 2 of 8: the loop goes on
         stream.push_back(s);
     }
     std::vector<std::uint32_t> all(stream.size());
     std::iota(all.begin(), all.end(), 0u);
-    CHECK(branch_odds(cfg, stream, 0, all).empty());
+    const auto odds = branch_odds(cfg, stream, 0, all);
+    REQUIRE(odds.size() == 1);
+    CHECK(odds[0].timed);
+    CHECK(odds[0].total == 8);
+    CHECK(odds[0].taken == 6);  // jns: taken where SF is clear
+    CHECK_FALSE(odds[0].median_of_positions);
+}
+
+TEST_CASE("branch odds: a register compare's jump is decided, not timed") {
+    // 0x1000 cmp rdi, rsi; 0x1003 jl 0x1006; 0x1005 nop; 0x1006 ret: no
+    // memory; a snapshot before the compare decides by its operands.
+    Cfg cfg = cfg_of(0x1000, {0x48, 0x39, 0xf7, 0x7c, 0x01, 0x90, 0xc3});
+    const auto f = flags_jump(cfg, 0);
+    REQUIRE(f);
+    CHECK_FALSE(f->reads_memory);
+    RegisterSample s;
+    s.offset = 0x1000;
+    s.regs[7] = 1;  // rdi (canonical: rax rcx rdx rbx rsp rbp rsi rdi ...)
+    s.regs[6] = 2;  // rsi
+    s.flags = ecpi::store::kFlagsRecorded | 0x2;
+    std::vector<RegisterSample> stream{s};
+    const auto odds = branch_odds(cfg, stream, 0, std::vector<std::uint32_t>{0});
+    REQUIRE(odds.size() == 1);
+    CHECK_FALSE(odds[0].timed);
+    CHECK(odds[0].taken == 1);  // 1 < 2
 }
 
 TEST_CASE("branch odds: flags past a compare whose registers the block then overwrote") {

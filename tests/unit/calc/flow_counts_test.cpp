@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ecpi/analyze/calc/branch_odds.h"
 #include "ecpi/analyze/calc/calc.h"
 #include "ecpi/analyze/calc/flow_counts.h"
 #include "ecpi/analyze/symbols/symbolizer.h"
@@ -135,7 +136,7 @@ struct LoopDiamond {
     }
 
     // The estimator's counts with the latch anchored at 100, then the flow.
-    FrequencyEstimate solve(std::vector<ClassRange>* ranges = nullptr) {
+    FrequencyEstimate solve(std::vector<ClassRange>* ranges = nullptr, std::span<const BranchOdds> timed = {}) {
         const FrequencyClasses fc = frequency_classes(fx.cfg);
         EstimatorOptions options;
         options.anchors.push_back({d, 100, false});
@@ -144,6 +145,7 @@ struct LoopDiamond {
         std::vector<ClassRange>& r = ranges ? *ranges : none;
         r.resize(fc.count);
         FlowCountsInput in = hand_input(fx, fc, samples);
+        in.timed_odds = timed;
         conserve_flow(est, r, in);
         check_conserved(fx.cfg, est);
         return est;
@@ -210,6 +212,30 @@ FrequencyEstimate solve_anchored(test::HandCfg& fx, const std::vector<std::uint6
 }
 
 }  // namespace
+
+TEST_CASE("a compare with memory's flags floor each way they chose, and split nothing") {
+    // The unsampled arm above, but 40 of the 100 snapshots at a's jump (a
+    // compare with memory: their shares are of time) chose it. It runs at
+    // least a quarter of the lower end of that share of a's count.
+    LoopDiamond g;
+    g.fx.sample(g.samples, g.b, 70);
+    BranchOdds o;
+    o.block = g.a;
+    o.taken_edge = 3;  // a -> b
+    o.fall_edge = 4;   // a -> c
+    o.total = 100;
+    o.taken = 60;
+    o.timed = true;
+    REQUIRE(g.fx.cfg.edges[3].to == g.b);
+    REQUIRE(g.fx.cfg.edges[4].to == g.c);
+    const FrequencyEstimate without = g.solve();
+    const FrequencyEstimate with = g.solve(nullptr, std::span<const BranchOdds>(&o, 1));
+    CHECK(without.block_frequency[g.c] == doctest::Approx(0));
+    CHECK(with.block_frequency[g.c] == doctest::Approx(100 * share_interval(40, 100).first / 4).epsilon(0.05));
+    CHECK(with.block_frequency[g.b] + with.block_frequency[g.c] == doctest::Approx(100));
+    // Not raised toward the snapshots' 40%: a floor, no share.
+    CHECK(with.block_frequency[g.c] < 10);
+}
 
 TEST_CASE("a switch inside a measured loop: its cases share the loop's count, not each the whole") {
     // entry -> H; H -> S (stay), H -> X (leave); S -> C0..C3 (a jump table);

@@ -62,6 +62,10 @@ struct FlagsJump {
     std::uint32_t from = 0;   // CFG index of the first instruction past the last flags writer
     std::uint32_t jump = 0;   // CFG index of the jcc
     unsigned jcc = 0;         // Capstone instruction id
+    // The last flags writer loads (a compare with memory): its flags are
+    // time-weighted where the load's stall lands, so they give a floor
+    // under each way they chose (BranchOdds::timed), not a share.
+    bool reads_memory = false;
 };
 std::optional<FlagsJump> flags_jump(const Cfg& cfg, std::uint32_t b);
 
@@ -88,6 +92,11 @@ struct BranchOdds {
     // They disagree and at least three pcs hold kOddsPositionSnapshots:
     // `taken` is the median pc's share of `total`.
     bool median_of_positions = false;
+    // Every snapshot was decided by the flags of a compare with memory
+    // (FlagsJump::reads_memory), and none by registers: the shares are of
+    // time. The flow holds each way chosen above a floor (flow_counts.h);
+    // such odds anchor nothing and bound no misprediction rate.
+    bool timed = false;
 };
 
 // A pc's snapshots widen its branch's share interval from this many on.

@@ -75,6 +75,9 @@ struct FlowCountsInput {
     // Jump tables whose snapshots' shares are of time (switch_undecided):
     // each case a snapshot chose gets a floor (timed_case_floor).
     std::span<const SwitchOdds> timed_switches;
+    // Conditional jumps only a compare with memory's flags decided
+    // (BranchOdds::timed): each way a snapshot chose gets the same floor.
+    std::span<const BranchOdds> timed_odds;
     double period_cycles = 0;                    // F * period_cycles = executions
     // The procedure's entry count from its callers' measured call sites
     // (0: unknown): a measured count on the entry edge (hard within the
