@@ -77,7 +77,7 @@ struct Analysis {
     // Per loop with a trip length from its trips' starts (entry_trips.h):
     // its site and length.
     std::vector<std::pair<EntryTripSite, EntryTrips>> entry_trips;
-    std::vector<CalcBranch> branch_reports;
+    std::vector<CalcBranch> branch_reports, timed_branch_reports;
     std::vector<CalcSwitch> switch_reports;
     std::vector<BranchOdds> odds;             // conditional jumps evaluated on register snapshots
     std::vector<BranchOdds> timed_odds;       // those only a compare with memory's flags decided (BranchOdds::timed)
@@ -1277,17 +1277,23 @@ bool anchor_branches(Analysis& a) {
     return added;
 }
 
+// A conditional jump's report (its block's last instruction).
+CalcBranch branch_report(const Analysis& a, const BranchOdds& o) {
+    CalcBranch r;
+    r.jump = a.cfg.instructions[a.cfg.blocks[o.block].first + a.cfg.blocks[o.block].count - 1].address;
+    r.taken = o.taken;
+    r.snapshots = o.total;
+    r.median_of_positions = o.median_of_positions;
+    return r;
+}
+
 void report_branches(Analysis& a) {
     for (std::size_t i = 0; i < a.odds.size(); ++i) {
-        const auto& o = a.odds[i];
-        CalcBranch r;
-        r.jump = a.cfg.instructions[a.cfg.blocks[o.block].first + a.cfg.blocks[o.block].count - 1].address;
-        r.taken = o.taken;
-        r.snapshots = o.total;
+        CalcBranch r = branch_report(a, a.odds[i]);
         r.anchored = a.odds_anchored[i];
-        r.median_of_positions = o.median_of_positions;
         a.branch_reports.push_back(r);
     }
+    for (const BranchOdds& o : a.timed_odds) a.timed_branch_reports.push_back(branch_report(a, o));
     for (std::size_t i = 0; i < a.switches.size(); ++i) {
         const auto& o = a.switches[i];
         CalcSwitch r;
@@ -1440,6 +1446,7 @@ CalcProcedure procedure_report(const Analysis& a, const ProcedureInput& input, d
     proc.stalls = a.culprits.summary;
     proc.loops = a.loop_reports;
     proc.branches = a.branch_reports;
+    proc.timed_branches = a.timed_branch_reports;
     proc.switches = a.switch_reports;
     double weighted_best = 0, weighted_insns = 0, weighted_samples = 0;
     for (std::uint32_t b = 0; b < a.cfg.blocks.size(); ++b) {

@@ -554,6 +554,10 @@ json procedure_json(const CalcReport& r, const CalcProcedure& p) {
         branches.push_back({{"jump", hex(b.jump)}, {"taken", b.taken}, {"snapshots", b.snapshots}, {"anchored", b.anchored},
                             {"median_of_positions", b.median_of_positions}});
     jp["branches"] = std::move(branches);
+    json timed = json::array();
+    for (const auto& b : p.timed_branches)
+        timed.push_back({{"jump", hex(b.jump)}, {"taken", b.taken}, {"snapshots", b.snapshots}});
+    jp["timed_branches"] = std::move(timed);
     json switches = json::array();
     for (const auto& w : p.switches) {
         json cases = json::array();

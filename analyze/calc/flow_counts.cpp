@@ -1,8 +1,6 @@
 // calc's counts as one flow over the CFG. See flow_counts.h.
 #include "ecpi/analyze/calc/flow_counts.h"
 
-#include "ecpi/analyze/calc/branch_odds.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -39,59 +37,7 @@ double range_weight(const BlockEvidence& e) {
     return 1 / (1 / e.samples + sigma * sigma);
 }
 
-// What a count below a ranged block's floor costs per execution: more than
-// any sample-based stretch (at most S/E * 31, S/E below 1), less than a
-// measured count (1,000), which wins where the two disagree.
-constexpr double kBelowFloorCost = 100;
 
-// `c` with every execution below `floor` priced at kBelowFloorCost.
-SoftCount floored(SoftCount c, double floor) {
-    if (!(floor > 0) || !(c.estimate > floor)) return c;
-    std::vector<FlowSegment> down;
-    double left = c.estimate - floor;  // executions from the point down to the floor
-    for (const FlowSegment& s : c.down) {
-        if (left <= 0) break;
-        down.push_back({std::min(s.length, left), s.cost});
-        left -= s.length;
-    }
-    if (left > 0) down.push_back({left, down.empty() ? 0 : down.back().cost});
-    down.push_back({floor, std::max(kBelowFloorCost, down.empty() ? 0 : down.back().cost)});  // convex
-    c.down = std::move(down);
-    return c;
-}
-
-// A case of a jump table whose index is loaded just before it
-// (switch_undecided): a snapshot there stands for the wait after the case
-// before, so a case's share of the snapshots is a share of time after its
-// predecessors, not of executions. Over four harness recordings (interp's
-// 14 cases, jsonq's parse_value's 8) the executed share of a case some
-// snapshot chose ran from 0.33x to 150x its snapshots' share: a case that
-// follows a slow one is seen more often than it runs, one that follows a
-// fast one hardly at all, so the shares give no point and no ceiling. They
-// do give a floor: each case ran at least a quarter of the lower end of its
-// share (Wilson's interval, two standard errors); at half, interp's cases
-// were floored above their truth in one recording of four (its `run` 68.5%
-// -> 3.5% within 10%). Without a floor the flow gave
-// jsonq's two commonest token kinds, seen by 36% and 19% of the snapshots
-// and sampled 626 and 2,038 times, 0.02 M and 0.04 M executions against
-// callgrind's 55 M and 46 M (their samples, ranged over a call and a load,
-// weighed nearly nothing).
-constexpr double kTimedShareFactor = 4;
-
-double timed_case_floor(std::uint32_t chose, std::uint32_t total) {
-    if (chose == 0 || total < chose) return 0;
-    return share_interval(chose, total).first / kTimedShareFactor;
-}
-
-// `c` with every execution below `floor` priced at kBelowFloorCost, where
-// `c` itself asks for less (a free edge: no other evidence).
-SoftCount with_floor(SoftCount c, double floor) {
-    if (!(floor > 0)) return c;
-    if (c.estimate > floor) return floored(std::move(c), floor);
-    c.estimate = floor;
-    c.down = {FlowSegment{floor, kBelowFloorCost}};
-    return c;
-}
 
 SoftCount block_count(const FlowCountsInput& in, const FrequencyEstimate& estimate,
                       std::span<const ClassRange> ranges, std::uint32_t b) {
@@ -247,7 +193,7 @@ void add_odds(const FlowCountsInput& in, const FrequencyEstimate& estimate, std:
 void add_timed_floors(const FlowCountsInput& in, const FrequencyEstimate& estimate, std::span<const double> executions,
                       FlowProblem& problem) {
     const auto floor_edge = [&](std::uint32_t block, std::uint32_t e, std::uint32_t chose, std::uint32_t total) {
-        const double floor = timed_case_floor(chose, total) * executions[block];
+        const double floor = timed_share_floor(chose, total) * executions[block];
         if (e < problem.edges.size() && floor > 0 && !measured(estimate, in.classes->edge_class[e]) && !ruled_out(in, e))
             problem.edges[e].count = with_floor(problem.edges[e].count, floor);
     };

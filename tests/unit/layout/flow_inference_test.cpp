@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ecpi/analyze/calc/branch_odds.h"
 #include "ecpi/analyze/calc/flow_inference.h"
 #include "ecpi/analyze/layout/layout.h"
 
@@ -194,6 +195,26 @@ TEST_CASE("layout's flow counts: no sample on either side keeps the fall-through
     CHECK(c.edges[1] == doctest::Approx(c.blocks[0]));
     CHECK(c.edges[2] == doctest::Approx(0));
     CHECK(c.blocks[0] == doctest::Approx(2e6));
+}
+
+// A compare with memory's flags: 30 of 100 snapshots chose the unsampled
+// taken side (shares of time, calc's timed_branches). Its count is held at
+// a floor, a quarter of the lower end of that share, and no higher.
+TEST_CASE("layout's flow counts: a timed branch floors the side its snapshots chose, and splits nothing") {
+    const double period = 1e6;
+    CalcProcedure p = calc_diamond(8, 0);
+    const LayoutCounts before = layout_counts(p, period, LayoutCountSource::kFlow);
+    CHECK(before.edges[1] == doctest::Approx(0));
+    CalcBranch timed;
+    timed.jump = p.instructions[0].address;
+    timed.taken = 30;
+    timed.snapshots = 100;
+    p.timed_branches.push_back(timed);
+    const LayoutCounts c = layout_counts(p, period, LayoutCountSource::kFlow);
+    const double floor = timed_share_floor(30, 100) * p.blocks[0].executions;
+    CHECK(timed_share_floor(30, 100) == doctest::Approx(share_interval(30, 100).first / 4));
+    CHECK(c.edges[1] == doctest::Approx(floor).epsilon(0.02));
+    CHECK(c.edges[1] + c.edges[2] == doctest::Approx(c.blocks[0]));
 }
 
 // Issue 17, the handlers workload: GCC lays a rare path that misses the

@@ -216,6 +216,9 @@ struct CalcProcedure {
     std::uint64_t ranged_samples = 0;         // samples of blocks whose count is a range
     std::vector<CalcLoop> loops;
     std::vector<CalcBranch> branches;
+    // Conditional jumps only a compare with memory's flags decided: shares
+    // of time (BranchOdds::timed), floors in the flow, never a split.
+    std::vector<CalcBranch> timed_branches;
     std::vector<CalcSwitch> switches;         // jump tables split by their index on register snapshots
     std::vector<CalcBlock> blocks;
     std::vector<CalcInstruction> instructions;

@@ -81,6 +81,24 @@ SoftCount poisson_range(double low, double high, double samples);
 // any block shorter than the sampling period).
 SoftCount measured_count(double executions);
 
+// What a count below a floor costs per execution: more than any
+// sample-based stretch (at most S/E * 31, S/E below 1), less than a measured
+// count (1,000), which wins where the two disagree.
+inline constexpr double kBelowFloorCost = 100;
+// `c` with every execution below `floor` priced at kBelowFloorCost (where
+// its point is above the floor; else `c` unchanged).
+SoftCount floored(SoftCount c, double floor);
+// The same where `c` itself may ask for less (a free edge): its point is
+// raised to the floor.
+SoftCount with_floor(SoftCount c, double floor);
+
+// Snapshot shares that are of time, not of executions: a jump table's index
+// loaded just before it (switch_undecided), a compare with memory's flags
+// (BranchOdds::timed). The least share of its block's count a way chosen by
+// `chose` of `total` such snapshots takes (0 for none): a floor, never a
+// share or a ceiling. For calc's flow (flow_counts.h) and layout's.
+double timed_share_floor(std::uint32_t chose, std::uint32_t total);
+
 // What a block's samples say of its count, for calc's flow (flow_counts.h)
 // and layout's: `samples` at calc's estimate of `executions`, or a range of
 // counts where calc could not decide.
