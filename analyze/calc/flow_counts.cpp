@@ -37,8 +37,6 @@ double range_weight(const BlockEvidence& e) {
     return 1 / (1 / e.samples + sigma * sigma);
 }
 
-
-
 SoftCount block_count(const FlowCountsInput& in, const FrequencyEstimate& estimate,
                       std::span<const ClassRange> ranges, std::uint32_t b) {
     const std::uint32_t cls = in.classes->block_class[b];
@@ -185,7 +183,7 @@ void add_odds(const FlowCountsInput& in, const FrequencyEstimate& estimate, std:
     }
 }
 
-// The timed odds' floors (timed_case_floor) at `executions` (per block):
+// The timed odds' floors (timed_share_floor) at `executions` (per block):
 // the flow's counts, never the estimator's points, which a stalled block's
 // samples put far above its count (SQLite's hash chain in pcache1Fetch, 179
 // samples on its key compare, at a best case of 4 cycles: a floor at a

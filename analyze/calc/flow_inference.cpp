@@ -102,9 +102,10 @@ SoftCount floored(SoftCount c, double floor) {
 // follows a slow one is seen more often than it runs, one that follows a
 // fast one hardly at all, so the shares give no point and no ceiling. They
 // do give a floor: each case ran at least a quarter of the lower end of its
-// share (Wilson's interval, two standard errors); at half, interp's cases
-// were floored above their truth in one recording of four (its `run` 68.5%
-// -> 3.5% within 10%). Without a floor the flow gave
+// share (Wilson's interval, two standard errors); at half (with floors
+// that then stacked over the flow's rounds) interp's cases were floored
+// above their truth in one recording of four (its `run` 68.5% -> 3.5%
+// within 10%). Without a floor the flow gave
 // jsonq's two commonest token kinds, seen by 36% and 19% of the snapshots
 // and sampled 626 and 2,038 times, 0.02 M and 0.04 M executions against
 // callgrind's 55 M and 46 M (their samples, ranged over a call and a load,

@@ -364,10 +364,6 @@ BlockEvidence block_evidence_of(const CalcProcedure& p, std::uint32_t block, boo
     return e;
 }
 
-}  // namespace
-
-namespace {
-
 // Whether block b, with a count, closes with the jump at `jump`.
 bool closes(const CalcProcedure& p, std::uint32_t b, std::uint64_t jump) {
     const CalcBlock& blk = p.blocks[b];
