@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -273,117 +274,99 @@ TEST_CASE("a switch inside a measured loop: its cases share the loop's count, no
     CHECK(est.block_frequency[s] == doctest::Approx(80).epsilon(0.01));
 }
 
-TEST_CASE("a switch's snapshot odds split its count where the cases' samples, ranged, cannot") {
-    // As above, but case 0 stalls: its samples say 50 where the cases ran
-    // 20 times each, and the estimator gave every case a wide range. The
-    // index read on register snapshots chose each case 100 times.
+namespace {
+
+// entry -> H; H -> S (stay), H -> X (leave); S -> C0..C3 (a jump table whose
+// index `chose` register snapshots read per case); every case -> L (the
+// latch, measured at 80 per period) -> H. The cases' samples say `said`,
+// each case's count ranged from `low` to 80.
+struct LoopSwitch {
     test::HandCfg fx;
-    const std::uint32_t h = fx.add_block({1, 1});
-    const std::uint32_t s = fx.add_block({1, 1, 1});
+    std::uint32_t h = 0, s = 0, l = 0, x = 0;
     std::vector<std::uint32_t> cases;
-    for (int k = 0; k < 4; ++k) cases.push_back(fx.add_block({1, 1, 1, 1}));
-    const std::uint32_t l = fx.add_block({1, 1});
-    const std::uint32_t x = fx.add_block({1});
-    fx.edge(kEntryBlock, h, EdgeKind::kEntry);
-    fx.edge(h, s, EdgeKind::kFallThrough);
-    fx.edge(h, x, EdgeKind::kBranch);
     SwitchOdds odds;
-    odds.block = s;
-    for (std::uint32_t c : cases) {
-        odds.edges.push_back(static_cast<std::uint32_t>(fx.cfg.edges.size()));
-        odds.counts.push_back(100);
-        odds.total += 100;
-        fx.edge(s, c, EdgeKind::kSwitch);
+    std::vector<std::uint64_t> samples;
+    double low = 5;
+
+    LoopSwitch(const std::array<std::uint32_t, 4>& chose, const std::array<double, 4>& said, double case_low) : low(case_low) {
+        h = fx.add_block({1, 1});
+        s = fx.add_block({1, 1, 1});
+        for (int k = 0; k < 4; ++k) cases.push_back(fx.add_block({1, 1, 1, 1}));
+        l = fx.add_block({1, 1});
+        x = fx.add_block({1});
+        fx.edge(kEntryBlock, h, EdgeKind::kEntry);
+        fx.edge(h, s, EdgeKind::kFallThrough);
+        fx.edge(h, x, EdgeKind::kBranch);
+        odds.block = s;
+        for (int k = 0; k < 4; ++k) {
+            odds.edges.push_back(static_cast<std::uint32_t>(fx.cfg.edges.size()));
+            odds.counts.push_back(chose[k]);
+            odds.total += chose[k];
+            fx.edge(s, cases[k], EdgeKind::kSwitch);
+        }
+        for (std::uint32_t c : cases) fx.edge(c, l, EdgeKind::kJump);
+        fx.edge(l, h, EdgeKind::kJump);
+        fx.edge(x, kExitBlock, EdgeKind::kReturn);
+        samples.assign(fx.cfg.instructions.size(), 0);
+        for (std::uint32_t b : {h, s, l}) fx.sample(samples, b, 80);
+        fx.sample(samples, x, 1);
+        for (int k = 0; k < 4; ++k) fx.sample(samples, cases[k], said[k]);
     }
-    for (std::uint32_t c : cases) fx.edge(c, l, EdgeKind::kJump);
-    fx.edge(l, h, EdgeKind::kJump);
-    fx.edge(x, kExitBlock, EdgeKind::kReturn);
-    std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
-    for (std::uint32_t b : {h, s, l}) fx.sample(samples, b, 80);
-    fx.sample(samples, x, 1);
-    const double said[] = {50, 10, 10, 10};
-    for (int k = 0; k < 4; ++k) fx.sample(samples, cases[k], said[k]);
-    const FrequencyClasses fc = frequency_classes(fx.cfg);
-    EstimatorOptions options;
-    options.anchors.push_back({l, 80, false});
-    auto solve = [&](std::span<const SwitchOdds> switches) {
+
+    // The flow with the odds as deciding (`switches`) or as shares of time
+    // (`timed`), or neither.
+    FrequencyEstimate solve(bool decided, bool timed) {
+        const FrequencyClasses fc = frequency_classes(fx.cfg);
+        EstimatorOptions options;
+        options.anchors.push_back({l, 80, false});
         FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, options);
         std::vector<ClassRange> ranges(fc.count);
-        for (std::uint32_t c : cases) ranges[fc.block_class[c]] = {true, 5, 80};
+        for (std::uint32_t c : cases) ranges[fc.block_class[c]] = {true, low, 80};
         FlowCountsInput in = hand_input(fx, fc, samples);
-        in.switches = switches;
+        if (decided) in.switches = std::span<const SwitchOdds>(&odds, 1);
+        if (timed) in.timed_switches = std::span<const SwitchOdds>(&odds, 1);
         conserve_flow(est, ranges, in);
         check_conserved(fx.cfg, est);
         return est;
-    };
-    const FrequencyEstimate with = solve(std::span<const SwitchOdds>(&odds, 1));
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a switch's snapshot odds split its count where the cases' samples, ranged, cannot") {
+    // Case 0 stalls: its samples say 50 where the cases ran 20 times each,
+    // and the estimator gave every case a wide range. The index read on
+    // register snapshots chose each case 100 times.
+    LoopSwitch g({100, 100, 100, 100}, {50, 10, 10, 10}, 5);
+    const FrequencyEstimate with = g.solve(true, false);
     for (int k = 0; k < 4; ++k) {
         CAPTURE(k);
-        CHECK(with.block_frequency[cases[k]] == doctest::Approx(20).epsilon(0.1));
+        CHECK(with.block_frequency[g.cases[k]] == doctest::Approx(20).epsilon(0.1));
     }
     // Without the odds the stalled case keeps most of its samples' count.
-    const FrequencyEstimate without = solve({});
-    CHECK(without.block_frequency[cases[0]] > 30);
+    const FrequencyEstimate without = g.solve(false, false);
+    CHECK(without.block_frequency[g.cases[0]] > 30);
 }
 
 TEST_CASE("a jump table whose snapshots weigh time floors each case they chose, and splits nothing") {
-    // The switch above, its index loaded just before the table (jsonq's
-    // parse_value): 30 of 100 snapshots chose case 3, whose samples say 1
-    // (it retires in the shadow of the case before it), 40 chose case 1,
-    // whose samples say 10. Such shares are of time, not of executions.
-    test::HandCfg fx;
-    const std::uint32_t h = fx.add_block({1, 1});
-    const std::uint32_t s = fx.add_block({1, 1, 1});
-    std::vector<std::uint32_t> cases;
-    for (int k = 0; k < 4; ++k) cases.push_back(fx.add_block({1, 1, 1, 1}));
-    const std::uint32_t l = fx.add_block({1, 1});
-    const std::uint32_t x = fx.add_block({1});
-    fx.edge(kEntryBlock, h, EdgeKind::kEntry);
-    fx.edge(h, s, EdgeKind::kFallThrough);
-    fx.edge(h, x, EdgeKind::kBranch);
-    SwitchOdds odds;
-    odds.block = s;
-    odds.index_from_memory = true;
-    const std::uint32_t chose[] = {10, 40, 20, 30};
-    for (int k = 0; k < 4; ++k) {
-        odds.edges.push_back(static_cast<std::uint32_t>(fx.cfg.edges.size()));
-        odds.counts.push_back(chose[k]);
-        odds.total += chose[k];
-        fx.edge(s, cases[k], EdgeKind::kSwitch);
-    }
-    REQUIRE(switch_undecided(odds) != nullptr);
-    for (std::uint32_t c : cases) fx.edge(c, l, EdgeKind::kJump);
-    fx.edge(l, h, EdgeKind::kJump);
-    fx.edge(x, kExitBlock, EdgeKind::kReturn);
-    std::vector<std::uint64_t> samples(fx.cfg.instructions.size(), 0);
-    for (std::uint32_t b : {h, s, l}) fx.sample(samples, b, 80);
-    fx.sample(samples, x, 1);
-    const double said[] = {59, 10, 10, 1};
-    for (int k = 0; k < 4; ++k) fx.sample(samples, cases[k], said[k]);
-    const FrequencyClasses fc = frequency_classes(fx.cfg);
-    EstimatorOptions options;
-    options.anchors.push_back({l, 80, false});
-    auto solve = [&](std::span<const SwitchOdds> timed) {
-        FrequencyEstimate est = estimate_frequencies(fx.cfg, fc, fx.timing, samples, options);
-        std::vector<ClassRange> ranges(fc.count);
-        for (std::uint32_t c : cases) ranges[fc.block_class[c]] = {true, 0.5, 80};
-        FlowCountsInput in = hand_input(fx, fc, samples);
-        in.timed_switches = timed;
-        conserve_flow(est, ranges, in);
-        check_conserved(fx.cfg, est);
-        return est;
-    };
-    const FrequencyEstimate without = solve({});
-    const FrequencyEstimate with = solve(std::span<const SwitchOdds>(&odds, 1));
+    // Its index loaded just before the table (jsonq's parse_value): 30 of
+    // 100 snapshots chose case 3, whose samples say 1 (it retires in the
+    // shadow of the case before it), 40 chose case 1, whose samples say 10.
+    // Such shares are of time, not of executions.
+    LoopSwitch g({10, 40, 20, 30}, {59, 10, 10, 1}, 0.5);
+    g.odds.index_from_memory = true;
+    REQUIRE(switch_undecided(g.odds) != nullptr);
+    const FrequencyEstimate without = g.solve(false, false);
+    const FrequencyEstimate with = g.solve(false, true);
     // 30 of 100: at least a quarter of Wilson's lower end (0.219), of 80.
-    CHECK(without.block_frequency[cases[3]] < 3);
-    CHECK(with.block_frequency[cases[3]] == doctest::Approx(80 * 0.2189 / 4).epsilon(0.05));
+    CHECK(without.block_frequency[g.cases[3]] < 3);
+    CHECK(with.block_frequency[g.cases[3]] == doctest::Approx(80 * 0.2189 / 4).epsilon(0.05));
     // No case is raised toward its share of the snapshots: case 1 (40%)
     // keeps its samples' count, and the floor's executions come from the
     // case whose samples asked the most.
-    CHECK(with.block_frequency[cases[1]] == doctest::Approx(without.block_frequency[cases[1]]).epsilon(0.05));
-    CHECK(with.block_frequency[cases[0]] < without.block_frequency[cases[0]]);
-    CHECK(with.block_frequency[s] == doctest::Approx(80).epsilon(0.01));
+    CHECK(with.block_frequency[g.cases[1]] == doctest::Approx(without.block_frequency[g.cases[1]]).epsilon(0.05));
+    CHECK(with.block_frequency[g.cases[0]] < without.block_frequency[g.cases[0]]);
+    CHECK(with.block_frequency[g.s] == doctest::Approx(80).epsilon(0.01));
 }
 
 TEST_CASE("nested loops: the inner loop's measured count and the outer loop's samples agree in one flow") {
